@@ -1,0 +1,92 @@
+"""Developer sessions for the monorepo.
+
+The test, lint and demo sessions run inside the one virtualenv made by ``ci/setup.sh``
+(``.venv``): rebuilding torch and the C++ packages per session would waste minutes. Run them as
+``.venv/bin/nox -s tests`` (or through ``bash ci/test.sh``, which does the set-up first).
+The benchmark session gets its own virtualenv, because the peers it compares against (optree,
+jax, dm-tree, torchopt, higher) must never leak into the test environment.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import nox
+
+ROOT = Path(__file__).parent
+PACKAGES = ["optree-core", "fused-optim", "diffopt"]
+PEERS = ["optree", "jax[cpu]", "dm-tree", "torchopt", "higher", "pytest-benchmark"]
+CONSTRAINTS = str(ROOT / "ci" / "constraints.txt")
+
+nox.options.sessions = ["tests"]
+nox.options.reuse_existing_virtualenvs = True
+
+
+def _present(package: str) -> bool:
+    return (ROOT / "packages" / package / "pyproject.toml").exists()
+
+
+def _pytest(session: nox.Session, package: str) -> None:
+    tests = ROOT / "packages" / package / "tests"
+    session.run(sys.executable, "-m", "pytest", str(tests), "-q", *session.posargs)
+
+
+@nox.session(venv_backend="none")
+@nox.parametrize("package", PACKAGES)
+def tests(session: nox.Session, package: str) -> None:
+    """Run one package's test suite against the installed build."""
+    if not _present(package):
+        session.skip(f"{package} does not exist yet")
+    _pytest(session, package)
+
+
+@nox.session(name="tests_all", venv_backend="none")
+def tests_all(session: nox.Session) -> None:
+    """Run every package's tests in one pytest process per package."""
+    for package in PACKAGES:
+        if _present(package):
+            _pytest(session, package)
+
+
+@nox.session(venv_backend="none")
+def lint(session: nox.Session) -> None:
+    """ruff over every package, the benchmarks and the CI scripts."""
+    session.run(sys.executable, "-m", "ruff", "check", "packages", "benchmarks", "noxfile.py")
+
+
+@nox.session(venv_backend="none")
+def demo(session: nox.Session) -> None:
+    """The main job: the meta-learning demo once diffopt exists, the pytree benchmark before."""
+    maml = ROOT / "packages" / "diffopt" / "examples" / "maml_sinusoid.py"
+    if maml.exists():
+        session.run(sys.executable, str(maml), *session.posargs)
+    else:
+        session.run(sys.executable, str(ROOT / "benchmarks" / "pytree" / "bench_pytree.py"),
+                    "--quick", *session.posargs)
+
+
+@nox.session(venv_backend="none")
+def sanitize(session: nox.Session) -> None:
+    """Build optree-core with AddressSanitizer + UBSan and fuzz its bindings (opt-in, slow)."""
+    session.run("bash", str(ROOT / "packages" / "optree-core" / "tests" / "sanitize" / "run.sh"),
+                *session.posargs, external=True)
+
+
+@nox.session(reuse_venv=True)
+def benchmarks(session: nox.Session) -> None:
+    """Peers-side-by-side benchmarks, in a venv of their own that sees .venv's packages."""
+    venv_site = Path(os.environ.get("DIFFOPT_VENV", ROOT / ".venv"))
+    site = next(venv_site.glob("lib/python*/site-packages"))
+    own_site = Path(session.run(
+        "python", "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])",
+        silent=True).strip())
+    # Our stack comes from the main venv through a .pth file; only the peers are installed here.
+    (own_site / "_diffopt_stack.pth").write_text(f"{site}\n")
+    session.install("-c", CONSTRAINTS, *PEERS)
+    suite = session.posargs or ["pytree", "optim", "maml", "implicit", "distributed"]
+    for name in suite:
+        script = ROOT / "benchmarks" / name / f"bench_{name}.py"
+        if script.exists():
+            session.run("python", str(script))
