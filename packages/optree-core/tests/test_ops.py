@@ -1,0 +1,851 @@
+"""optree_core's tree functions (ops): literal expectations for every built-in node kind, every
+public tree_* function, and the errors bad input must raise."""
+
+from __future__ import annotations
+
+import collections
+import copy
+import sys
+
+import pytest
+from helpers import (
+    Empty,
+    Point,
+    Triple,
+    assert_mentions_all,
+    assert_mentions_path,
+    fresh_namespace,
+    sample_cases,
+    struct_time,
+)
+
+import optree_core
+
+CASES = sample_cases()
+CASE_IDS = [type(c.tree).__name__ + str(i) for i, c in enumerate(CASES)]
+
+# The public API issue 2 promises, name for name with optree.
+PUBLIC_NAMES = [
+    "tree_flatten",
+    "tree_flatten_with_path",
+    "tree_unflatten",
+    "tree_leaves",
+    "tree_structure",
+    "tree_map",
+    "tree_map_",
+    "tree_map_with_path",
+    "tree_iter",
+    "tree_paths",
+    "tree_all",
+    "tree_any",
+    "tree_reduce",
+    "tree_sum",
+    "tree_max",
+    "tree_min",
+    "tree_transpose",
+    "tree_broadcast_prefix",
+    "tree_broadcast_map",
+    "tree_replace_nones",
+    "tree_partition",
+    "tree_flatten_one_level",
+    "all_leaves",
+    "prefix_errors",
+    "treespec_leaf",
+    "treespec_none",
+    "treespec_tuple",
+    "treespec_list",
+    "treespec_dict",
+    "treespec_namedtuple",
+    "treespec_ordereddict",
+    "treespec_defaultdict",
+    "treespec_deque",
+    "treespec_structseq",
+    "treespec_from_collection",
+    "treespec_is_leaf",
+    "treespec_is_strict_leaf",
+    "treespec_is_prefix",
+    "treespec_is_suffix",
+    "treespec_paths",
+    "treespec_entries",
+    "treespec_children",
+    "treespec_child",
+    "treespec_entry",
+    "PyTreeSpec",
+    "PyTreeKind",
+    "PyTreeEntry",
+    "GetItemEntry",
+    "GetAttrEntry",
+    "PyTreeAccessor",
+    "SequenceEntry",
+    "MappingEntry",
+    "NamedTupleEntry",
+    "StructSequenceEntry",
+    "FlattenedEntry",
+    "register_pytree_node",
+    "register_pytree_node_class",
+    "unregister_pytree_node",
+    "dict_insertion_ordered",
+    "is_namedtuple",
+    "is_namedtuple_class",
+    "is_namedtuple_instance",
+    "namedtuple_fields",
+    "is_structseq",
+    "is_structseq_class",
+    "is_structseq_instance",
+    "structseq_fields",
+    "MAX_RECURSION_DEPTH",
+]
+
+
+@pytest.mark.parametrize("name", PUBLIC_NAMES)
+def test_public_name_exists_and_is_exported(name):
+    assert hasattr(optree_core, name), f"optree_core.{name} is missing"
+    assert name in optree_core.__all__
+
+
+def test_version_is_a_string():
+    assert isinstance(optree_core.__version__, str)
+    assert optree_core.__version__.count(".") >= 2
+
+
+# -- flatten / leaves / structure / paths on every built-in kind ----------------------------------
+
+
+@pytest.mark.parametrize("case", CASES, ids=CASE_IDS)
+def test_flatten_literal(case):
+    leaves, spec = optree_core.tree_flatten(case.tree)
+    assert leaves == case.leaves
+    assert repr(spec) == case.repr
+    assert spec.num_leaves == len(case.leaves)
+    assert spec.num_nodes == case.num_nodes
+    assert optree_core.tree_leaves(case.tree) == case.leaves
+    assert list(optree_core.tree_iter(case.tree)) == case.leaves
+    assert optree_core.tree_structure(case.tree) == spec
+    assert optree_core.tree_paths(case.tree) == case.paths
+    paths, leaves2, spec2 = optree_core.tree_flatten_with_path(case.tree)
+    assert (paths, leaves2, spec2) == (case.paths, case.leaves, spec)
+
+
+@pytest.mark.parametrize("case", CASES, ids=CASE_IDS)
+def test_unflatten_restores_type_and_order(case):
+    leaves, spec = optree_core.tree_flatten(case.tree)
+    rebuilt = optree_core.tree_unflatten(spec, leaves)
+    assert type(rebuilt) is type(case.tree)
+    assert rebuilt == case.tree
+    if isinstance(case.tree, dict):
+        assert list(rebuilt) == list(case.tree)
+
+
+def test_dict_flattens_sorted_but_unflattens_in_insertion_order():
+    tree = {"b": 1, "c": 2, "a": 3}
+    leaves, spec = optree_core.tree_flatten(tree)
+    assert leaves == [3, 1, 2]
+    rebuilt = optree_core.tree_unflatten(spec, [30, 10, 20])
+    assert list(rebuilt.items()) == [("b", 10), ("c", 20), ("a", 30)]
+    # Two dicts that differ only in insertion order have equal specs and map together.
+    assert spec == optree_core.tree_structure({"a": 0, "c": 0, "b": 0})
+    both = optree_core.tree_map(lambda x, y: (x, y), tree, {"a": 7, "b": 8, "c": 9})
+    assert list(both.items()) == [("b", (1, 8)), ("c", (2, 9)), ("a", (3, 7))]
+
+
+def test_dict_with_mixed_key_types_sorts_by_type_name_then_value():
+    leaves, spec = optree_core.tree_flatten({"b": 2, 1: "one", "a": 3, 0: "zero"})
+    assert leaves == ["zero", "one", 3, 2]
+    assert spec.entries() == [0, 1, "a", "b"]
+
+
+def test_ordereddict_keeps_its_order():
+    tree = collections.OrderedDict([("b", 1), ("a", 2)])
+    leaves, spec = optree_core.tree_flatten(tree)
+    assert leaves == [1, 2]
+    assert spec.entries() == ["b", "a"]
+    rebuilt = spec.unflatten([5, 6])
+    assert type(rebuilt) is collections.OrderedDict
+    assert list(rebuilt.items()) == [("b", 5), ("a", 6)]
+    # For an OrderedDict the order is part of the structure.
+    assert spec != optree_core.tree_structure(collections.OrderedDict([("a", 1), ("b", 2)]))
+    assert spec.kind == optree_core.PyTreeKind.ORDEREDDICT
+
+
+def test_defaultdict_keeps_default_factory():
+    tree = collections.defaultdict(list, {"y": 1, "x": 2})
+    leaves, spec = optree_core.tree_flatten(tree)
+    assert leaves == [2, 1]
+    rebuilt = spec.unflatten(["X", "Y"])
+    assert type(rebuilt) is collections.defaultdict
+    assert rebuilt.default_factory is list
+    assert list(rebuilt.items()) == [("y", "Y"), ("x", "X")]
+    assert rebuilt["missing"] == []
+    assert spec != optree_core.tree_structure(collections.defaultdict(int, {"y": 1, "x": 2}))
+    assert spec != optree_core.tree_structure({"y": 1, "x": 2})
+    assert spec.kind == optree_core.PyTreeKind.DEFAULTDICT
+
+
+def test_deque_keeps_maxlen():
+    tree = collections.deque([1, 2], maxlen=4)
+    leaves, spec = optree_core.tree_flatten(tree)
+    assert leaves == [1, 2]
+    rebuilt = spec.unflatten([3, 4])
+    assert type(rebuilt) is collections.deque
+    assert rebuilt.maxlen == 4
+    assert list(rebuilt) == [3, 4]
+    assert spec != optree_core.tree_structure(collections.deque([1, 2], maxlen=5))
+    assert spec != optree_core.tree_structure(collections.deque([1, 2]))
+    assert spec.kind == optree_core.PyTreeKind.DEQUE
+
+
+def test_namedtuple_and_structseq_round_trip():
+    tree = [Point(1, 2), Triple(3, 4, 5), Empty(), struct_time(*range(9))]
+    leaves, spec = optree_core.tree_flatten(tree)
+    assert leaves == [1, 2, 3, 4, 5, *range(9)]
+    rebuilt = spec.unflatten(leaves)
+    assert [type(x) for x in rebuilt] == [Point, Triple, Empty, type(struct_time())]
+    assert rebuilt == tree
+    assert spec.child(0).kind == optree_core.PyTreeKind.NAMEDTUPLE
+    assert spec.child(3).kind == optree_core.PyTreeKind.STRUCTSEQUENCE
+    assert spec.child(3).type is type(struct_time())
+    # A namedtuple is not a tuple of the same arity, as a structure.
+    assert optree_core.tree_structure(Point(1, 2)) != optree_core.tree_structure((1, 2))
+
+
+def test_os_stat_result_is_a_structseq_with_its_visible_fields():
+    import os
+
+    st = os.stat(".")
+    leaves, spec = optree_core.tree_flatten(st)
+    assert leaves == list(st)
+    assert spec.kind == optree_core.PyTreeKind.STRUCTSEQUENCE
+    assert spec.num_leaves == os.stat_result.n_sequence_fields
+    assert spec.unflatten(leaves) == st
+    assert type(spec.unflatten(leaves)) is os.stat_result
+
+
+def test_none_is_a_node_without_children_by_default():
+    assert optree_core.tree_leaves([None, 1, (None,)]) == [1]
+    spec = optree_core.tree_structure(None)
+    assert spec.kind == optree_core.PyTreeKind.NONE
+    assert (spec.num_leaves, spec.num_nodes) == (0, 1)
+    assert optree_core.tree_map(lambda x: x + 1, {"a": None, "b": 1}) == {"a": None, "b": 2}
+
+
+def test_none_is_leaf_true():
+    leaves, spec = optree_core.tree_flatten([None, 1, (None,)], none_is_leaf=True)
+    assert leaves == [None, 1, None]
+    assert repr(spec) == "PyTreeSpec([*, *, (*,)], NoneIsLeaf)"
+    assert spec.none_is_leaf
+    assert spec != optree_core.tree_structure([None, 1, (None,)])
+    assert optree_core.tree_map(lambda x: x is None, [None, 1], none_is_leaf=True) == [True, False]
+    assert optree_core.tree_structure(None, none_is_leaf=True).kind == optree_core.PyTreeKind.LEAF
+
+
+def test_is_leaf_stops_descent():
+    tree = {"a": [1, 2], "b": (3, [4])}
+    leaves = optree_core.tree_leaves(tree, is_leaf=lambda x: isinstance(x, list))
+    assert leaves == [[1, 2], 3, [4]]
+    paths = optree_core.tree_paths(tree, is_leaf=lambda x: isinstance(x, list))
+    assert paths == [("a",), ("b", 0), ("b", 1)]
+    mapped = optree_core.tree_map(
+        lambda x: len(x) if isinstance(x, list) else -x,
+        tree,
+        is_leaf=lambda x: isinstance(x, list),
+    )
+    assert mapped == {"a": 2, "b": (-3, 1)}
+
+
+def test_is_leaf_exception_is_reraised():
+    def bad(x):
+        raise KeyError("from is_leaf")
+
+    with pytest.raises(KeyError, match="from is_leaf"):
+        optree_core.tree_flatten([1], is_leaf=bad)
+
+
+def test_leaves_are_returned_by_identity():
+    a, b = object(), object()
+    leaves = optree_core.tree_leaves({"x": a, "y": [b]})
+    assert leaves[0] is a
+    assert leaves[1] is b
+
+
+# -- unflatten errors -------------------------------------------------------------------------------
+
+
+def test_unflatten_too_few_leaves_says_expected_and_got():
+    spec = optree_core.tree_structure({"a": [1, 2], "b": 3})
+    with pytest.raises(ValueError) as info:
+        optree_core.tree_unflatten(spec, [1, 2])
+    assert_mentions_all(str(info.value), "3", "2")
+
+
+def test_unflatten_too_many_leaves_says_expected():
+    spec = optree_core.tree_structure({"a": [1, 2], "b": 3})
+    with pytest.raises(ValueError) as info:
+        optree_core.tree_unflatten(spec, [1, 2, 3, 4])
+    assert "3" in str(info.value)
+
+
+def test_unflatten_accepts_any_iterable():
+    spec = optree_core.tree_structure([1, (2, 3)])
+    assert spec.unflatten(iter([4, 5, 6])) == [4, (5, 6)]
+    assert spec.unflatten(range(3)) == [0, (1, 2)]
+
+
+def test_unflatten_rejects_non_iterable_leaves():
+    spec = optree_core.tree_structure([1, 2])
+    with pytest.raises(TypeError):
+        optree_core.tree_unflatten(spec, 5)
+
+
+def test_unflatten_rejects_non_treespec():
+    with pytest.raises((TypeError, AttributeError)):
+        optree_core.tree_unflatten([1, 2], [1, 2])
+
+
+# -- tree_map family ------------------------------------------------------------------------------
+
+
+def test_tree_map_multiple_trees():
+    out = optree_core.tree_map(
+        lambda a, b, c: a + b * c,
+        {"x": [1, 2], "y": 3},
+        {"x": [4, 5], "y": 6},
+        {"x": [7, 8], "y": 9},
+    )
+    assert out == {"x": [29, 42], "y": 57}
+
+
+def test_tree_map_rest_may_be_deeper_than_first_tree():
+    out = optree_core.tree_map(lambda x, y: (x, y), [1, 2], [[1, 2], {"k": 3}])
+    assert out == [(1, [1, 2]), (2, {"k": 3})]
+
+
+def test_tree_map_keeps_node_types():
+    tree = [collections.OrderedDict(b=1, a=2), collections.deque([3], maxlen=2), Point(4, 5)]
+    out = optree_core.tree_map(lambda x: x * 10, tree)
+    assert out == [
+        collections.OrderedDict(b=10, a=20),
+        collections.deque([30], maxlen=2),
+        Point(40, 50),
+    ]
+    assert out[1].maxlen == 2
+    assert type(out[2]) is Point
+
+
+def test_tree_map_func_exception_propagates():
+    with pytest.raises(ZeroDivisionError):
+        optree_core.tree_map(lambda x: 1 / x, [1, 0])
+
+
+def test_tree_map_mismatched_list_length_says_where_and_what():
+    left = {"outer": {"inner": [1, 2]}, "z": 0}
+    right = {"outer": {"inner": [1, 2, 3]}, "z": 0}
+    with pytest.raises(ValueError) as info:
+        optree_core.tree_map(lambda a, b: a, left, right)
+    message = str(info.value)
+    assert_mentions_path(message, ("outer", "inner"))
+    assert_mentions_all(message, "2", "3")
+
+
+def test_tree_map_mismatched_dict_keys_says_where_and_which_keys():
+    left = [0, {"a": {"p": 1, "q": 2}}]
+    right = [0, {"a": {"p": 1, "r": 2}}]
+    with pytest.raises(ValueError) as info:
+        optree_core.tree_map(lambda a, b: a, left, right)
+    message = str(info.value)
+    assert_mentions_path(message, (1, "a"))
+    assert_mentions_all(message, "'q'", "'r'")
+
+
+def test_tree_map_mismatched_node_type_says_where_and_which_types():
+    left = {"k": [(1, 2)]}
+    right = {"k": [[1, 2]]}
+    with pytest.raises(ValueError) as info:
+        optree_core.tree_map(lambda a, b: a, left, right)
+    message = str(info.value)
+    assert_mentions_path(message, ("k", 0))
+    assert_mentions_all(message, "tuple", "list")
+
+
+def test_tree_map_none_versus_leaf_says_where():
+    with pytest.raises(ValueError) as info:
+        optree_core.tree_map(lambda a, b: a, {"w": [1, None]}, {"w": [2, 3]})
+    assert_mentions_path(str(info.value), ("w", 1))
+    assert "None" in str(info.value)
+
+
+def test_tree_map_mismatch_namedtuple_vs_tuple():
+    with pytest.raises(ValueError):
+        optree_core.tree_map(lambda a, b: a, Point(1, 2), (1, 2))
+    with pytest.raises(ValueError):
+        optree_core.tree_map(lambda a, b: a, (1, 2), Point(1, 2))
+
+
+def test_tree_map_mismatch_deque_maxlen_and_list():
+    with pytest.raises(ValueError):
+        optree_core.tree_map(lambda a, b: a, [1, 2], collections.deque([1, 2]))
+
+
+def test_tree_map_dict_accepts_ordereddict_and_defaultdict_rests():
+    # Dict-like rests match a dict by keys, whatever their order (optree semantics).
+    assert optree_core.tree_map(
+        lambda a, b: a + b, {"a": 1, "b": 2}, collections.OrderedDict(b=10, a=20)
+    ) == {"a": 21, "b": 12}
+    assert optree_core.tree_map(
+        lambda a, b: a + b, {"a": 1}, collections.defaultdict(int, a=5)
+    ) == {"a": 6}
+
+
+def test_tree_map_underscore_returns_first_tree_and_calls_in_order():
+    seen = []
+    tree = {"b": [1], "a": 2}
+    out = optree_core.tree_map_(lambda x, y: seen.append((x, y)), tree, {"b": [10], "a": 20})
+    assert out is tree
+    assert seen == [(2, 20), (1, 10)]
+    assert tree == {"b": [1], "a": 2}
+
+
+def test_tree_map_with_path():
+    out = optree_core.tree_map_with_path(
+        lambda p, x, y: (p, x + y), {"b": [1, 2], "a": 3}, {"b": [10, 20], "a": 30}
+    )
+    assert out == {"b": [(("b", 0), 11), (("b", 1), 22)], "a": (("a",), 33)}
+
+
+def test_tree_map_does_not_modify_inputs():
+    tree = {"a": [1, {"b": 2}], "c": (3,)}
+    snapshot = copy.deepcopy(tree)
+    optree_core.tree_map(lambda x: x * 2, tree)
+    with pytest.raises(ValueError):
+        optree_core.tree_map(lambda x, y: x, tree, {"a": [1], "c": (3,)})
+    assert tree == snapshot
+
+
+# -- reductions and predicates --------------------------------------------------------------------
+
+
+def test_tree_reduce_sum_max_min():
+    tree = {"a": 2, "b": [3, (4,)], "c": None}
+    assert optree_core.tree_reduce(lambda a, b: a * b, tree) == 24
+    assert optree_core.tree_reduce(lambda a, b: a * b, tree, 10) == 240
+    assert optree_core.tree_reduce(lambda a, b: a * b, {}, 7) == 7
+    with pytest.raises(TypeError):
+        optree_core.tree_reduce(lambda a, b: a * b, {})
+    assert optree_core.tree_sum(tree) == 9
+    assert optree_core.tree_sum(tree, start=100) == 109
+    assert optree_core.tree_sum({}) == 0
+    assert optree_core.tree_sum([[1.5], [2]], start=0.5) == 4.0
+    assert optree_core.tree_max(tree) == 4
+    assert optree_core.tree_min(tree) == 2
+    assert optree_core.tree_max({"a": -5, "b": 3}, key=abs) == -5
+    assert optree_core.tree_min({"a": -5, "b": 3}, key=abs) == 3
+    assert optree_core.tree_max({}, default=-1) == -1
+    with pytest.raises(ValueError):
+        optree_core.tree_max({})
+    with pytest.raises(ValueError):
+        optree_core.tree_min([None])
+
+
+def test_tree_all_any():
+    assert optree_core.tree_all({"a": 1, "b": [True, 2]})
+    assert not optree_core.tree_all({"a": 1, "b": [0]})
+    assert optree_core.tree_all({})
+    assert optree_core.tree_any({"a": 0, "b": [1]})
+    assert not optree_core.tree_any({"a": 0, "b": [None]})
+    assert not optree_core.tree_any({})
+    assert optree_core.tree_all({"a": None})
+    assert not optree_core.tree_all({"a": None}, none_is_leaf=True)
+
+
+def test_all_leaves():
+    assert optree_core.all_leaves([1, "x", 2.5])
+    assert not optree_core.all_leaves([1, [2]])
+    assert not optree_core.all_leaves([1, None])
+    assert optree_core.all_leaves([1, None], none_is_leaf=True)
+    assert optree_core.all_leaves([[1]], is_leaf=lambda x: isinstance(x, list))
+
+
+# -- structural helpers ---------------------------------------------------------------------------
+
+
+def test_tree_transpose():
+    outer = optree_core.tree_structure([0, 0, 0])
+    inner = optree_core.tree_structure({"x": 0, "y": (0,)})
+    tree = [{"x": 1, "y": (2,)}, {"x": 3, "y": (4,)}, {"x": 5, "y": (6,)}]
+    out = optree_core.tree_transpose(outer, inner, tree)
+    assert out == {"x": [1, 3, 5], "y": ([2, 4, 6],)}
+
+
+def test_tree_transpose_wrong_outer_structure():
+    outer = optree_core.tree_structure([0, 0])
+    inner = optree_core.tree_structure((0, 0))
+    with pytest.raises((TypeError, ValueError)):
+        optree_core.tree_transpose(outer, inner, [(1, 2), (3, 4), (5, 6)])
+
+
+def test_tree_broadcast_prefix():
+    out = optree_core.tree_broadcast_prefix([1, {"a": 2}, 3], [[4, 5], {"a": (6, 7)}, 8])
+    assert out == [[1, 1], {"a": (2, 2)}, 3]
+    assert optree_core.tree_broadcast_prefix(0, {"a": [1, 2], "b": 3}) == {"a": [0, 0], "b": 0}
+
+
+def test_tree_broadcast_prefix_mismatch_says_where_and_what():
+    with pytest.raises(ValueError) as info:
+        optree_core.tree_broadcast_prefix({"m": {"n": [1, 2]}}, {"m": {"n": [1, 2, 3]}})
+    message = str(info.value)
+    assert_mentions_path(message, ("m", "n"))
+    assert_mentions_all(message, "2", "3")
+
+
+def test_tree_broadcast_map_either_side_may_be_the_prefix():
+    expected = [[4, 5], {"a": (7, 8)}]
+    assert (
+        optree_core.tree_broadcast_map(lambda a, b: a + b, [1, {"a": 2}], [[3, 4], {"a": (5, 6)}])
+        == expected
+    )
+    assert (
+        optree_core.tree_broadcast_map(lambda a, b: a + b, [[3, 4], {"a": (5, 6)}], [1, {"a": 2}])
+        == expected
+    )
+    assert optree_core.tree_broadcast_map(lambda a, b: a + b, [[3, 4], 5], [1, [2, 3]]) == [
+        [4, 5],
+        [7, 8],
+    ]
+
+
+def test_tree_replace_nones():
+    assert optree_core.tree_replace_nones(0, {"a": None, "b": [1, None, (None,)]}) == {
+        "a": 0,
+        "b": [1, 0, (0,)],
+    }
+    assert optree_core.tree_replace_nones(0, None) == 0
+
+
+def test_tree_partition():
+    left, right = optree_core.tree_partition(lambda x: x > 1, {"a": 1, "b": [2, 3]})
+    assert left == {"a": None, "b": [2, 3]}
+    assert right == {"a": 1, "b": [None, None]}
+    left, right = optree_core.tree_partition(lambda x: x % 2 == 0, [1, 2], fillvalue="-")
+    assert (left, right) == (["-", 2], [1, "-"])
+
+
+def test_tree_flatten_one_level_builtin_kinds():
+    out = optree_core.tree_flatten_one_level({"b": [1], "a": 2})
+    children, metadata, entries, unflatten_func = out
+    assert children == [2, [1]]
+    assert list(entries) == ["a", "b"]
+    assert unflatten_func(metadata, children) == {"b": [1], "a": 2}
+    children, metadata, entries, unflatten_func = optree_core.tree_flatten_one_level(
+        collections.deque([1, 2], maxlen=3)
+    )
+    assert children == [1, 2]
+    assert metadata == 3
+    assert list(entries) == [0, 1]
+    rebuilt = unflatten_func(metadata, ["x", "y"])
+    assert rebuilt == collections.deque(["x", "y"]) and rebuilt.maxlen == 3
+    children, metadata, entries, unflatten_func = optree_core.tree_flatten_one_level(Point(1, 2))
+    assert children == [1, 2]
+    assert unflatten_func(metadata, [3, 4]) == Point(3, 4)
+    children, _, entries, _ = optree_core.tree_flatten_one_level(None)
+    assert (list(children), list(entries)) == ([], [])
+
+
+def test_tree_flatten_one_level_rejects_leaf():
+    with pytest.raises(ValueError, match="leaf"):
+        optree_core.tree_flatten_one_level(1)
+
+
+def test_prefix_errors():
+    assert optree_core.prefix_errors([1, {"a": 2}], [[3, 4], {"a": (5, 6)}]) == []
+    errors = optree_core.prefix_errors({"a": (1, 2), "b": [3]}, {"a": [1, 2], "b": [3]})
+    assert len(errors) == 1
+    error = errors[0]("tree")
+    assert isinstance(error, ValueError)
+    message = str(error)
+    assert_mentions_path(message, ("a",))
+    assert_mentions_all(message, "tuple", "list")
+
+
+def test_prefix_errors_key_mismatch_names_missing_and_extra_keys():
+    errors = optree_core.prefix_errors({"b": {"x": 1}}, {"b": {"y": 3}})
+    assert len(errors) == 1
+    message = str(errors[0]("tree"))
+    assert_mentions_path(message, ("b",))
+    assert_mentions_all(message, "'x'", "'y'")
+
+
+def test_prefix_errors_arity_mismatch_names_counts():
+    errors = optree_core.prefix_errors({"a": [1, 2]}, {"a": [1, 2, 3]})
+    assert len(errors) == 1
+    message = str(errors[0]("tree"))
+    assert_mentions_path(message, ("a",))
+    assert_mentions_all(message, "2", "3")
+
+
+# -- robustness: recursion, malformed custom nodes, mutation --------------------------------------
+
+
+def _nested_lists(depth):
+    tree = 1
+    for _ in range(depth):
+        tree = [tree]
+    return tree
+
+
+@pytest.mark.parametrize("op", ["flatten", "leaves", "structure", "map", "paths"])
+def test_cyclic_structure_raises_recursion_error(op):
+    cycle = [1]
+    cycle.append(cycle)
+    selfdict = {}
+    selfdict["me"] = selfdict
+    funcs = {
+        "flatten": optree_core.tree_flatten,
+        "leaves": optree_core.tree_leaves,
+        "structure": optree_core.tree_structure,
+        "map": lambda t: optree_core.tree_map(lambda x: x, t),
+        "paths": optree_core.tree_paths,
+    }
+    for tree in (cycle, selfdict):
+        with pytest.raises(RecursionError):
+            funcs[op](tree)
+
+
+def test_over_deep_structure_raises_recursion_error():
+    with pytest.raises(RecursionError):
+        optree_core.tree_flatten(_nested_lists(50_000))
+    with pytest.raises(RecursionError):
+        optree_core.tree_flatten_with_path(_nested_lists(50_000))
+
+
+def test_moderately_deep_structure_works():
+    depth = min(500, optree_core.MAX_RECURSION_DEPTH - 10)
+    leaves, spec = optree_core.tree_flatten(_nested_lists(depth))
+    assert leaves == [1]
+    assert spec.num_nodes == depth + 1
+    rebuilt = spec.unflatten([2])
+    for _ in range(depth):
+        rebuilt = rebuilt[0]
+    assert rebuilt == 2
+
+
+def test_deep_custom_node_recursion_raises_recursion_error():
+    ns = fresh_namespace()
+
+    class Chain:
+        pass
+
+    # Each flatten call returns a fresh Chain child: infinitely deep, never cyclic by identity.
+    optree_core.register_pytree_node(
+        Chain, lambda c: ([Chain()], None), lambda m, ch: Chain(), namespace=ns
+    )
+    with pytest.raises(RecursionError):
+        optree_core.tree_flatten(Chain(), namespace=ns)
+
+
+def test_interpreter_recursion_limit_is_still_usable_after_recursion_error():
+    cycle = []
+    cycle.append(cycle)
+    with pytest.raises(RecursionError):
+        optree_core.tree_leaves(cycle)
+    assert optree_core.tree_leaves([[1], [2, [3]]]) == [1, 2, 3]
+    assert sys.getrecursionlimit() > 0
+
+
+class _Node:
+    def __init__(self, *values):
+        self.values = values
+
+
+def _register_flatten(flatten, unflatten=None):
+    ns = fresh_namespace("malformed")
+    cls = type("Malformed", (_Node,), {})
+    if unflatten is None:
+        unflatten = lambda meta, children: cls(*children)  # noqa: E731
+    optree_core.register_pytree_node(cls, flatten, unflatten, namespace=ns)
+    return cls, ns
+
+
+@pytest.mark.parametrize(
+    "bad_output",
+    [
+        pytest.param(5, id="not-a-tuple"),
+        pytest.param((1, None), id="children-not-iterable"),
+        pytest.param(([1], None, ["a", "b"]), id="entries-length-mismatch"),
+        pytest.param(([1], None, ["a"], 4), id="four-tuple"),
+        pytest.param(([1],), id="one-tuple"),
+        pytest.param((), id="empty-tuple"),
+        pytest.param(None, id="none"),
+    ],
+)
+def test_malformed_flatten_output_raises_clear_error(bad_output):
+    cls, ns = _register_flatten(lambda node: bad_output)
+    with pytest.raises((TypeError, ValueError)) as info:
+        optree_core.tree_flatten([cls()], namespace=ns)
+    assert info.value.args and str(info.value), "the error must say what is wrong"
+
+
+def test_malformed_flatten_message_names_the_type():
+    cls, ns = _register_flatten(lambda node: ([1, 2], None, ["only-one"]))
+    with pytest.raises((TypeError, ValueError)) as info:
+        optree_core.tree_leaves(cls(), namespace=ns)
+    assert "Malformed" in str(info.value)
+
+
+def test_flatten_function_exception_is_reraised_unchanged():
+    class Boom(Exception):
+        pass
+
+    def flatten(node):
+        raise Boom("user flatten failed")
+
+    cls, ns = _register_flatten(flatten)
+    with pytest.raises(Boom, match="user flatten failed"):
+        optree_core.tree_flatten({"a": [cls()]}, namespace=ns)
+    with pytest.raises(Boom):
+        optree_core.tree_map(lambda x: x, [cls()], namespace=ns)
+
+
+def test_unflatten_function_exception_is_reraised_unchanged():
+    def unflatten(meta, children):
+        raise LookupError("user unflatten failed")
+
+    cls, ns = _register_flatten(lambda node: (node.values, None), unflatten)
+    spec = optree_core.tree_structure(cls(1, 2), namespace=ns)
+    with pytest.raises(LookupError, match="user unflatten failed"):
+        spec.unflatten([1, 2])
+    with pytest.raises(LookupError):
+        optree_core.tree_map(lambda x: x, cls(1, 2), namespace=ns)
+
+
+def test_flatten_function_may_return_any_iterable_of_children():
+    for make in (tuple, list, iter, lambda v: (x for x in v)):
+        cls, ns = _register_flatten(lambda node, make=make: (make(node.values), None))
+        assert optree_core.tree_leaves(cls(1, [2]), namespace=ns) == [1, 2]
+
+
+def test_flatten_that_shrinks_a_list_being_flattened_does_not_crash():
+    target = [1, 2, 3, 4]
+
+    def flatten(node):
+        target.clear()
+        return (), None
+
+    cls, ns = _register_flatten(flatten)
+    target[:] = [cls(), 2, 3, 4]
+    try:
+        leaves, spec = optree_core.tree_flatten(target, namespace=ns)
+    except (TypeError, ValueError, RuntimeError, IndexError):
+        pass  # a clear Python error is acceptable; a crash or garbage is not
+    else:
+        assert spec.num_leaves == len(leaves)
+        assert isinstance(spec.unflatten(leaves), list)
+
+
+def test_flatten_that_grows_a_list_being_flattened_stays_consistent():
+    target = []
+
+    def flatten(node):
+        target.extend([5] * 100)
+        return (), None
+
+    cls, ns = _register_flatten(flatten)
+    target[:] = [cls(), 1]
+    try:
+        leaves, spec = optree_core.tree_flatten(target, namespace=ns)
+    except (TypeError, ValueError, RuntimeError):
+        return
+    # Children are read once, before or after the mutation, never half of each.
+    assert spec.num_leaves == len(leaves)
+    assert leaves in ([1], [1] + [5] * 100)
+    assert isinstance(spec.unflatten(leaves), list)
+
+
+def test_flatten_that_mutates_a_dict_being_flattened_stays_consistent():
+    shared = {"a": 1, "b": 2, "c": 3}
+
+    def flatten(node):
+        shared.pop("b", None)
+        shared["zz"] = 26
+        return (), None
+
+    cls, ns = _register_flatten(flatten)
+    try:
+        leaves, spec = optree_core.tree_flatten({"a": cls(), "b": shared}, namespace=ns)
+    except (TypeError, ValueError, RuntimeError, KeyError):
+        return
+    assert spec.num_leaves == len(leaves)
+    assert spec.unflatten(leaves)["b"].keys() == set(spec.child(1).entries())
+
+
+def test_objects_with_broken_eq_and_hash_as_leaves():
+    class Weird:
+        def __eq__(self, other):
+            raise RuntimeError("no eq")
+
+        __hash__ = None
+
+    w = Weird()
+    leaves, spec = optree_core.tree_flatten({"a": [w]})
+    assert leaves[0] is w
+    assert spec.unflatten([w])["a"][0] is w
+
+
+def test_dict_keys_that_cannot_be_ordered_keep_insertion_order():
+    class Key:
+        def __init__(self, n):
+            self.n = n
+
+        def __lt__(self, other):
+            raise TypeError("no ordering")
+
+        def __hash__(self):
+            return self.n
+
+        def __eq__(self, other):
+            return isinstance(other, Key) and other.n == self.n
+
+        def __repr__(self):
+            return f"Key({self.n})"
+
+    k2, k1 = Key(2), Key(1)
+    leaves, spec = optree_core.tree_flatten({k2: "two", k1: "one"})
+    assert leaves == ["two", "one"]
+    assert spec.entries() == [k2, k1]
+    assert spec.unflatten(leaves) == {k2: "two", k1: "one"}
+
+
+def test_dict_key_comparison_error_other_than_type_error_is_reraised():
+    class Key:
+        def __init__(self, n):
+            self.n = n
+
+        def __lt__(self, other):
+            raise ArithmeticError("user comparison failed")
+
+        def __hash__(self):
+            return self.n
+
+    with pytest.raises(ArithmeticError, match="user comparison failed"):
+        optree_core.tree_flatten({Key(2): "two", Key(1): "one"})
+
+
+def test_subclasses_of_builtins_are_leaves_unless_namedtuple():
+    class MyList(list):
+        pass
+
+    class MyDict(dict):
+        pass
+
+    assert optree_core.tree_leaves([MyList([1, 2]), MyDict(a=1)]) == [MyList([1, 2]), MyDict(a=1)]
+
+    class SubPoint(Point):
+        pass
+
+    assert optree_core.tree_leaves(SubPoint(1, 2)) == [1, 2]
+    assert optree_core.tree_structure(SubPoint(1, 2)).type is SubPoint
+
+
+def test_keyword_arguments_are_keyword_only_where_optree_says():
+    with pytest.raises(TypeError):
+        optree_core.tree_flatten([1], None, True)  # none_is_leaf is keyword-only
+    with pytest.raises(TypeError):
+        optree_core.tree_all([1], None)  # is_leaf is keyword-only in tree_all
