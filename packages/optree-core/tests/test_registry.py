@@ -1,0 +1,355 @@
+"""The custom-node registry: registration with namespaces, the errors it raises, the class
+decorator, dict_insertion_ordered, and thread safety."""
+
+from __future__ import annotations
+
+import collections
+import gc
+import threading
+import weakref
+
+import pytest
+from helpers import fresh_namespace
+
+import optree_core
+
+
+class Box:
+    def __init__(self, a, b):
+        self.a, self.b = a, b
+
+    def __eq__(self, other):
+        return type(other) is type(self) and (self.a, self.b) == (other.a, other.b)
+
+    def __repr__(self):
+        return f"Box({self.a!r}, {self.b!r})"
+
+
+def register_box(cls, ns, with_entries=True):
+    if with_entries:
+        flatten = lambda box: ((box.a, box.b), "meta", ("a", "b"))  # noqa: E731
+    else:
+        flatten = lambda box: ((box.a, box.b), "meta")  # noqa: E731
+    optree_core.register_pytree_node(cls, flatten, lambda meta, ch: cls(*ch), namespace=ns)
+
+
+def fresh_box_class():
+    return type("Box", (Box,), {})
+
+
+# -- namespaces -----------------------------------------------------------------------------------
+
+
+def test_registered_type_is_a_node_only_in_its_namespace():
+    cls, ns = fresh_box_class(), fresh_namespace()
+    register_box(cls, ns)
+    tree = [cls(1, [2, 3])]
+    assert optree_core.tree_leaves(tree) == tree[:1]
+    assert optree_core.tree_leaves(tree, namespace=ns) == [1, 2, 3]
+    assert optree_core.tree_leaves(tree, namespace=fresh_namespace()) == tree[:1]
+    paths, _, spec = optree_core.tree_flatten_with_path(tree, namespace=ns)
+    assert paths == [(0, "a"), (0, "b", 0), (0, "b", 1)]
+    assert spec.namespace == ns
+    assert spec.unflatten([7, 8, 9]) == [cls(7, [8, 9])]
+    assert optree_core.tree_map(lambda x: x * 2, tree, namespace=ns) == [cls(2, [4, 6])]
+
+
+def test_entries_default_to_child_indices():
+    cls, ns = fresh_box_class(), fresh_namespace()
+    register_box(cls, ns, with_entries=False)
+    assert optree_core.tree_paths(cls(1, 2), namespace=ns) == [(0,), (1,)]
+    assert optree_core.tree_structure(cls(1, 2), namespace=ns).entries() == [0, 1]
+
+
+def test_same_type_in_two_namespaces_with_different_flatten():
+    cls = fresh_box_class()
+    ns1, ns2 = fresh_namespace(), fresh_namespace()
+    register_box(cls, ns1)
+    optree_core.register_pytree_node(
+        cls, lambda box: ((box.b,), box.a), lambda meta, ch: cls(meta, ch[0]), namespace=ns2
+    )
+    assert optree_core.tree_leaves(cls(1, 2), namespace=ns1) == [1, 2]
+    assert optree_core.tree_leaves(cls(1, 2), namespace=ns2) == [2]
+    spec1 = optree_core.tree_structure(cls(1, 2), namespace=ns1)
+    spec2 = optree_core.tree_structure(cls(1, 2), namespace=ns2)
+    assert spec1 != spec2
+
+
+def test_tree_map_with_custom_nodes_compares_metadata():
+    cls, ns = fresh_box_class(), fresh_namespace()
+    optree_core.register_pytree_node(
+        cls, lambda box: ((box.b,), box.a), lambda meta, ch: cls(meta, ch[0]), namespace=ns
+    )
+    assert optree_core.tree_map(lambda x, y: x + y, cls("m", 1), cls("m", 2), namespace=ns) == cls(
+        "m", 3
+    )
+    with pytest.raises(ValueError):
+        optree_core.tree_map(lambda x, y: x + y, cls("m", 1), cls("n", 2), namespace=ns)
+
+
+# -- errors ---------------------------------------------------------------------------------------
+
+
+def test_registering_twice_raises_value_error():
+    cls, ns = fresh_box_class(), fresh_namespace()
+    register_box(cls, ns)
+    with pytest.raises(ValueError, match="already registered"):
+        register_box(cls, ns)
+    # The first registration still works.
+    assert optree_core.tree_leaves(cls(1, 2), namespace=ns) == [1, 2]
+
+
+@pytest.mark.parametrize(
+    "builtin",
+    [
+        tuple,
+        list,
+        dict,
+        type(None),
+        collections.OrderedDict,
+        collections.defaultdict,
+        collections.deque,
+    ],
+)
+def test_builtin_types_cannot_be_registered(builtin):
+    with pytest.raises(ValueError):
+        optree_core.register_pytree_node(
+            builtin, lambda x: ((), None), lambda m, c: builtin(), namespace=fresh_namespace()
+        )
+
+
+def test_unregistering_unknown_type_raises_value_error():
+    with pytest.raises(ValueError, match="not registered"):
+        optree_core.unregister_pytree_node(fresh_box_class(), namespace=fresh_namespace())
+    cls, ns = fresh_box_class(), fresh_namespace()
+    register_box(cls, ns)
+    with pytest.raises(ValueError):
+        optree_core.unregister_pytree_node(cls, namespace=fresh_namespace())
+    with pytest.raises(ValueError):
+        optree_core.unregister_pytree_node(list, namespace=ns)
+
+
+def test_unregister_then_register_again():
+    cls, ns = fresh_box_class(), fresh_namespace()
+    register_box(cls, ns)
+    optree_core.unregister_pytree_node(cls, namespace=ns)
+    assert optree_core.tree_leaves(cls(1, 2), namespace=ns) == [cls(1, 2)]
+    with pytest.raises(ValueError):
+        optree_core.unregister_pytree_node(cls, namespace=ns)
+    register_box(cls, ns)
+    assert optree_core.tree_leaves(cls(1, 2), namespace=ns) == [1, 2]
+
+
+def test_spec_made_before_unregister_still_unflattens():
+    cls, ns = fresh_box_class(), fresh_namespace()
+    register_box(cls, ns)
+    spec = optree_core.tree_structure(cls(1, 2), namespace=ns)
+    optree_core.unregister_pytree_node(cls, namespace=ns)
+    assert spec.unflatten([3, 4]) == cls(3, 4)
+
+
+def test_namespace_and_class_arguments_are_validated():
+    cls = fresh_box_class()
+    flatten, unflatten = (lambda b: ((), None)), (lambda m, c: cls(0, 0))
+    with pytest.raises(ValueError):
+        optree_core.register_pytree_node(cls, flatten, unflatten, namespace="")
+    with pytest.raises(TypeError):
+        optree_core.register_pytree_node(cls, flatten, unflatten, namespace=1)  # type: ignore[arg-type]
+    with pytest.raises(TypeError):
+        optree_core.register_pytree_node(1, flatten, unflatten, namespace="x")  # type: ignore[arg-type]
+    with pytest.raises(TypeError):
+        optree_core.register_pytree_node(cls, flatten, unflatten)  # type: ignore[call-arg]
+    with pytest.raises(TypeError):
+        optree_core.tree_leaves([1], namespace=1)  # type: ignore[arg-type]
+
+
+def test_register_returns_the_class():
+    cls, ns = fresh_box_class(), fresh_namespace()
+    out = optree_core.register_pytree_node(
+        cls, lambda b: ((b.a, b.b), None), lambda m, c: cls(*c), namespace=ns
+    )
+    assert out is cls
+
+
+# -- register_pytree_node_class -----------------------------------------------------------------
+
+
+def test_register_pytree_node_class_decorator_forms():
+    ns = fresh_namespace()
+
+    @optree_core.register_pytree_node_class(namespace=ns)
+    class Vec:
+        def __init__(self, *xs):
+            self.xs = xs
+
+        def tree_flatten(self):
+            return self.xs, len(self.xs)
+
+        @classmethod
+        def tree_unflatten(cls, meta, children):
+            assert meta == len(children)
+            return cls(*children)
+
+    assert optree_core.tree_leaves(Vec(1, [2]), namespace=ns) == [1, 2]
+    assert optree_core.tree_map(lambda x: -x, Vec(1, 2), namespace=ns).xs == (-1, -2)
+
+    ns2 = fresh_namespace()
+
+    @optree_core.register_pytree_node_class(ns2)
+    class Named:
+        def __init__(self, v):
+            self.v = v
+
+        def tree_flatten(self):
+            return (self.v,), None, ("v",)
+
+        @classmethod
+        def tree_unflatten(cls, meta, children):
+            return cls(*children)
+
+    assert optree_core.tree_paths(Named([1]), namespace=ns2) == [("v", 0)]
+
+
+def test_register_pytree_node_class_requires_a_namespace():
+    with pytest.raises((TypeError, ValueError)):
+
+        @optree_core.register_pytree_node_class
+        class NoNamespace:
+            def tree_flatten(self):
+                return (), None
+
+            @classmethod
+            def tree_unflatten(cls, meta, children):
+                return cls()
+
+
+# -- dict_insertion_ordered -----------------------------------------------------------------------
+
+
+def test_dict_insertion_ordered_context():
+    ns = fresh_namespace()
+    tree = {"b": 1, "a": 2}
+    with optree_core.dict_insertion_ordered(True, namespace=ns):
+        leaves, spec = optree_core.tree_flatten(tree, namespace=ns)
+        assert leaves == [1, 2]
+        assert spec.entries() == ["b", "a"]
+        assert optree_core.tree_paths(tree, namespace=ns) == [("b",), ("a",)]
+        # Other namespaces are unaffected.
+        assert optree_core.tree_leaves(tree) == [2, 1]
+    assert optree_core.tree_leaves(tree, namespace=ns) == [2, 1]
+
+
+def test_dict_insertion_ordered_restores_after_exception():
+    ns = fresh_namespace()
+    with pytest.raises(KeyError), optree_core.dict_insertion_ordered(True, namespace=ns):
+        raise KeyError("x")
+    assert optree_core.tree_leaves({"b": 1, "a": 2}, namespace=ns) == [2, 1]
+
+
+# -- lifetime -----------------------------------------------------------------------------------
+
+
+def test_registry_keeps_functions_alive_while_registered():
+    cls, ns = fresh_box_class(), fresh_namespace()
+
+    def make():
+        def flatten(box):
+            return (box.a, box.b), None
+
+        return flatten, weakref.ref(flatten)
+
+    flatten, ref = make()
+    optree_core.register_pytree_node(cls, flatten, lambda m, c: cls(*c), namespace=ns)
+    del flatten
+    gc.collect()
+    assert ref() is not None
+    assert optree_core.tree_leaves(cls(1, 2), namespace=ns) == [1, 2]
+    optree_core.unregister_pytree_node(cls, namespace=ns)
+    gc.collect()
+    assert ref() is None, "unregistering must release the flatten function"
+
+
+# -- thread safety --------------------------------------------------------------------------------
+
+
+def test_concurrent_register_flatten_unregister():
+    n_threads, rounds = 8, 60
+    errors: list[BaseException] = []
+    start = threading.Barrier(n_threads)
+    shared_cls, shared_ns = fresh_box_class(), fresh_namespace()
+    register_box(shared_cls, shared_ns)
+    shared_tree = {"x": [shared_cls(1, (2, 3)), {"y": shared_cls(4, None)}]}
+
+    def worker(index: int) -> None:
+        try:
+            start.wait()
+            for r in range(rounds):
+                cls, ns = fresh_box_class(), f"thread-{index}-{r}"
+                register_box(cls, ns)
+                tree = [cls(index, [r, shared_cls(0, 0)]), {"k": cls(None, r)}]
+                leaves, spec = optree_core.tree_flatten(tree, namespace=ns)
+                assert leaves == [index, r, shared_cls(0, 0), r]
+                assert spec.unflatten(leaves) == tree
+                with pytest.raises(ValueError):
+                    register_box(cls, ns)
+                optree_core.unregister_pytree_node(cls, namespace=ns)
+                assert optree_core.tree_leaves(tree, namespace=ns) == [tree[0], tree[1]["k"]]
+                assert optree_core.tree_leaves(shared_tree, namespace=shared_ns) == [1, 2, 3, 4]
+        except BaseException as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=worker, args=(i,)) for i in range(n_threads)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=120)
+    assert not any(t.is_alive() for t in threads), "a thread hung"
+    assert not errors, errors[0]
+
+
+def test_concurrent_registration_of_one_type_succeeds_exactly_once():
+    n_threads = 16
+    cls, ns = fresh_box_class(), fresh_namespace()
+    start = threading.Barrier(n_threads)
+    outcomes: list[str] = []
+    lock = threading.Lock()
+
+    def worker() -> None:
+        start.wait()
+        try:
+            register_box(cls, ns)
+            result = "ok"
+        except ValueError:
+            result = "dup"
+        with lock:
+            outcomes.append(result)
+
+    threads = [threading.Thread(target=worker) for _ in range(n_threads)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=60)
+    assert sorted(outcomes) == ["dup"] * (n_threads - 1) + ["ok"]
+
+
+def test_concurrent_flatten_and_map_of_shared_tree():
+    tree = {f"k{i}": [i, (i, {"z": i}), collections.deque([i], maxlen=2)] for i in range(200)}
+    expected_leaves = optree_core.tree_leaves(tree)
+    errors: list[BaseException] = []
+
+    def worker() -> None:
+        try:
+            for _ in range(30):
+                leaves, spec = optree_core.tree_flatten(tree)
+                assert leaves == expected_leaves
+                assert optree_core.tree_map(lambda x: x, tree) == tree
+                assert spec.unflatten(leaves) == tree
+        except BaseException as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=worker) for _ in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=120)
+    assert not errors, errors[0]

@@ -1,0 +1,347 @@
+"""PyTreeSpec: its accessors, structural methods, constructors, predicates, equality, hashing,
+pickling and repr."""
+
+from __future__ import annotations
+
+import collections
+import contextlib
+import copy
+import pickle
+
+import pytest
+from helpers import REFERENCE_NAMESPACE, Pair, Point, assert_mentions_all, sample_cases, struct_time
+
+import optree_core
+
+LEAF = optree_core.treespec_leaf()
+NONE = optree_core.treespec_none()
+
+
+def spec_of(tree, **kwargs):
+    return optree_core.tree_structure(tree, **kwargs)
+
+
+# -- basic properties -----------------------------------------------------------------------------
+
+
+def test_counts_children_and_child():
+    spec = spec_of({"a": [1, 2], "b": (3, {"c": 4})})
+    assert (spec.num_leaves, spec.num_nodes, spec.num_children) == (4, 8, 2)
+    assert spec.children() == [spec_of([0, 0]), spec_of((0, {"c": 0}))]
+    assert spec.child(1) == spec_of((0, {"c": 0}))
+    assert spec.child(-1) == spec.child(1)
+    with pytest.raises(IndexError):
+        spec.child(2)
+    with pytest.raises(IndexError):
+        spec.child(-3)
+    assert spec_of(1).children() == []
+    assert spec_of(None).num_children == 0
+
+
+def test_kind_and_type_of_every_builtin():
+    K = optree_core.PyTreeKind
+    table = [
+        (1, K.LEAF, None),
+        (None, K.NONE, type(None)),
+        ((1,), K.TUPLE, tuple),
+        ([1], K.LIST, list),
+        ({"a": 1}, K.DICT, dict),
+        (Point(1, 2), K.NAMEDTUPLE, Point),
+        (collections.OrderedDict(a=1), K.ORDEREDDICT, collections.OrderedDict),
+        (collections.defaultdict(int, a=1), K.DEFAULTDICT, collections.defaultdict),
+        (collections.deque([1]), K.DEQUE, collections.deque),
+        (struct_time(), K.STRUCTSEQUENCE, type(struct_time())),
+    ]
+    for tree, kind, typ in table:
+        spec = spec_of(tree)
+        assert spec.kind == kind, tree
+        assert spec.type is typ, tree
+    custom = spec_of(Pair(1, 2), namespace=REFERENCE_NAMESPACE)
+    assert custom.kind == K.CUSTOM
+    assert custom.type is Pair
+
+
+def test_pytreekind_members():
+    names = {
+        "CUSTOM",
+        "LEAF",
+        "NONE",
+        "TUPLE",
+        "LIST",
+        "DICT",
+        "NAMEDTUPLE",
+        "ORDEREDDICT",
+        "DEFAULTDICT",
+        "DEQUE",
+        "STRUCTSEQUENCE",
+    }
+    assert names <= set(optree_core.PyTreeKind.__members__)
+    assert optree_core.PyTreeKind.LEAF != optree_core.PyTreeKind.NONE
+
+
+def test_entries_paths_and_entry():
+    spec = spec_of({"b": [1, (2,)], "a": 3})
+    assert spec.entries() == ["a", "b"]
+    assert spec.entry(1) == "b"
+    assert spec.paths() == [("a",), ("b", 0), ("b", 1, 0)]
+    assert spec_of(collections.OrderedDict(b=1, a=2)).entries() == ["b", "a"]
+    assert spec_of([4, 5, 6]).entries() == [0, 1, 2]
+    assert spec_of(1).entries() == []
+    assert spec_of(1).paths() == [()]
+    with pytest.raises(IndexError):
+        spec.entry(2)
+
+
+def test_is_leaf_and_is_strict_leaf():
+    assert spec_of(1).is_leaf()
+    assert not spec_of(None).is_leaf()
+    assert spec_of(None, none_is_leaf=True).is_leaf()
+    assert optree_core.treespec_is_leaf(LEAF)
+    assert not optree_core.treespec_is_leaf(NONE)
+    assert optree_core.treespec_is_strict_leaf(LEAF)
+    assert not optree_core.treespec_is_strict_leaf(NONE)
+    assert not optree_core.treespec_is_leaf(spec_of([1]))
+
+
+def test_none_is_leaf_and_namespace_attributes():
+    assert spec_of([1]).none_is_leaf is False
+    assert spec_of([1], none_is_leaf=True).none_is_leaf is True
+    assert spec_of([1]).namespace == ""
+    custom = spec_of([Pair(1, 2)], namespace=REFERENCE_NAMESPACE)
+    assert custom.namespace == REFERENCE_NAMESPACE
+    # A spec without custom nodes does not keep the namespace it was made in.
+    assert spec_of([1], namespace=REFERENCE_NAMESPACE).namespace == ""
+
+
+# -- unflatten / flatten_up_to ------------------------------------------------------------------
+
+
+def test_unflatten_method():
+    spec = spec_of({"b": (1, None), "a": [2]})
+    assert spec.unflatten(["A", "B"]) == {"b": ("B", None), "a": ["A"]}
+
+
+def test_flatten_up_to():
+    spec = spec_of({"a": [1, 2], "b": (3, {"c": 4})})
+    full = {"a": [[1], 2], "b": (3, {"c": (4, 5)})}
+    assert spec.flatten_up_to(full) == [[1], 2, 3, (4, 5)]
+
+
+def test_flatten_up_to_mismatch_raises_value_error_naming_the_difference():
+    spec = spec_of({"a": [1, 2], "b": (3, {"c": 4})})
+    with pytest.raises(ValueError) as info:
+        spec.flatten_up_to({"a": [[1], 2], "b": (3, {"d": 4})})
+    assert_mentions_all(str(info.value), "'c'", "'d'")
+    with pytest.raises(ValueError) as info:
+        spec.flatten_up_to({"a": [1, 2], "b": [3, {"c": 4}]})
+    assert_mentions_all(str(info.value), "tuple")
+    with pytest.raises(ValueError):
+        spec.flatten_up_to({"a": [1, 2, 3], "b": (3, {"c": 4})})
+
+
+# -- prefix / suffix / compose / broadcast --------------------------------------------------------
+
+
+def test_is_prefix_and_is_suffix():
+    full = spec_of({"a": [1, 2], "b": (3, 4)})
+    prefix = spec_of({"a": 0, "b": 0})
+    assert prefix.is_prefix(full)
+    assert not full.is_prefix(prefix)
+    assert full.is_suffix(prefix)
+    assert not prefix.is_suffix(full)
+    assert full.is_prefix(full)
+    assert not full.is_prefix(full, strict=True)
+    assert prefix.is_prefix(full, strict=True)
+    assert LEAF.is_prefix(full)
+    assert optree_core.treespec_is_prefix(prefix, full)
+    assert optree_core.treespec_is_suffix(full, prefix)
+    assert not spec_of({"a": 0, "c": 0}).is_prefix(full)
+    assert not spec_of([0, 0]).is_prefix(spec_of((0, 0)))
+
+
+def test_compose():
+    outer = spec_of({"a": 0, "b": [0]})
+    inner = spec_of((0, None, [0]))
+    composed = outer.compose(inner)
+    assert composed == spec_of({"a": (0, None, [0]), "b": [(0, None, [0])]})
+    assert composed.num_leaves == outer.num_leaves * inner.num_leaves
+    assert composed.num_nodes == outer.num_nodes + outer.num_leaves * (inner.num_nodes - 1)
+
+
+def test_compose_rejects_mixed_none_is_leaf():
+    with pytest.raises(ValueError):
+        spec_of([0]).compose(spec_of((0,), none_is_leaf=True))
+
+
+def test_broadcast_to_common_suffix():
+    left = spec_of([1, [2, 3]])
+    right = spec_of([[4, 5], 6])
+    common = left.broadcast_to_common_suffix(right)
+    assert common == spec_of([[0, 0], [0, 0]])
+    assert right.broadcast_to_common_suffix(left) == common
+    with pytest.raises(ValueError):
+        left.broadcast_to_common_suffix(spec_of([[4, 5], 6, 7]))
+
+
+# -- equality, ordering, hashing, pickling, copying, repr ------------------------------------------
+
+
+def test_equality_and_hash():
+    a = spec_of({"a": [1, 2], "b": None})
+    b = spec_of({"b": None, "a": [3, 4]})
+    assert a == b
+    assert hash(a) == hash(b)
+    assert a != spec_of({"a": [1, 2], "b": 1})
+    assert a != spec_of({"a": (1, 2), "b": None})
+    assert a != spec_of({"a": [1, 2], "b": None}, none_is_leaf=True)
+    assert len({a, b, spec_of([1])}) == 2
+    assert (a == 1) is False
+    assert a != "PyTreeSpec"
+
+
+def test_structural_ordering_is_prefix_order():
+    full = spec_of({"a": [1, 2], "b": 3})
+    prefix = spec_of({"a": 0, "b": 0})
+    assert prefix < full
+    assert prefix <= full
+    assert full > prefix
+    assert full >= full
+    assert not full < full
+
+
+def test_custom_node_metadata_is_part_of_equality_and_hash():
+    p = spec_of(Pair(1, 2, tag="p"), namespace=REFERENCE_NAMESPACE)
+    q = spec_of(Pair(1, 2, tag="q"), namespace=REFERENCE_NAMESPACE)
+    assert p != q
+    assert p == spec_of(Pair(5, 6, tag="p"), namespace=REFERENCE_NAMESPACE)
+    assert hash(p) == hash(spec_of(Pair(5, 6, tag="p"), namespace=REFERENCE_NAMESPACE))
+
+
+def test_spec_with_unhashable_metadata_compares_without_crashing():
+    ns = REFERENCE_NAMESPACE
+    spec = spec_of(Pair(1, 2, tag=["unhashable"]), namespace=ns)  # type: ignore[arg-type]
+    # optree hashes only what it can; raising TypeError is also acceptable.
+    with contextlib.suppress(TypeError):
+        hash(spec)
+    assert spec == spec_of(Pair(3, 4, tag=["unhashable"]), namespace=ns)  # type: ignore[arg-type]
+    assert spec != spec_of(Pair(3, 4, tag=["other"]), namespace=ns)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("case", sample_cases(), ids=lambda c: repr(c.tree)[:30])
+def test_pickle_round_trip_of_builtin_specs(case):
+    spec = spec_of(case.tree)
+    for protocol in range(pickle.HIGHEST_PROTOCOL + 1):
+        clone = pickle.loads(pickle.dumps(spec, protocol=protocol))
+        assert clone == spec
+        assert hash(clone) == hash(spec)
+        assert repr(clone) == repr(spec)
+        assert clone.unflatten(case.leaves) == case.tree
+
+
+def test_pickle_keeps_none_is_leaf_namespace_and_dict_order():
+    spec = spec_of({"b": None, "a": [Pair(1, 2)]}, none_is_leaf=True, namespace=REFERENCE_NAMESPACE)
+    clone = pickle.loads(pickle.dumps(spec))
+    assert clone == spec
+    assert clone.none_is_leaf
+    assert clone.namespace == REFERENCE_NAMESPACE
+    rebuilt = clone.unflatten([1, 2, None])
+    assert list(rebuilt) == ["b", "a"]
+    assert rebuilt == {"b": None, "a": [Pair(1, 2)]}
+    deque_spec = pickle.loads(pickle.dumps(spec_of(collections.deque([1], maxlen=7))))
+    assert deque_spec.unflatten([0]).maxlen == 7
+    dd = pickle.loads(pickle.dumps(spec_of(collections.defaultdict(list, a=1))))
+    assert dd.unflatten([0]).default_factory is list
+
+
+def test_copy_and_deepcopy():
+    spec = spec_of({"a": [1, (2, None)]})
+    assert copy.copy(spec) == spec
+    assert copy.deepcopy(spec) == spec
+
+
+def test_repr_of_builtins():
+    for case in sample_cases():
+        assert repr(spec_of(case.tree)) == case.repr
+        assert str(spec_of(case.tree)) == case.repr
+
+
+def test_repr_of_custom_node_and_namespace():
+    spec = spec_of([Pair(1, [2], tag="p")], namespace=REFERENCE_NAMESPACE)
+    assert repr(spec) == (
+        f"PyTreeSpec([CustomTreeNode(Pair['p'], [*, [*]])], namespace={REFERENCE_NAMESPACE!r})"
+    )
+
+
+def test_repr_with_none_is_leaf():
+    assert repr(spec_of([None, 1], none_is_leaf=True)) == "PyTreeSpec([*, *], NoneIsLeaf)"
+    assert repr(spec_of(None, none_is_leaf=True)) == "PyTreeSpec(*, NoneIsLeaf)"
+
+
+def test_repr_of_deep_spec_does_not_crash():
+    tree = 0
+    for _ in range(200):
+        tree = [tree]
+    assert repr(spec_of(tree)).count("[") == 200
+
+
+# -- treespec_* constructors --------------------------------------------------------------------
+
+
+def test_leaf_and_none_constructors():
+    assert spec_of(1) == LEAF
+    assert spec_of(None) == NONE
+    assert optree_core.treespec_leaf(none_is_leaf=True) == spec_of(None, none_is_leaf=True)
+
+
+def test_container_constructors():
+    assert optree_core.treespec_tuple([LEAF, NONE]) == spec_of((1, None))
+    assert optree_core.treespec_list([LEAF, LEAF]) == spec_of([1, 2])
+    assert optree_core.treespec_tuple() == spec_of(())
+    d = optree_core.treespec_dict({"b": LEAF, "a": NONE})
+    assert d == spec_of({"a": None, "b": 1})
+    assert optree_core.treespec_dict(b=LEAF, a=NONE) == d
+    assert optree_core.treespec_namedtuple(Point(LEAF, NONE)) == spec_of(Point(1, None))
+    od = optree_core.treespec_ordereddict({"b": LEAF, "a": LEAF})
+    assert od == spec_of(collections.OrderedDict(b=1, a=2))
+    dd = optree_core.treespec_defaultdict(int, {"b": LEAF})
+    assert dd == spec_of(collections.defaultdict(int, b=1))
+    dq = optree_core.treespec_deque([LEAF], maxlen=4)
+    assert dq == spec_of(collections.deque([1], maxlen=4))
+    ss = optree_core.treespec_structseq(struct_time(*([LEAF] * 9)))
+    assert ss == spec_of(struct_time())
+
+
+def test_from_collection_and_nesting():
+    nested = optree_core.treespec_list([optree_core.treespec_dict(x=LEAF), LEAF])
+    assert nested == spec_of([{"x": 1}, 2])
+    assert nested.unflatten([5, 6]) == [{"x": 5}, 6]
+    # One level of a collection whose children are all PyTreeSpecs.
+    assert optree_core.treespec_from_collection({"a": LEAF, "b": NONE}) == spec_of(
+        {"a": 1, "b": None}
+    )
+    assert optree_core.treespec_from_collection([LEAF, nested]) == spec_of([1, [{"x": 1}, 2]])
+    with pytest.raises(ValueError):
+        optree_core.treespec_from_collection([LEAF, [LEAF]])
+
+
+def test_constructors_reject_non_specs_and_mixed_none_is_leaf():
+    with pytest.raises((TypeError, ValueError)):
+        optree_core.treespec_tuple([LEAF, 1])
+    with pytest.raises(ValueError):
+        optree_core.treespec_tuple([LEAF, optree_core.treespec_leaf(none_is_leaf=True)])
+
+
+def test_treespec_function_forms():
+    spec = spec_of([1, {"k": 2}])
+    assert optree_core.treespec_paths(spec) == [(0,), (1, "k")]
+    assert optree_core.treespec_entries(spec) == [0, 1]
+    assert optree_core.treespec_entry(spec, 1) == 1
+    assert optree_core.treespec_children(spec) == [LEAF, spec_of({"k": 0})]
+    assert optree_core.treespec_child(spec, 1) == spec_of({"k": 0})
+
+
+def test_spec_is_immutable_value():
+    spec = spec_of([1, 2])
+    with pytest.raises((AttributeError, TypeError)):
+        spec.num_leaves = 5  # type: ignore[misc]
+    assert spec.num_leaves == 2
