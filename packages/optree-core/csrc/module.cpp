@@ -1,0 +1,219 @@
+// The one binding file: thin wrappers over the C++ core. Documentation lives in the Python
+// modules that re-export these.
+#include <nanobind/nanobind.h>
+#include <nanobind/stl/pair.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/tuple.h>
+#include <nanobind/stl/vector.h>
+
+#include <string>
+
+#include "optree_core/exceptions.h"
+#include "optree_core/registry.h"
+#include "optree_core/treespec.h"
+
+namespace nb = nanobind;
+using namespace nb::literals;
+
+namespace optree_core {
+
+namespace {
+
+#define OPTREE_CORE_STRINGIFY_(x) #x
+#define OPTREE_CORE_STRINGIFY(x) OPTREE_CORE_STRINGIFY_(x)
+
+nb::dict BuildInfo() {
+  nb::dict info;
+#if defined(__clang__)
+  info["compiler"] = "clang " __clang_version__;
+#elif defined(__GNUC__)
+  info["compiler"] = "gcc " __VERSION__;
+#else
+  info["compiler"] = "unknown";
+#endif
+  info["cplusplus"] = static_cast<long>(__cplusplus);
+  info["python_api"] = PY_VERSION;
+  info["nanobind_abi"] = nb::str(OPTREE_CORE_STRINGIFY(NB_VERSION_MAJOR) "." OPTREE_CORE_STRINGIFY(
+      NB_VERSION_MINOR) "." OPTREE_CORE_STRINGIFY(NB_VERSION_PATCH));
+#ifdef Py_LIMITED_API
+  info["stable_abi"] = true;
+#else
+  info["stable_abi"] = false;
+#endif
+#ifdef NDEBUG
+  info["debug"] = false;
+#else
+  info["debug"] = true;
+#endif
+  info["cuda"] = false;
+  info["abseil"] = true;
+  info["max_recursion_depth"] = kMaxRecursionDepth;
+  return info;
+}
+
+void BuildRegistrySubmodule(nb::module_& m) {
+  m.def("register_node",
+        [](nb::handle cls, nb::handle flatten_func, nb::handle unflatten_func,
+           nb::handle path_entry_type, const std::string& ns) {
+          PyTreeTypeRegistry::Instance().Register(cls, flatten_func, unflatten_func,
+                                                  path_entry_type, ns);
+        },
+        "cls"_a, "flatten_func"_a, "unflatten_func"_a, "path_entry_type"_a.none(), "namespace"_a = "");
+  m.def("unregister_node",
+        [](nb::handle cls, const std::string& ns) {
+          PyTreeTypeRegistry::Instance().Unregister(cls, ns);
+        },
+        "cls"_a, "namespace"_a = "");
+  m.def("lookup_node",
+        [](nb::handle cls, const std::string& ns) -> nb::object {
+          if (!PyType_Check(cls.ptr())) return nb::none();
+          const PyTreeTypeRegistration* reg = PyTreeTypeRegistry::Instance().Lookup(
+              reinterpret_cast<PyTypeObject*>(cls.ptr()), ns);
+          if (reg == nullptr) return nb::none();
+          auto opt = [](const nb::object& o) { return o.is_valid() ? o : nb::none(); };
+          return nb::make_tuple(static_cast<int>(reg->kind), opt(reg->flatten_func),
+                                opt(reg->unflatten_func), opt(reg->path_entry_type),
+                                nb::str(reg->ns.c_str()));
+        },
+        "cls"_a, "namespace"_a = "");
+  m.def("is_dict_insertion_ordered",
+        [](const std::string& ns, bool inherit_global) {
+          return PyTreeTypeRegistry::Instance().IsDictInsertionOrdered(ns, inherit_global);
+        },
+        "namespace"_a = "", "inherit_global_namespace"_a = true);
+  m.def("set_dict_insertion_ordered",
+        [](bool mode, const std::string& ns) {
+          PyTreeTypeRegistry::Instance().SetDictInsertionOrdered(mode, ns);
+        },
+        "mode"_a, "namespace"_a = "");
+  m.def("is_namedtuple_class", [](nb::handle cls) {
+    return PyType_Check(cls.ptr()) &&
+           IsNamedTupleClass(reinterpret_cast<PyTypeObject*>(cls.ptr()));
+  });
+  m.def("is_structseq_class", [](nb::handle cls) {
+    return PyType_Check(cls.ptr()) &&
+           IsStructSequenceClass(reinterpret_cast<PyTypeObject*>(cls.ptr()));
+  });
+  m.def("_set_python_helpers", &detail::SetPythonHelpers, "total_order_sorted"_a);
+}
+
+void BuildTreeSpecSubmodule(nb::module_& m) {
+  nb::enum_<PyTreeKind>(m, "PyTreeKind", nb::is_arithmetic())
+      .value("CUSTOM", PyTreeKind::kCustom)
+      .value("LEAF", PyTreeKind::kLeaf)
+      .value("NONE", PyTreeKind::kNone)
+      .value("TUPLE", PyTreeKind::kTuple)
+      .value("LIST", PyTreeKind::kList)
+      .value("DICT", PyTreeKind::kDict)
+      .value("NAMEDTUPLE", PyTreeKind::kNamedTuple)
+      .value("ORDEREDDICT", PyTreeKind::kOrderedDict)
+      .value("DEFAULTDICT", PyTreeKind::kDefaultDict)
+      .value("DEQUE", PyTreeKind::kDeque)
+      .value("STRUCTSEQUENCE", PyTreeKind::kStructSequence)
+      .value("FROZENDICT", PyTreeKind::kFrozenDict);
+
+  auto spec = nb::class_<PyTreeSpec>(m, "PyTreeSpec");
+  spec.def("unflatten", &PyTreeSpec::Unflatten, "leaves"_a)
+      .def("flatten_up_to", &PyTreeSpec::FlattenUpTo, "tree"_a.none())
+      .def("compose", &PyTreeSpec::Compose, "inner"_a)
+      .def("broadcast_to_common_suffix", &PyTreeSpec::BroadcastToCommonSuffix, "other"_a)
+      .def("walk",
+           [](const PyTreeSpec& self, nb::handle leaves, nb::handle f_node, nb::handle f_leaf) {
+             return self.Walk(f_node, f_leaf, leaves, /*rebuild=*/false);
+           },
+           "leaves"_a, "f_node"_a.none() = nb::none(), "f_leaf"_a.none() = nb::none())
+      .def("traverse",
+           [](const PyTreeSpec& self, nb::handle leaves, nb::handle f_node, nb::handle f_leaf) {
+             return self.Walk(f_node, f_leaf, leaves, /*rebuild=*/true);
+           },
+           "leaves"_a, "f_node"_a.none() = nb::none(), "f_leaf"_a.none() = nb::none())
+      .def("_replace_children", &PyTreeSpec::ReplaceChildren, "children"_a)
+      .def("is_prefix", &PyTreeSpec::IsPrefix, "other"_a, nb::kw_only(), "strict"_a = false)
+      .def("is_suffix",
+           [](const PyTreeSpec& self, const PyTreeSpec& other, bool strict) {
+             return other.IsPrefix(self, strict);
+           },
+           "other"_a, nb::kw_only(), "strict"_a = false)
+      .def("paths", &PyTreeSpec::Paths)
+      .def("_accessors", &PyTreeSpec::Accessors, "entry_classes"_a, "accessor_type"_a, "kinds"_a)
+      .def("entries", &PyTreeSpec::Entries)
+      .def("entry", &PyTreeSpec::Entry, "index"_a)
+      .def("children", &PyTreeSpec::Children)
+      .def("child", &PyTreeSpec::Child, "index"_a)
+      .def("one_level",
+           [](const PyTreeSpec& self) -> nb::object {
+             if (self.kind() == PyTreeKind::kLeaf) return nb::none();
+             return nb::cast(self.OneLevel());
+           })
+      .def("is_leaf",
+           [](const PyTreeSpec& self, bool strict) {
+             if (strict) return self.num_nodes() == 1 && self.num_leaves() == 1;
+             return self.num_nodes() == 1;
+           },
+           nb::kw_only(), "strict"_a = true)
+      .def("is_one_level",
+           [](const PyTreeSpec& self) {
+             return self.kind() != PyTreeKind::kLeaf &&
+                    self.num_nodes() == self.num_children() + 1;
+           })
+      .def_prop_ro("num_leaves", &PyTreeSpec::num_leaves)
+      .def_prop_ro("num_nodes", &PyTreeSpec::num_nodes)
+      .def_prop_ro("num_children", &PyTreeSpec::num_children)
+      .def_prop_ro("none_is_leaf", &PyTreeSpec::none_is_leaf)
+      .def_prop_ro("namespace", &PyTreeSpec::ns)
+      .def_prop_ro("kind", &PyTreeSpec::kind)
+      .def_prop_ro("type", &PyTreeSpec::type)
+      .def("__eq__",
+           [](const PyTreeSpec& a, nb::handle b) -> nb::object {
+             if (!nb::isinstance<PyTreeSpec>(b)) return nb::borrow(Py_NotImplemented);
+             return nb::bool_(a.Equal(nb::cast<const PyTreeSpec&>(b)));
+           },
+           nb::arg().none())
+      .def("__ne__",
+           [](const PyTreeSpec& a, nb::handle b) -> nb::object {
+             if (!nb::isinstance<PyTreeSpec>(b)) return nb::borrow(Py_NotImplemented);
+             return nb::bool_(!a.Equal(nb::cast<const PyTreeSpec&>(b)));
+           },
+           nb::arg().none())
+      // Ordering is the prefix relation: a < b when a is a strict prefix of b.
+      .def("__lt__", [](const PyTreeSpec& a, const PyTreeSpec& b) { return a.IsPrefix(b, true); })
+      .def("__le__", [](const PyTreeSpec& a, const PyTreeSpec& b) { return a.IsPrefix(b, false); })
+      .def("__gt__", [](const PyTreeSpec& a, const PyTreeSpec& b) { return b.IsPrefix(a, true); })
+      .def("__ge__", [](const PyTreeSpec& a, const PyTreeSpec& b) { return b.IsPrefix(a, false); })
+      .def("__hash__", &PyTreeSpec::Hash)
+      .def("__len__", &PyTreeSpec::num_leaves)
+      .def("__repr__", &PyTreeSpec::Repr)
+      .def("__getstate__", &PyTreeSpec::GetState)
+      .def("__setstate__",
+           [](PyTreeSpec& self, nb::handle state) {
+             new (&self) PyTreeSpec(PyTreeSpec::FromState(state));
+           })
+      .def("__copy__", [](const PyTreeSpec& self) { return PyTreeSpec(self); })
+      .def("__deepcopy__", [](const PyTreeSpec& self, nb::handle) { return PyTreeSpec(self); },
+           "memo"_a.none());
+
+  m.def("flatten", &PyTreeSpec::Flatten, "tree"_a.none(), "leaf_predicate"_a.none() = nb::none(),
+        "none_is_leaf"_a = false, "namespace"_a = "");
+  m.def("flatten_with_path", &PyTreeSpec::FlattenWithPath, "tree"_a.none(),
+        "leaf_predicate"_a.none() = nb::none(), "none_is_leaf"_a = false, "namespace"_a = "");
+  m.def("is_leaf", &PyTreeSpec::IsLeafObject, "obj"_a.none(), "leaf_predicate"_a.none() = nb::none(),
+        "none_is_leaf"_a = false, "namespace"_a = "");
+  m.def("flatten_one_level", &PyTreeSpec::FlattenOneLevel, "tree"_a.none(),
+        "leaf_predicate"_a.none() = nb::none(), "none_is_leaf"_a = false, "namespace"_a = "");
+  m.def("make_leaf", &PyTreeSpec::MakeLeaf, "none_is_leaf"_a = false);
+  m.def("make_none", &PyTreeSpec::MakeNone, "none_is_leaf"_a = false);
+  m.def("make_from_collection", &PyTreeSpec::MakeFromCollection, "collection"_a.none(),
+        "none_is_leaf"_a = false, "namespace"_a = "");
+}
+
+}  // namespace
+
+}  // namespace optree_core
+
+NB_MODULE(_C, m) {
+  m.doc() = "optree_core's C++ core (use the optree_core package, not this module).";
+  m.attr("MAX_RECURSION_DEPTH") = optree_core::kMaxRecursionDepth;
+  m.attr("BUILD_INFO") = optree_core::BuildInfo();
+  optree_core::BuildTreeSpecSubmodule(m);
+  optree_core::BuildRegistrySubmodule(m);
+}

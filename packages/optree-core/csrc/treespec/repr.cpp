@@ -1,0 +1,89 @@
+// repr(): the tree drawn with `*` for leaves, e.g. PyTreeSpec({'a': (*, [*, None])}).
+#include <nanobind/stl/string.h>
+
+#include <string>
+
+#include "optree_core/exceptions.h"
+#include "optree_core/treespec.h"
+
+namespace optree_core {
+
+namespace {
+
+std::string Join(const std::vector<std::string>& parts) {
+  std::string out;
+  for (size_t i = 0; i < parts.size(); ++i) {
+    if (i) out += ", ";
+    out += parts[i];
+  }
+  return out;
+}
+
+std::string TypeQualName(nb::handle type, bool with_module) {
+  std::string name = nb::cast<std::string>(nb::str(type.attr("__qualname__")));
+  if (!with_module) return name;
+  std::string module = nb::cast<std::string>(nb::str(type.attr("__module__")));
+  return module == "builtins" ? name : module + "." + name;
+}
+
+std::string MappingBody(nb::handle keys, const std::vector<std::string>& children) {
+  std::vector<std::string> items;
+  Py_ssize_t i = 0;
+  for (nb::handle key : keys) items.push_back(SafeRepr(key) + ": " + children[i++]);
+  return "{" + Join(items) + "}";
+}
+
+std::string NodeRepr(const PyTreeSpec& spec, Py_ssize_t index) {
+  const Node& node = spec.traversal()[index];
+  if (node.kind == PyTreeKind::kLeaf) return "*";
+  if (node.kind == PyTreeKind::kNone) return "None";
+  std::vector<std::string> children;
+  for (Py_ssize_t child : spec.ChildIndices(index)) children.push_back(NodeRepr(spec, child));
+  switch (node.kind) {
+    case PyTreeKind::kTuple:
+      return "(" + Join(children) + (node.arity == 1 ? ",)" : ")");
+    case PyTreeKind::kList:
+      return "[" + Join(children) + "]";
+    case PyTreeKind::kDict:
+      return MappingBody(node.node_data, children);
+    case PyTreeKind::kOrderedDict:
+      return node.arity == 0 ? "OrderedDict()"
+                             : "OrderedDict(" + MappingBody(node.node_data, children) + ")";
+    case PyTreeKind::kDefaultDict: {
+      nb::handle factory = PyTuple_GET_ITEM(node.node_data.ptr(), 0);
+      nb::handle keys = PyTuple_GET_ITEM(node.node_data.ptr(), 1);
+      return "defaultdict(" + SafeRepr(factory) + ", " + MappingBody(keys, children) + ")";
+    }
+    case PyTreeKind::kDeque: {
+      std::string out = "deque([" + Join(children) + "]";
+      if (!node.node_data.is_none()) out += ", maxlen=" + SafeRepr(node.node_data);
+      return out + ")";
+    }
+    case PyTreeKind::kNamedTuple:
+    case PyTreeKind::kStructSequence: {
+      const bool structseq = node.kind == PyTreeKind::kStructSequence;
+      nb::object fields = node.node_data.attr(structseq ? "__match_args__" : "_fields");
+      std::vector<std::string> items;
+      for (Py_ssize_t i = 0; i < node.arity; ++i) {
+        items.push_back(nb::cast<std::string>(nb::str(fields[i])) + "=" + children[i]);
+      }
+      return TypeQualName(node.node_data, structseq) + "(" + Join(items) + ")";
+    }
+    case PyTreeKind::kCustom:
+      return "CustomTreeNode(" + TypeQualName(node.custom->type, false) + "[" +
+             SafeRepr(node.node_data) + "], [" + Join(children) + "])";
+    default:
+      return "?";
+  }
+}
+
+}  // namespace
+
+std::string PyTreeSpec::Repr() const {
+  std::string out = "PyTreeSpec(" + (traversal_.empty() ? std::string("") : NodeRepr(*this, num_nodes() - 1));
+  if (none_is_leaf_) out += ", NoneIsLeaf";
+  if (!namespace_.empty()) out += ", namespace=" + SafeRepr(nb::str(namespace_.c_str()));
+  return out + ")";
+}
+
+}  // namespace optree_core

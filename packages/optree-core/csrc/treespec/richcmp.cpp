@@ -1,0 +1,72 @@
+// Equality and hashing of treespecs.
+#include "optree_core/exceptions.h"
+#include "optree_core/hashing.h"
+#include "optree_core/treespec.h"
+
+namespace optree_core {
+
+namespace {
+
+bool ObjectsEqual(const nb::object& a, const nb::object& b) {
+  if (a.is_valid() != b.is_valid()) return false;
+  if (!a.is_valid() || a.ptr() == b.ptr()) return true;
+  int eq = PyObject_RichCompareBool(a.ptr(), b.ptr(), Py_EQ);
+  if (eq < 0) throw nb::python_error();
+  return eq != 0;
+}
+
+Py_hash_t HashObject(PyObject* obj) {
+  if (PyList_Check(obj)) {  // Key lists: hash their items.
+    Py_hash_t seed = PyList_GET_SIZE(obj);
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(obj); ++i) {
+      HashCombine(seed, HashObject(PyList_GET_ITEM(obj, i)));
+    }
+    return seed;
+  }
+  if (PyTuple_CheckExact(obj)) {
+    Py_hash_t seed = PyTuple_GET_SIZE(obj) + 1;
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(obj); ++i) {
+      HashCombine(seed, HashObject(PyTuple_GET_ITEM(obj, i)));
+    }
+    return seed;
+  }
+  Py_hash_t h = PyObject_Hash(obj);
+  if (h == -1 && PyErr_Occurred()) throw nb::python_error();
+  return h;
+}
+
+}  // namespace
+
+bool PyTreeSpec::Equal(const PyTreeSpec& other) const {
+  if (this == &other) return true;
+  if (traversal_.size() != other.traversal_.size() || none_is_leaf_ != other.none_is_leaf_) {
+    return false;
+  }
+  for (size_t i = 0; i < traversal_.size(); ++i) {
+    const Node& a = traversal_[i];
+    const Node& b = other.traversal_[i];
+    if (a.kind != b.kind || a.arity != b.arity || a.num_leaves != b.num_leaves ||
+        a.num_nodes != b.num_nodes) {
+      return false;
+    }
+    if (a.kind == PyTreeKind::kCustom && !a.custom->type.is(b.custom->type)) return false;
+    if (!ObjectsEqual(a.node_data, b.node_data)) return false;
+    if (a.kind == PyTreeKind::kCustom && !ObjectsEqual(a.node_entries, b.node_entries)) {
+      return false;
+    }
+  }
+  return true;
+}
+
+Py_hash_t PyTreeSpec::Hash() const {
+  Py_hash_t seed = static_cast<Py_hash_t>(traversal_.size()) * 2 + (none_is_leaf_ ? 1 : 0);
+  for (const Node& node : traversal_) {
+    HashCombine(seed, static_cast<Py_hash_t>(node.kind));
+    HashCombine(seed, node.arity);
+    if (node.kind == PyTreeKind::kCustom) HashCombine(seed, HashObject(node.custom->type.ptr()));
+    if (node.node_data.is_valid()) HashCombine(seed, HashObject(node.node_data.ptr()));
+  }
+  return seed == -1 ? -2 : seed;
+}
+
+}  // namespace optree_core

@@ -1,0 +1,161 @@
+// Unflattening: rebuild the Python objects bottom-up from the post-order traversal.
+#include <absl/container/inlined_vector.h>
+
+#include <string>
+
+#include "optree_core/exceptions.h"
+#include "optree_core/treespec.h"
+
+namespace optree_core {
+
+namespace {
+
+nb::object BuildDictLike(PyObject* result, PyObject* keys, PyObject* original_keys,
+                         nb::handle* children) {
+  if (original_keys != nullptr) {
+    // Insert the keys in their original order first, then fill in the values: assigning to an
+    // existing key keeps its position.
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(original_keys); ++i) {
+      if (PyDict_SetItem(result, PyList_GET_ITEM(original_keys, i), Py_None) < 0) {
+        throw nb::python_error();
+      }
+    }
+  }
+  for (Py_ssize_t i = 0; i < PyList_GET_SIZE(keys); ++i) {
+    if (PyObject_SetItem(result, PyList_GET_ITEM(keys, i), children[i].ptr()) < 0) {
+      throw nb::python_error();
+    }
+  }
+  return nb::steal(result);
+}
+
+nb::tuple TupleOf(nb::handle* children, Py_ssize_t count) {
+  PyObject* tuple = PyTuple_New(count);
+  if (tuple == nullptr) throw nb::python_error();
+  for (Py_ssize_t i = 0; i < count; ++i) PyTuple_SET_ITEM(tuple, i, children[i].inc_ref().ptr());
+  return nb::steal<nb::tuple>(tuple);
+}
+
+}  // namespace
+
+nb::object PyTreeSpec::MakeNode(const Node& node, nb::handle* children, Py_ssize_t count) const {
+  if (count != node.arity) {
+    RaisePython(PyExc_ValueError, "Expected " + std::to_string(node.arity) + " children for a " +
+                                      KindName(node.kind) + " node, got " +
+                                      std::to_string(count) + ".");
+  }
+  switch (node.kind) {
+    case PyTreeKind::kLeaf:
+      RaisePython(PyExc_RuntimeError, "MakeNode called on a leaf.");
+    case PyTreeKind::kNone:
+      return nb::none();
+    case PyTreeKind::kTuple:
+      return TupleOf(children, count);
+    case PyTreeKind::kList: {
+      PyObject* list = PyList_New(count);
+      if (list == nullptr) throw nb::python_error();
+      for (Py_ssize_t i = 0; i < count; ++i) PyList_SET_ITEM(list, i, children[i].inc_ref().ptr());
+      return nb::steal(list);
+    }
+    case PyTreeKind::kDict: {
+      PyObject* dict = PyDict_New();
+      if (dict == nullptr) throw nb::python_error();
+      return BuildDictLike(dict, node.node_data.ptr(),
+                           node.original_keys.is_valid() ? node.original_keys.ptr() : nullptr,
+                           children);
+    }
+    case PyTreeKind::kOrderedDict: {
+      nb::object od = detail::KindType(PyTreeKind::kOrderedDict)();
+      return BuildDictLike(od.release().ptr(), node.node_data.ptr(), nullptr, children);
+    }
+    case PyTreeKind::kDefaultDict: {
+      nb::handle factory = PyTuple_GET_ITEM(node.node_data.ptr(), 0);
+      nb::handle keys = PyTuple_GET_ITEM(node.node_data.ptr(), 1);
+      nb::object dd = detail::KindType(PyTreeKind::kDefaultDict)(factory);
+      return BuildDictLike(dd.release().ptr(), keys.ptr(),
+                           node.original_keys.is_valid() ? node.original_keys.ptr() : nullptr,
+                           children);
+    }
+    case PyTreeKind::kNamedTuple: {
+      nb::tuple args = TupleOf(children, count);
+      PyObject* obj = PyObject_Call(node.node_data.ptr(), args.ptr(), nullptr);
+      if (obj == nullptr) throw nb::python_error();
+      return nb::steal(obj);
+    }
+    case PyTreeKind::kStructSequence:
+      return node.node_data(TupleOf(children, count));
+    case PyTreeKind::kDeque: {
+      nb::list items = nb::steal<nb::list>(PyList_New(0));
+      for (Py_ssize_t i = 0; i < count; ++i) items.append(children[i]);
+      return detail::KindType(PyTreeKind::kDeque)(items, nb::arg("maxlen") = node.node_data);
+    }
+    case PyTreeKind::kCustom:
+      return node.custom->unflatten_func(node.node_data, TupleOf(children, count));
+    case PyTreeKind::kFrozenDict:
+      break;
+  }
+  RaisePython(PyExc_TypeError, "Unsupported node kind.");
+}
+
+nb::object PyTreeSpec::Unflatten(nb::handle leaves) const {
+  if (traversal_.empty()) RaisePython(PyExc_ValueError, "Cannot unflatten an empty PyTreeSpec.");
+  const Py_ssize_t expected = num_leaves();
+  // Lists and tuples are indexed directly; anything else goes through the iterator protocol.
+  PyObject* seq = leaves.ptr();
+  const bool indexed = PyList_CheckExact(seq) || PyTuple_CheckExact(seq);
+  nb::object iterator;
+  if (indexed) {
+    const Py_ssize_t got = PyList_CheckExact(seq) ? PyList_GET_SIZE(seq) : PyTuple_GET_SIZE(seq);
+    if (got != expected) {
+      RaisePython(PyExc_ValueError, std::string(got < expected ? "Too few" : "Too many") +
+                                        " leaves for PyTreeSpec; expected: " +
+                                        std::to_string(expected) + ", got: " +
+                                        std::to_string(got) + ".");
+    }
+  } else {
+    iterator = nb::steal(PyObject_GetIter(seq));
+    if (!iterator.is_valid()) {
+      PyErr_Clear();
+      RaisePython(PyExc_TypeError, "Expected an iterable of leaves, got " + SafeRepr(leaves) + ".");
+    }
+  }
+  absl::InlinedVector<nb::object, 16> agenda;
+  Py_ssize_t leaf_count = 0;
+  for (const Node& node : traversal_) {
+    if (node.kind == PyTreeKind::kLeaf) {
+      if (indexed) {
+        agenda.push_back(nb::borrow(PyList_CheckExact(seq) ? PyList_GET_ITEM(seq, leaf_count)
+                                                          : PyTuple_GET_ITEM(seq, leaf_count)));
+      } else {
+        PyObject* leaf = PyIter_Next(iterator.ptr());
+        if (leaf == nullptr) {
+          if (PyErr_Occurred()) throw nb::python_error();
+          RaisePython(PyExc_ValueError, "Too few leaves for PyTreeSpec; expected: " +
+                                            std::to_string(expected) +
+                                            ", got: " + std::to_string(leaf_count) + ".");
+        }
+        agenda.push_back(nb::steal(leaf));
+      }
+      ++leaf_count;
+      continue;
+    }
+    const size_t first = agenda.size() - static_cast<size_t>(node.arity);
+    nb::object built =
+        MakeNode(node, reinterpret_cast<nb::handle*>(agenda.data() + first), node.arity);
+    agenda.resize(first);
+    agenda.push_back(std::move(built));
+  }
+  if (!indexed) {
+    // Never drain the iterator: it may be endless. One more item is enough to know.
+    PyObject* extra = PyIter_Next(iterator.ptr());
+    if (extra != nullptr) {
+      Py_DECREF(extra);
+      RaisePython(PyExc_ValueError, "Too many leaves for PyTreeSpec; expected: " +
+                                        std::to_string(expected) + ", got more.");
+    }
+    if (PyErr_Occurred()) throw nb::python_error();
+  }
+  return agenda.back();
+}
+
+}  // namespace optree_core

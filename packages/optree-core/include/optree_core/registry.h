@@ -1,0 +1,87 @@
+// The registry of pytree node types: built-in containers and user-registered classes.
+#pragma once
+
+#include <Python.h>
+#include <absl/container/flat_hash_map.h>
+#include <absl/container/flat_hash_set.h>
+#include <nanobind/nanobind.h>
+
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "optree_core/kind.h"
+
+namespace optree_core {
+
+namespace nb = nanobind;
+
+struct PyTreeTypeRegistration {
+  PyTreeKind kind = PyTreeKind::kCustom;
+  nb::object type;             // The registered class.
+  nb::object flatten_func;     // Custom nodes: obj -> (children, metadata[, entries]).
+  nb::object unflatten_func;   // Custom nodes: (metadata, children) -> obj.
+  nb::object path_entry_type;  // Custom nodes: the PyTreeEntry subclass used by accessors.
+  std::string ns;              // "" for the global namespace.
+};
+
+// All operations run with the GIL held and never call back into Python, so the GIL serializes
+// them: registering and flattening from many threads at once is safe. Registrations are never
+// freed, only unlinked, because live treespecs keep raw pointers to them.
+class PyTreeTypeRegistry {
+ public:
+  static PyTreeTypeRegistry& Instance();
+
+  // The registration of exactly `type` visible from namespace `ns` (its own first, then the
+  // global one), or nullptr. Built-in tuple/list/dict/None are resolved before calling this.
+  const PyTreeTypeRegistration* Lookup(PyTypeObject* type, const std::string& ns) const {
+    if (has_namespaced_ && !ns.empty()) {
+      auto it = namespaced_.find(std::make_pair(type, ns));
+      if (it != namespaced_.end()) return it->second;
+    }
+    auto it = global_.find(type);
+    return it == global_.end() ? nullptr : it->second;
+  }
+
+  void Register(nb::handle cls, nb::handle flatten_func, nb::handle unflatten_func,
+                nb::handle path_entry_type, const std::string& ns);
+  void Unregister(nb::handle cls, const std::string& ns);
+
+  // Whether plain dicts (and defaultdicts) keep insertion order instead of sorted keys.
+  bool IsDictInsertionOrdered(const std::string& ns, bool inherit_global = true) const {
+    if (inherit_global && dict_insertion_ordered_global_) return true;
+    return !ns.empty() && !insertion_ordered_namespaces_.empty() &&
+           insertion_ordered_namespaces_.contains(ns);
+  }
+  bool AnyDictInsertionOrdered() const {
+    return dict_insertion_ordered_global_ || !insertion_ordered_namespaces_.empty();
+  }
+  void SetDictInsertionOrdered(bool mode, const std::string& ns);
+
+ private:
+  PyTreeTypeRegistry();
+  void RegisterBuiltin(PyTypeObject* type, PyTreeKind kind);
+
+  absl::flat_hash_map<PyTypeObject*, const PyTreeTypeRegistration*> global_;
+  absl::flat_hash_map<std::pair<PyTypeObject*, std::string>, const PyTreeTypeRegistration*>
+      namespaced_;
+  std::vector<std::unique_ptr<PyTreeTypeRegistration>> owned_;
+  absl::flat_hash_set<std::string> insertion_ordered_namespaces_;
+  bool dict_insertion_ordered_global_ = false;
+  bool has_namespaced_ = false;
+};
+
+// Types resolved once at start-up (collections.OrderedDict, defaultdict, deque).
+struct CollectionTypes {
+  PyTypeObject* ordered_dict;
+  PyTypeObject* default_dict;
+  PyTypeObject* deque;
+  static const CollectionTypes& Get();
+};
+
+// Structural checks that do not need the registry.
+bool IsNamedTupleClass(PyTypeObject* type);
+bool IsStructSequenceClass(PyTypeObject* type);
+
+}  // namespace optree_core

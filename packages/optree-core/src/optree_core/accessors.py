@@ -1,0 +1,303 @@
+"""Path entries and accessors: how a leaf is reached from the root of its tree.
+
+An accessor is a tuple of entries; calling it on a tree fetches the leaf::
+
+    >>> import optree_core as optree
+    >>> accessor = optree.tree_accessors({'a': [1, 2]})[1]
+    >>> accessor
+    PyTreeAccessor(*['a'][1], (MappingEntry(key='a', type=<class 'dict'>), SequenceEntry(index=1, type=<class 'list'>)))
+    >>> accessor({'a': [1, 2]})
+    2
+    >>> accessor.codify('tree')
+    "tree['a'][1]"
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from optree_core._C import PyTreeKind
+
+__all__ = [
+    "PyTreeEntry",
+    "GetItemEntry",
+    "GetAttrEntry",
+    "FlattenedEntry",
+    "AutoEntry",
+    "SequenceEntry",
+    "MappingEntry",
+    "NamedTupleEntry",
+    "StructSequenceEntry",
+    "DataclassEntry",
+    "PyTreeAccessor",
+]
+
+
+class PyTreeEntry:
+    """One step of a path: the child ``entry`` of a node of type ``type`` and kind ``kind``.
+
+    Args:
+        entry: The index, key, field name or custom entry that selects the child.
+        type: The Python type of the parent node.
+        kind: The :class:`PyTreeKind` of the parent node.
+    """
+
+    __slots__ = ("entry", "kind", "type")
+
+    def __init__(self, entry: Any, type: type, kind: PyTreeKind) -> None:  # noqa: A002
+        if kind == PyTreeKind.LEAF:
+            raise ValueError("Cannot create a path entry for a leaf.")
+        if kind == PyTreeKind.NONE:
+            raise ValueError("Cannot create a path entry for None (it has no children).")
+        object.__setattr__(self, "entry", entry)
+        object.__setattr__(self, "type", type)
+        object.__setattr__(self, "kind", kind)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        raise AttributeError(f"{self.__class__.__name__} is immutable.")
+
+    def __call__(self, obj: Any) -> Any:
+        """Fetch the child of ``obj`` this entry selects."""
+        raise NotImplementedError(f"{self.__class__.__name__} cannot fetch children; "
+                                  "use a subclass such as GetItemEntry or GetAttrEntry.")
+
+    def codify(self, node: str = "") -> str:
+        """Python source that fetches the child from the expression ``node``."""
+        raise NotImplementedError
+
+    def __add__(self, other: object) -> PyTreeAccessor:
+        if isinstance(other, PyTreeEntry):
+            return PyTreeAccessor((self, other))
+        if isinstance(other, PyTreeAccessor):
+            return PyTreeAccessor((self, *other))
+        return NotImplemented
+
+    def __eq__(self, other: object) -> bool:
+        return (isinstance(other, PyTreeEntry) and type(self) is type(other)
+                and (self.entry, self.type, self.kind) == (other.entry, other.type, other.kind))
+
+    def __hash__(self) -> int:
+        return hash((type(self), self.entry, self.type, self.kind))
+
+    def __repr__(self) -> str:
+        return f"{self.__class__.__name__}(entry={self.entry!r}, type={self.type!r})"
+
+
+class GetItemEntry(PyTreeEntry):
+    """An entry fetched with ``obj[entry]``."""
+
+    __slots__ = ()
+
+    def __call__(self, obj: Any) -> Any:
+        return obj[self.entry]
+
+    def codify(self, node: str = "") -> str:
+        return f"{node}[{self.entry!r}]"
+
+
+class GetAttrEntry(PyTreeEntry):
+    """An entry fetched with ``getattr(obj, entry)``."""
+
+    __slots__ = ()
+
+    @property
+    def name(self) -> str:
+        return self.entry
+
+    def __call__(self, obj: Any) -> Any:
+        return getattr(obj, self.name)
+
+    def codify(self, node: str = "") -> str:
+        return f"{node}.{self.name}"
+
+    def __repr__(self) -> str:
+        return f"{self.__class__.__name__}(name={self.name!r}, type={self.type!r})"
+
+
+class FlattenedEntry(PyTreeEntry):
+    """An entry of a custom node that has no way to fetch the child back."""
+
+    __slots__ = ()
+
+    def codify(self, node: str = "") -> str:
+        return f"{node}.<flat {self.entry!r}>"
+
+
+class AutoEntry(PyTreeEntry):
+    """Picks the entry class for a custom node: item access for sequences and mappings,
+    attribute access for string entries of other objects, a flattened entry otherwise."""
+
+    __slots__ = ()
+
+    def __new__(cls, entry: Any, type: type, kind: PyTreeKind) -> PyTreeEntry:  # noqa: A002
+        if cls is not AutoEntry:
+            return super().__new__(cls)
+        from collections.abc import Mapping, Sequence
+
+        if issubclass(type, (Sequence, Mapping)):
+            chosen: type[PyTreeEntry] = GetItemEntry
+        elif isinstance(entry, str) and entry.isidentifier():
+            chosen = GetAttrEntry
+        else:
+            chosen = FlattenedEntry
+        return chosen(entry, type, kind)
+
+
+class SequenceEntry(GetItemEntry):
+    """The ``index``-th child of a tuple, list or deque."""
+
+    __slots__ = ()
+
+    @property
+    def index(self) -> int:
+        return self.entry
+
+    def __repr__(self) -> str:
+        return f"{self.__class__.__name__}(index={self.index!r}, type={self.type!r})"
+
+
+class MappingEntry(GetItemEntry):
+    """The child under ``key`` of a dict, OrderedDict or defaultdict."""
+
+    __slots__ = ()
+
+    @property
+    def key(self) -> Any:
+        return self.entry
+
+    def __repr__(self) -> str:
+        return f"{self.__class__.__name__}(key={self.key!r}, type={self.type!r})"
+
+
+class NamedTupleEntry(SequenceEntry):
+    """A field of a namedtuple (the entry is its index; ``field`` is its name)."""
+
+    __slots__ = ()
+
+    @property
+    def field(self) -> str:
+        return self.type._fields[self.entry]
+
+    def __call__(self, obj: Any) -> Any:
+        return getattr(obj, self.field)
+
+    def codify(self, node: str = "") -> str:
+        return f"{node}.{self.field}"
+
+    def __repr__(self) -> str:
+        return f"{self.__class__.__name__}(field={self.field!r}, type={self.type!r})"
+
+
+class StructSequenceEntry(SequenceEntry):
+    """A field of a PyStructSequence such as ``time.struct_time``."""
+
+    __slots__ = ()
+
+    @property
+    def field(self) -> str:
+        return self.type.__match_args__[self.entry]
+
+    def __call__(self, obj: Any) -> Any:
+        return getattr(obj, self.field)
+
+    def codify(self, node: str = "") -> str:
+        return f"{node}.{self.field}"
+
+    def __repr__(self) -> str:
+        return f"{self.__class__.__name__}(field={self.field!r}, type={self.type!r})"
+
+
+class DataclassEntry(GetAttrEntry):
+    """A field of a dataclass (the entry is the field name, or its index among fields)."""
+
+    __slots__ = ()
+
+    @property
+    def field(self) -> str:
+        if isinstance(self.entry, int):
+            return [f.name for f in dataclasses.fields(self.type) if f.init][self.entry]
+        return self.entry
+
+    @property
+    def name(self) -> str:
+        return self.field
+
+    def __repr__(self) -> str:
+        return f"{self.__class__.__name__}(field={self.field!r}, type={self.type!r})"
+
+
+class PyTreeAccessor(tuple):
+    """A path from the root of a tree to one of its leaves, as a tuple of entries.
+
+    Args:
+        path: The entries, outermost first.
+    """
+
+    __slots__ = ()
+
+    def __new__(cls, path: tuple[PyTreeEntry, ...] | list[PyTreeEntry] = ()) -> PyTreeAccessor:
+        path = tuple(path)
+        if not all(isinstance(p, PyTreeEntry) for p in path):
+            raise TypeError(f"Expected a sequence of PyTreeEntry, got {path!r}.")
+        return super().__new__(cls, path)
+
+    @property
+    def path(self) -> tuple[Any, ...]:
+        """The raw entries (keys and indices) of the path."""
+        return tuple(e.entry for e in self)
+
+    def __call__(self, obj: Any) -> Any:
+        for entry in self:
+            obj = entry(obj)
+        return obj
+
+    def __getitem__(self, index):  # type: ignore[override]
+        item = super().__getitem__(index)
+        return PyTreeAccessor(item) if isinstance(index, slice) else item
+
+    def __add__(self, other: object) -> PyTreeAccessor:
+        if isinstance(other, PyTreeEntry):
+            return PyTreeAccessor((*self, other))
+        if isinstance(other, PyTreeAccessor):
+            return PyTreeAccessor((*self, *other))
+        return NotImplemented
+
+    def __mul__(self, n: int) -> PyTreeAccessor:  # type: ignore[override]
+        return PyTreeAccessor(super().__mul__(n))
+
+    __rmul__ = __mul__
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, PyTreeAccessor) and super().__eq__(other)
+
+    def __hash__(self) -> int:
+        return super().__hash__()
+
+    def codify(self, root: str = "*") -> str:
+        """Python source that fetches the leaf from the expression ``root``."""
+        out = root
+        for entry in self:
+            out = entry.codify(out)
+        return out
+
+    def __repr__(self) -> str:
+        return f"{self.__class__.__name__}({self.codify()}, {tuple(self)!r})"
+
+
+# Entry class by PyTreeKind value (custom nodes use their registered class instead).
+ENTRY_CLASSES = (
+    AutoEntry,            # CUSTOM
+    None,                 # LEAF
+    None,                 # NONE
+    SequenceEntry,        # TUPLE
+    SequenceEntry,        # LIST
+    MappingEntry,         # DICT
+    NamedTupleEntry,      # NAMEDTUPLE
+    MappingEntry,         # ORDEREDDICT
+    MappingEntry,         # DEFAULTDICT
+    SequenceEntry,        # DEQUE
+    StructSequenceEntry,  # STRUCTSEQUENCE
+    MappingEntry,         # FROZENDICT
+)
+KINDS = tuple(PyTreeKind(i) for i in range(len(ENTRY_CLASSES)))

@@ -1,0 +1,60 @@
+"""NumPy helpers: ravel a tree of arrays into one flat array and back.
+
+    >>> import numpy as np
+    >>> from optree_core.integration.numpy import tree_ravel
+    >>> flat, unravel = tree_ravel({'a': np.ones((2, 2)), 'b': np.arange(3)})
+    >>> flat
+    array([1., 1., 1., 1., 0., 1., 2.])
+    >>> unravel(flat)['b']
+    array([0, 1, 2])
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from optree_core.ops import tree_flatten
+
+__all__ = ["tree_ravel"]
+
+
+def tree_ravel(
+    tree: Any,
+    /,
+    is_leaf: Callable[[Any], bool] | None = None,
+    *,
+    none_is_leaf: bool = False,
+    namespace: str = "",
+) -> tuple[np.ndarray, Callable[[np.ndarray], Any]]:
+    """Concatenate the array leaves of ``tree`` into one 1-D array (dtype: their promotion);
+    ``unravel`` restores each leaf's shape and dtype.
+
+    Raises:
+        ValueError: if a leaf is not array-like.
+    """
+    leaves, spec = tree_flatten(tree, is_leaf, none_is_leaf=none_is_leaf, namespace=namespace)
+    arrays = []
+    for leaf in leaves:
+        if not isinstance(leaf, (np.ndarray, np.generic, int, float, complex, bool)):
+            raise ValueError(f"All leaves must be arrays or scalars, got "
+                             f"{type(leaf).__name__}: {leaf!r}.")
+        arrays.append(np.asarray(leaf))
+    dtype = np.result_type(*arrays) if arrays else np.float64
+    shapes = [a.shape for a in arrays]
+    dtypes = [a.dtype for a in arrays]
+    sizes = [a.size for a in arrays]
+    flat = (np.concatenate([a.reshape(-1).astype(dtype) for a in arrays]) if arrays
+            else np.zeros(0, dtype))
+    offsets = np.cumsum([0, *sizes])
+
+    def unravel(flat_array: np.ndarray) -> Any:
+        flat_array = np.asarray(flat_array)
+        if flat_array.shape != flat.shape:
+            raise ValueError(f"Expected an array of shape {flat.shape}, got {flat_array.shape}.")
+        return spec.unflatten([flat_array[offsets[i]:offsets[i + 1]].reshape(s).astype(d)
+                               for i, (s, d) in enumerate(zip(shapes, dtypes))])
+
+    return flat, unravel

@@ -1,0 +1,1119 @@
+"""Tree operations: flatten, unflatten, map, reduce, transpose, broadcast.
+
+Every function takes the keywords ``is_leaf`` (a predicate that stops the recursion),
+``none_is_leaf`` (treat ``None`` as a leaf instead of an empty node) and ``namespace`` (which
+custom registrations to use), like optree's.
+
+    >>> import optree_core as optree
+    >>> tree = {'b': (2, [3, 4]), 'a': 1, 'c': None}
+    >>> leaves, spec = optree.tree_flatten(tree)
+    >>> leaves
+    [1, 2, 3, 4]
+    >>> spec
+    PyTreeSpec({'a': *, 'b': (*, [*, *]), 'c': None})
+    >>> optree.tree_unflatten(spec, [10, 20, 30, 40])
+    {'b': (20, [30, 40]), 'a': 10, 'c': None}
+    >>> optree.tree_map(lambda x: x * 2, tree)
+    {'b': (4, [6, 8]), 'a': 2, 'c': None}
+"""
+
+from __future__ import annotations
+
+import functools
+from collections import OrderedDict, defaultdict, deque
+from collections.abc import Callable, Iterable
+from typing import Any, NamedTuple
+
+from optree_core import _C
+from optree_core._C import PyTreeKind, PyTreeSpec
+from optree_core.accessors import ENTRY_CLASSES, KINDS, PyTreeAccessor
+
+__all__ = [
+    "MAX_RECURSION_DEPTH",
+    "NONE_IS_NODE",
+    "NONE_IS_LEAF",
+    "tree_flatten",
+    "tree_flatten_with_path",
+    "tree_flatten_with_accessor",
+    "tree_unflatten",
+    "tree_iter",
+    "tree_leaves",
+    "tree_structure",
+    "tree_paths",
+    "tree_accessors",
+    "tree_is_leaf",
+    "all_leaves",
+    "tree_map",
+    "tree_map_",
+    "tree_map_with_path",
+    "tree_map_with_path_",
+    "tree_map_with_accessor",
+    "tree_map_with_accessor_",
+    "tree_replace_nones",
+    "tree_partition",
+    "tree_transpose",
+    "tree_transpose_map",
+    "tree_transpose_map_with_path",
+    "tree_broadcast_prefix",
+    "broadcast_prefix",
+    "tree_broadcast_common",
+    "broadcast_common",
+    "tree_broadcast_map",
+    "tree_broadcast_map_with_path",
+    "tree_reduce",
+    "tree_sum",
+    "tree_max",
+    "tree_min",
+    "tree_all",
+    "tree_any",
+    "tree_flatten_one_level",
+    "prefix_errors",
+    "treespec_paths",
+    "treespec_accessors",
+    "treespec_entries",
+    "treespec_entry",
+    "treespec_children",
+    "treespec_child",
+    "treespec_one_level",
+    "treespec_transform",
+    "treespec_is_leaf",
+    "treespec_is_strict_leaf",
+    "treespec_is_one_level",
+    "treespec_is_prefix",
+    "treespec_is_suffix",
+    "treespec_leaf",
+    "treespec_none",
+    "treespec_tuple",
+    "treespec_list",
+    "treespec_dict",
+    "treespec_namedtuple",
+    "treespec_ordereddict",
+    "treespec_defaultdict",
+    "treespec_deque",
+    "treespec_structseq",
+    "treespec_from_collection",
+]
+
+MAX_RECURSION_DEPTH: int = _C.MAX_RECURSION_DEPTH
+NONE_IS_NODE: bool = False
+NONE_IS_LEAF: bool = True
+
+_MISSING: Any = object()
+
+
+# --- flatten / unflatten ------------------------------------------------------------------
+
+
+def tree_flatten(
+    tree: Any,
+    /,
+    is_leaf: Callable[[Any], bool] | None = None,
+    *,
+    none_is_leaf: bool = False,
+    namespace: str = "",
+) -> tuple[list[Any], PyTreeSpec]:
+    """Flatten a tree into its leaves and its structure.
+
+    Dict keys are sorted (the insertion order is remembered for unflattening); OrderedDicts
+    keep their order. ``None`` is an empty node unless ``none_is_leaf``.
+
+    Args:
+        tree: The tree to flatten.
+        is_leaf: Predicate called on every node; ``True`` makes the node a leaf.
+        none_is_leaf: Whether ``None`` is a leaf.
+        namespace: The namespace of custom registrations to use.
+
+    Returns:
+        ``(leaves, treespec)``.
+
+        >>> tree_flatten({'b': [1, None], 'a': 2})
+        ([2, 1], PyTreeSpec({'a': *, 'b': [*, None]}))
+        >>> tree_flatten({'b': [1, None], 'a': 2}, none_is_leaf=True)
+        ([2, 1, None], PyTreeSpec({'a': *, 'b': [*, *]}, NoneIsLeaf))
+    """
+    return _C.flatten(tree, is_leaf, none_is_leaf, namespace)
+
+
+def tree_flatten_with_path(
+    tree: Any,
+    /,
+    is_leaf: Callable[[Any], bool] | None = None,
+    *,
+    none_is_leaf: bool = False,
+    namespace: str = "",
+) -> tuple[list[tuple[Any, ...]], list[Any], PyTreeSpec]:
+    """Flatten a tree, also returning each leaf's path (a tuple of keys and indices).
+
+    Returns:
+        ``(paths, leaves, treespec)``.
+
+        >>> tree_flatten_with_path({'a': [1, 2], 'b': 3})
+        ([('a', 0), ('a', 1), ('b',)], [1, 2, 3], PyTreeSpec({'a': [*, *], 'b': *}))
+    """
+    return _C.flatten_with_path(tree, is_leaf, none_is_leaf, namespace)
+
+
+def tree_flatten_with_accessor(
+    tree: Any,
+    /,
+    is_leaf: Callable[[Any], bool] | None = None,
+    *,
+    none_is_leaf: bool = False,
+    namespace: str = "",
+) -> tuple[list[PyTreeAccessor], list[Any], PyTreeSpec]:
+    """Flatten a tree, also returning each leaf's :class:`PyTreeAccessor`.
+
+    Returns:
+        ``(accessors, leaves, treespec)``.
+    """
+    leaves, spec = _C.flatten(tree, is_leaf, none_is_leaf, namespace)
+    return treespec_accessors(spec), leaves, spec
+
+
+def tree_unflatten(treespec: PyTreeSpec, leaves: Iterable[Any]) -> Any:
+    """Rebuild a tree of structure ``treespec`` from ``leaves``.
+
+    Raises:
+        ValueError: if the number of leaves differs from ``treespec.num_leaves``.
+
+        >>> spec = tree_structure((1, {'x': 2}))
+        >>> tree_unflatten(spec, 'ab')
+        ('a', {'x': 'b'})
+    """
+    if not isinstance(treespec, PyTreeSpec):
+        raise TypeError(f"tree_unflatten(treespec, leaves): expected a PyTreeSpec as the first "
+                        f"argument, got {treespec!r}.")
+    return treespec.unflatten(leaves)
+
+
+def tree_iter(
+    tree: Any,
+    /,
+    is_leaf: Callable[[Any], bool] | None = None,
+    *,
+    none_is_leaf: bool = False,
+    namespace: str = "",
+) -> Iterable[Any]:
+    """An iterator over the leaves of a tree, in flatten order.
+
+        >>> list(tree_iter({'b': 2, 'a': (1, None)}))
+        [1, 2]
+    """
+    return iter(_C.flatten(tree, is_leaf, none_is_leaf, namespace)[0])
+
+
+def tree_leaves(
+    tree: Any,
+    /,
+    is_leaf: Callable[[Any], bool] | None = None,
+    *,
+    none_is_leaf: bool = False,
+    namespace: str = "",
+) -> list[Any]:
+    """The leaves of a tree, in flatten order.
+
+        >>> tree_leaves([1, (2, None), {'c': 3}])
+        [1, 2, 3]
+    """
+    return _C.flatten(tree, is_leaf, none_is_leaf, namespace)[0]
+
+
+def tree_structure(
+    tree: Any,
+    /,
+    is_leaf: Callable[[Any], bool] | None = None,
+    *,
+    none_is_leaf: bool = False,
+    namespace: str = "",
+) -> PyTreeSpec:
+    """The structure (treespec) of a tree.
+
+        >>> tree_structure([1, (2, None)])
+        PyTreeSpec([*, (*, None)])
+    """
+    return _C.flatten(tree, is_leaf, none_is_leaf, namespace)[1]
+
+
+def tree_paths(
+    tree: Any,
+    /,
+    is_leaf: Callable[[Any], bool] | None = None,
+    *,
+    none_is_leaf: bool = False,
+    namespace: str = "",
+) -> list[tuple[Any, ...]]:
+    """The path of each leaf of a tree.
+
+        >>> tree_paths({'a': [1, 2], 'b': 3})
+        [('a', 0), ('a', 1), ('b',)]
+    """
+    return _C.flatten_with_path(tree, is_leaf, none_is_leaf, namespace)[0]
+
+
+def tree_accessors(
+    tree: Any,
+    /,
+    is_leaf: Callable[[Any], bool] | None = None,
+    *,
+    none_is_leaf: bool = False,
+    namespace: str = "",
+) -> list[PyTreeAccessor]:
+    """The :class:`PyTreeAccessor` of each leaf of a tree."""
+    return treespec_accessors(tree_structure(tree, is_leaf, none_is_leaf=none_is_leaf,
+                                             namespace=namespace))
+
+
+def tree_is_leaf(
+    tree: Any,
+    /,
+    is_leaf: Callable[[Any], bool] | None = None,
+    *,
+    none_is_leaf: bool = False,
+    namespace: str = "",
+) -> bool:
+    """Whether ``tree`` is a single leaf.
+
+        >>> tree_is_leaf(1), tree_is_leaf([1]), tree_is_leaf(None), tree_is_leaf(None, none_is_leaf=True)
+        (True, False, False, True)
+    """
+    return _C.is_leaf(tree, is_leaf, none_is_leaf, namespace)
+
+
+def all_leaves(
+    iterable: Iterable[Any],
+    /,
+    is_leaf: Callable[[Any], bool] | None = None,
+    *,
+    none_is_leaf: bool = False,
+    namespace: str = "",
+) -> bool:
+    """Whether every item of ``iterable`` is a leaf.
+
+        >>> all_leaves([1, 2.0, 'x']), all_leaves([1, [2]])
+        (True, False)
+    """
+    return all(_C.is_leaf(x, is_leaf, none_is_leaf, namespace) for x in iterable)
+
+
+# --- map ----------------------------------------------------------------------------------
+
+
+def _flat_args(tree: Any, rests: tuple[Any, ...], is_leaf: Any, none_is_leaf: bool,
+               namespace: str) -> tuple[list[Any], PyTreeSpec, list[list[Any]]]:
+    leaves, spec = _C.flatten(tree, is_leaf, none_is_leaf, namespace)
+    return leaves, spec, [spec.flatten_up_to(r) for r in rests]
+
+
+def tree_map(
+    func: Callable[..., Any],
+    tree: Any,
+    /,
+    *rests: Any,
+    is_leaf: Callable[[Any], bool] | None = None,
+    none_is_leaf: bool = False,
+    namespace: str = "",
+) -> Any:
+    """Apply ``func`` leaf-wise, keeping the structure of ``tree``.
+
+    ``rests`` must have the structure of ``tree`` or contain it as a prefix (their subtrees at
+    ``tree``'s leaves are passed whole).
+
+    Raises:
+        ValueError: naming the path where a tree in ``rests`` differs from ``tree``.
+
+        >>> tree_map(lambda x, y: x + y, {'a': 1, 'b': (2, 3)}, {'a': 10, 'b': (20, 30)})
+        {'a': 11, 'b': (22, 33)}
+    """
+    leaves, spec, others = _flat_args(tree, rests, is_leaf, none_is_leaf, namespace)
+    return spec.unflatten(map(func, leaves, *others))
+
+
+def tree_map_(
+    func: Callable[..., Any],
+    tree: Any,
+    /,
+    *rests: Any,
+    is_leaf: Callable[[Any], bool] | None = None,
+    none_is_leaf: bool = False,
+    namespace: str = "",
+) -> Any:
+    """Like :func:`tree_map`, for side effects: calls ``func`` leaf-wise, returns ``tree``.
+
+        >>> seen = []
+        >>> tree_map_(seen.append, [1, (2, 3)])
+        [1, (2, 3)]
+        >>> seen
+        [1, 2, 3]
+    """
+    leaves, _, others = _flat_args(tree, rests, is_leaf, none_is_leaf, namespace)
+    for _ in map(func, leaves, *others):
+        pass
+    return tree
+
+
+def tree_map_with_path(
+    func: Callable[..., Any],
+    tree: Any,
+    /,
+    *rests: Any,
+    is_leaf: Callable[[Any], bool] | None = None,
+    none_is_leaf: bool = False,
+    namespace: str = "",
+) -> Any:
+    """Like :func:`tree_map`, with each leaf's path as the first argument of ``func``.
+
+        >>> tree_map_with_path(lambda p, x: (p, x), {'a': [7]})
+        {'a': [(('a', 0), 7)]}
+    """
+    paths, leaves, spec = _C.flatten_with_path(tree, is_leaf, none_is_leaf, namespace)
+    others = [spec.flatten_up_to(r) for r in rests]
+    return spec.unflatten(map(func, paths, leaves, *others))
+
+
+def tree_map_with_path_(
+    func: Callable[..., Any],
+    tree: Any,
+    /,
+    *rests: Any,
+    is_leaf: Callable[[Any], bool] | None = None,
+    none_is_leaf: bool = False,
+    namespace: str = "",
+) -> Any:
+    """Like :func:`tree_map_with_path`, for side effects; returns ``tree``."""
+    paths, leaves, spec = _C.flatten_with_path(tree, is_leaf, none_is_leaf, namespace)
+    others = [spec.flatten_up_to(r) for r in rests]
+    for _ in map(func, paths, leaves, *others):
+        pass
+    return tree
+
+
+def tree_map_with_accessor(
+    func: Callable[..., Any],
+    tree: Any,
+    /,
+    *rests: Any,
+    is_leaf: Callable[[Any], bool] | None = None,
+    none_is_leaf: bool = False,
+    namespace: str = "",
+) -> Any:
+    """Like :func:`tree_map`, with each leaf's :class:`PyTreeAccessor` as first argument."""
+    leaves, spec, others = _flat_args(tree, rests, is_leaf, none_is_leaf, namespace)
+    return spec.unflatten(map(func, treespec_accessors(spec), leaves, *others))
+
+
+def tree_map_with_accessor_(
+    func: Callable[..., Any],
+    tree: Any,
+    /,
+    *rests: Any,
+    is_leaf: Callable[[Any], bool] | None = None,
+    none_is_leaf: bool = False,
+    namespace: str = "",
+) -> Any:
+    """Like :func:`tree_map_with_accessor`, for side effects; returns ``tree``."""
+    leaves, spec, others = _flat_args(tree, rests, is_leaf, none_is_leaf, namespace)
+    for _ in map(func, treespec_accessors(spec), leaves, *others):
+        pass
+    return tree
+
+
+def tree_replace_nones(sentinel: Any, tree: Any, /, namespace: str = "") -> Any:
+    """Replace every ``None`` in ``tree`` by ``sentinel``.
+
+        >>> tree_replace_nones(0, {'a': None, 'b': [1, None]})
+        {'a': 0, 'b': [1, 0]}
+    """
+    if tree is None:
+        return sentinel
+    return tree_map(lambda x: sentinel if x is None else x, tree, none_is_leaf=True,
+                    namespace=namespace)
+
+
+def tree_partition(
+    predicate: Callable[[Any], bool],
+    tree: Any,
+    /,
+    is_leaf: Callable[[Any], bool] | None = None,
+    *,
+    fillvalue: Any = None,
+    none_is_leaf: bool = False,
+    namespace: str = "",
+) -> tuple[Any, Any]:
+    """Split ``tree`` in two trees of the same structure: leaves where ``predicate`` holds, and
+    the others; the missing places hold ``fillvalue``.
+
+        >>> tree_partition(lambda x: x > 1, [1, 2, (3, 0)])
+        ([None, 2, (3, None)], [1, None, (None, 0)])
+    """
+    leaves, spec = _C.flatten(tree, is_leaf, none_is_leaf, namespace)
+    keep = [bool(predicate(x)) for x in leaves]
+    return (spec.unflatten([x if k else fillvalue for x, k in zip(leaves, keep)]),
+            spec.unflatten([fillvalue if k else x for x, k in zip(leaves, keep)]))
+
+
+# --- transpose and broadcast ----------------------------------------------------------------
+
+
+def tree_transpose(
+    outer_treespec: PyTreeSpec,
+    inner_treespec: PyTreeSpec,
+    tree: Any,
+    /,
+    is_leaf: Callable[[Any], bool] | None = None,
+) -> Any:
+    """Turn a tree of structure ``outer(inner)`` into one of structure ``inner(outer)``.
+
+        >>> outer = tree_structure([0, 0])
+        >>> inner = tree_structure({'a': 0, 'b': 0})
+        >>> tree_transpose(outer, inner, [{'a': 1, 'b': 2}, {'a': 3, 'b': 4}])
+        {'a': [1, 3], 'b': [2, 4]}
+    """
+    if outer_treespec.none_is_leaf != inner_treespec.none_is_leaf:
+        raise ValueError("Tree structures must have the same none_is_leaf value.")
+    outer_size, inner_size = outer_treespec.num_leaves, inner_treespec.num_leaves
+    if outer_size == 0 or inner_size == 0:
+        raise ValueError("Tree structures must have at least one leaf; got "
+                         f"{outer_treespec} and {inner_treespec}.")
+    namespace = outer_treespec.namespace or inner_treespec.namespace
+    leaves, spec = _C.flatten(tree, is_leaf, outer_treespec.none_is_leaf, namespace)
+    expected = outer_treespec.compose(inner_treespec)
+    if spec != expected:
+        raise TypeError(f"Tree structure mismatch; expected: {expected}, got: {spec}.")
+    grid = [leaves[i * inner_size:(i + 1) * inner_size] for i in range(outer_size)]
+    subtrees = [outer_treespec.unflatten(column) for column in zip(*grid)]
+    return inner_treespec.unflatten(subtrees)
+
+
+def tree_transpose_map(
+    func: Callable[..., Any],
+    tree: Any,
+    /,
+    *rests: Any,
+    inner_treespec: PyTreeSpec | None = None,
+    is_leaf: Callable[[Any], bool] | None = None,
+    none_is_leaf: bool = False,
+    namespace: str = "",
+) -> Any:
+    """Map ``func`` (which returns trees of structure ``inner_treespec``) and transpose, so the
+    result is ``inner(outer)``.
+
+        >>> tree_transpose_map(lambda x: {'id': x, 'sq': x * x}, [1, 2])
+        {'id': [1, 2], 'sq': [1, 4]}
+    """
+    leaves, outer, others = _flat_args(tree, rests, is_leaf, none_is_leaf, namespace)
+    results = list(map(func, leaves, *others))
+    if inner_treespec is None:
+        if not results:
+            raise ValueError("The outer structure must have at least one leaf.")
+        inner_treespec = tree_structure(results[0], none_is_leaf=none_is_leaf,
+                                        namespace=namespace)
+    return tree_transpose(outer, inner_treespec, outer.unflatten(results))
+
+
+def tree_transpose_map_with_path(
+    func: Callable[..., Any],
+    tree: Any,
+    /,
+    *rests: Any,
+    inner_treespec: PyTreeSpec | None = None,
+    is_leaf: Callable[[Any], bool] | None = None,
+    none_is_leaf: bool = False,
+    namespace: str = "",
+) -> Any:
+    """:func:`tree_transpose_map` with each leaf's path as the first argument of ``func``."""
+    paths, leaves, outer = _C.flatten_with_path(tree, is_leaf, none_is_leaf, namespace)
+    others = [outer.flatten_up_to(r) for r in rests]
+    results = list(map(func, paths, leaves, *others))
+    if inner_treespec is None:
+        if not results:
+            raise ValueError("The outer structure must have at least one leaf.")
+        inner_treespec = tree_structure(results[0], none_is_leaf=none_is_leaf,
+                                        namespace=namespace)
+    return tree_transpose(outer, inner_treespec, outer.unflatten(results))
+
+
+def tree_broadcast_prefix(
+    prefix_tree: Any,
+    full_tree: Any,
+    /,
+    is_leaf: Callable[[Any], bool] | None = None,
+    *,
+    none_is_leaf: bool = False,
+    namespace: str = "",
+) -> Any:
+    """Repeat each leaf of ``prefix_tree`` over the matching subtree of ``full_tree``.
+
+    Raises:
+        ValueError: if ``prefix_tree`` is not a prefix of ``full_tree``, naming the path.
+
+        >>> tree_broadcast_prefix([1, 2], [(0, 0), {'a': 0}])
+        [(1, 1), {'a': 2}]
+    """
+    prefix_spec = tree_structure(prefix_tree, is_leaf, none_is_leaf=none_is_leaf,
+                                 namespace=namespace)
+    subtrees = prefix_spec.flatten_up_to(full_tree)
+    prefix_leaves = prefix_spec.flatten_up_to(prefix_tree)
+    out = []
+    for value, sub in zip(prefix_leaves, subtrees):
+        sub_spec = tree_structure(sub, is_leaf, none_is_leaf=none_is_leaf, namespace=namespace)
+        out.append(sub_spec.unflatten([value] * sub_spec.num_leaves))
+    return prefix_spec.unflatten(out)
+
+
+def broadcast_prefix(
+    prefix_tree: Any,
+    full_tree: Any,
+    /,
+    is_leaf: Callable[[Any], bool] | None = None,
+    *,
+    none_is_leaf: bool = False,
+    namespace: str = "",
+) -> list[Any]:
+    """The leaves of :func:`tree_broadcast_prefix`.
+
+        >>> broadcast_prefix([1, 2], [(0, 0), {'a': 0}])
+        [1, 1, 2]
+    """
+    return tree_leaves(tree_broadcast_prefix(prefix_tree, full_tree, is_leaf,
+                                             none_is_leaf=none_is_leaf, namespace=namespace),
+                       is_leaf, none_is_leaf=none_is_leaf, namespace=namespace)
+
+
+def tree_broadcast_common(
+    tree: Any,
+    other_tree: Any,
+    /,
+    is_leaf: Callable[[Any], bool] | None = None,
+    *,
+    none_is_leaf: bool = False,
+    namespace: str = "",
+) -> tuple[Any, Any]:
+    """Broadcast two trees to their common suffix structure.
+
+        >>> tree_broadcast_common([1, (2, 3)], [(4, 5), 6])
+        ([(1, 1), (2, 3)], [(4, 5), (6, 6)])
+    """
+    spec = tree_structure(tree, is_leaf, none_is_leaf=none_is_leaf, namespace=namespace)
+    other_spec = tree_structure(other_tree, is_leaf, none_is_leaf=none_is_leaf,
+                                namespace=namespace)
+    common = spec.broadcast_to_common_suffix(other_spec)
+    return (_broadcast_to(tree, spec, common), _broadcast_to(other_tree, other_spec, common))
+
+
+def _broadcast_to(tree: Any, spec: PyTreeSpec, common: PyTreeSpec) -> Any:
+    leaves = spec.flatten_up_to(tree)
+    # Each leaf of `spec` stands over a subtree of `common`: repeat it there.
+    sub_specs = _leaf_subspecs(spec, common)
+    return common.unflatten([x for x, sub in zip(leaves, sub_specs)
+                             for _ in range(sub.num_leaves)])
+
+
+def _leaf_subspecs(prefix: PyTreeSpec, full: PyTreeSpec) -> list[PyTreeSpec]:
+    if prefix.is_leaf():
+        return [full]
+    out: list[PyTreeSpec] = []
+    for p, f in zip(prefix.children(), full.children()):
+        out.extend(_leaf_subspecs(p, f))
+    return out
+
+
+def broadcast_common(
+    tree: Any,
+    other_tree: Any,
+    /,
+    is_leaf: Callable[[Any], bool] | None = None,
+    *,
+    none_is_leaf: bool = False,
+    namespace: str = "",
+) -> tuple[list[Any], list[Any]]:
+    """The leaves of :func:`tree_broadcast_common`."""
+    a, b = tree_broadcast_common(tree, other_tree, is_leaf, none_is_leaf=none_is_leaf,
+                                 namespace=namespace)
+    return (tree_leaves(a, is_leaf, none_is_leaf=none_is_leaf, namespace=namespace),
+            tree_leaves(b, is_leaf, none_is_leaf=none_is_leaf, namespace=namespace))
+
+
+def _broadcast_all(trees: tuple[Any, ...], is_leaf: Any, none_is_leaf: bool,
+                   namespace: str) -> tuple[PyTreeSpec, list[list[Any]]]:
+    specs = [tree_structure(t, is_leaf, none_is_leaf=none_is_leaf, namespace=namespace)
+             for t in trees]
+    common = specs[0]
+    for s in specs[1:]:
+        common = common.broadcast_to_common_suffix(s)
+    flat = []
+    for t, s in zip(trees, specs):
+        leaves = s.flatten_up_to(t)
+        subs = _leaf_subspecs(s, common)
+        flat.append([x for x, sub in zip(leaves, subs) for _ in range(sub.num_leaves)])
+    return common, flat
+
+
+def tree_broadcast_map(
+    func: Callable[..., Any],
+    tree: Any,
+    /,
+    *rests: Any,
+    is_leaf: Callable[[Any], bool] | None = None,
+    none_is_leaf: bool = False,
+    namespace: str = "",
+) -> Any:
+    """:func:`tree_map` over trees broadcast to their common suffix structure.
+
+        >>> tree_broadcast_map(lambda x, y: x * y, [1, 2], [(3, 4), 5])
+        [(3, 4), 10]
+    """
+    common, flat = _broadcast_all((tree, *rests), is_leaf, none_is_leaf, namespace)
+    return common.unflatten(map(func, *flat))
+
+
+def tree_broadcast_map_with_path(
+    func: Callable[..., Any],
+    tree: Any,
+    /,
+    *rests: Any,
+    is_leaf: Callable[[Any], bool] | None = None,
+    none_is_leaf: bool = False,
+    namespace: str = "",
+) -> Any:
+    """:func:`tree_broadcast_map` with each leaf's path (in the common structure) first."""
+    common, flat = _broadcast_all((tree, *rests), is_leaf, none_is_leaf, namespace)
+    return common.unflatten(map(func, common.paths(), *flat))
+
+
+# --- reductions ---------------------------------------------------------------------------
+
+
+def tree_reduce(
+    func: Callable[[Any, Any], Any],
+    tree: Any,
+    /,
+    initial: Any = _MISSING,
+    *,
+    is_leaf: Callable[[Any], bool] | None = None,
+    none_is_leaf: bool = False,
+    namespace: str = "",
+) -> Any:
+    """``functools.reduce`` over the leaves of a tree.
+
+        >>> tree_reduce(lambda a, b: a * b, [2, (3, 4)])
+        24
+    """
+    leaves = tree_leaves(tree, is_leaf, none_is_leaf=none_is_leaf, namespace=namespace)
+    if initial is _MISSING:
+        return functools.reduce(func, leaves)
+    return functools.reduce(func, leaves, initial)
+
+
+def tree_sum(
+    tree: Any,
+    /,
+    start: Any = 0,
+    *,
+    is_leaf: Callable[[Any], bool] | None = None,
+    none_is_leaf: bool = False,
+    namespace: str = "",
+) -> Any:
+    """The sum of the leaves (plus ``start``).
+
+        >>> tree_sum({'a': 1, 'b': [2, 3]})
+        6
+    """
+    return sum(tree_leaves(tree, is_leaf, none_is_leaf=none_is_leaf, namespace=namespace), start)
+
+
+def tree_max(
+    tree: Any,
+    /,
+    *,
+    default: Any = _MISSING,
+    key: Callable[[Any], Any] | None = None,
+    is_leaf: Callable[[Any], bool] | None = None,
+    none_is_leaf: bool = False,
+    namespace: str = "",
+) -> Any:
+    """The largest leaf (``default`` for a tree without leaves).
+
+        >>> tree_max([1, (5, 2)])
+        5
+    """
+    leaves = tree_leaves(tree, is_leaf, none_is_leaf=none_is_leaf, namespace=namespace)
+    if default is _MISSING:
+        if not leaves:
+            raise ValueError(f"tree_max() arg is an empty pytree: {tree!r}.")
+        return max(leaves, key=key)
+    return max(leaves, default=default, key=key)
+
+
+def tree_min(
+    tree: Any,
+    /,
+    *,
+    default: Any = _MISSING,
+    key: Callable[[Any], Any] | None = None,
+    is_leaf: Callable[[Any], bool] | None = None,
+    none_is_leaf: bool = False,
+    namespace: str = "",
+) -> Any:
+    """The smallest leaf (``default`` for a tree without leaves).
+
+        >>> tree_min([4, (5, 2)])
+        2
+    """
+    leaves = tree_leaves(tree, is_leaf, none_is_leaf=none_is_leaf, namespace=namespace)
+    if default is _MISSING:
+        if not leaves:
+            raise ValueError(f"tree_min() arg is an empty pytree: {tree!r}.")
+        return min(leaves, key=key)
+    return min(leaves, default=default, key=key)
+
+
+def tree_all(
+    tree: Any,
+    /,
+    is_leaf: Callable[[Any], bool] | None = None,
+    *,
+    none_is_leaf: bool = False,
+    namespace: str = "",
+) -> bool:
+    """Whether every leaf is truthy.
+
+        >>> tree_all([1, (True, 'x')]), tree_all([1, 0])
+        (True, False)
+    """
+    return all(tree_leaves(tree, is_leaf, none_is_leaf=none_is_leaf, namespace=namespace))
+
+
+def tree_any(
+    tree: Any,
+    /,
+    is_leaf: Callable[[Any], bool] | None = None,
+    *,
+    none_is_leaf: bool = False,
+    namespace: str = "",
+) -> bool:
+    """Whether any leaf is truthy.
+
+        >>> tree_any([0, (False, '')]), tree_any([0, 1])
+        (False, True)
+    """
+    return any(tree_leaves(tree, is_leaf, none_is_leaf=none_is_leaf, namespace=namespace))
+
+
+# --- one level ----------------------------------------------------------------------------
+
+
+class FlattenOneLevelOutput(NamedTuple):
+    """The outermost node of a tree, taken apart."""
+
+    children: list[Any]
+    metadata: Any
+    entries: tuple[Any, ...]
+    unflatten_func: Callable[[Any, Iterable[Any]], Any]
+
+
+def _builtin_unflatten(kind: PyTreeKind, node_type: type) -> Callable[[Any, Iterable[Any]], Any]:
+    if kind == PyTreeKind.NONE:
+        return lambda metadata, children: None
+    if kind == PyTreeKind.TUPLE:
+        return lambda metadata, children: tuple(children)
+    if kind == PyTreeKind.LIST:
+        return lambda metadata, children: list(children)
+    if kind in (PyTreeKind.DICT, PyTreeKind.ORDEREDDICT):
+        ctor = dict if kind == PyTreeKind.DICT else OrderedDict
+        return lambda keys, children: ctor(zip(keys, children))
+    if kind == PyTreeKind.DEFAULTDICT:
+        return lambda metadata, children: defaultdict(metadata[0], zip(metadata[1], children))
+    if kind == PyTreeKind.DEQUE:
+        return lambda maxlen, children: deque(children, maxlen=maxlen)
+    if kind == PyTreeKind.NAMEDTUPLE:
+        return lambda cls, children: cls(*children)
+    if kind == PyTreeKind.STRUCTSEQUENCE:
+        return lambda cls, children: cls(tuple(children))
+    raise ValueError(f"No unflatten function for node kind {kind!r}.")
+
+
+def tree_flatten_one_level(
+    tree: Any,
+    /,
+    is_leaf: Callable[[Any], bool] | None = None,
+    *,
+    none_is_leaf: bool = False,
+    namespace: str = "",
+) -> FlattenOneLevelOutput:
+    """Take apart the outermost node of ``tree``.
+
+    Returns:
+        ``(children, metadata, entries, unflatten_func)`` with
+        ``unflatten_func(metadata, children)`` rebuilding the node.
+
+    Raises:
+        ValueError: if ``tree`` is a leaf.
+
+        >>> children, metadata, entries, unflatten = tree_flatten_one_level({'b': 2, 'a': [1]})
+        >>> children, metadata, entries
+        ([[1], 2], ['a', 'b'], ('a', 'b'))
+        >>> unflatten(metadata, children)
+        {'a': [1], 'b': 2}
+    """
+    children, metadata, entries, kind, node_type = _C.flatten_one_level(
+        tree, is_leaf, none_is_leaf, namespace)
+    if kind == PyTreeKind.CUSTOM:
+        found = _C.lookup_node(node_type, namespace)
+        unflatten_func = found[2]
+    else:
+        unflatten_func = _builtin_unflatten(kind, node_type)
+    return FlattenOneLevelOutput(children, metadata, entries, unflatten_func)
+
+
+def prefix_errors(
+    prefix_tree: Any,
+    full_tree: Any,
+    /,
+    is_leaf: Callable[[Any], bool] | None = None,
+    *,
+    none_is_leaf: bool = False,
+    namespace: str = "",
+) -> list[Callable[[str], ValueError]]:
+    """Why ``prefix_tree`` is not a prefix of ``full_tree``: one error factory per mismatch,
+    each taking the name of the tree to mention (empty when it is a prefix).
+
+        >>> prefix_errors([1, 2], [3, (4, 5)])
+        []
+        >>> [error] = prefix_errors([1, (2, 3)], [3, (4, 5, 6)])
+        >>> print(error('x'))  # doctest: +ELLIPSIS
+        pytree structure error: different numbers of pytree children at key path
+            x tree at key path (1,)
+        ...
+    """
+    errors: list[Callable[[str], ValueError]] = []
+    _collect_prefix_errors(prefix_tree, full_tree, (), is_leaf, none_is_leaf, namespace, errors)
+    return errors
+
+
+def _collect_prefix_errors(prefix: Any, full: Any, path: tuple[Any, ...], is_leaf: Any,
+                           none_is_leaf: bool, namespace: str,
+                           errors: list[Callable[[str], ValueError]]) -> None:
+    if _C.is_leaf(prefix, is_leaf, none_is_leaf, namespace):
+        return
+    kind_p = _C.flatten_one_level(prefix, is_leaf, none_is_leaf, namespace)
+    if _C.is_leaf(full, is_leaf, none_is_leaf, namespace) or type(prefix) is not type(full):
+        errors.append(lambda name, p=path: ValueError(
+            f"pytree structure error: different types at key path\n    {name} tree at key path "
+            f"{p!r}\nAt that key path, the prefix pytree {name} has a subtree of type\n    "
+            f"{type(prefix).__name__}\nbut at the same key path the full pytree has a subtree of "
+            f"different type\n    {type(full).__name__}."))
+        return
+    kind_f = _C.flatten_one_level(full, is_leaf, none_is_leaf, namespace)
+    children_p, meta_p, entries_p = kind_p[0], kind_p[1], kind_p[2]
+    children_f, meta_f, entries_f = kind_f[0], kind_f[1], kind_f[2]
+    if len(children_p) != len(children_f):
+        errors.append(lambda name, p=path: ValueError(
+            f"pytree structure error: different numbers of pytree children at key path\n    "
+            f"{name} tree at key path {p!r}\nAt that key path, the prefix pytree {name} has a "
+            f"subtree of type\n    {type(prefix).__name__}\nwith {len(children_p)} children, but "
+            f"at the same key path the full pytree has a subtree of the same type but with "
+            f"{len(children_f)} children."))
+        return
+    if meta_p != meta_f and not (isinstance(meta_p, list) and isinstance(meta_f, list)
+                                 and set(meta_p) == set(meta_f)):
+        errors.append(lambda name, p=path: ValueError(
+            f"pytree structure error: different pytree metadata at key path\n    {name} tree at "
+            f"key path {p!r}\nAt that key path, the prefix pytree {name} has a subtree of type\n"
+            f"    {type(prefix).__name__}\nwith metadata\n    {meta_p!r}\nbut at the same key path "
+            f"the full pytree has a subtree of the same type but with metadata\n    {meta_f!r}."))
+        return
+    for entry, child_p, child_f in zip(entries_p, children_p, children_f):
+        _collect_prefix_errors(child_p, child_f, (*path, entry), is_leaf, none_is_leaf,
+                               namespace, errors)
+
+
+# --- treespec functions -------------------------------------------------------------------
+
+
+def treespec_paths(treespec: PyTreeSpec, /) -> list[tuple[Any, ...]]:
+    """The path of each leaf of ``treespec``."""
+    return treespec.paths()
+
+
+def treespec_accessors(treespec: PyTreeSpec, /) -> list[PyTreeAccessor]:
+    """The :class:`PyTreeAccessor` of each leaf of ``treespec``."""
+    return treespec._accessors(ENTRY_CLASSES, PyTreeAccessor, KINDS)
+
+
+def treespec_entries(treespec: PyTreeSpec, /) -> list[Any]:
+    """The entries (keys, indices) of the root's children."""
+    return treespec.entries()
+
+
+def treespec_entry(treespec: PyTreeSpec, index: int, /) -> Any:
+    """The entry of the root's ``index``-th child."""
+    return treespec.entry(index)
+
+
+def treespec_children(treespec: PyTreeSpec, /) -> list[PyTreeSpec]:
+    """The specs of the root's children."""
+    return treespec.children()
+
+
+def treespec_child(treespec: PyTreeSpec, index: int, /) -> PyTreeSpec:
+    """The spec of the root's ``index``-th child."""
+    return treespec.child(index)
+
+
+def treespec_one_level(treespec: PyTreeSpec, /) -> PyTreeSpec | None:
+    """The root node alone, its children replaced by leaves (``None`` for a leaf)."""
+    return treespec.one_level()
+
+
+def treespec_transform(
+    treespec: PyTreeSpec,
+    /,
+    f_node: Callable[[PyTreeSpec], PyTreeSpec] | None = None,
+    f_leaf: Callable[[PyTreeSpec], PyTreeSpec] | None = None,
+) -> PyTreeSpec:
+    """Rebuild ``treespec`` bottom-up: each leaf spec goes through ``f_leaf`` and each inner
+    node's one-level spec through ``f_node`` (which must keep the number of children).
+
+        >>> pair = tree_structure((0, 0))
+        >>> treespec_transform(tree_structure([1, 2]), f_leaf=lambda _: pair)
+        PyTreeSpec([(*, *), (*, *)])
+    """
+    return _transform(treespec, f_node, f_leaf)
+
+
+def _transform(spec: PyTreeSpec, f_node: Any, f_leaf: Any) -> PyTreeSpec:
+    if spec.is_leaf():
+        return f_leaf(spec) if f_leaf is not None else spec
+    children = [_transform(c, f_node, f_leaf) for c in spec.children()]
+    node = spec
+    if f_node is not None:
+        node = f_node(spec.one_level())
+        if not isinstance(node, PyTreeSpec) or node.num_children != len(children):
+            raise ValueError(f"f_node must return a one-level PyTreeSpec with {len(children)} "
+                             f"children, got {node!r}.")
+    return node._replace_children(children)
+
+
+def treespec_is_leaf(treespec: PyTreeSpec, /, strict: bool = True) -> bool:
+    """Whether ``treespec`` is a single leaf (``strict=False``: or ``None``)."""
+    return treespec.is_leaf(strict=strict)
+
+
+def treespec_is_strict_leaf(treespec: PyTreeSpec, /) -> bool:
+    """Whether ``treespec`` is exactly one leaf."""
+    return treespec.is_leaf(strict=True)
+
+
+def treespec_is_one_level(treespec: PyTreeSpec, /) -> bool:
+    """Whether ``treespec`` is one node whose children are all leaves."""
+    return treespec.is_one_level()
+
+
+def treespec_is_prefix(treespec: PyTreeSpec, other: PyTreeSpec, /, strict: bool = False) -> bool:
+    """Whether ``treespec`` is a prefix of ``other``.
+
+        >>> treespec_is_prefix(tree_structure([0, 0]), tree_structure([(1, 2), 3]))
+        True
+    """
+    return treespec.is_prefix(other, strict=strict)
+
+
+def treespec_is_suffix(treespec: PyTreeSpec, other: PyTreeSpec, /, strict: bool = False) -> bool:
+    """Whether ``treespec`` is a suffix of ``other`` (``other`` is a prefix of it)."""
+    return treespec.is_suffix(other, strict=strict)
+
+
+def treespec_leaf(*, none_is_leaf: bool = False, namespace: str = "") -> PyTreeSpec:
+    """The spec of a single leaf.
+
+        >>> treespec_leaf()
+        PyTreeSpec(*)
+    """
+    return _C.make_leaf(none_is_leaf)
+
+
+def treespec_none(*, none_is_leaf: bool = False, namespace: str = "") -> PyTreeSpec:
+    """The spec of ``None``.
+
+        >>> treespec_none(), treespec_none(none_is_leaf=True)
+        (PyTreeSpec(None), PyTreeSpec(*, NoneIsLeaf))
+    """
+    return _C.make_none(none_is_leaf)
+
+
+def treespec_from_collection(collection: Any, /, *, none_is_leaf: bool = False,
+                             namespace: str = "") -> PyTreeSpec:
+    """The spec of a container whose children are specs.
+
+        >>> treespec_from_collection({'a': treespec_leaf(), 'b': [treespec_leaf()]})
+        Traceback (most recent call last):
+            ...
+        ValueError: Expected a collection of PyTreeSpecs, got a child [PyTreeSpec(*)] in {'a': PyTreeSpec(*), 'b': [PyTreeSpec(*)]}.
+        >>> treespec_from_collection({'a': treespec_leaf(), 'b': treespec_none()})
+        PyTreeSpec({'a': *, 'b': None})
+    """
+    if collection is None:
+        return _C.make_none(none_is_leaf)
+    return _C.make_from_collection(collection, none_is_leaf, namespace)
+
+
+def treespec_tuple(iterable: Iterable[PyTreeSpec] = (), /, *, none_is_leaf: bool = False,
+                   namespace: str = "") -> PyTreeSpec:
+    """The spec of a tuple of the given specs."""
+    return _C.make_from_collection(tuple(iterable), none_is_leaf, namespace)
+
+
+def treespec_list(iterable: Iterable[PyTreeSpec] = (), /, *, none_is_leaf: bool = False,
+                  namespace: str = "") -> PyTreeSpec:
+    """The spec of a list of the given specs."""
+    return _C.make_from_collection(list(iterable), none_is_leaf, namespace)
+
+
+def treespec_dict(mapping: Any = (), /, *, none_is_leaf: bool = False, namespace: str = "",
+                  **kwargs: PyTreeSpec) -> PyTreeSpec:
+    """The spec of a dict of the given specs.
+
+        >>> treespec_dict(b=treespec_leaf(), a=treespec_none())
+        PyTreeSpec({'a': None, 'b': *})
+    """
+    return _C.make_from_collection(dict(mapping, **kwargs), none_is_leaf, namespace)
+
+
+def treespec_namedtuple(namedtuple: Any, /, *, none_is_leaf: bool = False,
+                        namespace: str = "") -> PyTreeSpec:
+    """The spec of a namedtuple whose fields are specs."""
+    from optree_core.typing import is_namedtuple_instance
+
+    if not is_namedtuple_instance(namedtuple):
+        raise ValueError(f"Expected a namedtuple of PyTreeSpec(s), got {namedtuple!r}.")
+    return _C.make_from_collection(namedtuple, none_is_leaf, namespace)
+
+
+def treespec_ordereddict(mapping: Any = (), /, *, none_is_leaf: bool = False,
+                         namespace: str = "", **kwargs: PyTreeSpec) -> PyTreeSpec:
+    """The spec of an OrderedDict of the given specs."""
+    return _C.make_from_collection(OrderedDict(mapping, **kwargs), none_is_leaf, namespace)
+
+
+def treespec_defaultdict(default_factory: Any = None, mapping: Any = (), /, *,
+                         none_is_leaf: bool = False, namespace: str = "",
+                         **kwargs: PyTreeSpec) -> PyTreeSpec:
+    """The spec of a defaultdict of the given specs."""
+    return _C.make_from_collection(defaultdict(default_factory, mapping, **kwargs), none_is_leaf,
+                                   namespace)
+
+
+def treespec_deque(iterable: Iterable[PyTreeSpec] = (), /, maxlen: int | None = None, *,
+                   none_is_leaf: bool = False, namespace: str = "") -> PyTreeSpec:
+    """The spec of a deque of the given specs."""
+    return _C.make_from_collection(deque(iterable, maxlen=maxlen), none_is_leaf, namespace)
+
+
+def treespec_structseq(structseq: Any, /, *, none_is_leaf: bool = False,
+                       namespace: str = "") -> PyTreeSpec:
+    """The spec of a PyStructSequence whose fields are specs."""
+    from optree_core.typing import is_structseq_instance
+
+    if not is_structseq_instance(structseq):
+        raise ValueError(f"Expected a PyStructSequence of PyTreeSpec(s), got {structseq!r}.")
+    return _C.make_from_collection(structseq, none_is_leaf, namespace)
