@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import collections
 import copy
+import gc
 import sys
+import weakref
 
 import pytest
 from helpers import (
@@ -849,3 +851,78 @@ def test_keyword_arguments_are_keyword_only_where_optree_says():
         optree_core.tree_flatten([1], None, True)  # none_is_leaf is keyword-only
     with pytest.raises(TypeError):
         optree_core.tree_all([1], None)  # is_leaf is keyword-only in tree_all
+
+
+# -- reference counting: no leaks on success or failure -------------------------------------------
+
+
+def _refcount_stable(leaf, action, rounds=200):
+    action()  # warm caches
+    gc.collect()
+    before = sys.getrefcount(leaf)
+    for _ in range(rounds):
+        action()
+    gc.collect()
+    return sys.getrefcount(leaf) - before
+
+
+def test_flatten_unflatten_map_do_not_leak_leaf_references():
+    leaf = object()
+    tree = {"a": [leaf, (leaf, None)], "b": collections.OrderedDict(x=leaf)}
+    leaves, spec = optree_core.tree_flatten(tree)
+
+    def action():
+        optree_core.tree_flatten(tree)
+        optree_core.tree_flatten_with_path(tree)
+        spec.unflatten(leaves)
+        optree_core.tree_map(lambda x: x, tree)
+        optree_core.tree_leaves(tree)
+
+    assert _refcount_stable(leaf, action) == 0
+
+
+def test_failed_calls_do_not_leak_references():
+    leaf = object()
+    tree = {"a": [leaf, leaf], "b": leaf}
+    spec = optree_core.tree_structure(tree)
+
+    def action():
+        with pytest.raises(ValueError):
+            spec.unflatten([leaf, leaf])
+        with pytest.raises(ValueError):
+            spec.unflatten([leaf] * 4)
+        with pytest.raises(ValueError):
+            optree_core.tree_map(lambda x, y: x, tree, {"a": [leaf], "b": leaf})
+        with pytest.raises(ZeroDivisionError):
+            optree_core.tree_map(lambda x: 1 / 0, tree)
+
+    assert _refcount_stable(leaf, action) == 0
+
+
+def test_dict_keys_and_metadata_are_released_with_the_spec():
+    class Key(str):
+        pass
+
+    key = Key("k")
+    ref = weakref.ref(key)
+    spec = optree_core.tree_structure({key: 1})
+    del key
+    gc.collect()
+    assert ref() is not None, "the spec must keep its dict keys alive"
+    assert spec.unflatten([2]) == {"k": 2}
+    del spec
+    gc.collect()
+    assert ref() is None, "dropping the spec must release its dict keys"
+
+
+def test_failed_unflatten_leaves_the_spec_usable():
+    spec = optree_core.tree_structure({"a": [1, 2], "b": (3,)})
+
+    def leaves_then_boom():
+        yield 1
+        raise KeyError("iterator failed")
+
+    with pytest.raises(KeyError):
+        spec.unflatten(leaves_then_boom())
+    assert spec.unflatten([4, 5, 6]) == {"a": [4, 5], "b": (6,)}
+    assert spec.num_leaves == 3

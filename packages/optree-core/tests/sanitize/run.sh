@@ -1,0 +1,128 @@
+#!/usr/bin/env bash
+# Build optree-core with AddressSanitizer + UndefinedBehaviorSanitizer into a throwaway virtualenv,
+# fuzz its bindings (fuzz_bindings.py), then run the test suite under the same build.
+# Fails on any sanitizer report, crash or hang. Opt-in (`nox -s sanitize`), not part of CI's run.
+#
+#   bash packages/optree-core/tests/sanitize/run.sh [--seconds N] [--seed S] [--threads T]
+#                                                    [--no-tests] [--rebuild]
+#
+# Environment: OPTREE_CORE_SANITIZE_DIR (work dir, default /tmp/optree-core-sanitize),
+# PYTHON (interpreter for the venv, default python3), CXX (default g++).
+set -euo pipefail
+
+HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+PKG="$(cd "$HERE/../.." && pwd)"
+ROOT="$(cd "$PKG/../.." && pwd)"
+WORK="${OPTREE_CORE_SANITIZE_DIR:-/tmp/optree-core-sanitize}"
+PY="${PYTHON:-python3}"
+CXX="${CXX:-g++}"
+SECONDS_BUDGET=120
+SEED="${FUZZ_SEED:-$(date +%s)}"
+THREADS=3
+RUN_TESTS=1
+REBUILD=0
+
+while (($#)); do
+  case "$1" in
+    --seconds) SECONDS_BUDGET="$2"; shift 2 ;;
+    --seed) SEED="$2"; shift 2 ;;
+    --threads) THREADS="$2"; shift 2 ;;
+    --no-tests) RUN_TESTS=0; shift ;;
+    --rebuild) REBUILD=1; shift ;;
+    *) echo "unknown argument: $1" >&2; exit 2 ;;
+  esac
+done
+
+log() { printf '[sanitize] %s\n' "$*" >&2; }
+
+VENV="$WORK/venv"
+BUILD="$WORK/build"
+LOGS="$WORK/logs"
+mkdir -p "$WORK" "$LOGS"
+((REBUILD)) && rm -rf "$VENV" "$BUILD"
+
+# --- 1. a throwaway venv with the build tools (and the test tools) --------------------------
+if [ ! -x "$VENV/bin/python" ]; then
+  log "creating $VENV"
+  "$PY" -m venv "$VENV"
+  "$VENV/bin/python" -m pip install -q --upgrade pip
+  "$VENV/bin/python" -m pip install -q -c "$ROOT/ci/constraints.txt" \
+    "scikit-build-core>=0.10" "nanobind>=2.4" "pytest>=8" "hypothesis>=6.100"
+fi
+
+# --- 2. the sanitizer build -------------------------------------------------------------------
+# -fno-sanitize-recover turns every UBSan finding into an abort instead of a printed warning;
+# -O1 keeps the fuzz loop fast enough while staying debuggable.
+SAN="-fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer"
+log "building optree-core with $SAN (build dir $BUILD)"
+CXX="$CXX" "$VENV/bin/python" -m pip install -q --no-build-isolation --no-deps --force-reinstall \
+  -C "build-dir=$BUILD" \
+  -C cmake.build-type=Debug \
+  -C "cmake.define.CMAKE_CXX_FLAGS=$SAN -O1 -g" \
+  -C "cmake.define.CMAKE_MODULE_LINKER_FLAGS=-fsanitize=address,undefined" \
+  -C "cmake.define.CMAKE_SHARED_LINKER_FLAGS=-fsanitize=address,undefined" \
+  "$PKG"
+
+SO="$(find "$VENV" -path '*optree_core/_C*.so' | head -n1)"
+if [ -z "$SO" ] || ! grep -q libasan <<<"$(ldd "$SO")"; then
+  log "the installed extension is not linked against libasan: $SO"
+  exit 1
+fi
+
+# --- 3. run under the sanitizers --------------------------------------------------------------
+ASAN_RT="$("$CXX" -print-file-name=libasan.so)"
+# libstdc++ is preloaded too: the interpreter does not link it, and ASan's __cxa_throw
+# interceptor must find the real one at start-up or every C++ exception aborts.
+STDCXX_RT="$("$CXX" -print-file-name=libstdc++.so)"
+# The interpreter is not instrumented, so the ASan runtime must be loaded first (LD_PRELOAD);
+# CPython's deliberate "leaks" at exit are not ours (detect_leaks=0); PYTHONMALLOC=malloc routes
+# Python objects through ASan's allocator so use-after-free on them is caught too.
+export LD_PRELOAD="$ASAN_RT $STDCXX_RT"
+export ASAN_OPTIONS="detect_leaks=0:halt_on_error=1:exitcode=86:strict_init_order=1:detect_stack_use_after_return=0"
+export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1:exitcode=87"
+export PYTHONMALLOC=malloc
+export PYTHONFAULTHANDLER=1
+
+status=0
+check_log() {  # $1: log file, $2: exit code of the run, $3: highest exit code that is no crash
+  if grep -Eq "AddressSanitizer|UndefinedBehaviorSanitizer|runtime error:|LeakSanitizer" "$1"; then
+    log "SANITIZER REPORT in $1:"
+    grep -E -A40 "ERROR: AddressSanitizer|runtime error:|UndefinedBehaviorSanitizer" "$1" | head -80 >&2
+    return 1
+  fi
+  if [ "$2" -gt "${3:-0}" ]; then
+    log "run failed with exit code $2 (see $1)"
+    tail -40 "$1" >&2
+    return 1
+  fi
+}
+
+log "fuzzing for ${SECONDS_BUDGET}s with seed $SEED ($THREADS threads); log: $LOGS/fuzz.log"
+set +e
+timeout --signal=KILL "$((SECONDS_BUDGET + 600))" "$VENV/bin/python" "$HERE/fuzz_bindings.py" \
+  --seconds "$SECONDS_BUDGET" --seed "$SEED" --threads "$THREADS" >"$LOGS/fuzz.log" 2>&1
+rc=$?
+set -e
+tail -3 "$LOGS/fuzz.log" >&2
+check_log "$LOGS/fuzz.log" "$rc" || status=1
+
+if ((RUN_TESTS)); then
+  log "running the test suite under the sanitizers; log: $LOGS/pytest.log"
+  set +e
+  (cd "$PKG/tests" && timeout --signal=KILL 1200 "$VENV/bin/python" -m pytest "$PKG/tests" -q \
+      -p no:cacheprovider -m "not slow" --ignore="$HERE") >"$LOGS/pytest.log" 2>&1
+  rc=$?
+  set -e
+  tail -3 "$LOGS/pytest.log" >&2
+  # Exit code 1 is failing assertions (the normal suite reports those); only a sanitizer report,
+  # a crash or a hang fails this session.
+  ((rc == 1)) && log "note: some tests fail (not a sanitizer finding); see $LOGS/pytest.log"
+  check_log "$LOGS/pytest.log" "$rc" 1 || status=1
+fi
+
+if ((status)); then
+  log "FAILED (seed $SEED)"
+else
+  log "clean: no sanitizer report (seed $SEED)"
+fi
+exit "$status"
