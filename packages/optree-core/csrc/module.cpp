@@ -183,10 +183,11 @@ void BuildTreeSpecSubmodule(nb::module_& m) {
       .def("__hash__", &PyTreeSpec::Hash)
       .def("__len__", &PyTreeSpec::num_leaves)
       .def("__repr__", &PyTreeSpec::Repr)
-      .def("__getstate__", &PyTreeSpec::GetState)
-      .def("__setstate__",
-           [](PyTreeSpec& self, nb::handle state) {
-             new (&self) PyTreeSpec(PyTreeSpec::FromState(state));
+      // Pickled as a call to _treespec_from_state(state): works with every pickle protocol.
+      .def("__reduce__",
+           [](const PyTreeSpec& self) {
+             nb::object loader = nb::module_::import_("optree_core.ops").attr("_treespec_from_state");
+             return nb::make_tuple(loader, nb::make_tuple(self.GetState()));
            })
       .def("__copy__", [](const PyTreeSpec& self) { return PyTreeSpec(self); })
       .def("__deepcopy__", [](const PyTreeSpec& self, nb::handle) { return PyTreeSpec(self); },
@@ -200,6 +201,7 @@ void BuildTreeSpecSubmodule(nb::module_& m) {
         "none_is_leaf"_a = false, "namespace"_a = "");
   m.def("flatten_one_level", &PyTreeSpec::FlattenOneLevel, "tree"_a.none(),
         "leaf_predicate"_a.none() = nb::none(), "none_is_leaf"_a = false, "namespace"_a = "");
+  m.def("_treespec_from_state", &PyTreeSpec::FromState, "state"_a);
   m.def("make_leaf", &PyTreeSpec::MakeLeaf, "none_is_leaf"_a = false);
   m.def("make_none", &PyTreeSpec::MakeNone, "none_is_leaf"_a = false);
   m.def("make_from_collection", &PyTreeSpec::MakeFromCollection, "collection"_a.none(),

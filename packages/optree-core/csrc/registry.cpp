@@ -72,11 +72,10 @@ PyTreeTypeRegistry::PyTreeTypeRegistry() {
 }
 
 void PyTreeTypeRegistry::RegisterBuiltin(PyTypeObject* type, PyTreeKind kind) {
-  auto reg = std::make_unique<PyTreeTypeRegistration>();
+  auto reg = std::make_shared<PyTreeTypeRegistration>();
   reg->kind = kind;
   reg->type = nb::borrow(reinterpret_cast<PyObject*>(type));
-  global_.emplace(type, reg.get());
-  owned_.push_back(std::move(reg));
+  global_.emplace(type, std::move(reg));
 }
 
 static std::string TypeName(nb::handle cls) {
@@ -107,7 +106,7 @@ void PyTreeTypeRegistry::Register(nb::handle cls, nb::handle flatten_func,
     RaisePython(PyExc_ValueError, "PyTree type " + TypeName(cls) +
                                       " is already registered in namespace " + SafeRepr(nb::str(ns.c_str())) + ".");
   }
-  auto reg = std::make_unique<PyTreeTypeRegistration>();
+  auto reg = std::make_shared<PyTreeTypeRegistration>();
   reg->kind = PyTreeKind::kCustom;
   reg->type = nb::borrow(cls);
   reg->flatten_func = nb::borrow(flatten_func);
@@ -115,12 +114,11 @@ void PyTreeTypeRegistry::Register(nb::handle cls, nb::handle flatten_func,
   reg->path_entry_type = nb::borrow(path_entry_type);
   reg->ns = ns;
   if (ns.empty()) {
-    global_.emplace(type, reg.get());
+    global_.emplace(type, std::move(reg));
   } else {
-    namespaced_.emplace(std::make_pair(type, ns), reg.get());
+    namespaced_.emplace(std::make_pair(type, ns), std::move(reg));
     has_namespaced_ = true;
   }
-  owned_.push_back(std::move(reg));
 }
 
 void PyTreeTypeRegistry::Unregister(nb::handle cls, const std::string& ns) {
@@ -138,14 +136,18 @@ void PyTreeTypeRegistry::Unregister(nb::handle cls, const std::string& ns) {
       RaisePython(PyExc_ValueError,
                   "PyTree type " + TypeName(cls) + " is a built-in type and cannot be unregistered.");
     }
+    Entry released = std::move(it->second);
     global_.erase(it);
+    released.reset();  // After the map is consistent: dropping references can run Python code.
   } else {
     auto it = namespaced_.find(std::make_pair(type, ns));
     if (it == namespaced_.end()) {
       RaisePython(PyExc_ValueError, "PyTree type " + TypeName(cls) +
                                         " is not registered in namespace " + SafeRepr(nb::str(ns.c_str())) + ".");
     }
+    Entry released = std::move(it->second);
     namespaced_.erase(it);
+    released.reset();
   }
 }
 

@@ -319,9 +319,11 @@ class Flattener {
         break;
       }
       case PyTreeKind::kCustom: {
-        detail::CustomFlattened flat = detail::CallCustomFlatten(*reg, obj);
+        // Hold the registration: the flatten function may unregister its own type.
+        node.custom = reg->shared_from_this();
+        if (!node.custom->ns.empty()) used_namespace_ = true;
+        detail::CustomFlattened flat = detail::CallCustomFlatten(*node.custom, obj);
         node.arity = PyTuple_GET_SIZE(flat.children.ptr());
-        node.custom = reg;
         const bool has_entries = !flat.entries.is_none();
         for (Py_ssize_t i = 0; i < node.arity; ++i) {
           Child(PyTuple_GET_ITEM(flat.children.ptr(), i), depth,
@@ -342,6 +344,13 @@ class Flattener {
   PyObject* is_leaf_;
   bool none_is_leaf_;
   bool one_level_;  // Everything below the root is a leaf.
+
+ public:
+  // Whether a custom node registered in the (non-global) namespace was met: the spec records
+  // the namespace only then, as optree does.
+  bool used_namespace_ = false;
+
+ private:
   const std::string& ns_;
   bool dict_insertion_ordered_;
   std::vector<nb::object> path_;
@@ -353,7 +362,8 @@ std::pair<nb::list, PyTreeSpec> PyTreeSpec::Flatten(nb::handle tree, nb::handle 
                                                     bool none_is_leaf, const std::string& ns) {
   Flattener<false> f(is_leaf, none_is_leaf, ns);
   f.Run(tree);
-  return {std::move(f.leaves), PyTreeSpec(std::move(f.traversal), none_is_leaf, ns)};
+  return {std::move(f.leaves),
+          PyTreeSpec(std::move(f.traversal), none_is_leaf, f.used_namespace_ ? ns : "")};
 }
 
 std::tuple<nb::list, nb::list, PyTreeSpec> PyTreeSpec::FlattenWithPath(nb::handle tree,
@@ -363,7 +373,7 @@ std::tuple<nb::list, nb::list, PyTreeSpec> PyTreeSpec::FlattenWithPath(nb::handl
   Flattener<true> f(is_leaf, none_is_leaf, ns);
   f.Run(tree);
   return {std::move(f.paths), std::move(f.leaves),
-          PyTreeSpec(std::move(f.traversal), none_is_leaf, ns)};
+          PyTreeSpec(std::move(f.traversal), none_is_leaf, f.used_namespace_ ? ns : "")};
 }
 
 bool PyTreeSpec::IsLeafObject(nb::handle obj, nb::handle is_leaf, bool none_is_leaf,
@@ -379,7 +389,8 @@ std::pair<nb::list, PyTreeSpec> PyTreeSpec::FlattenOneLevelSpec(nb::handle tree,
                                                                 const std::string& ns) {
   Flattener<false> f(is_leaf, none_is_leaf, ns, /*one_level=*/true);
   f.Run(tree);
-  return {std::move(f.leaves), PyTreeSpec(std::move(f.traversal), none_is_leaf, ns)};
+  return {std::move(f.leaves),
+          PyTreeSpec(std::move(f.traversal), none_is_leaf, f.used_namespace_ ? ns : "")};
 }
 
 nb::tuple PyTreeSpec::FlattenOneLevel(nb::handle tree, nb::handle is_leaf, bool none_is_leaf,

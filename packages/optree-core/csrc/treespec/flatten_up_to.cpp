@@ -43,7 +43,9 @@ class UpToFlattener {
     PyTypeObject* t = reinterpret_cast<PyTypeObject*>(type.ptr());
     bool ok = exact ? Py_TYPE(obj) == t : PyObject_TypeCheck(obj, t);
     if (!ok) {
-      Fail("Expected an instance of " + SafeRepr(type) + ", got " + SafeRepr(obj));
+      Fail("Expected an instance of " + SafeRepr(type) + ", got an instance of " +
+           SafeRepr(nb::borrow(reinterpret_cast<PyObject*>(Py_TYPE(obj)))) + ": " +
+           SafeRepr(obj));
     }
   }
 

@@ -55,9 +55,10 @@ std::string NodeRepr(const PyTreeSpec& spec, Py_ssize_t index) {
       return "defaultdict(" + SafeRepr(factory) + ", " + MappingBody(keys, children) + ")";
     }
     case PyTreeKind::kDeque: {
-      std::string out = "deque([" + Join(children) + "]";
-      if (!node.node_data.is_none()) out += ", maxlen=" + SafeRepr(node.node_data);
-      return out + ")";
+      std::string items = node.arity == 0 ? "" : "[" + Join(children) + "]";
+      if (node.node_data.is_none()) return "deque(" + items + ")";
+      return "deque(" + items + (items.empty() ? "" : ", ") + "maxlen=" +
+             SafeRepr(node.node_data) + ")";
     }
     case PyTreeKind::kNamedTuple:
     case PyTreeKind::kStructSequence: {

@@ -106,7 +106,7 @@ PyTreeSpec PyTreeSpec::FromState(nb::handle state) {
                                           SafeRepr(type) + " is not registered" +
                                           (ns.empty() ? "" : " in namespace '" + ns + "'") + ".");
       }
-      node.custom = reg;
+      node.custom = reg->shared_from_this();
     }
     traversal.push_back(std::move(node));
   }

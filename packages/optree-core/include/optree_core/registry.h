@@ -17,7 +17,7 @@ namespace optree_core {
 
 namespace nb = nanobind;
 
-struct PyTreeTypeRegistration {
+struct PyTreeTypeRegistration : std::enable_shared_from_this<PyTreeTypeRegistration> {
   PyTreeKind kind = PyTreeKind::kCustom;
   nb::object type;             // The registered class.
   nb::object flatten_func;     // Custom nodes: obj -> (children, metadata[, entries]).
@@ -27,8 +27,9 @@ struct PyTreeTypeRegistration {
 };
 
 // All operations run with the GIL held and never call back into Python, so the GIL serializes
-// them: registering and flattening from many threads at once is safe. Registrations are never
-// freed, only unlinked, because live treespecs keep raw pointers to them.
+// them: registering and flattening from many threads at once is safe. Registrations are shared:
+// a treespec with a custom node keeps its registration (and the user's functions) alive after
+// the type is unregistered; otherwise unregistering releases them.
 class PyTreeTypeRegistry {
  public:
   static PyTreeTypeRegistry& Instance();
@@ -38,10 +39,10 @@ class PyTreeTypeRegistry {
   const PyTreeTypeRegistration* Lookup(PyTypeObject* type, const std::string& ns) const {
     if (has_namespaced_ && !ns.empty()) {
       auto it = namespaced_.find(std::make_pair(type, ns));
-      if (it != namespaced_.end()) return it->second;
+      if (it != namespaced_.end()) return it->second.get();
     }
     auto it = global_.find(type);
-    return it == global_.end() ? nullptr : it->second;
+    return it == global_.end() ? nullptr : it->second.get();
   }
 
   void Register(nb::handle cls, nb::handle flatten_func, nb::handle unflatten_func,
@@ -63,10 +64,9 @@ class PyTreeTypeRegistry {
   PyTreeTypeRegistry();
   void RegisterBuiltin(PyTypeObject* type, PyTreeKind kind);
 
-  absl::flat_hash_map<PyTypeObject*, const PyTreeTypeRegistration*> global_;
-  absl::flat_hash_map<std::pair<PyTypeObject*, std::string>, const PyTreeTypeRegistration*>
-      namespaced_;
-  std::vector<std::unique_ptr<PyTreeTypeRegistration>> owned_;
+  using Entry = std::shared_ptr<const PyTreeTypeRegistration>;
+  absl::flat_hash_map<PyTypeObject*, Entry> global_;
+  absl::flat_hash_map<std::pair<PyTypeObject*, std::string>, Entry> namespaced_;
   absl::flat_hash_set<std::string> insertion_ordered_namespaces_;
   bool dict_insertion_ordered_global_ = false;
   bool has_namespaced_ = false;

@@ -5,6 +5,7 @@
 #include <absl/container/inlined_vector.h>
 #include <nanobind/nanobind.h>
 
+#include <memory>
 #include <optional>
 #include <string>
 #include <utility>
@@ -29,7 +30,7 @@ struct Node {
   nb::object node_data;
   nb::object node_entries;    // Custom nodes: the entries returned by the flatten function.
   nb::object original_keys;   // dict/defaultdict whose insertion order differs from child order.
-  const PyTreeTypeRegistration* custom = nullptr;  // Custom nodes only.
+  std::shared_ptr<const PyTreeTypeRegistration> custom;  // Custom nodes only.
   Py_ssize_t num_leaves = 0;  // Leaves in the subtree rooted here.
   Py_ssize_t num_nodes = 0;   // Nodes in the subtree rooted here, this one included.
 };

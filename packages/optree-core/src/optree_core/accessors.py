@@ -57,6 +57,9 @@ class PyTreeEntry:
     def __setattr__(self, name: str, value: Any) -> None:
         raise AttributeError(f"{self.__class__.__name__} is immutable.")
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (self.__class__, (self.entry, self.type, self.kind))
+
     def __call__(self, obj: Any) -> Any:
         """Fetch the child of ``obj`` this entry selects."""
         raise NotImplementedError(f"{self.__class__.__name__} cannot fetch children; "
@@ -135,10 +138,10 @@ class AutoEntry(PyTreeEntry):
             return super().__new__(cls)
         from collections.abc import Mapping, Sequence
 
-        if issubclass(type, (Sequence, Mapping)):
-            chosen: type[PyTreeEntry] = GetItemEntry
-        elif isinstance(entry, str) and entry.isidentifier():
-            chosen = GetAttrEntry
+        if dataclasses.is_dataclass(type):
+            chosen: type[PyTreeEntry] = DataclassEntry
+        elif issubclass(type, (Sequence, Mapping)):
+            chosen = GetItemEntry
         else:
             chosen = FlattenedEntry
         return chosen(entry, type, kind)

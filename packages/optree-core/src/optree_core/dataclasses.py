@@ -42,14 +42,16 @@ _PYTREE_NODE = "pytree_node"
 
 def field(*, pytree_node: bool | None = None, metadata: dict[str, Any] | None = None,
           **kwargs: Any) -> Any:
-    """``dataclasses.field`` with ``pytree_node`` (default: ``init``) saying whether the field is
-    a child (True) or metadata (False)."""
+    """``dataclasses.field`` with ``pytree_node`` (default True) saying whether the field is a
+    child (True) or metadata (False). Fields with ``init=False`` must say ``pytree_node=False``:
+    they cannot be passed back to ``__init__`` when the tree is rebuilt."""
     metadata = dict(metadata or {})
     init = kwargs.get("init", True)
     if pytree_node is None:
-        pytree_node = init
+        pytree_node = True
     if pytree_node and not init:
-        raise TypeError("A field with init=False cannot be a pytree node (it cannot be rebuilt).")
+        raise TypeError("A pytree node field must have init=True (the class is rebuilt through "
+                        "__init__); mark init=False fields with pytree_node=False.")
     metadata[_PYTREE_NODE] = pytree_node
     return _dataclasses.field(metadata=metadata, **kwargs)
 

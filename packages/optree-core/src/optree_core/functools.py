@@ -16,11 +16,12 @@ import functools as _functools
 from typing import Any
 
 from optree_core.accessors import GetAttrEntry
+from optree_core.ops import tree_reduce
 from optree_core.registry import GLOBAL_NAMESPACE, register_pytree_node
 
 __all__ = ["partial", "reduce"]
 
-reduce = _functools.reduce
+reduce = tree_reduce  # Reduces over the leaves of a tree.
 
 
 class _PartialEntry(GetAttrEntry):
@@ -37,6 +38,15 @@ class partial(_functools.partial):  # noqa: N801 (mirrors functools.partial)
     metadata), so it can cross tree_map and jit-like transforms."""
 
     __slots__ = ()
+
+    def __new__(cls, func: Any, /, *args: Any, **keywords: Any) -> partial:
+        if not callable(func):
+            raise TypeError(f"the first argument must be callable, got {func!r}")
+        # functools.partial merges a partial passed as `func` into one; a pytree partial keeps
+        # it whole, so the inner one stays metadata and the structure stays predictable.
+        self = super().__new__(cls, func)
+        self.__setstate__((func, args, keywords, None))
+        return self
 
     def __repr__(self) -> str:
         return "optree_core.functools." + super().__repr__()

@@ -770,8 +770,8 @@ def tree_min(
 def tree_all(
     tree: Any,
     /,
-    is_leaf: Callable[[Any], bool] | None = None,
     *,
+    is_leaf: Callable[[Any], bool] | None = None,
     none_is_leaf: bool = False,
     namespace: str = "",
 ) -> bool:
@@ -786,8 +786,8 @@ def tree_all(
 def tree_any(
     tree: Any,
     /,
-    is_leaf: Callable[[Any], bool] | None = None,
     *,
+    is_leaf: Callable[[Any], bool] | None = None,
     none_is_leaf: bool = False,
     namespace: str = "",
 ) -> bool:
@@ -928,6 +928,12 @@ def _collect_prefix_errors(prefix: Any, full: Any, path: tuple[Any, ...], is_lea
 
 
 # --- treespec functions -------------------------------------------------------------------
+
+
+def _treespec_from_state(state: tuple[Any, ...]) -> PyTreeSpec:
+    """Unpickle a treespec (a plain function, so every pickle protocol can name it)."""
+    return _C._treespec_from_state(state)
+
 
 
 def treespec_paths(treespec: PyTreeSpec, /) -> list[tuple[Any, ...]]:
