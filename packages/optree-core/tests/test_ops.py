@@ -6,7 +6,9 @@ from __future__ import annotations
 import collections
 import copy
 import gc
+import subprocess
 import sys
+import textwrap
 import weakref
 
 import pytest
@@ -926,3 +928,142 @@ def test_failed_unflatten_leaves_the_spec_usable():
         spec.unflatten(leaves_then_boom())
     assert spec.unflatten([4, 5, 6]) == {"a": [4, 5], "b": (6,)}
     assert spec.num_leaves == 3
+
+
+# -- more literal semantics ---------------------------------------------------------------------
+
+
+def test_rests_may_have_none_where_the_first_tree_has_a_leaf():
+    out = optree_core.tree_map(lambda x, y: (x, y), [1, 2], [None, 3])
+    assert out == [(1, None), (2, 3)]
+
+
+def test_is_leaf_sees_none_before_it_becomes_a_node():
+    assert optree_core.tree_leaves([None, 1], is_leaf=lambda x: x is None) == [None, 1]
+    assert optree_core.tree_leaves([None, (None,)], is_leaf=lambda x: isinstance(x, tuple)) == [
+        (None,)
+    ]
+    paths, leaves, _ = optree_core.tree_flatten_with_path(
+        {"a": [1, [2]], "b": 3}, is_leaf=lambda x: x == [2]
+    )
+    assert (paths, leaves) == ([("a", 0), ("a", 1), ("b",)], [1, [2], 3])
+
+
+def test_is_leaf_truthy_non_bool_result_counts_as_true():
+    assert optree_core.tree_leaves([[1], [2]], is_leaf=lambda x: 1 if x == [1] else 0) == [[1], 2]
+
+
+def test_tree_map_with_is_leaf_and_several_trees():
+    out = optree_core.tree_map(
+        lambda x, y: (x, y),
+        {"a": [1, 2], "b": 3},
+        {"a": "A", "b": "B"},
+        is_leaf=lambda x: isinstance(x, list),
+    )
+    assert out == {"a": ([1, 2], "A"), "b": (3, "B")}
+
+
+def test_dict_key_equality_error_in_tree_map_is_reraised():
+    class Key:
+        def __init__(self, n):
+            self.n = n
+
+        def __hash__(self):
+            return 1
+
+        def __eq__(self, other):
+            raise ArithmeticError("key equality failed")
+
+        def __lt__(self, other):
+            return self.n < other.n
+
+    with pytest.raises(ArithmeticError, match="key equality failed"):
+        optree_core.tree_map(lambda a, b: a, {Key(1): 1}, {Key(2): 1})
+
+
+def test_wide_tree_of_100k_leaves():
+    tree = {"w": list(range(100_000)), "t": tuple(range(10))}
+    leaves, spec = optree_core.tree_flatten(tree)
+    assert leaves == list(range(10)) + list(range(100_000))
+    assert spec.num_nodes == 100_000 + 10 + 3
+    assert spec.unflatten(leaves) == tree
+
+
+# -- crashes are checked in a subprocess, so a segfault is a failed test, not a dead run -----------
+
+
+def _run_isolated(code: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-X", "faulthandler", "-c", textwrap.dedent(code)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+
+
+def test_near_limit_depth_in_a_thread_never_crashes():
+    result = _run_isolated(
+        """
+        import copy, pickle, threading, optree_core
+        depth = optree_core.MAX_RECURSION_DEPTH - 5
+        errors = []
+
+        def build(depth):
+            tree = 1
+            for i in range(depth):
+                tree = [tree] if i % 3 else ({"k": tree} if i % 2 else (tree,))
+            return tree
+
+        def run():
+            try:
+                tree = build(depth)
+                try:
+                    leaves, spec = optree_core.tree_flatten(tree)
+                except RecursionError:
+                    return
+                spec.unflatten(leaves)
+                optree_core.tree_map(lambda x: x, tree)
+                optree_core.tree_flatten_with_path(tree)
+                for op in (repr, hash, pickle.dumps, copy.deepcopy, lambda s: s == s,
+                           lambda s: s.is_prefix(s), lambda s: s.paths()):
+                    try:
+                        op(spec)
+                    except RecursionError:
+                        pass
+            except BaseException as exc:
+                errors.append(exc)
+
+        t = threading.Thread(target=run)
+        t.start()
+        t.join()
+        print("errors:", errors)
+        """
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "errors: []" in result.stdout, result.stdout + result.stderr[-3000:]
+
+
+def test_beyond_limit_depth_in_a_thread_raises_recursion_error():
+    result = _run_isolated(
+        """
+        import threading, optree_core
+        out = []
+
+        def run():
+            tree = 1
+            for _ in range(optree_core.MAX_RECURSION_DEPTH + 50):
+                tree = [tree]
+            try:
+                optree_core.tree_flatten(tree)
+                out.append("no error")
+            except RecursionError:
+                out.append("RecursionError")
+
+        t = threading.Thread(target=run)
+        t.start()
+        t.join()
+        print(out)
+        """
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "['RecursionError']" in result.stdout

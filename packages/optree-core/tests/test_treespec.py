@@ -345,3 +345,74 @@ def test_spec_is_immutable_value():
     with pytest.raises((AttributeError, TypeError)):
         spec.num_leaves = 5  # type: ignore[misc]
     assert spec.num_leaves == 2
+
+
+def test_repr_of_empty_containers():
+    assert repr(spec_of(collections.deque())) == "PyTreeSpec(deque())"
+    assert repr(spec_of(collections.deque(maxlen=0))) == "PyTreeSpec(deque(maxlen=0))"
+    assert repr(spec_of(collections.OrderedDict())) == "PyTreeSpec(OrderedDict())"
+    assert (
+        repr(spec_of(collections.defaultdict(int))) == "PyTreeSpec(defaultdict(<class 'int'>, {}))"
+    )
+    assert repr(spec_of(((),))) == "PyTreeSpec(((),))"
+
+
+def _corruptions(value):
+    """Every copy of a pickle state with one int replaced or one tuple element dropped/added."""
+    if isinstance(value, bool) or value is None or isinstance(value, (str, bytes, type)):
+        return
+    if isinstance(value, int):
+        for bad in (-1, 0, 1, value + 1, value - 1, 2**31, 2**62, -(2**63)):
+            if bad != value:
+                yield bad
+        return
+    if isinstance(value, (tuple, list)):
+        kind = type(value)
+        for i, item in enumerate(value):
+            for bad in _corruptions(item):
+                yield kind([*value[:i], bad, *value[i + 1 :]])
+            yield kind([*value[:i], *value[i + 1 :]])
+        yield kind([*value, 0])
+
+
+@pytest.mark.parametrize(
+    "tree",
+    [
+        [1, (2, None)],
+        {"b": 1, "a": collections.deque([2], maxlen=3)},
+        collections.OrderedDict(b=Point(1, 2)),
+        collections.defaultdict(list, k=[1]),
+        struct_time(),
+        [Pair(1, 2)],
+    ],
+    ids=["list", "dict-deque", "odict-ntuple", "defaultdict", "structseq", "custom"],
+)
+def test_corrupted_pickle_states_are_rejected_not_trusted(tree):
+    spec = spec_of(tree, namespace=REFERENCE_NAMESPACE)
+    reduced = spec.__reduce__()
+    constructor, args = reduced[0], reduced[1]
+    state = reduced[2] if len(reduced) > 2 else None
+    tried = 0
+    for bad_args, bad_state in [(a, state) for a in _corruptions(args)] + [
+        (args, s) for s in _corruptions(state)
+    ]:
+        tried += 1
+        try:
+            rebuilt = constructor(*bad_args)
+            if bad_state is not None:
+                rebuilt.__setstate__(bad_state)
+        except Exception:  # rejecting a corrupted state is exactly right
+            continue
+        # Whatever was accepted must be a self-consistent spec: these may raise, never crash.
+        for probe in (
+            repr,
+            hash,
+            lambda s: s.unflatten(range(s.num_leaves)),
+            lambda s: s.paths(),
+            lambda s: s.children(),
+            lambda s: s == spec,
+            lambda s: pickle.dumps(s),
+        ):
+            with contextlib.suppress(Exception):
+                probe(rebuilt)
+    assert tried > 5

@@ -212,13 +212,20 @@ class TreeMaker:
         if kind == 2:
             return {f"k{r.randrange(6)}": self.tree(depth + 1) for _ in range(width)}
         if kind == 3:
-            keys = [r.choice([r.randrange(5), f"s{r.randrange(5)}", (r.randrange(3),)]) for _ in range(width)]
+            keys = [
+                r.choice([r.randrange(5), f"s{r.randrange(5)}", (r.randrange(3),)])
+                for _ in range(width)
+            ]
             return {k: self.tree(depth + 1) for k in keys}
         if kind == 4:
-            return collections.OrderedDict((f"o{r.randrange(6)}", self.tree(depth + 1)) for _ in range(width))
+            return collections.OrderedDict(
+                (f"o{r.randrange(6)}", self.tree(depth + 1)) for _ in range(width)
+            )
         if kind == 5:
             factory = r.choice([list, int, None, dict])
-            return collections.defaultdict(factory, {r.randrange(9): self.tree(depth + 1) for _ in range(width)})
+            return collections.defaultdict(
+                factory, {r.randrange(9): self.tree(depth + 1) for _ in range(width)}
+            )
         if kind == 6:
             items = kids()
             return collections.deque(items, maxlen=r.choice([None, len(items), len(items) + 2]))
@@ -313,7 +320,9 @@ def one_round(rng: random.Random, maker: TreeMaker, specs: list[Any]) -> None:
     ignore(lambda: [e("t") for e in optree_core.prefix_errors(other, tree, is_leaf, **kw)])
     ignore(optree_core.tree_flatten_one_level, tree, is_leaf, **kw)
     ignore(optree_core.tree_replace_nones, 0, tree, namespace=ns)
-    ignore(optree_core.tree_partition, lambda x: bool(x) if isinstance(x, int) else False, tree, **kw)
+    ignore(
+        optree_core.tree_partition, lambda x: bool(x) if isinstance(x, int) else False, tree, **kw
+    )
     ignore(optree_core.all_leaves, [tree, other], is_leaf, **kw)
     ignore(optree_core.tree_sum, tree, **kw)
 
@@ -415,8 +424,16 @@ def churn_registry(rng: random.Random, classes: list[type], shared: dict[str, An
         ignore(optree_core.unregister_pytree_node, cls, namespace="fuzz-other")
     else:
         cls = rng.choice(classes)
-        ignore(optree_core.register_pytree_node, cls, make_flatten(rng, shared), make_unflatten(rng), namespace=NS)
-    ignore(optree_core.register_pytree_node, list, lambda x: (x, None), lambda m, c: c, namespace=NS)
+        ignore(
+            optree_core.register_pytree_node,
+            cls,
+            make_flatten(rng, shared),
+            make_unflatten(rng),
+            namespace=NS,
+        )
+    ignore(
+        optree_core.register_pytree_node, list, lambda x: (x, None), lambda m, c: c, namespace=NS
+    )
     ignore(optree_core.unregister_pytree_node, int, namespace=NS)
 
 
@@ -457,13 +474,18 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     sys.setrecursionlimit(max(sys.getrecursionlimit(), 3000))
-    print(f"fuzzing optree_core {optree_core.__version__} for {args.seconds:.0f}s, seed {args.seed},"
-          f" {args.threads} thread(s)", flush=True)
+    print(
+        f"fuzzing optree_core {optree_core.__version__} for {args.seconds:.0f}s, seed {args.seed},"
+        f" {args.threads} thread(s)",
+        flush=True,
+    )
     deadline = time.monotonic() + args.seconds
     rounds: list[int] = []
     errors: list[BaseException] = []
     threads = [
-        threading.Thread(target=worker, args=(args.seed * 1000 + i, deadline, rounds, errors), daemon=True)
+        threading.Thread(
+            target=worker, args=(args.seed * 1000 + i, deadline, rounds, errors), daemon=True
+        )
         for i in range(args.threads)
     ]
     for t in threads:
