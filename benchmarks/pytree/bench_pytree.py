@@ -7,8 +7,9 @@ the flat ``state_dict`` OrderedDict, tensors as leaves), plus a sweep from 10 to
 over plain dict/list/tuple trees and OrderedDict/namedtuple-heavy trees.
 
 Each figure is the median over repeats of the mean time of one call, timeit-style: one warm-up
-call, then a loop count chosen so one repeat lasts at least ``--min-time``. Ratios are
-peer time / optree_core time (above 1: optree_core is faster).
+call, then a loop count chosen so one repeat lasts at least ``--min-time``; the libraries'
+repeats are interleaved so background load hits them alike. Ratios are peer time /
+optree_core time (above 1: optree_core is faster).
 
     python benchmarks/pytree/bench_pytree.py            # full run, a few minutes
     python benchmarks/pytree/bench_pytree.py --quick    # short run (the demo)
@@ -185,8 +186,8 @@ def sweep_trees(sizes: tuple[int, ...]) -> list[tuple[str, Any]]:
 # -- timing -----------------------------------------------------------------------------------------
 
 
-def time_call(fn: Callable[[], Any], repeats: int, min_time: float) -> float:
-    """Median seconds per call: warm up, pick a loop count lasting >= min_time, repeat."""
+def calibrate(fn: Callable[[], Any], min_time: float) -> int:
+    """Warm up, then pick a loop count whose run lasts at least min_time (timeit's autorange)."""
     fn()
     loops = 1
     while True:
@@ -195,36 +196,55 @@ def time_call(fn: Callable[[], Any], repeats: int, min_time: float) -> float:
             fn()
         elapsed = time.perf_counter() - t0
         if elapsed >= min_time or loops >= 1 << 20:
-            break
+            return loops
         loops *= 2 if elapsed == 0 else max(2, min(10, int(min_time / elapsed) + 1))
-    samples = [elapsed / loops]
+
+
+def _callable(lib: Library, tree: Any, op: str) -> Callable[[], Any]:
+    leaves, spec = lib.flatten(tree)
+    if op == "flatten":
+        return lambda: lib.flatten(tree)
+    if op == "unflatten":
+        return lambda: lib.unflatten(spec, leaves, tree)
+    return lambda: lib.tree_map(tree)
+
+
+def measure_row(
+    libs: list[Library], tree: Any, op: str, repeats: int, min_time: float
+) -> dict[str, float | None]:
+    """Median seconds per call of each library on one (tree, op).
+
+    The libraries' repeats are interleaved (in a rotating order), so a burst of load from
+    elsewhere on the machine hits all of them alike instead of skewing one ratio.
+    """
+    fns: dict[str, Callable[[], Any]] = {}
+    loops: dict[str, int] = {}
+    for lib in libs:
+        try:
+            fns[lib.name] = _callable(lib, tree, op)
+            loops[lib.name] = calibrate(fns[lib.name], min_time)
+        except Exception as exc:  # a peer that cannot handle a tree is reported, not fatal
+            print(f"[skip] {lib.name} {op}: {type(exc).__name__}: {exc}", file=sys.stderr)
+            fns.pop(lib.name, None)
+    samples: dict[str, list[float]] = {name: [] for name in fns}
+    names = list(fns)
     gc_was_enabled = gc.isenabled()
     gc.disable()  # as timeit does: collector pauses are not the library's cost
     try:
-        for _ in range(repeats - 1):
-            t0 = time.perf_counter()
-            for _ in range(loops):
-                fn()
-            samples.append((time.perf_counter() - t0) / loops)
+        for r in range(repeats):
+            for name in names[r % len(names) :] + names[: r % len(names)]:
+                fn, n = fns[name], loops[name]
+                t0 = time.perf_counter()
+                for _ in range(n):
+                    fn()
+                samples[name].append((time.perf_counter() - t0) / n)
     finally:
         if gc_was_enabled:
             gc.enable()
-    return statistics.median(samples)
-
-
-def measure(lib: Library, tree: Any, op: str, repeats: int, min_time: float) -> float | None:
-    try:
-        leaves, spec = lib.flatten(tree)
-        if op == "flatten":
-            fn = lambda: lib.flatten(tree)  # noqa: E731
-        elif op == "unflatten":
-            fn = lambda: lib.unflatten(spec, leaves, tree)  # noqa: E731
-        else:
-            fn = lambda: lib.tree_map(tree)  # noqa: E731
-        return time_call(fn, repeats, min_time)
-    except Exception as exc:  # a peer that cannot handle a tree is reported, not fatal
-        print(f"[skip] {lib.name} {op}: {type(exc).__name__}: {exc}", file=sys.stderr)
-        return None
+    return {
+        lib.name: statistics.median(samples[lib.name]) if lib.name in samples else None
+        for lib in libs
+    }
 
 
 def check_same_leaves(libs: list[Library], name: str, tree: Any) -> None:
@@ -315,7 +335,7 @@ def main(argv: list[str] | None = None) -> int:
         check_same_leaves(libs, tree_name, tree)
         n_leaves = len(libs[0].flatten(tree)[0])
         for op in OPS:
-            times = {lib.name: measure(lib, tree, op, repeats, min_time) for lib in libs}
+            times = measure_row(libs, tree, op, repeats, min_time)
             rows.append({"tree": tree_name, "leaves": n_leaves, "op": op, "times": times})
             print(
                 f"  {tree_name:<24} {op:<9} "
