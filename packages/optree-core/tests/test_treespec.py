@@ -416,3 +416,53 @@ def test_corrupted_pickle_states_are_rejected_not_trusted(tree):
             with contextlib.suppress(Exception):
                 probe(rebuilt)
     assert tried > 5
+
+
+# -- prefix semantics across node kinds (optree's rules) ------------------------------------------
+
+
+def test_strict_prefix_means_prefix_and_not_equal():
+    # A leaf is a prefix of anything, None included; strict only excludes equality.
+    assert spec_of(1).is_prefix(spec_of(None), strict=True)
+    assert spec_of([1]).is_prefix(spec_of([None]), strict=True)
+    assert spec_of(1) < spec_of(None)
+    assert spec_of(None) > spec_of(1)
+    # None is a node: it is not a prefix of a leaf.
+    assert not spec_of(None).is_prefix(spec_of(1))
+    assert not spec_of([None]).is_prefix(spec_of([1]))
+    assert not spec_of(None) < spec_of(1)
+    assert spec_of([1]).is_prefix(spec_of([None]))
+
+
+def test_dict_like_nodes_are_prefix_compatible_by_keys():
+    dd = collections.defaultdict
+    od = collections.OrderedDict
+    # dict, OrderedDict and defaultdict match one another by key set, as tree_map does.
+    assert spec_of({"a": 1}).is_prefix(spec_of(dd(int, a=[1])))
+    assert spec_of(od(a=1, b=2)).is_prefix(spec_of({"a": [1], "b": 2}))
+    assert spec_of(dd(int, a=1)).is_prefix(spec_of(od(a=[1])))
+    assert spec_of(od(a=1, b=2)).is_prefix(spec_of(od(b=[1], a=2)))
+    assert not spec_of({"a": 1}).is_prefix(spec_of(od(b=1)))
+    assert spec_of({"a": 1}).is_suffix(spec_of(od(a=1)))
+    assert spec_of({"a": 1}) < spec_of(dd(int, a=[1]))
+    # Equality still tells the kinds apart.
+    assert spec_of({"a": 1}) != spec_of(od(a=1))
+
+
+def test_dict_like_nodes_broadcast_together():
+    dd = collections.defaultdict
+    od = collections.OrderedDict
+    assert optree_core.prefix_errors({"a": 1}, dd(int, a=[1, 2])) == []
+    assert optree_core.tree_broadcast_map(lambda x, y: x, {"a": 1}, od(a=[1, 2])) == {"a": [1, 1]}
+    out = optree_core.tree_broadcast_map(lambda x, y: y, od(a=[1, 2]), {"a": 1})
+    assert type(out) is od
+    assert out == od(a=[1, 1])
+    # The common suffix keeps the node of the deeper side.
+    common = spec_of([1, {"a": 1}]).broadcast_to_common_suffix(spec_of([[1, 2], dd(int, a=1)]))
+    assert common == spec_of([[1, 2], {"a": 1}])
+    common = spec_of([[1, 2], dd(int, a=1)]).broadcast_to_common_suffix(spec_of([1, {"a": 1}]))
+    assert common == spec_of([[1, 2], dd(int, a=1)])
+    common = spec_of(od(a=[1, 2])).broadcast_to_common_suffix(spec_of({"a": 1}))
+    assert common == spec_of(od(a=[1, 2]))
+    assert spec_of({"a": 1}).flatten_up_to(od(a=[1, 2])) == [[1, 2]]
+    assert spec_of(od(b=1, a=2)).flatten_up_to({"a": 3, "b": 4}) == [4, 3]
