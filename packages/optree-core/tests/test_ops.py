@@ -1067,3 +1067,14 @@ def test_beyond_limit_depth_in_a_thread_raises_recursion_error():
     )
     assert result.returncode == 0, result.stderr[-3000:]
     assert "['RecursionError']" in result.stdout
+
+
+def test_defaultdict_without_factory_round_trips():
+    tree = collections.defaultdict(None, {"b": 1, "a": 2})
+    leaves, spec = optree_core.tree_flatten(tree)
+    assert leaves == [2, 1]
+    assert repr(spec) == "PyTreeSpec(defaultdict(None, {'a': *, 'b': *}))"
+    rebuilt = spec.unflatten([3, 4])
+    assert type(rebuilt) is collections.defaultdict
+    assert rebuilt.default_factory is None
+    assert list(rebuilt.items()) == [("b", 4), ("a", 3)]

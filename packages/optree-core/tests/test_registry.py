@@ -4,8 +4,10 @@ decorator, dict_insertion_ordered, and thread safety."""
 from __future__ import annotations
 
 import collections
+import contextlib
 import gc
 import threading
+import time
 import weakref
 
 import pytest
@@ -352,4 +354,55 @@ def test_concurrent_flatten_and_map_of_shared_tree():
         t.start()
     for t in threads:
         t.join(timeout=120)
+    assert not errors, errors[0]
+
+
+def test_unregister_while_another_thread_is_inside_the_flatten_function():
+    # The flatten function yields the GIL mid-call while another thread unregisters and
+    # re-registers the type: the flattening thread must finish with the registration it
+    # started with (or see the type as a leaf), never use a freed entry.
+    cls, ns = fresh_box_class(), fresh_namespace()
+    inside = threading.Event()
+    proceed = threading.Event()
+    stop = threading.Event()
+
+    def flatten(box):
+        inside.set()
+        proceed.wait(timeout=0.05)
+        time.sleep(0)
+        return (box.a, box.b), None
+
+    def register():
+        optree_core.register_pytree_node(cls, flatten, lambda m, c: cls(*c), namespace=ns)
+
+    register()
+    errors: list[BaseException] = []
+
+    def churn():
+        try:
+            while not stop.is_set():
+                inside.wait(timeout=0.05)
+                with contextlib.suppress(ValueError):
+                    optree_core.unregister_pytree_node(cls, namespace=ns)
+                gc.collect()
+                proceed.set()
+                with contextlib.suppress(ValueError):
+                    register()
+                inside.clear()
+                proceed.clear()
+        except BaseException as exc:
+            errors.append(exc)
+
+    churner = threading.Thread(target=churn)
+    churner.start()
+    try:
+        for i in range(200):
+            tree = [cls(i, [i + 1]), cls(0, 0)]
+            leaves, spec = optree_core.tree_flatten(tree, namespace=ns)
+            assert spec.num_leaves == len(leaves)
+            rebuilt = spec.unflatten(leaves)
+            assert optree_core.tree_leaves(rebuilt) == optree_core.tree_leaves(tree)
+    finally:
+        stop.set()
+        churner.join(timeout=60)
     assert not errors, errors[0]
