@@ -80,8 +80,11 @@ def sorted_keys(keys: list[Any]) -> list[Any]:
         return list(keys)
 
 
-def _node_of(obj: Any, none_is_leaf: bool) -> tuple[str, Any, list[Any], tuple[Any, ...]]:
+def _node_of(
+    obj: Any, none_is_leaf: bool, insertion_ordered: bool = False
+) -> tuple[str, Any, list[Any], tuple[Any, ...]]:
     """(kind, meta, children in flatten order, entries) of one node, or kind LEAF."""
+    order = list if insertion_ordered else sorted_keys
     cls = type(obj)
     if obj is None:
         return (LEAF, None, [], ()) if none_is_leaf else (NONE, None, [], ())
@@ -95,13 +98,13 @@ def _node_of(obj: Any, none_is_leaf: bool) -> tuple[str, Any, list[Any], tuple[A
     if cls is list:
         return LIST, None, list(obj), tuple(range(len(obj)))
     if cls is dict:
-        keys = sorted_keys(list(obj))
+        keys = order(list(obj))
         return DICT, tuple(obj), [obj[k] for k in keys], tuple(keys)
     if cls is collections.OrderedDict:
         keys = list(obj)
         return ORDEREDDICT, tuple(keys), [obj[k] for k in keys], tuple(keys)
     if cls is collections.defaultdict:
-        keys = sorted_keys(list(obj))
+        keys = order(list(obj))
         return DEFAULTDICT, (obj.default_factory, tuple(obj)), [obj[k] for k in keys], tuple(keys)
     if cls is collections.deque:
         return DEQUE, obj.maxlen, list(obj), tuple(range(len(obj)))
@@ -116,8 +119,13 @@ def flatten_with_path(
     tree: Any,
     is_leaf: Callable[[Any], bool] | None = None,
     none_is_leaf: bool = False,
+    dict_insertion_ordered: bool = False,
 ) -> tuple[list[tuple[Any, ...]], list[Any], RefNode]:
-    """Depth-first, children in flatten order; returns (paths, leaves, spec)."""
+    """Depth-first, children in flatten order; returns (paths, leaves, spec).
+
+    With dict_insertion_ordered, dict and defaultdict children keep insertion order (as under
+    ``optree_core.dict_insertion_ordered(True, namespace=...)``) instead of sorted key order.
+    """
     paths: list[tuple[Any, ...]] = []
     leaves: list[Any] = []
 
@@ -126,7 +134,7 @@ def flatten_with_path(
             paths.append(path)
             leaves.append(obj)
             return RefNode(LEAF)
-        kind, meta, children, entries = _node_of(obj, none_is_leaf)
+        kind, meta, children, entries = _node_of(obj, none_is_leaf, dict_insertion_ordered)
         if kind == LEAF:
             paths.append(path)
             leaves.append(obj)

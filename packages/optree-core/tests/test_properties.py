@@ -16,7 +16,7 @@ import optree_core
 
 # Moderate example counts: the whole suite must stay well under two minutes on 2 cores.
 PROPERTY_SETTINGS = settings(
-    max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow]
+    max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow]
 )
 
 none_is_leaf_flags = st.booleans()
@@ -174,6 +174,22 @@ def test_unflatten_wrong_leaf_count_raises(tree, delta):
         return
     with pytest.raises(ValueError, match=str(len(leaves))):
         optree_core.tree_unflatten(spec, wrong)
+
+
+@PROPERTY_SETTINGS
+@given(tree=pytrees(), none_is_leaf=none_is_leaf_flags)
+def test_dict_insertion_ordered_matches_reference(tree, none_is_leaf):
+    ns = "optree-core-tests.insertion-ordered"
+    ref_paths, ref_leaves, _ = reference.flatten_with_path(
+        tree, none_is_leaf=none_is_leaf, dict_insertion_ordered=True
+    )
+    with optree_core.dict_insertion_ordered(True, namespace=ns):
+        paths, leaves, spec = optree_core.tree_flatten_with_path(
+            tree, none_is_leaf=none_is_leaf, namespace=ns
+        )
+        assert reference.same_tree(spec.unflatten(leaves), tree)
+    assert paths == ref_paths
+    assert leaves == ref_leaves
 
 
 def test_reference_agrees_on_a_hand_written_tree():
