@@ -154,3 +154,9 @@ def test_custom_node_default_entry_is_flattened_entry():
     accessor = optree_core.tree_accessors(Opaque(1), namespace=ns)[0]
     assert isinstance(accessor[0], optree_core.FlattenedEntry)
     assert accessor.path == ("v",)
+
+
+def test_namedtuple_entry_indexes_like_a_sequence():
+    # A NamedTupleEntry reads by position, so the accessor also works on a plain tuple.
+    accessor = optree_core.tree_accessors(Point(1, 2))[1]
+    assert accessor((10, 20)) == 20

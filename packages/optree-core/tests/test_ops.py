@@ -1078,3 +1078,12 @@ def test_defaultdict_without_factory_round_trips():
     assert type(rebuilt) is collections.defaultdict
     assert rebuilt.default_factory is None
     assert list(rebuilt.items()) == [("b", 4), ("a", 3)]
+
+
+def test_tree_sum_adds_any_leaves_with_plus():
+    # optree folds with +, so strings and other non-numbers sum as they add.
+    assert optree_core.tree_sum({"b": "y", "a": "x"}, start="") == "xy"
+    assert optree_core.tree_sum([(1,), (2,)], start=(), is_leaf=lambda x: isinstance(x, tuple)) == (
+        1,
+        2,
+    )

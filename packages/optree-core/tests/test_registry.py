@@ -406,3 +406,11 @@ def test_unregister_while_another_thread_is_inside_the_flatten_function():
         stop.set()
         churner.join(timeout=60)
     assert not errors, errors[0]
+
+
+def test_register_pytree_node_class_without_methods_raises_type_error():
+    class Plain:
+        pass
+
+    with pytest.raises(TypeError, match="Plain"):
+        optree_core.register_pytree_node_class(Plain, namespace=fresh_namespace())
