@@ -10,6 +10,7 @@
 
 #include "optree_core/exceptions.h"
 #include "optree_core/registry.h"
+#include "optree_core/structure_cache.h"
 #include "optree_core/treespec.h"
 
 namespace nb = nanobind;
@@ -193,7 +194,11 @@ void BuildTreeSpecSubmodule(nb::module_& m) {
       .def("__deepcopy__", [](const PyTreeSpec& self, nb::handle) { return PyTreeSpec(self); },
            "memo"_a.none());
 
-  m.def("flatten", &PyTreeSpec::Flatten, "tree"_a.none(), "leaf_predicate"_a.none() = nb::none(),
+  m.def("flatten",
+        [](nb::handle tree, nb::handle is_leaf, bool none_is_leaf, const std::string& ns) {
+          return StructureCache::Instance().Flatten(tree, is_leaf, none_is_leaf, ns);
+        },
+        "tree"_a.none(), "leaf_predicate"_a.none() = nb::none(),
         "none_is_leaf"_a = false, "namespace"_a = "");
   m.def("flatten_with_path", &PyTreeSpec::FlattenWithPath, "tree"_a.none(),
         "leaf_predicate"_a.none() = nb::none(), "none_is_leaf"_a = false, "namespace"_a = "");
@@ -201,6 +206,7 @@ void BuildTreeSpecSubmodule(nb::module_& m) {
         "none_is_leaf"_a = false, "namespace"_a = "");
   m.def("flatten_one_level", &PyTreeSpec::FlattenOneLevel, "tree"_a.none(),
         "leaf_predicate"_a.none() = nb::none(), "none_is_leaf"_a = false, "namespace"_a = "");
+  m.def("_clear_structure_cache", [] { StructureCache::Instance().Clear(); });
   m.def("_treespec_from_state", &PyTreeSpec::FromState, "state"_a);
   m.def("make_leaf", &PyTreeSpec::MakeLeaf, "none_is_leaf"_a = false);
   m.def("make_none", &PyTreeSpec::MakeNone, "none_is_leaf"_a = false);

@@ -113,6 +113,7 @@ void PyTreeTypeRegistry::Register(nb::handle cls, nb::handle flatten_func,
   reg->unflatten_func = nb::borrow(unflatten_func);
   reg->path_entry_type = nb::borrow(path_entry_type);
   reg->ns = ns;
+  ++version_;
   if (ns.empty()) {
     global_.emplace(type, std::move(reg));
   } else {
@@ -136,6 +137,7 @@ void PyTreeTypeRegistry::Unregister(nb::handle cls, const std::string& ns) {
       RaisePython(PyExc_ValueError,
                   "PyTree type " + TypeName(cls) + " is a built-in type and cannot be unregistered.");
     }
+    ++version_;
     Entry released = std::move(it->second);
     global_.erase(it);
     released.reset();  // After the map is consistent: dropping references can run Python code.
@@ -145,6 +147,7 @@ void PyTreeTypeRegistry::Unregister(nb::handle cls, const std::string& ns) {
       RaisePython(PyExc_ValueError, "PyTree type " + TypeName(cls) +
                                         " is not registered in namespace " + SafeRepr(nb::str(ns.c_str())) + ".");
     }
+    ++version_;
     Entry released = std::move(it->second);
     namespaced_.erase(it);
     released.reset();
@@ -152,6 +155,7 @@ void PyTreeTypeRegistry::Unregister(nb::handle cls, const std::string& ns) {
 }
 
 void PyTreeTypeRegistry::SetDictInsertionOrdered(bool mode, const std::string& ns) {
+  ++version_;
   if (ns.empty()) {
     dict_insertion_ordered_global_ = mode;
   } else if (mode) {

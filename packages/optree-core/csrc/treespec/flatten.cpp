@@ -2,6 +2,8 @@
 // post-order node traversal.
 #include <absl/container/flat_hash_map.h>
 
+#include <algorithm>
+#include <numeric>
 #include <string>
 #include <utility>
 #include <vector>
@@ -59,6 +61,38 @@ bool IsSortedList(PyObject* keys) {
 }
 
 }  // namespace
+
+bool KeyLess(PyObject* a, PyObject* b, bool* failed) {
+  if (PyUnicode_CheckExact(a) && PyUnicode_CheckExact(b)) {
+    return PyUnicode_Compare(a, b) < 0;  // No Python code runs, and it cannot fail.
+  }
+  int lt = PyObject_RichCompareBool(a, b, Py_LT);
+  if (lt < 0) {
+    *failed = true;
+    return false;
+  }
+  return lt != 0;
+}
+
+bool SortKeyOrder(const nb::object* keys, Py_ssize_t* order, Py_ssize_t n) {
+  bool failed = false;
+  auto less = [&](Py_ssize_t x, Py_ssize_t y) {
+    return !failed && KeyLess(keys[x].ptr(), keys[y].ptr(), &failed);
+  };
+  if (n <= 32) {
+    // Insertion sort: the common small dicts, and safe with any comparator.
+    for (Py_ssize_t i = 1; i < n; ++i) {
+      Py_ssize_t value = order[i];
+      Py_ssize_t j = i;
+      for (; j > 0 && less(value, order[j - 1]); --j) order[j] = order[j - 1];
+      order[j] = value;
+    }
+  } else {
+    // Merge sort stays in bounds even if a user __lt__ is inconsistent.
+    std::stable_sort(order, order + n, less);
+  }
+  return !failed;
+}
 
 void SetPythonHelpers(nb::handle total_order_sorted) {
   Py_XDECREF(g_total_order_sorted);
@@ -177,7 +211,15 @@ class Flattener {
         ns_(ns),
         dict_insertion_ordered_(PyTreeTypeRegistry::Instance().IsDictInsertionOrdered(ns)) {}
 
-  void Run(nb::handle tree) { Recurse(tree.ptr(), 0); }
+  void Run(nb::handle tree) {
+    // Size the traversal like the previous tree: repeated flattens of one structure then
+    // allocate once instead of growing step by step.
+    static thread_local size_t last_size = 0;
+    traversal.reserve(last_size);
+    Recurse(tree.ptr(), 0);
+    last_size = traversal.size();
+    if (traversal.capacity() > 2 * traversal.size() + 16) traversal.shrink_to_fit();
+  }
 
   nb::list leaves;
   nb::list paths;
@@ -223,6 +265,59 @@ class Flattener {
     if (PyDict_GET_SIZE(dict) != n) RaiseMutated("dictionary", dict);
   }
 
+  // A dict or defaultdict: children in sorted-key order (or insertion order), read in one
+  // PyDict_Next pass with no hash lookups. Sorting permutes indices, so the insertion order
+  // is known for free.
+  void SortedDictChildren(PyObject* dict, Node& node, Py_ssize_t depth) {
+    const Py_ssize_t n = PyDict_GET_SIZE(dict);
+    absl::InlinedVector<nb::object, 16> keys;
+    absl::InlinedVector<nb::object, 16> values;
+    keys.reserve(n);
+    values.reserve(n);
+    Py_ssize_t pos = 0;
+    PyObject* key;
+    PyObject* value;
+    while (PyDict_Next(dict, &pos, &key, &value)) {
+      keys.push_back(nb::borrow(key));
+      values.push_back(nb::borrow(value));
+    }
+    absl::InlinedVector<Py_ssize_t, 16> order(keys.size());
+    std::iota(order.begin(), order.end(), 0);
+    if (!dict_insertion_ordered_ && !detail::SortKeyOrder(keys.data(), order.data(), n)) {
+      if (!PyErr_ExceptionMatches(PyExc_TypeError)) throw nb::python_error();
+      PyErr_Clear();
+      FallbackOrder(dict, keys, order);
+    }
+    PyObject* key_list = PyList_New(n);
+    if (key_list == nullptr) throw nb::python_error();
+    node.node_data = nb::steal(key_list);
+    bool identity = true;
+    for (Py_ssize_t i = 0; i < n; ++i) {
+      PyList_SET_ITEM(key_list, i, keys[order[i]].inc_ref().ptr());
+      identity = identity && order[i] == i;
+    }
+    if (!identity) {
+      node.insertion_order.resize(static_cast<size_t>(n));
+      for (Py_ssize_t i = 0; i < n; ++i) node.insertion_order[order[i]] = i;
+    }
+    node.arity = n;
+    for (Py_ssize_t i = 0; i < n; ++i) {
+      Child(values[order[i]].ptr(), depth, PyList_GET_ITEM(key_list, i), i);
+    }
+    if (PyDict_GET_SIZE(dict) != n) RaiseMutated("dictionary", dict);
+  }
+
+  // Keys that do not compare with each other: the Python total order decides.
+  void FallbackOrder(PyObject* dict, const absl::InlinedVector<nb::object, 16>& keys,
+                     absl::InlinedVector<Py_ssize_t, 16>& order) {
+    nb::list sorted = detail::SortedKeys(dict);
+    nb::dict position;
+    for (size_t i = 0; i < keys.size(); ++i) position[keys[i]] = nb::int_(i);
+    for (size_t i = 0; i < keys.size(); ++i) {
+      order[i] = nb::cast<Py_ssize_t>(position[sorted[i]]);
+    }
+  }
+
   void TupleChildren(PyObject* tuple, Py_ssize_t n, Py_ssize_t depth) {
     for (Py_ssize_t i = 0; i < n; ++i) Child(PyTuple_GET_ITEM(tuple, i), depth, nullptr, i);
   }
@@ -238,8 +333,14 @@ class Flattener {
     const PyTreeTypeRegistration* reg = nullptr;
     if ((one_level_ && depth > 0) || (is_leaf_ != nullptr && detail::CallIsLeaf(is_leaf_, obj))) {
       node.kind = PyTreeKind::kLeaf;
+    } else if (Py_TYPE(obj) == last_leaf_type_ && registry_.version() == last_leaf_version_) {
+      node.kind = PyTreeKind::kLeaf;  // Same type as the last leaf: skip the registry lookup.
     } else {
       node.kind = GetKind(obj, &reg, none_is_leaf_, ns_);
+      if (node.kind == PyTreeKind::kLeaf) {
+        last_leaf_type_ = Py_TYPE(obj);
+        last_leaf_version_ = registry_.version();
+      }
     }
     switch (node.kind) {
       case PyTreeKind::kLeaf:
@@ -262,31 +363,12 @@ class Flattener {
         break;
       }
       case PyTreeKind::kDict:
+        SortedDictChildren(obj, node, depth);
+        break;
       case PyTreeKind::kDefaultDict: {
-        nb::list keys;
-        if (dict_insertion_ordered_) {
-          keys = nb::steal<nb::list>(PyDict_Keys(obj));
-          if (!keys.is_valid()) throw nb::python_error();
-        } else {
-          nb::list original = nb::steal<nb::list>(PyDict_Keys(obj));
-          if (!original.is_valid()) throw nb::python_error();
-          keys = detail::SortedKeys(obj);
-          // Remember insertion order only when it differs from the sorted order.
-          for (Py_ssize_t i = 0; i < PyList_GET_SIZE(keys.ptr()); ++i) {
-            if (PyList_GET_ITEM(keys.ptr(), i) != PyList_GET_ITEM(original.ptr(), i)) {
-              node.original_keys = std::move(original);
-              break;
-            }
-          }
-        }
-        node.arity = PyList_GET_SIZE(keys.ptr());
-        DictChildren(obj, keys.ptr(), depth);
-        if (node.kind == PyTreeKind::kDefaultDict) {
-          nb::object factory = nb::borrow(obj).attr("default_factory");
-          node.node_data = nb::make_tuple(factory, keys);
-        } else {
-          node.node_data = std::move(keys);
-        }
+        SortedDictChildren(obj, node, depth);
+        nb::object factory = nb::borrow(obj).attr("default_factory");
+        node.node_data = nb::make_tuple(factory, node.node_data);
         break;
       }
       case PyTreeKind::kOrderedDict: {
@@ -344,6 +426,9 @@ class Flattener {
   PyObject* is_leaf_;
   bool none_is_leaf_;
   bool one_level_;  // Everything below the root is a leaf.
+  const PyTreeTypeRegistry& registry_ = PyTreeTypeRegistry::Instance();
+  PyTypeObject* last_leaf_type_ = nullptr;  // Leaf kind depends only on the type (and registry).
+  std::uint64_t last_leaf_version_ = 0;
 
  public:
   // Whether a custom node registered in the (non-global) namespace was met: the spec records

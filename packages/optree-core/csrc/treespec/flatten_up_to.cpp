@@ -63,12 +63,15 @@ class UpToFlattener {
     const Node& node = spec_.traversal()[index];
     const Py_ssize_t n = PyList_GET_SIZE(keys);
     bool same = PyDict_GET_SIZE(obj) == n;
-    std::vector<PyObject*> values(static_cast<size_t>(n));
+    // Strong references: a custom flatten function below may mutate this dict.
+    std::vector<nb::object> values(static_cast<size_t>(n));
     for (Py_ssize_t i = 0; same && i < n; ++i) {
-      values[i] = PyDict_GetItemWithError(obj, PyList_GET_ITEM(keys, i));
-      if (values[i] == nullptr) {
+      PyObject* value = PyDict_GetItemWithError(obj, PyList_GET_ITEM(keys, i));
+      if (value == nullptr) {
         if (PyErr_Occurred()) throw nb::python_error();
         same = false;
+      } else {
+        values[i] = nb::borrow(value);
       }
     }
     if (!same) {
@@ -86,7 +89,7 @@ class UpToFlattener {
            ", extra key(s): " + SafeRepr(extra) + "; dict: " + SafeRepr(obj));
     }
     (void)node;
-    Children(index, values.data(), n);
+    Children(index, reinterpret_cast<PyObject* const*>(values.data()), n);
   }
 
   void Recurse(Py_ssize_t index, PyObject* obj) {

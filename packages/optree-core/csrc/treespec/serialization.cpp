@@ -16,10 +16,19 @@ nb::tuple PyTreeSpec::GetState() const {
   nb::list nodes;
   for (const Node& node : traversal_) {
     auto opt = [](const nb::object& o) { return o.is_valid() ? o : nb::none(); };
+    nb::object original_keys = nb::none();
+    if (!node.insertion_order.empty()) {
+      nb::handle keys = node.kind == PyTreeKind::kDefaultDict
+                            ? nb::handle(PyTuple_GET_ITEM(node.node_data.ptr(), 1))
+                            : nb::handle(node.node_data);
+      nb::list original;
+      for (Py_ssize_t i : node.insertion_order) original.append(keys[i]);
+      original_keys = std::move(original);
+    }
     nodes.append(nb::make_tuple(static_cast<int>(node.kind), node.arity, opt(node.node_data),
                                 opt(node.node_entries),
                                 node.custom ? node.custom->type : nb::none(), node.num_leaves,
-                                node.num_nodes, opt(node.original_keys)));
+                                node.num_nodes, original_keys));
   }
   return nb::make_tuple(kStateVersion, nb::tuple(nodes), none_is_leaf_,
                         nb::str(namespace_.c_str()));
@@ -50,7 +59,7 @@ PyTreeSpec PyTreeSpec::FromState(nb::handle state) {
       node.node_data = nb::borrow(t[2]);
     }
     if (!t[3].is_none()) node.node_entries = nb::borrow(t[3]);
-    if (!t[7].is_none()) node.original_keys = nb::borrow(t[7]);
+    nb::object original_keys = t[7].is_none() ? nb::object() : nb::borrow(t[7]);
     node.num_leaves = nb::cast<Py_ssize_t>(t[5]);
     node.num_nodes = nb::cast<Py_ssize_t>(t[6]);
     if (node.arity < 0 || node.num_nodes < 1 ||
@@ -91,10 +100,27 @@ PyTreeSpec PyTreeSpec::FromState(nb::handle state) {
       default:
         break;
     }
-    if (node.original_keys.is_valid() &&
-        (!PyList_CheckExact(node.original_keys.ptr()) ||
-         PyList_GET_SIZE(node.original_keys.ptr()) != node.arity)) {
-      bad("original dict keys");
+    if (node.node_entries.is_valid() &&
+        (node.kind != PyTreeKind::kCustom || !PyTuple_CheckExact(node.node_entries.ptr()) ||
+         PyTuple_GET_SIZE(node.node_entries.ptr()) != node.arity)) {
+      bad("custom node entries");
+    }
+    if (original_keys.is_valid()) {
+      if (!PyList_CheckExact(original_keys.ptr()) ||
+          PyList_GET_SIZE(original_keys.ptr()) != node.arity ||
+          (node.kind != PyTreeKind::kDict && node.kind != PyTreeKind::kDefaultDict)) {
+        bad("original dict keys");
+      }
+      nb::handle keys = node.kind == PyTreeKind::kDefaultDict
+                            ? nb::handle(PyTuple_GET_ITEM(node.node_data.ptr(), 1))
+                            : nb::handle(node.node_data);
+      nb::dict position;
+      for (Py_ssize_t i = 0; i < node.arity; ++i) position[keys[i]] = nb::int_(i);
+      if (static_cast<Py_ssize_t>(nb::len(position)) != node.arity) bad("duplicate dict keys");
+      for (nb::handle key : original_keys) {
+        if (!position.contains(key)) bad("original dict keys differ from the keys");
+        node.insertion_order.push_back(nb::cast<Py_ssize_t>(position[key]));
+      }
     }
     if (node.kind == PyTreeKind::kCustom) {
       nb::handle type = t[4];

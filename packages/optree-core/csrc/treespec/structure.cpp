@@ -103,16 +103,63 @@ bool NodeDataEqual(const Node& a, const Node& b) {
   return eq != 0;
 }
 
-// Whether the subtree of `a` at `ia` is a prefix of the subtree of `b` at `ib`.
-bool IsPrefixAt(const PyTreeSpec& a, Py_ssize_t ia, const PyTreeSpec& b, Py_ssize_t ib) {
+bool IsDictLike(PyTreeKind kind) {
+  return kind == PyTreeKind::kDict || kind == PyTreeKind::kOrderedDict ||
+         kind == PyTreeKind::kDefaultDict;
+}
+
+PyObject* DictKeys(const Node& node) {
+  return node.kind == PyTreeKind::kDefaultDict ? PyTuple_GET_ITEM(node.node_data.ptr(), 1)
+                                               : node.node_data.ptr();
+}
+
+// Pairs the children of two nodes: for dict-like nodes (dict, OrderedDict, defaultdict match
+// one another, as in tree_map) by key, otherwise by position. Returns false if they differ.
+bool PairChildren(const PyTreeSpec& a, Py_ssize_t ia, const PyTreeSpec& b, Py_ssize_t ib,
+                  absl::InlinedVector<std::pair<Py_ssize_t, Py_ssize_t>, 8>& pairs) {
   const Node& na = a.traversal()[ia];
   const Node& nb_ = b.traversal()[ib];
-  if (na.kind == PyTreeKind::kLeaf) return true;
-  if (!NodeDataEqual(na, nb_)) return false;
   auto ca = a.ChildIndices(ia);
   auto cb = b.ChildIndices(ib);
-  for (Py_ssize_t i = 0; i < na.arity; ++i) {
-    if (!IsPrefixAt(a, ca[i], b, cb[i])) return false;
+  if (IsDictLike(na.kind) && IsDictLike(nb_.kind)) {
+    if (na.arity != nb_.arity) return false;
+    if (na.kind == PyTreeKind::kDefaultDict && nb_.kind == PyTreeKind::kDefaultDict &&
+        !NodeDataEqual(na, nb_)) {
+      // Two defaultdicts also agree on their factory (and keys).
+      PyObject* fa = PyTuple_GET_ITEM(na.node_data.ptr(), 0);
+      PyObject* fb = PyTuple_GET_ITEM(nb_.node_data.ptr(), 0);
+      int eq = PyObject_RichCompareBool(fa, fb, Py_EQ);
+      if (eq < 0) throw nb::python_error();
+      if (!eq) return false;
+    }
+    nb::dict position;
+    PyObject* keys_b = DictKeys(nb_);
+    for (Py_ssize_t j = 0; j < nb_.arity; ++j) {
+      position[nb::handle(PyList_GET_ITEM(keys_b, j))] = nb::int_(j);
+    }
+    PyObject* keys_a = DictKeys(na);
+    for (Py_ssize_t i = 0; i < na.arity; ++i) {
+      PyObject* j = PyDict_GetItemWithError(position.ptr(), PyList_GET_ITEM(keys_a, i));
+      if (j == nullptr) {
+        if (PyErr_Occurred()) throw nb::python_error();
+        return false;
+      }
+      pairs.emplace_back(ca[i], cb[PyLong_AsSsize_t(j)]);
+    }
+    return true;
+  }
+  if (!NodeDataEqual(na, nb_)) return false;
+  for (Py_ssize_t i = 0; i < na.arity; ++i) pairs.emplace_back(ca[i], cb[i]);
+  return true;
+}
+
+// Whether the subtree of `a` at `ia` is a prefix of the subtree of `b` at `ib`.
+bool IsPrefixAt(const PyTreeSpec& a, Py_ssize_t ia, const PyTreeSpec& b, Py_ssize_t ib) {
+  if (a.traversal()[ia].kind == PyTreeKind::kLeaf) return true;
+  absl::InlinedVector<std::pair<Py_ssize_t, Py_ssize_t>, 8> pairs;
+  if (!PairChildren(a, ia, b, ib, pairs)) return false;
+  for (const auto& [x, y] : pairs) {
+    if (!IsPrefixAt(a, x, b, y)) return false;
   }
   return true;
 }
@@ -122,7 +169,7 @@ bool IsPrefixAt(const PyTreeSpec& a, Py_ssize_t ia, const PyTreeSpec& b, Py_ssiz
 bool PyTreeSpec::IsPrefix(const PyTreeSpec& other, bool strict) const {
   if (none_is_leaf_ != other.none_is_leaf_) return false;
   if (!IsPrefixAt(*this, num_nodes() - 1, other, other.num_nodes() - 1)) return false;
-  return !strict || num_nodes() != other.num_nodes();
+  return !strict || !Equal(other);
 }
 
 namespace {
@@ -143,20 +190,17 @@ void CommonSuffix(const PyTreeSpec& a, Py_ssize_t ia, const PyTreeSpec& b, Py_ss
     out.insert(out.end(), a.traversal().begin() + start, a.traversal().begin() + ia + 1);
     return;
   }
-  if (!NodeDataEqual(na, nb_)) {
+  absl::InlinedVector<std::pair<Py_ssize_t, Py_ssize_t>, 8> pairs;
+  if (!PairChildren(a, ia, b, ib, pairs)) {
     RaisePython(PyExc_ValueError, "PyTreeSpecs have no common suffix: " + a.Repr() + " vs. " +
                                       b.Repr() + " differ at a " + KindName(na.kind) + " vs. " +
                                       KindName(nb_.kind) + " node.");
   }
   const size_t before = out.size();
-  auto ca = a.ChildIndices(ia);
-  auto cb = b.ChildIndices(ib);
   Py_ssize_t leaves = 0;
-  for (Py_ssize_t i = 0; i < na.arity; ++i) {
-    const size_t child_start = out.size();
-    CommonSuffix(a, ca[i], b, cb[i], out);
+  for (const auto& [x, y] : pairs) {  // In a's child order: the result keeps a's node.
+    CommonSuffix(a, x, b, y, out);
     leaves += out.back().num_leaves;
-    (void)child_start;
   }
   Node copy = na;
   copy.num_leaves = leaves;

@@ -10,23 +10,24 @@ namespace optree_core {
 
 namespace {
 
-nb::object BuildDictLike(PyObject* result, PyObject* keys, PyObject* original_keys,
+// Fills a new mapping `result` (owned) in insertion order: `order[j]` is the child index of
+// the j-th inserted key, or the identity when `order` is empty.
+nb::object BuildDictLike(PyObject* result, PyObject* keys, const std::vector<Py_ssize_t>& order,
                          nb::handle* children) {
-  if (original_keys != nullptr) {
-    // Insert the keys in their original order first, then fill in the values: assigning to an
-    // existing key keeps its position.
-    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(original_keys); ++i) {
-      if (PyDict_SetItem(result, PyList_GET_ITEM(original_keys, i), Py_None) < 0) {
-        throw nb::python_error();
-      }
-    }
+  nb::object owner = nb::steal(result);
+  // Plain dicts and defaultdicts take the fast path; OrderedDict must go through its own
+  // __setitem__ to keep its linked order.
+  const bool plain = PyDict_CheckExact(result) ||
+                     Py_TYPE(result) == CollectionTypes::Get().default_dict;
+  const Py_ssize_t n = PyList_GET_SIZE(keys);
+  for (Py_ssize_t j = 0; j < n; ++j) {
+    const Py_ssize_t i = order.empty() ? j : order[j];
+    PyObject* key = PyList_GET_ITEM(keys, i);
+    int rc = plain ? PyDict_SetItem(result, key, children[i].ptr())
+                   : PyObject_SetItem(result, key, children[i].ptr());
+    if (rc < 0) throw nb::python_error();
   }
-  for (Py_ssize_t i = 0; i < PyList_GET_SIZE(keys); ++i) {
-    if (PyObject_SetItem(result, PyList_GET_ITEM(keys, i), children[i].ptr()) < 0) {
-      throw nb::python_error();
-    }
-  }
-  return nb::steal(result);
+  return owner;
 }
 
 nb::tuple TupleOf(nb::handle* children, Py_ssize_t count) {
@@ -60,21 +61,17 @@ nb::object PyTreeSpec::MakeNode(const Node& node, nb::handle* children, Py_ssize
     case PyTreeKind::kDict: {
       PyObject* dict = PyDict_New();
       if (dict == nullptr) throw nb::python_error();
-      return BuildDictLike(dict, node.node_data.ptr(),
-                           node.original_keys.is_valid() ? node.original_keys.ptr() : nullptr,
-                           children);
+      return BuildDictLike(dict, node.node_data.ptr(), node.insertion_order, children);
     }
     case PyTreeKind::kOrderedDict: {
       nb::object od = detail::KindType(PyTreeKind::kOrderedDict)();
-      return BuildDictLike(od.release().ptr(), node.node_data.ptr(), nullptr, children);
+      return BuildDictLike(od.release().ptr(), node.node_data.ptr(), {}, children);
     }
     case PyTreeKind::kDefaultDict: {
       nb::handle factory = PyTuple_GET_ITEM(node.node_data.ptr(), 0);
       nb::handle keys = PyTuple_GET_ITEM(node.node_data.ptr(), 1);
       nb::object dd = detail::KindType(PyTreeKind::kDefaultDict)(factory);
-      return BuildDictLike(dd.release().ptr(), keys.ptr(),
-                           node.original_keys.is_valid() ? node.original_keys.ptr() : nullptr,
-                           children);
+      return BuildDictLike(dd.release().ptr(), keys.ptr(), node.insertion_order, children);
     }
     case PyTreeKind::kNamedTuple: {
       nb::tuple args = TupleOf(children, count);

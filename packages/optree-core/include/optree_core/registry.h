@@ -6,6 +6,7 @@
 #include <absl/container/flat_hash_set.h>
 #include <nanobind/nanobind.h>
 
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <utility>
@@ -60,6 +61,9 @@ class PyTreeTypeRegistry {
   }
   void SetDictInsertionOrdered(bool mode, const std::string& ns);
 
+  // Bumped by every change, so lookups cached by callers can be validated cheaply.
+  std::uint64_t version() const { return version_; }
+
  private:
   PyTreeTypeRegistry();
   void RegisterBuiltin(PyTypeObject* type, PyTreeKind kind);
@@ -70,6 +74,7 @@ class PyTreeTypeRegistry {
   absl::flat_hash_set<std::string> insertion_ordered_namespaces_;
   bool dict_insertion_ordered_global_ = false;
   bool has_namespaced_ = false;
+  std::uint64_t version_ = 0;
 };
 
 // Types resolved once at start-up (collections.OrderedDict, defaultdict, deque).

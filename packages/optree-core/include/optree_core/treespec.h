@@ -29,7 +29,9 @@ struct Node {
   // metadata returned by the flatten function.
   nb::object node_data;
   nb::object node_entries;    // Custom nodes: the entries returned by the flatten function.
-  nb::object original_keys;   // dict/defaultdict whose insertion order differs from child order.
+  // dict/defaultdict whose insertion order differs from the sorted child order: the child index
+  // of each key in insertion order (empty when the orders agree).
+  std::vector<Py_ssize_t> insertion_order;
   std::shared_ptr<const PyTreeTypeRegistration> custom;  // Custom nodes only.
   Py_ssize_t num_leaves = 0;  // Leaves in the subtree rooted here.
   Py_ssize_t num_nodes = 0;   // Nodes in the subtree rooted here, this one included.
@@ -131,6 +133,9 @@ PyTreeKind GetKind(nb::handle obj, const PyTreeTypeRegistration** custom, bool n
                    const std::string& ns);
 // Whether the user predicate says `obj` is a leaf (propagates its exception).
 bool CallIsLeaf(nb::handle is_leaf, nb::handle obj);
+// Sorts `order` (indices into `keys`) by key; false with a Python error set if keys do not
+// compare. Exact str keys compare without calling into Python.
+bool SortKeyOrder(const nb::object* keys, Py_ssize_t* order, Py_ssize_t n);
 // Sorted dict keys (falls back to a total order on mixed key types); a new list.
 nb::list SortedKeys(PyObject* dict);
 // Python type object of a kind that has a fixed type (tuple, list, dict, ...).

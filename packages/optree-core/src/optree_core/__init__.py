@@ -115,6 +115,12 @@ from optree_core.typing import (
 )
 from optree_core.version import __version__
 
+import atexit as _atexit
+
+# The C++ side keeps a few recently flattened specs for reuse; release them while the
+# interpreter is still alive.
+_atexit.register(_C._clear_structure_cache)
+
 # PyTreeSpec methods written in Python (they need the Python entry classes).
 PyTreeSpec.accessors = treespec_accessors  # type: ignore[attr-defined]
 PyTreeSpec.transform = treespec_transform  # type: ignore[attr-defined]

@@ -182,9 +182,6 @@ class NamedTupleEntry(SequenceEntry):
     def field(self) -> str:
         return self.type._fields[self.entry]
 
-    def __call__(self, obj: Any) -> Any:
-        return getattr(obj, self.field)
-
     def codify(self, node: str = "") -> str:
         return f"{node}.{self.field}"
 

@@ -20,6 +20,7 @@ custom registrations to use), like optree's.
 from __future__ import annotations
 
 import functools
+import operator
 from collections import OrderedDict, defaultdict, deque
 from collections.abc import Callable, Iterable
 from typing import Any, NamedTuple
@@ -597,23 +598,31 @@ def tree_broadcast_common(
     other_spec = tree_structure(other_tree, is_leaf, none_is_leaf=none_is_leaf,
                                 namespace=namespace)
     common = spec.broadcast_to_common_suffix(other_spec)
-    return (_broadcast_to(tree, spec, common), _broadcast_to(other_tree, other_spec, common))
+    return (_broadcast_to(tree, common, is_leaf, none_is_leaf, namespace),
+            _broadcast_to(other_tree, common, is_leaf, none_is_leaf, namespace))
 
 
-def _broadcast_to(tree: Any, spec: PyTreeSpec, common: PyTreeSpec) -> Any:
-    leaves = spec.flatten_up_to(tree)
-    # Each leaf of `spec` stands over a subtree of `common`: repeat it there.
-    sub_specs = _leaf_subspecs(spec, common)
-    return common.unflatten([x for x, sub in zip(leaves, sub_specs)
-                             for _ in range(sub.num_leaves)])
+def _broadcast_to(tree: Any, common: PyTreeSpec, is_leaf: Any, none_is_leaf: bool,
+                  namespace: str) -> Any:
+    return common.unflatten(_expand(tree, common, is_leaf, none_is_leaf, namespace))
 
 
-def _leaf_subspecs(prefix: PyTreeSpec, full: PyTreeSpec) -> list[PyTreeSpec]:
-    if prefix.is_leaf():
-        return [full]
-    out: list[PyTreeSpec] = []
-    for p, f in zip(prefix.children(), full.children()):
-        out.extend(_leaf_subspecs(p, f))
+_DICT_KINDS = (PyTreeKind.DICT, PyTreeKind.ORDEREDDICT, PyTreeKind.DEFAULTDICT)
+
+
+def _expand(tree: Any, common: PyTreeSpec, is_leaf: Any, none_is_leaf: bool,
+            namespace: str) -> list[Any]:
+    """The leaves of ``tree`` repeated over ``common`` (a structure ``tree`` is a prefix of),
+    in ``common``'s leaf order: dict-like children are matched by key."""
+    if common.is_leaf() or _C.is_leaf(tree, is_leaf, none_is_leaf, namespace):
+        return [tree] * common.num_leaves
+    children, _, entries, kind, _ = _C.flatten_one_level(tree, is_leaf, none_is_leaf, namespace)
+    if kind in _DICT_KINDS:
+        by_entry = dict(zip(entries, children))
+        children = [by_entry[entry] for entry in common.entries()]
+    out: list[Any] = []
+    for child, sub in zip(children, common.children()):
+        out.extend(_expand(child, sub, is_leaf, none_is_leaf, namespace))
     return out
 
 
@@ -640,12 +649,7 @@ def _broadcast_all(trees: tuple[Any, ...], is_leaf: Any, none_is_leaf: bool,
     common = specs[0]
     for s in specs[1:]:
         common = common.broadcast_to_common_suffix(s)
-    flat = []
-    for t, s in zip(trees, specs):
-        leaves = s.flatten_up_to(t)
-        subs = _leaf_subspecs(s, common)
-        flat.append([x for x, sub in zip(leaves, subs) for _ in range(sub.num_leaves)])
-    return common, flat
+    return common, [_expand(t, common, is_leaf, none_is_leaf, namespace) for t in trees]
 
 
 def tree_broadcast_map(
@@ -718,7 +722,11 @@ def tree_sum(
         >>> tree_sum({'a': 1, 'b': [2, 3]})
         6
     """
-    return sum(tree_leaves(tree, is_leaf, none_is_leaf=none_is_leaf, namespace=namespace), start)
+    # reduce with +, not sum(): sum() refuses str leaves, which `+` joins.
+    return functools.reduce(operator.add,
+                            tree_leaves(tree, is_leaf, none_is_leaf=none_is_leaf,
+                                        namespace=namespace),
+                            start)
 
 
 def tree_max(
@@ -896,7 +904,9 @@ def _collect_prefix_errors(prefix: Any, full: Any, path: tuple[Any, ...], is_lea
     if _C.is_leaf(prefix, is_leaf, none_is_leaf, namespace):
         return
     kind_p = _C.flatten_one_level(prefix, is_leaf, none_is_leaf, namespace)
-    if _C.is_leaf(full, is_leaf, none_is_leaf, namespace) or type(prefix) is not type(full):
+    both_dicts = isinstance(prefix, dict) and isinstance(full, dict)
+    if _C.is_leaf(full, is_leaf, none_is_leaf, namespace) or (
+            type(prefix) is not type(full) and not both_dicts):
         errors.append(lambda name, p=path: ValueError(
             f"pytree structure error: different types at key path\n    {name} tree at key path "
             f"{p!r}\nAt that key path, the prefix pytree {name} has a subtree of type\n    "
@@ -906,6 +916,20 @@ def _collect_prefix_errors(prefix: Any, full: Any, path: tuple[Any, ...], is_lea
     kind_f = _C.flatten_one_level(full, is_leaf, none_is_leaf, namespace)
     children_p, meta_p, entries_p = kind_p[0], kind_p[1], kind_p[2]
     children_f, meta_f, entries_f = kind_f[0], kind_f[1], kind_f[2]
+    if kind_p[3] in _DICT_KINDS and kind_f[3] in _DICT_KINDS:
+        # dict, OrderedDict and defaultdict match one another by key, as in tree_map.
+        if set(entries_p) != set(entries_f):
+            errors.append(lambda name, p=path: ValueError(
+                f"pytree structure error: different pytree keys at key path\n    {name} tree at "
+                f"key path {p!r}\nAt that key path, the prefix pytree {name} has a mapping with "
+                f"keys\n    {sorted(map(repr, entries_p))}\nbut the full pytree has keys\n    "
+                f"{sorted(map(repr, entries_f))}."))
+            return
+        by_key = dict(zip(entries_f, children_f))
+        for entry, child_p in zip(entries_p, children_p):
+            _collect_prefix_errors(child_p, by_key[entry], (*path, entry), is_leaf,
+                                   none_is_leaf, namespace, errors)
+        return
     if len(children_p) != len(children_f):
         errors.append(lambda name, p=path: ValueError(
             f"pytree structure error: different numbers of pytree children at key path\n    "

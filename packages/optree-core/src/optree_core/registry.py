@@ -144,6 +144,10 @@ def register_pytree_node_class(
                                  namespace=namespace)
     if namespace is None:
         raise ValueError("Must specify the namespace (use GLOBAL_NAMESPACE for all).")
+    for method in ("tree_flatten", "tree_unflatten"):
+        if not callable(getattr(cls, method, None)):
+            raise TypeError(f"{cls!r} must define a {method}() method to be registered with "
+                            f"register_pytree_node_class.")
     entry_type = path_entry_type or getattr(cls, "TREE_PATH_ENTRY_TYPE", AutoEntry)
     register_pytree_node(cls, methodcaller_flatten, cls.tree_unflatten,  # type: ignore[attr-defined]
                          path_entry_type=entry_type, namespace=namespace)
