@@ -80,8 +80,12 @@ STDCXX_RT="$("$CXX" -print-file-name=libstdc++.so)"
 # CPython's deliberate "leaks" at exit are not ours (detect_leaks=0); PYTHONMALLOC=malloc routes
 # Python objects through ASan's allocator so use-after-free on them is caught too.
 export LD_PRELOAD="$ASAN_RT $STDCXX_RT"
-export ASAN_OPTIONS="detect_leaks=0:halt_on_error=1:exitcode=86:strict_init_order=1:detect_stack_use_after_return=0"
-export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1:exitcode=87"
+# Reports go to files (log_path), so pytest's fd capture or a child process cannot swallow them;
+# allocator_may_return_null lets a corrupted pickle's absurd length end in MemoryError, as it
+# does without ASan, instead of an allocation-size-too-big abort.
+rm -f "$LOGS"/asan.* "$LOGS"/ubsan.*
+export ASAN_OPTIONS="detect_leaks=0:halt_on_error=1:exitcode=86:strict_init_order=1:detect_stack_use_after_return=0:allocator_may_return_null=1:log_path=$LOGS/asan"
+export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1:exitcode=87:log_path=$LOGS/ubsan"
 export PYTHONMALLOC=malloc
 export PYTHONFAULTHANDLER=1
 # ASan's redzones make every C++ frame several times larger, so deep-but-legal trees (up to
@@ -92,9 +96,15 @@ ulimit -s 65536 2>/dev/null || log "could not raise the stack limit; deep-tree t
 
 status=0
 check_log() {  # $1: log file, $2: exit code of the run, $3: highest exit code that is no crash
-  if grep -Eq "AddressSanitizer|UndefinedBehaviorSanitizer|runtime error:|LeakSanitizer" "$1"; then
-    log "SANITIZER REPORT in $1:"
-    grep -E -A40 "ERROR: AddressSanitizer|runtime error:|UndefinedBehaviorSanitizer" "$1" | head -80 >&2
+  local reports
+  reports="$(ls "$LOGS"/asan.* "$LOGS"/ubsan.* 2>/dev/null || true)"
+  if [ -n "$reports" ] || grep -Eq "AddressSanitizer|runtime error:|LeakSanitizer" "$1"; then
+    log "SANITIZER REPORT (run log $1):"
+    for r in $reports "$1"; do
+      grep -E -A40 "ERROR: AddressSanitizer|runtime error:|UndefinedBehaviorSanitizer" "$r" \
+        | head -60 >&2 || true
+    done
+    mkdir -p "$LOGS/reports" && for r in $reports; do mv "$r" "$LOGS/reports/"; done
     return 1
   fi
   if [ "$2" -gt "${3:-0}" ]; then
@@ -117,7 +127,7 @@ if ((RUN_TESTS)); then
   log "running the test suite under the sanitizers; log: $LOGS/pytest.log"
   set +e
   (cd "$PKG/tests" && timeout --signal=KILL 1200 "$VENV/bin/python" -m pytest "$PKG/tests" -q \
-      -p no:cacheprovider -m "not slow" --ignore="$HERE") >"$LOGS/pytest.log" 2>&1
+      -p no:cacheprovider -m "not slow" --capture=sys --ignore="$HERE") >"$LOGS/pytest.log" 2>&1
   rc=$?
   set -e
   tail -3 "$LOGS/pytest.log" >&2
