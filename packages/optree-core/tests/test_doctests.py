@@ -1,0 +1,31 @@
+"""The ``>>>`` examples in every public module's docstrings run and print what they say."""
+
+import doctest
+import importlib
+
+import pytest
+
+MODULES = [
+    "optree_core",
+    "optree_core.ops",
+    "optree_core.accessors",
+    "optree_core.registry",
+    "optree_core.typing",
+    "optree_core.dataclasses",
+    "optree_core.functools",
+    "optree_core.integration.torch",
+    "optree_core.integration.numpy",
+]
+
+
+@pytest.mark.parametrize("name", MODULES)
+def test_module_doctests(name):
+    if name.endswith(".torch"):
+        pytest.importorskip("torch")
+    if name.endswith(".numpy"):
+        pytest.importorskip("numpy")
+    module = importlib.import_module(name)
+    result = doctest.testmod(module, optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE)
+    assert result.failed == 0, f"{result.failed} doctest(s) failed in {name}"
+    if name != "optree_core.typing":
+        assert result.attempted > 0, f"{name} has no runnable examples"
