@@ -19,7 +19,9 @@ namespace optree_core {
 namespace nb = nanobind;
 
 // Deeper structures raise RecursionError instead of overflowing the C stack.
-constexpr Py_ssize_t kMaxRecursionDepth = 5000;
+// 1000 (as optree, and as Python's default recursion limit) leaves a wide C-stack margin for
+// every recursive operation (repr included) even in threads with small stacks.
+constexpr Py_ssize_t kMaxRecursionDepth = 1000;
 
 struct Node {
   PyTreeKind kind = PyTreeKind::kLeaf;

@@ -3,7 +3,7 @@
 import enum
 
 
-MAX_RECURSION_DEPTH: int = 5000
+MAX_RECURSION_DEPTH: int = 1000
 
 BUILD_INFO: dict = ...
 
