@@ -200,6 +200,8 @@ void BuildTreeSpecSubmodule(nb::module_& m) {
         },
         "tree"_a.none(), "leaf_predicate"_a.none() = nb::none(),
         "none_is_leaf"_a = false, "namespace"_a = "");
+  m.def("map", &TreeMap, "func"_a, "tree"_a.none(), "leaf_predicate"_a.none() = nb::none(),
+        "none_is_leaf"_a = false, "namespace"_a = "");
   m.def("flatten_with_path", &PyTreeSpec::FlattenWithPath, "tree"_a.none(),
         "leaf_predicate"_a.none() = nb::none(), "none_is_leaf"_a = false, "namespace"_a = "");
   m.def("is_leaf", &PyTreeSpec::IsLeafObject, "obj"_a.none(), "leaf_predicate"_a.none() = nb::none(),

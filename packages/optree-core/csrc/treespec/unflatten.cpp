@@ -17,8 +17,8 @@ nb::object BuildDictLike(PyObject* result, PyObject* keys, const std::vector<Py_
   nb::object owner = nb::steal(result);
   // Plain dicts and defaultdicts take the fast path; OrderedDict must go through its own
   // __setitem__ to keep its linked order.
-  const bool plain = PyDict_CheckExact(result) ||
-                     Py_TYPE(result) == CollectionTypes::Get().default_dict;
+  static PyTypeObject* const default_dict = CollectionTypes::Get().default_dict;
+  const bool plain = PyDict_CheckExact(result) || Py_TYPE(result) == default_dict;
   const Py_ssize_t n = PyList_GET_SIZE(keys);
   for (Py_ssize_t j = 0; j < n; ++j) {
     const Py_ssize_t i = order.empty() ? j : order[j];
@@ -94,15 +94,41 @@ nb::object PyTreeSpec::MakeNode(const Node& node, nb::handle* children, Py_ssize
   RaisePython(PyExc_TypeError, "Unsupported node kind.");
 }
 
+namespace {
+
+// The unflatten stack: owned references, released on every exit path.
+class Agenda {
+ public:
+  ~Agenda() {
+    for (PyObject* obj : items_) Py_XDECREF(obj);
+  }
+  void Push(PyObject* owned) { items_.push_back(owned); }
+  size_t size() const { return items_.size(); }
+  PyObject** at(size_t i) { return items_.data() + i; }
+  // Drops the top `n` references (after their objects were consumed).
+  void Release(size_t first, bool steal_done) {
+    if (!steal_done) {
+      for (size_t i = first; i < items_.size(); ++i) Py_DECREF(items_[i]);
+    }
+    items_.resize(first);
+  }
+
+ private:
+  absl::InlinedVector<PyObject*, 64> items_;
+};
+
+}  // namespace
+
 nb::object PyTreeSpec::Unflatten(nb::handle leaves) const {
   if (traversal_.empty()) RaisePython(PyExc_ValueError, "Cannot unflatten an empty PyTreeSpec.");
   const Py_ssize_t expected = num_leaves();
   // Lists and tuples are indexed directly; anything else goes through the iterator protocol.
   PyObject* seq = leaves.ptr();
-  const bool indexed = PyList_CheckExact(seq) || PyTuple_CheckExact(seq);
+  const bool is_list = PyList_CheckExact(seq);
+  const bool indexed = is_list || PyTuple_CheckExact(seq);
   nb::object iterator;
   if (indexed) {
-    const Py_ssize_t got = PyList_CheckExact(seq) ? PyList_GET_SIZE(seq) : PyTuple_GET_SIZE(seq);
+    const Py_ssize_t got = is_list ? PyList_GET_SIZE(seq) : PyTuple_GET_SIZE(seq);
     if (got != expected) {
       RaisePython(PyExc_ValueError, std::string(got < expected ? "Too few" : "Too many") +
                                         " leaves for PyTreeSpec; expected: " +
@@ -116,31 +142,56 @@ nb::object PyTreeSpec::Unflatten(nb::handle leaves) const {
       RaisePython(PyExc_TypeError, "Expected an iterable of leaves, got " + SafeRepr(leaves) + ".");
     }
   }
-  absl::InlinedVector<nb::object, 16> agenda;
+  Agenda agenda;
   Py_ssize_t leaf_count = 0;
   for (const Node& node : traversal_) {
-    if (node.kind == PyTreeKind::kLeaf) {
-      if (indexed) {
-        agenda.push_back(nb::borrow(PyList_CheckExact(seq) ? PyList_GET_ITEM(seq, leaf_count)
-                                                          : PyTuple_GET_ITEM(seq, leaf_count)));
-      } else {
-        PyObject* leaf = PyIter_Next(iterator.ptr());
-        if (leaf == nullptr) {
-          if (PyErr_Occurred()) throw nb::python_error();
-          RaisePython(PyExc_ValueError, "Too few leaves for PyTreeSpec; expected: " +
-                                            std::to_string(expected) +
-                                            ", got: " + std::to_string(leaf_count) + ".");
+    switch (node.kind) {
+      case PyTreeKind::kLeaf: {
+        PyObject* leaf;
+        if (indexed) {
+          leaf = is_list ? PyList_GET_ITEM(seq, leaf_count) : PyTuple_GET_ITEM(seq, leaf_count);
+          Py_INCREF(leaf);
+        } else {
+          leaf = PyIter_Next(iterator.ptr());
+          if (leaf == nullptr) {
+            if (PyErr_Occurred()) throw nb::python_error();
+            RaisePython(PyExc_ValueError, "Too few leaves for PyTreeSpec; expected: " +
+                                              std::to_string(expected) +
+                                              ", got: " + std::to_string(leaf_count) + ".");
+          }
         }
-        agenda.push_back(nb::steal(leaf));
+        agenda.Push(leaf);
+        ++leaf_count;
+        break;
       }
-      ++leaf_count;
-      continue;
+      case PyTreeKind::kTuple:
+      case PyTreeKind::kList: {
+        // The new container steals the children's references straight off the agenda.
+        const bool tuple = node.kind == PyTreeKind::kTuple;
+        PyObject* out = tuple ? PyTuple_New(node.arity) : PyList_New(node.arity);
+        if (out == nullptr) throw nb::python_error();
+        const size_t first = agenda.size() - static_cast<size_t>(node.arity);
+        PyObject** children = agenda.at(first);
+        for (Py_ssize_t i = 0; i < node.arity; ++i) {
+          if (tuple) {
+            PyTuple_SET_ITEM(out, i, children[i]);
+          } else {
+            PyList_SET_ITEM(out, i, children[i]);
+          }
+        }
+        agenda.Release(first, /*steal_done=*/true);
+        agenda.Push(out);
+        break;
+      }
+      default: {
+        const size_t first = agenda.size() - static_cast<size_t>(node.arity);
+        nb::object built =
+            MakeNode(node, reinterpret_cast<nb::handle*>(agenda.at(first)), node.arity);
+        agenda.Release(first, /*steal_done=*/false);
+        agenda.Push(built.release().ptr());
+        break;
+      }
     }
-    const size_t first = agenda.size() - static_cast<size_t>(node.arity);
-    nb::object built =
-        MakeNode(node, reinterpret_cast<nb::handle*>(agenda.data() + first), node.arity);
-    agenda.resize(first);
-    agenda.push_back(std::move(built));
   }
   if (!indexed) {
     // Never drain the iterator: it may be endless. One more item is enough to know.
@@ -152,7 +203,9 @@ nb::object PyTreeSpec::Unflatten(nb::handle leaves) const {
     }
     if (PyErr_Occurred()) throw nb::python_error();
   }
-  return agenda.back();
+  PyObject* root = *agenda.at(agenda.size() - 1);
+  Py_INCREF(root);
+  return nb::steal(root);
 }
 
 }  // namespace optree_core

@@ -16,6 +16,10 @@ namespace optree_core {
 
 namespace nb = nanobind;
 
+// tree_map(func, tree) for one tree: flatten (through the cache), call, unflatten (map.cpp).
+nb::object TreeMap(nb::handle func, nb::handle tree, nb::handle is_leaf, bool none_is_leaf,
+                   const std::string& ns);
+
 class StructureCache {
  public:
   static StructureCache& Instance();

@@ -325,6 +325,8 @@ def tree_map(
         >>> tree_map(lambda x, y: x + y, {'a': 1, 'b': (2, 3)}, {'a': 10, 'b': (20, 30)})
         {'a': 11, 'b': (22, 33)}
     """
+    if not rests:
+        return _C.map(func, tree, is_leaf, none_is_leaf, namespace)
     leaves, spec, others = _flat_args(tree, rests, is_leaf, none_is_leaf, namespace)
     return spec.unflatten(map(func, leaves, *others))
 
