@@ -45,7 +45,7 @@ class PyTreeEntry:
 
     __slots__ = ("entry", "kind", "type")
 
-    def __init__(self, entry: Any, type: type, kind: PyTreeKind) -> None:  # noqa: A002
+    def __init__(self, entry: Any, type: type, kind: PyTreeKind) -> None:
         if kind == PyTreeKind.LEAF:
             raise ValueError("Cannot create a path entry for a leaf.")
         if kind == PyTreeKind.NONE:
@@ -133,7 +133,7 @@ class AutoEntry(PyTreeEntry):
 
     __slots__ = ()
 
-    def __new__(cls, entry: Any, type: type, kind: PyTreeKind) -> PyTreeEntry:  # noqa: A002
+    def __new__(cls, entry: Any, type: type, kind: PyTreeKind) -> PyTreeEntry:
         if cls is not AutoEntry:
             return super().__new__(cls)
         from collections.abc import Mapping, Sequence

@@ -33,7 +33,7 @@ class _PartialEntry(GetAttrEntry):
         return getattr(obj, self.entry)
 
 
-class partial(_functools.partial):  # noqa: N801 (mirrors functools.partial)
+class partial(_functools.partial):
     """A ``functools.partial`` whose bound arguments are pytree children (the function is
     metadata), so it can cross tree_map and jit-like transforms."""
 

@@ -42,10 +42,10 @@ PyTreeDef = PyTreeSpec  # The name JAX uses.
 
 # A pytree of T: T itself or any container of pytrees of T. Python's type system cannot say
 # this recursively without a plugin, so it is spelled as a union for readers and checkers.
-PyTree = Union[T, tuple[Any, ...], list[Any], dict[Any, Any], None]
+PyTree = Union[T, tuple[Any, ...], list[Any], dict[Any, Any], None]  # noqa: UP007 (a runtime alias)
 
 
-def PyTreeTypeVar(name: str, param: type) -> Any:  # noqa: N802 (optree's name)
+def PyTreeTypeVar(name: str, param: type) -> Any:
     """A type alias for pytrees whose leaves are ``param`` (documentation only)."""
     if not isinstance(name, str):
         raise TypeError(f"The name of the type variable must be a string, got {name!r}.")
