@@ -20,7 +20,7 @@ PACKAGES = ["optree-core", "fused-optim", "diffopt"]
 PEERS = ["optree", "jax[cpu]", "dm-tree", "torchopt", "higher", "pytest-benchmark"]
 CONSTRAINTS = str(ROOT / "ci" / "constraints.txt")
 
-nox.options.sessions = ["tests"]
+nox.options.sessions = ["tests", "tests_tooling"]
 nox.options.reuse_existing_virtualenvs = True
 
 
@@ -42,12 +42,19 @@ def tests(session: nox.Session, package: str) -> None:
     _pytest(session, package)
 
 
+@nox.session(name="tests_tooling", venv_backend="none")
+def tests_tooling(session: nox.Session) -> None:
+    """Tests of the repository's own tooling (ci/)."""
+    session.run(sys.executable, "-m", "pytest", str(ROOT / "ci" / "tests"), "-q", *session.posargs)
+
+
 @nox.session(name="tests_all", venv_backend="none")
 def tests_all(session: nox.Session) -> None:
     """Run every package's tests in one pytest process per package."""
     for package in PACKAGES:
         if _present(package):
             _pytest(session, package)
+    tests_tooling(session)
 
 
 @nox.session(venv_backend="none")
@@ -72,6 +79,22 @@ def sanitize(session: nox.Session) -> None:
     """Build optree-core with AddressSanitizer + UBSan and fuzz its bindings (opt-in, slow)."""
     session.run("bash", str(ROOT / "packages" / "optree-core" / "tests" / "sanitize" / "run.sh"),
                 *session.posargs, external=True)
+
+
+@nox.session(venv_backend="none")
+def build(session: nox.Session) -> None:
+    """A wheel and an sdist of every package in dist/ (fused-optim against the installed torch)."""
+    dist = ROOT / "dist"
+    for package in PACKAGES:
+        if _present(package):
+            session.run(sys.executable, "-m", "build", "--no-isolation", "--outdir", str(dist),
+                        str(ROOT / "packages" / package))
+
+
+@nox.session(venv_backend="none")
+def bump(session: nox.Session) -> None:
+    """Bump one package's version: nox -s bump -- optree-core minor"""
+    session.run(sys.executable, str(ROOT / "ci" / "bump_version.py"), *session.posargs)
 
 
 @nox.session(reuse_venv=True)

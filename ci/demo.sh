@@ -4,4 +4,4 @@ set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 bash "$ROOT/ci/setup.sh"
 cd "$ROOT"
-exec "${DIFFOPT_VENV:-$ROOT/.venv}/bin/nox" --no-venv -s demo "$@"
+exec "${DIFFOPT_VENV:-$ROOT/.venv}/bin/nox" -s demo "$@"
