@@ -53,11 +53,18 @@ if [ ! -x "$VENV/bin/python" ]; then
 fi
 
 # --- 2. the sanitizer build -------------------------------------------------------------------
+# The interpreter is not instrumented, so the ASan runtime must be loaded first (LD_PRELOAD).
+# libstdc++ is preloaded too: the interpreter does not link it, and ASan's __cxa_throw
+# interceptor must find the real one at start-up or every C++ exception aborts.
+ASAN_RT="$("$CXX" -print-file-name=libasan.so)"
+STDCXX_RT="$("$CXX" -print-file-name=libstdc++.so)"
 # -fno-sanitize-recover turns every UBSan finding into an abort instead of a printed warning;
 # -O1 keeps the fuzz loop fast enough while staying debuggable.
 SAN="-fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer"
 log "building optree-core with $SAN (build dir $BUILD)"
-CXX="$CXX" "$VENV/bin/python" -m pip install -q --no-build-isolation --no-deps --force-reinstall \
+# The build imports the fresh extension (nanobind's stub generation), hence the preload here too.
+CXX="$CXX" LD_PRELOAD="$ASAN_RT $STDCXX_RT" ASAN_OPTIONS=detect_leaks=0 \
+  "$VENV/bin/python" -m pip install -q --no-build-isolation --no-deps --force-reinstall \
   -C "build-dir=$BUILD" \
   -C cmake.build-type=Debug \
   -C "cmake.define.CMAKE_CXX_FLAGS=$SAN -O1 -g ${OPTREE_CORE_SANITIZE_CXXFLAGS:-}" \
@@ -72,11 +79,6 @@ if [ -z "$SO" ] || ! grep -q libasan <<<"$(ldd "$SO")"; then
 fi
 
 # --- 3. run under the sanitizers --------------------------------------------------------------
-ASAN_RT="$("$CXX" -print-file-name=libasan.so)"
-# libstdc++ is preloaded too: the interpreter does not link it, and ASan's __cxa_throw
-# interceptor must find the real one at start-up or every C++ exception aborts.
-STDCXX_RT="$("$CXX" -print-file-name=libstdc++.so)"
-# The interpreter is not instrumented, so the ASan runtime must be loaded first (LD_PRELOAD);
 # CPython's deliberate "leaks" at exit are not ours (detect_leaks=0); PYTHONMALLOC=malloc routes
 # Python objects through ASan's allocator so use-after-free on them is caught too.
 export LD_PRELOAD="$ASAN_RT $STDCXX_RT"
@@ -120,6 +122,14 @@ check_log() {  # $1: log file, $2: exit code of the run, $3: highest exit code t
     return 1
   fi
 }
+
+log "fuzzing for ${SECONDS_BUDGET}s with seed $SEED ($THREADS threads); log: $LOGS/fuzz.log"
+set +e
+timeout --signal=KILL "$((SECONDS_BUDGET + 600))" "$VENV/bin/python" "$HERE/fuzz_bindings.py" \
+  --seconds "$SECONDS_BUDGET" --seed "$SEED" --threads "$THREADS" >"$LOGS/fuzz.log" 2>&1
+rc=$?
+set -e
+tail -3 "$LOGS/fuzz.log" >&2
 check_log "$LOGS/fuzz.log" "$rc" || status=1
 
 if ((RUN_TESTS)); then
