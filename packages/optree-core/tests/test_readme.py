@@ -6,7 +6,9 @@ from pathlib import Path
 import pytest
 
 README = Path(__file__).resolve().parents[1] / "README.md"
-BLOCKS = re.findall(r"```python\n(.*?)```", README.read_text(), flags=re.S) if README.exists() else []
+BLOCKS = (
+    re.findall(r"```python\n(.*?)```", README.read_text(), flags=re.S) if README.exists() else []
+)
 
 
 @pytest.mark.parametrize("index", range(len(BLOCKS)))

@@ -466,3 +466,14 @@ def test_dict_like_nodes_broadcast_together():
     assert common == spec_of(od(a=[1, 2]))
     assert spec_of({"a": 1}).flatten_up_to(od(a=[1, 2])) == [[1, 2]]
     assert spec_of(od(b=1, a=2)).flatten_up_to({"a": 3, "b": 4}) == [4, 3]
+
+
+def test_same_shape_dict_likes_are_not_strict_prefixes_of_each_other():
+    od = collections.OrderedDict
+    # optree compares dict-like nodes by keys for prefix purposes, so a dict and an OrderedDict
+    # of the same keys and children are prefixes of each other, but neither strictly.
+    assert spec_of({"a": 1}).is_prefix(spec_of(od(a=1)))
+    assert not spec_of({"a": 1}).is_prefix(spec_of(od(a=1)), strict=True)
+    assert not spec_of({"a": 1}) < spec_of(od(a=1))
+    assert not spec_of({}) < spec_of(od())
+    assert spec_of({"a": 1}) < spec_of(od(a=[1]))
