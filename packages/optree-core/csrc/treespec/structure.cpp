@@ -169,7 +169,8 @@ bool IsPrefixAt(const PyTreeSpec& a, Py_ssize_t ia, const PyTreeSpec& b, Py_ssiz
 bool PyTreeSpec::IsPrefix(const PyTreeSpec& other, bool strict) const {
   if (none_is_leaf_ != other.none_is_leaf_) return false;
   if (!IsPrefixAt(*this, num_nodes() - 1, other, other.num_nodes() - 1)) return false;
-  return !strict || !Equal(other);
+  // Strict: not also the other way round (same-shape dict-likes are prefixes of each other).
+  return !strict || !IsPrefixAt(other, other.num_nodes() - 1, *this, num_nodes() - 1);
 }
 
 namespace {
@@ -322,7 +323,8 @@ PyTreeSpec PyTreeSpec::MakeFromCollection(nb::handle collection, bool none_is_le
                                       SafeRepr(collection) + ".");
   }
   Py_ssize_t total_leaves = 0;
-  std::string merged_ns = ns;
+  // Like flatten, the spec records a namespace only if a child uses a namespaced node.
+  std::string merged_ns;
   for (nb::handle child : leaves) {
     if (!nb::isinstance<PyTreeSpec>(child)) {
       RaisePython(PyExc_ValueError, "Expected a collection of PyTreeSpecs, got a child " +

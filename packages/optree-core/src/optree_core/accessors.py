@@ -124,7 +124,7 @@ class FlattenedEntry(PyTreeEntry):
     __slots__ = ()
 
     def codify(self, node: str = "") -> str:
-        return f"{node}.<flat {self.entry!r}>"
+        return f"{node}[<flat index {self.entry!r}>]"
 
 
 class AutoEntry(PyTreeEntry):

@@ -478,11 +478,17 @@ def tree_transpose(
         raise ValueError("Tree structures must have at least one leaf; got "
                          f"{outer_treespec} and {inner_treespec}.")
     namespace = outer_treespec.namespace or inner_treespec.namespace
-    leaves, spec = _C.flatten(tree, is_leaf, outer_treespec.none_is_leaf, namespace)
-    expected = outer_treespec.compose(inner_treespec)
-    if spec != expected:
-        raise TypeError(f"Tree structure mismatch; expected: {expected}, got: {spec}.")
-    grid = [leaves[i * inner_size:(i + 1) * inner_size] for i in range(outer_size)]
+    # Each subtree under an outer leaf must hold inner_size leaves (their containers may differ,
+    # as in optree: a tuple may stand where the inner spec has a list).
+    subtrees = outer_treespec.flatten_up_to(tree)
+    grid = []
+    for path, subtree in zip(outer_treespec.paths(), subtrees):
+        leaves = tree_leaves(subtree, is_leaf, none_is_leaf=outer_treespec.none_is_leaf,
+                             namespace=namespace)
+        if len(leaves) != inner_size:
+            raise TypeError(f"Tree structure mismatch at outer path {path!r}: expected a subtree "
+                            f"with {inner_size} leaves ({inner_treespec}), got {subtree!r}.")
+        grid.append(leaves)
     subtrees = [outer_treespec.unflatten(column) for column in zip(*grid)]
     return inner_treespec.unflatten(subtrees)
 
@@ -812,7 +818,7 @@ def tree_any(
 # --- one level ----------------------------------------------------------------------------
 
 
-class FlattenOneLevelOutput(NamedTuple):
+class FlattenOneLevelOutputEx(NamedTuple):
     """The outermost node of a tree, taken apart."""
 
     children: list[Any]
@@ -849,7 +855,7 @@ def tree_flatten_one_level(
     *,
     none_is_leaf: bool = False,
     namespace: str = "",
-) -> FlattenOneLevelOutput:
+) -> FlattenOneLevelOutputEx:
     """Take apart the outermost node of ``tree``.
 
     Returns:
@@ -872,7 +878,7 @@ def tree_flatten_one_level(
         unflatten_func = found[2]
     else:
         unflatten_func = _builtin_unflatten(kind, node_type)
-    return FlattenOneLevelOutput(children, metadata, entries, unflatten_func)
+    return FlattenOneLevelOutputEx(children, metadata, entries, unflatten_func)
 
 
 def prefix_errors(

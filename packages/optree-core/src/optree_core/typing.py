@@ -11,6 +11,7 @@
 
 from __future__ import annotations
 
+import enum
 from collections.abc import Callable, Hashable, Iterable
 from typing import Any, Protocol, TypeVar, Union, runtime_checkable
 
@@ -39,6 +40,9 @@ __all__ = [
 T = TypeVar("T")
 
 PyTreeDef = PyTreeSpec  # The name JAX uses.
+
+# Members print as <PyTreeKind.LEAF: 1>, as Python's IntEnum (and optree) do.
+PyTreeKind.__repr__ = enum.Enum.__repr__  # type: ignore[method-assign]
 
 # A pytree of T: T itself or any container of pytrees of T. Python's type system cannot say
 # this recursively without a plugin, so it is spelled as a union for readers and checkers.
