@@ -149,7 +149,8 @@ def make_flatten(rng: random.Random, shared: dict[str, Any]):
             return [0] * 1000, None
         if mode == "none-result":
             return None
-        gc.collect()
+        if rng.random() < 0.02:  # a full collection mid-flatten, now and then (it is slow)
+            gc.collect()
         return node.children, None
 
     return flatten
@@ -391,6 +392,8 @@ def one_round(rng: random.Random, maker: TreeMaker, specs: list[Any]) -> None:
                     ignore(rebuilt.paths)
                     ignore(hash, rebuilt)
                     ignore(lambda r=rebuilt: r == spec)
+        # (CPython 3.11's own unpickler prints "SystemError: deallocated bytearray object has
+        # exported buffers" for some flipped bytes, a BYTEARRAY8 with an absurd length: not ours.)
         cut = data[: rng.randrange(len(data) + 1)]
         ignore(pickle.loads, cut)
         if data:
@@ -448,8 +451,8 @@ def worker(seed: int, deadline: float, rounds: list[int], errors: list[BaseExcep
         while time.monotonic() < deadline:
             if rng.random() < 0.2:
                 churn_registry(rng, classes, shared)
-            if rng.random() < 0.02:
-                ignore(optree_core.tree_leaves, _deep(rng.choice([100, 5000, 100_000])))
+            if rng.random() < 0.01:
+                ignore(optree_core.tree_leaves, _deep(rng.choice([100, 5000, 50_000])))
             if rng.random() < 0.01:
                 gc.collect()
             one_round(rng, maker, specs)
