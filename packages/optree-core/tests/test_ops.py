@@ -281,6 +281,16 @@ def test_unflatten_too_few_leaves_says_expected_and_got():
     assert_mentions_all(str(info.value), "3", "2")
 
 
+def test_unflatten_too_few_leaves_names_the_first_leaf_left_without_a_value():
+    # Issue 2: a wrong leaf count on unflatten says where (the path) and what differs.
+    spec = optree_core.tree_structure({"a": [1, 2], "b": {"c": 3, "d": 4}})
+    with pytest.raises(ValueError) as info:
+        optree_core.tree_unflatten(spec, [1, 2, 3])
+    message = str(info.value)
+    assert_mentions_path(message, ("b", "d"))
+    assert_mentions_all(message, "4", "3")
+
+
 def test_unflatten_too_many_leaves_says_expected():
     spec = optree_core.tree_structure({"a": [1, 2], "b": 3})
     with pytest.raises(ValueError) as info:
