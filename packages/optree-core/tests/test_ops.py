@@ -1097,3 +1097,13 @@ def test_tree_sum_adds_any_leaves_with_plus():
         1,
         2,
     )
+
+
+def test_tree_broadcast_map_mismatch_says_where_and_what():
+    with pytest.raises(ValueError) as info:
+        optree_core.tree_broadcast_map(
+            lambda a, b: a, {"x": {"y": [1, 2]}}, {"x": {"y": [1, 2, 3]}}
+        )
+    message = str(info.value)
+    assert_mentions_path(message, ("x", "y"))
+    assert_mentions_all(message, "2", "3")

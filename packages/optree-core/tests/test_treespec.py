@@ -9,7 +9,15 @@ import copy
 import pickle
 
 import pytest
-from helpers import REFERENCE_NAMESPACE, Pair, Point, assert_mentions_all, sample_cases, struct_time
+from helpers import (
+    REFERENCE_NAMESPACE,
+    Pair,
+    Point,
+    assert_mentions_all,
+    assert_mentions_path,
+    sample_cases,
+    struct_time,
+)
 
 import optree_core
 
@@ -181,6 +189,14 @@ def test_broadcast_to_common_suffix():
     assert right.broadcast_to_common_suffix(left) == common
     with pytest.raises(ValueError):
         left.broadcast_to_common_suffix(spec_of([[4, 5], 6, 7]))
+
+
+def test_broadcast_to_common_suffix_mismatch_says_where_and_what():
+    with pytest.raises(ValueError) as info:
+        spec_of({"x": [1, 2]}).broadcast_to_common_suffix(spec_of({"x": [1, 2, 3]}))
+    message = str(info.value)
+    assert_mentions_path(message, ("x",))
+    assert_mentions_all(message, "2", "3")
 
 
 # -- equality, ordering, hashing, pickling, copying, repr ------------------------------------------
