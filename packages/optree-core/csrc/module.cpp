@@ -6,6 +6,7 @@
 #include <nanobind/stl/tuple.h>
 #include <nanobind/stl/vector.h>
 
+#include <cstdlib>
 #include <string>
 
 #include "optree_core/exceptions.h"
@@ -222,6 +223,9 @@ void BuildTreeSpecSubmodule(nb::module_& m) {
 
 NB_MODULE(_C, m) {
   m.doc() = "optree_core's C++ core (use the optree_core package, not this module).";
+  // Specs that user code still holds at interpreter exit are not leaks of ours; nanobind's
+  // exit-time report is for debugging reference counting (OPTREE_CORE_LEAK_WARNINGS=1).
+  nb::set_leak_warnings(std::getenv("OPTREE_CORE_LEAK_WARNINGS") != nullptr);
   m.attr("MAX_RECURSION_DEPTH") = optree_core::kMaxRecursionDepth;
   m.attr("BUILD_INFO") = optree_core::BuildInfo();
   optree_core::BuildTreeSpecSubmodule(m);
