@@ -1,4 +1,5 @@
 // Operations that take specs apart or put them together: children, compose, prefixes, walk.
+#include <cctype>
 #include <string>
 #include <utility>
 #include <vector>
@@ -177,8 +178,24 @@ namespace {
 
 // Appends to `out` the common suffix of the subtrees of a (at ia) and b (at ib): where one is a
 // leaf the other's subtree is kept; elsewhere the nodes must agree.
+std::string DescribeNode(const Node& node) {
+  std::string kind = KindName(node.kind);
+  for (char& c : kind) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  std::string text = "a " + kind + " node with " + std::to_string(node.arity) + " children";
+  if (node.kind == PyTreeKind::kDict || node.kind == PyTreeKind::kOrderedDict ||
+      node.kind == PyTreeKind::kDefaultDict) {
+    text += " (keys " + SafeRepr(nb::handle(DictKeys(node))) + ")";
+  } else if (node.kind == PyTreeKind::kCustom || node.kind == PyTreeKind::kNamedTuple ||
+             node.kind == PyTreeKind::kStructSequence) {
+    text += " (" + SafeRepr(node.kind == PyTreeKind::kCustom ? node.custom->type
+                                                               : node.node_data) + ")";
+  }
+  return text;
+}
+
+// `path` holds the entries from the roots to the current pair of nodes (for error messages).
 void CommonSuffix(const PyTreeSpec& a, Py_ssize_t ia, const PyTreeSpec& b, Py_ssize_t ib,
-                  NodeTraversal& out) {
+                  NodeTraversal& out, std::vector<nb::object>& path) {
   const Node& na = a.traversal()[ia];
   const Node& nb_ = b.traversal()[ib];
   if (na.kind == PyTreeKind::kLeaf) {
@@ -193,14 +210,21 @@ void CommonSuffix(const PyTreeSpec& a, Py_ssize_t ia, const PyTreeSpec& b, Py_ss
   }
   absl::InlinedVector<std::pair<Py_ssize_t, Py_ssize_t>, 8> pairs;
   if (!PairChildren(a, ia, b, ib, pairs)) {
-    RaisePython(PyExc_ValueError, "PyTreeSpecs have no common suffix: " + a.Repr() + " vs. " +
-                                      b.Repr() + " differ at a " + KindName(na.kind) + " vs. " +
-                                      KindName(nb_.kind) + " node.");
+    nb::list entries;
+    for (const nb::object& entry : path) entries.append(entry);
+    RaisePython(PyExc_ValueError,
+                "PyTreeSpecs have no common suffix: at path " + SafeRepr(nb::tuple(entries)) +
+                    " one has " + DescribeNode(na) + ", the other " + DescribeNode(nb_) + " (" +
+                    a.Repr() + " vs. " + b.Repr() + ").");
   }
   const size_t before = out.size();
   Py_ssize_t leaves = 0;
+  nb::tuple entries = detail::NodeEntries(na);
+  Py_ssize_t position = 0;
   for (const auto& [x, y] : pairs) {  // In a's child order: the result keeps a's node.
-    CommonSuffix(a, x, b, y, out);
+    path.push_back(entries[position++]);
+    CommonSuffix(a, x, b, y, out, path);
+    path.pop_back();
     leaves += out.back().num_leaves;
   }
   Node copy = na;
@@ -216,7 +240,8 @@ PyTreeSpec PyTreeSpec::BroadcastToCommonSuffix(const PyTreeSpec& other) const {
     RaisePython(PyExc_ValueError, "PyTreeSpecs must have the same none_is_leaf value.");
   }
   NodeTraversal out;
-  CommonSuffix(*this, num_nodes() - 1, other, other.num_nodes() - 1, out);
+  std::vector<nb::object> path;
+  CommonSuffix(*this, num_nodes() - 1, other, other.num_nodes() - 1, out, path);
   return PyTreeSpec(std::move(out), none_is_leaf_,
                     namespace_.empty() ? other.namespace_ : namespace_);
 }

@@ -37,6 +37,15 @@ nb::tuple TupleOf(nb::handle* children, Py_ssize_t count) {
   return nb::steal<nb::tuple>(tuple);
 }
 
+// Names the first leaf that got no value, so a short list is easy to place.
+[[noreturn]] void RaiseTooFew(const PyTreeSpec& spec, Py_ssize_t got) {
+  nb::list paths = spec.Paths();
+  RaisePython(PyExc_ValueError, "Too few leaves for PyTreeSpec; expected: " +
+                                    std::to_string(spec.num_leaves()) + ", got: " +
+                                    std::to_string(got) + "; the leaf at path " +
+                                    SafeRepr(paths[got]) + " has no value.");
+}
+
 }  // namespace
 
 nb::object PyTreeSpec::MakeNode(const Node& node, nb::handle* children, Py_ssize_t count) const {
@@ -129,9 +138,9 @@ nb::object PyTreeSpec::Unflatten(nb::handle leaves) const {
   nb::object iterator;
   if (indexed) {
     const Py_ssize_t got = is_list ? PyList_GET_SIZE(seq) : PyTuple_GET_SIZE(seq);
-    if (got != expected) {
-      RaisePython(PyExc_ValueError, std::string(got < expected ? "Too few" : "Too many") +
-                                        " leaves for PyTreeSpec; expected: " +
+    if (got < expected) RaiseTooFew(*this, got);
+    if (got > expected) {
+      RaisePython(PyExc_ValueError, "Too many leaves for PyTreeSpec; expected: " +
                                         std::to_string(expected) + ", got: " +
                                         std::to_string(got) + ".");
     }
@@ -155,9 +164,7 @@ nb::object PyTreeSpec::Unflatten(nb::handle leaves) const {
           leaf = PyIter_Next(iterator.ptr());
           if (leaf == nullptr) {
             if (PyErr_Occurred()) throw nb::python_error();
-            RaisePython(PyExc_ValueError, "Too few leaves for PyTreeSpec; expected: " +
-                                              std::to_string(expected) +
-                                              ", got: " + std::to_string(leaf_count) + ".");
+            RaiseTooFew(*this, leaf_count);
           }
         }
         agenda.Push(leaf);
