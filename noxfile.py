@@ -28,15 +28,34 @@ def _present(package: str) -> bool:
     return (ROOT / "packages" / package / "pyproject.toml").exists()
 
 
+# Where each suite runs: optree-core and fused-optim in virtualenvs holding only their own wheel
+# (and torch for fused-optim), which proves they need nothing else; optree-core once more and
+# diffopt against the whole stack in .venv.
+SUITES = {
+    "optree-core": [".venv-optree-core", ".venv"],
+    "fused-optim": [".venv-fused-optim"],
+    "diffopt": [".venv"],
+}
+
+
+def _python(venv: str) -> str:
+    if venv == ".venv":
+        return os.environ.get("DIFFOPT_VENV", str(ROOT / ".venv")) + "/bin/python"
+    return str(ROOT / venv / "bin" / "python")
+
+
 def _pytest(session: nox.Session, package: str) -> None:
     tests = ROOT / "packages" / package / "tests"
-    session.run(sys.executable, "-m", "pytest", str(tests), "-q", *session.posargs)
+    for venv in SUITES[package]:
+        session.log(f"{package} tests in {venv}")
+        session.run(_python(venv), "-m", "pytest", str(tests), "-q", "-p", "no:cacheprovider",
+                    *session.posargs, external=True)
 
 
 @nox.session(venv_backend="none")
 @nox.parametrize("package", PACKAGES)
 def tests(session: nox.Session, package: str) -> None:
-    """Run one package's test suite against the installed build."""
+    """Run one package's test suite against its installed wheel (see SUITES)."""
     if not _present(package):
         session.skip(f"{package} does not exist yet")
     _pytest(session, package)

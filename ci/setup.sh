@@ -1,16 +1,21 @@
 #!/usr/bin/env bash
 # One-stop, idempotent set-up on a fresh Debian machine:
 #   1. system packages (abseil headers, graphviz's `dot`) through apt-get,
-#   2. a virtualenv in .venv with the pinned CPU torch and the dev tools,
-#   3. the three packages built and installed in dependency order.
-# Each step is skipped when what it would produce is already there and up to date,
-# so re-running it on a ready machine takes seconds and changes nothing.
+#   2. .venv: the pinned CPU torch, the dev tools and the whole stack (what the demo and the
+#      diffopt tests use),
+#   3. a wheel of each package in dist/wheels (fused-optim built against the installed torch),
+#   4. two more virtualenvs proving each package installs without the others it does not need:
+#      .venv-optree-core (optree-core alone, no torch) and .venv-fused-optim (torch + fused-optim,
+#      no optree-core). Each package's tests run against these installed wheels.
+# Each step is skipped when what it would produce is already there and up to date, so
+# re-running it on a ready machine takes seconds and changes nothing.
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 VENV="${DIFFOPT_VENV:-$ROOT/.venv}"
 PY="${PYTHON:-python3}"
-STAMPS="$VENV/.stamps"
+WHEELS="$ROOT/dist/wheels"
+CONSTRAINTS="$ROOT/ci/constraints.txt"
 
 log() { printf '[setup] %s\n' "$*" >&2; }
 
@@ -28,41 +33,75 @@ if ((${#missing[@]})); then
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
 
-# --- 2. virtualenv + Python dependencies ---------------------------------------------------
-if [ ! -x "$VENV/bin/python" ]; then
-  log "creating virtualenv $VENV"
-  "$PY" -m venv "$VENV"
-fi
-mkdir -p "$STAMPS"
-VPY="$VENV/bin/python"
-
 fingerprint() {  # content hash of files, ignoring build outputs and caches
   (cd "$ROOT" && find "$@" -type f \
       -not -path '*/build/*' -not -path '*/__pycache__/*' -not -path '*/.pytest_cache/*' \
       -not -path '*/.hypothesis/*' -not -name '*.so' -not -path '*.egg-info/*' -print0 2>/dev/null \
     | sort -z | xargs -0 sha1sum | sha1sum | cut -d' ' -f1)
 }
+up_to_date() { [ -f "$1/.stamps/$2" ] && [ "$(cat "$1/.stamps/$2")" = "$3" ]; }
+stamp() { mkdir -p "$1/.stamps" && echo "$3" >"$1/.stamps/$2"; }
 
-up_to_date() { [ -f "$STAMPS/$1" ] && [ "$(cat "$STAMPS/$1")" = "$2" ]; }
-
-req_hash="$(fingerprint ci/requirements-dev.txt ci/constraints.txt)"
-if ! up_to_date requirements "$req_hash"; then
-  log "installing Python dependencies (torch pinned by ci/constraints.txt)"
-  "$VPY" -m pip install -q --upgrade pip
-  "$VPY" -m pip install -q -c "$ROOT/ci/constraints.txt" -r "$ROOT/ci/requirements-dev.txt"
-  echo "$req_hash" >"$STAMPS/requirements"
-fi
-
-# --- 3. our packages, in dependency order -------------------------------------------------
-# fused-optim must compile against the installed torch, hence --no-build-isolation for all.
-for pkg in optree-core fused-optim diffopt; do
-  dir="packages/$pkg"
-  [ -f "$ROOT/$dir/pyproject.toml" ] || continue
-  h="$(fingerprint "$dir")"
-  if ! up_to_date "$pkg" "$h" || ! "$VPY" -m pip show -q "$pkg" >/dev/null 2>&1; then
-    log "building $pkg"
-    "$VPY" -m pip install -q --no-build-isolation --no-deps -c "$ROOT/ci/constraints.txt" "$ROOT/$dir"
-    echo "$h" >"$STAMPS/$pkg"
+make_venv() {  # make_venv DIR requirements-file...
+  local dir="$1"
+  shift
+  if [ ! -x "$dir/bin/python" ]; then
+    log "creating virtualenv $dir"
+    "$PY" -m venv "$dir"
   fi
+  local h
+  h="$(fingerprint ci/requirements-*.txt ci/constraints.txt)$*"
+  if ! up_to_date "$dir" requirements "$h"; then
+    log "installing Python dependencies into $dir"
+    "$dir/bin/python" -m pip install -q --upgrade pip
+    local args=()
+    for req in "$@"; do args+=(-r "$ROOT/$req"); done
+    "$dir/bin/python" -m pip install -q -c "$CONSTRAINTS" "${args[@]}"
+    stamp "$dir" requirements "$h"
+  fi
+}
+
+# --- 2. the main virtualenv ---------------------------------------------------------------
+make_venv "$VENV" ci/requirements-dev.txt
+VPY="$VENV/bin/python"
+
+# --- 3. wheels, and the main venv's copy of each package ---------------------------------
+# Dependency order; fused-optim compiles against the installed torch, hence no build isolation.
+PACKAGES=()
+for pkg in optree-core fused-optim diffopt; do
+  [ -f "$ROOT/packages/$pkg/pyproject.toml" ] && PACKAGES+=("$pkg")
 done
-log "ready: $VENV"
+mkdir -p "$WHEELS"
+wheel_of() { ls "$WHEELS"/"${1//-/_}"-*.whl 2>/dev/null | head -n 1; }
+
+install_wheel() {  # install_wheel VENV PACKAGE
+  local h
+  h="$(fingerprint "packages/$2")"
+  if ! up_to_date "$1" "$2" "$h" || ! "$1/bin/python" -m pip show -q "$2" >/dev/null 2>&1; then
+    "$1/bin/python" -m pip install -q --no-deps --force-reinstall "$(wheel_of "$2")"
+    stamp "$1" "$2" "$h"
+  fi
+}
+
+for pkg in "${PACKAGES[@]}"; do
+  h="$(fingerprint "packages/$pkg")"
+  if ! up_to_date "$ROOT/dist" "$pkg" "$h" || [ -z "$(wheel_of "$pkg")" ]; then
+    log "building the $pkg wheel"
+    rm -f "$WHEELS"/"${pkg//-/_}"-*.whl
+    "$VPY" -m pip wheel -q --no-build-isolation --no-deps -c "$CONSTRAINTS" -w "$WHEELS" \
+      "$ROOT/packages/$pkg"
+    stamp "$ROOT/dist" "$pkg" "$h"
+  fi
+  install_wheel "$VENV" "$pkg"
+done
+
+# --- 4. one package at a time -------------------------------------------------------------
+if [[ " ${PACKAGES[*]} " == *" optree-core "* ]]; then
+  make_venv "$ROOT/.venv-optree-core" ci/requirements-test.txt
+  install_wheel "$ROOT/.venv-optree-core" optree-core
+fi
+if [[ " ${PACKAGES[*]} " == *" fused-optim "* ]]; then
+  make_venv "$ROOT/.venv-fused-optim" ci/requirements-test.txt ci/requirements-torch.txt
+  install_wheel "$ROOT/.venv-fused-optim" fused-optim
+fi
+log "ready: $VENV (the whole stack) and the one-package virtualenvs"
