@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import collections
 import random
+import threading
 from typing import Any
 
 import reference
@@ -232,3 +233,35 @@ def test_variants_helper_really_changes_structure():
                 path,
                 v,
             )
+
+
+def test_threads_flattening_colliding_structures_get_their_own():
+    # Same root type and size (so any reuse slot is shared), different structures per thread.
+    def tree_for(i):
+        inner = [collections.deque([i], maxlen=i + 1), Point(i, None), {"k": (i,) * (i % 3)}]
+        return {"a": inner[i % 3], "b": [i] * (i % 4), "c": collections.OrderedDict(z=i)}
+
+    trees = [tree_for(i) for i in range(8)]
+    expected = [reference.flatten_with_path(t) for t in trees]
+    errors: list[BaseException] = []
+    start = threading.Barrier(len(trees))
+
+    def worker(i):
+        try:
+            start.wait()
+            ref_paths, ref_leaves, ref_spec = expected[i]
+            for _ in range(300):
+                paths, leaves, spec = optree_core.tree_flatten_with_path(trees[i])
+                assert leaves == ref_leaves
+                assert paths == ref_paths
+                assert repr(spec) == reference.spec_repr(ref_spec)
+                assert reference.same_tree(spec.unflatten(leaves), trees[i])
+        except BaseException as exc:  # re-raised in the main thread
+            errors.append(exc)
+
+    threads = [threading.Thread(target=worker, args=(i,)) for i in range(len(trees))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=120)
+    assert not errors, errors[0]
