@@ -2,9 +2,9 @@
 
 import pytest
 import torch
+from helpers import small_mlp
 
 import diffopt
-from helpers import small_mlp
 
 # (diffopt class, torch class, kwargs shared by both)
 CASES = [

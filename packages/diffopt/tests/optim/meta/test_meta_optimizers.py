@@ -5,14 +5,14 @@ rules of ``_reference`` and ``torch.func.functional_call``, and (2) central fini
 diffopt's own outer loss.
 """
 
+import _reference as ref
 import pytest
 import torch
 import torch.nn.functional as F
+from helpers import central_differences, regression_task, small_mlp
 from torch.func import functional_call
 
-import _reference as ref
 import diffopt
-from helpers import central_differences, regression_task, small_mlp
 
 # (meta-optimizer class, its kwargs, reference factory, the reference's kwargs)
 CASES = {
