@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from itertools import pairwise
 
 import torch
 from torch import nn
@@ -13,7 +14,7 @@ def small_mlp(seed: int = 0, dtype: torch.dtype = torch.float64, activation: typ
     """A small MLP with a fixed initialization."""
     torch.manual_seed(seed)
     layers: list[nn.Module] = []
-    for i, (fan_in, fan_out) in enumerate(zip(sizes[:-1], sizes[1:])):
+    for i, (fan_in, fan_out) in enumerate(pairwise(sizes)):
         layers.append(nn.Linear(fan_in, fan_out))
         if i < len(sizes) - 2:
             layers.append(activation())

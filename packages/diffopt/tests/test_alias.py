@@ -105,6 +105,10 @@ def test_none_gradient_leaves_param_and_state(make):
     assert updates[0] is None and updates[1] is not None
     new = diffopt.apply_updates(params, updates, inplace=False)
     assert torch.equal(new[0], params[0])
+    # the state of the leaf without a gradient (the only shape-(2,) tensors) is carried over
+    old_leaves = [t for t in diffopt.pytree.tree_leaves(state) if t.shape == (2,)]
+    new_leaves = [t for t in diffopt.pytree.tree_leaves(new_state) if t.shape == (2,)]
+    assert all(a is b for a, b in zip(old_leaves, new_leaves, strict=True))
 
 
 def test_wrong_dtype_and_structure_raise(make):

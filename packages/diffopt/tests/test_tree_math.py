@@ -83,7 +83,7 @@ def test_none_is_an_empty_subtree():
 
 
 def test_mismatched_trees_raise_named_error():
-    with pytest.raises(ValueError, match="tree_add.*different structures"):
+    with pytest.raises(ValueError, match=r"tree_add.*different structures"):
         tm.tree_add({"a": torch.ones(1)}, {"b": torch.ones(1)})
     with pytest.raises(ValueError, match="tree_vdot_real"):
         tm.tree_vdot_real([torch.ones(1)], [torch.ones(1), torch.ones(1)])

@@ -45,7 +45,7 @@ def test_wrong_dtype_after_conversion():
 
 
 def test_bad_constructor_arguments():
-    with pytest.raises(TypeError, match="nn.Module"):
+    with pytest.raises(TypeError, match=r"nn\.Module"):
         diffopt.MetaSGD([torch.ones(1, requires_grad=True)], lr=0.1)
     with pytest.raises(ValueError, match="no parameter"):
         diffopt.MetaSGD(torch.nn.ReLU(), lr=0.1)
