@@ -88,8 +88,11 @@ class MetaOptimizer:
             )
         self.impl = impl
         self.param_containers_groups: list[list[tuple[dict, str, int]]] = []
-        self._group_sizes: list[int] = []
+        self._first_slots: list[list[tuple[dict, str]]] = []
         self._group_params: list[tuple[torch.Tensor, ...]] = []
+        # Set by MetaSGD when the update is plain ``p - lr * g`` (no state): one fused op per
+        # parameter instead of a multiply and an add, i.e. half the graph nodes to back-propagate.
+        self._plain_sgd_lr: float | None = None
         self.state_groups: list[Any] = []
         self.add_param_group(module)
 
@@ -125,15 +128,12 @@ class MetaOptimizer:
                 f"{type(self).__name__}: the module has no parameter that requires grad"
             )
         self.param_containers_groups.append(slots)
+        first: dict[int, tuple[dict, str]] = {}
+        for container, name, index in slots:
+            first.setdefault(index, (container, name))
+        self._first_slots.append([first[i] for i in range(len(params))])
         self._group_params.append(tuple(params))
         self.state_groups.append(self.impl.init(tuple(params)))
-
-    def _current_params(self, slots: list[tuple[dict, str, int]], size: int) -> list:
-        current: list[Any] = [None] * size
-        for container, name, index in slots:
-            if current[index] is None:
-                current[index] = container[name]
-        return current
 
     def step(self, loss: torch.Tensor) -> None:
         """One differentiable step: compute ``d loss / d params`` and rebuild the parameters.
@@ -144,22 +144,22 @@ class MetaOptimizer:
         Raises:
             RuntimeError: if ``loss`` does not depend on the module's parameters.
         """
-        where = f"{type(self).__name__}.step"
-        groups = [
-            self._current_params(slots, len(params))
-            for slots, params in zip(self.param_containers_groups, self._group_params)
-        ]
-        flat = [p for group in groups for p in group]
-        grads = differentiable_grads(loss, flat, where)
+        groups = [[container[name] for container, name in first] for first in self._first_slots]
+        flat = groups[0] if len(groups) == 1 else [p for group in groups for p in group]
+        grads = differentiable_grads(loss, flat, f"{type(self).__name__}.step")
         offset = 0
+        lr = self._plain_sgd_lr
         for i, (slots, group) in enumerate(zip(self.param_containers_groups, groups)):
-            group = tuple(group)
-            group_grads = grads[offset : offset + len(group)]
+            group_grads = grads[offset:offset + len(group)]
             offset += len(group)
-            updates, self.state_groups[i] = self.impl.update(
-                group_grads, self.state_groups[i], params=group, inplace=False
-            )
-            new_params = [p if u is None else p + u for p, u in zip(group, updates)]
+            if lr is not None:
+                new_params = [p if g is None else torch.add(p, g, alpha=-lr)
+                              for p, g in zip(group, group_grads)]
+            else:
+                updates, self.state_groups[i] = self.impl.update(
+                    group_grads, self.state_groups[i], params=tuple(group), inplace=False
+                )
+                new_params = [p if u is None else p + u for p, u in zip(group, updates)]
             for container, name, index in slots:
                 container[name] = new_params[index]
 

@@ -52,3 +52,8 @@ class MetaSGD(MetaOptimizer):
                 maximize=maximize,
             ),
         )
+        # Plain SGD has no state, so the step can be one fused ``add(p, g, alpha=-lr)`` per
+        # parameter (same numbers, half the autograd nodes); schedules and tensors keep the chain.
+        if (momentum == 0 and weight_decay == 0 and not maximize
+                and isinstance(lr, (int, float)) and not isinstance(lr, bool)):
+            self._plain_sgd_lr = float(lr)
