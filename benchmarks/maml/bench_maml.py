@@ -1,0 +1,274 @@
+#!/usr/bin/env python3
+"""MAML outer-step time and peak memory: diffopt (accelerated op on/off) vs TorchOpt vs higher.
+
+Problems: the MAML sinusoid MLP (1-40-40-1, K=10) and a 4-layer conv net (4 x [3x3 conv,
+BatchNorm without running stats, ReLU, 2x2 max-pool], 5-way 5-shot on 28x28 inputs), each with
+1, 3 and 5 differentiable inner steps of SGD and of Adam, a meta-batch of tasks, and an outer Adam
+step. One outer step = the inner loops + the meta-backward + the outer update.
+
+Before timing, every library computes the meta-gradient of the same problem from the same
+initialization and data; the script checks they agree with diffopt's (entries a peer returns as
+NaN/inf are reported, not compared: TorchOpt's and higher's differentiable Adam give NaN wherever
+a gradient entry is exactly zero).
+
+Time is the median over ``--repeats`` outer steps after warm-up, in one process per library so the
+peak-memory figure (peak RSS growth over the resident size before the first step, or
+``torch.cuda.max_memory_allocated`` on CUDA) belongs to that library alone. Peers are imported
+lazily and skipped with a message when not installed.
+
+    python benchmarks/maml/bench_maml.py [--repeats 10] [--threads 1] [--device cpu] [--quick]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import statistics
+import subprocess
+import sys
+import time
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+LIBRARIES = ["diffopt", "diffopt-accel", "torchopt", "torchopt-accel", "higher"]
+INNER_LR = {"sgd": 0.1, "adam": 0.01}
+
+
+# --- problems ------------------------------------------------------------------------------------
+def make_mlp() -> nn.Module:
+    return nn.Sequential(nn.Linear(1, 40), nn.ReLU(), nn.Linear(40, 40), nn.ReLU(),
+                         nn.Linear(40, 1))
+
+
+def make_conv(ways: int = 5, channels: int = 32) -> nn.Module:
+    layers: list[nn.Module] = []
+    in_channels = 1
+    for _ in range(4):
+        layers += [nn.Conv2d(in_channels, channels, 3, padding=1),
+                   nn.BatchNorm2d(channels, track_running_stats=False), nn.ReLU(),
+                   nn.MaxPool2d(2)]
+        in_channels = channels
+    return nn.Sequential(*layers, nn.Flatten(), nn.Linear(channels, ways))
+
+
+def make_tasks(problem: str, meta_batch: int, seed: int, device: torch.device):
+    generator = torch.Generator().manual_seed(seed)
+    tasks = []
+    for _ in range(meta_batch):
+        if problem == "mlp":
+            amplitude = 0.1 + 4.9 * torch.rand((), generator=generator)
+            phase = 3.14159 * torch.rand((), generator=generator)
+            xs = 10 * torch.rand(10, 1, generator=generator) - 5
+            xq = 10 * torch.rand(10, 1, generator=generator) - 5
+            task = (xs, amplitude * torch.sin(xs + phase), xq, amplitude * torch.sin(xq + phase))
+        else:
+            xs = torch.randn(25, 1, 28, 28, generator=generator)
+            xq = torch.randn(25, 1, 28, 28, generator=generator)
+            ys = torch.arange(5).repeat_interleave(5)
+            task = (xs, ys, xq, ys.clone())
+        tasks.append(tuple(t.to(device) for t in task))
+    return tasks
+
+
+def loss_fn(problem: str):
+    return F.mse_loss if problem == "mlp" else F.cross_entropy
+
+
+# --- one outer step per library ----------------------------------------------------------------
+def make_outer_step(library: str, problem: str, inner: str, steps: int, net: nn.Module, tasks):
+    """A function running one outer step (tasks' inner loops + meta-backward), grads accumulate."""
+    loss = loss_fn(problem)
+    lr = INNER_LR[inner]
+    accelerated = library.endswith("-accel")
+    if library.startswith("diffopt") or library.startswith("torchopt"):
+        lib = __import__("diffopt" if library.startswith("diffopt") else "torchopt")
+        if inner == "sgd":
+            def make_inner(module):
+                return lib.MetaSGD(module, lr=lr)
+        else:
+            def make_inner(module):
+                return lib.MetaAdam(module, lr=lr, use_accelerated_op=accelerated)
+        saved = lib.extract_state_dict(net)
+
+        def outer_step():
+            for xs, ys, xq, yq in tasks:
+                inner_opt = make_inner(net)
+                for _ in range(steps):
+                    inner_opt.step(loss(net(xs), ys))
+                loss(net(xq), yq).backward()
+                lib.recover_state_dict(net, saved)
+
+        return outer_step
+    if library == "higher":
+        import higher
+
+        optimizer_cls = torch.optim.SGD if inner == "sgd" else torch.optim.Adam
+        inner_opt = optimizer_cls(net.parameters(), lr=lr)
+
+        def outer_step():
+            for xs, ys, xq, yq in tasks:
+                with higher.innerloop_ctx(net, inner_opt, copy_initial_weights=False,
+                                          track_higher_grads=True) as (fnet, diff_opt):
+                    for _ in range(steps):
+                        diff_opt.step(loss(fnet(xs), ys))
+                    loss(fnet(xq), yq).backward()
+
+        return outer_step
+    raise ValueError(library)
+
+
+def available(library: str) -> str | None:
+    """None if the library can run here, else why not."""
+    name = library.split("-")[0]
+    try:
+        lib = __import__(name)
+    except ImportError:
+        return f"{name} is not installed"
+    if library == "diffopt-accel" and not lib.accelerated_op_available("cpu"):
+        return "fused-optim is not installed"
+    if library == "torchopt-accel" and not lib.accelerated_op_available("cpu"):
+        return "TorchOpt's accelerated op is not available"
+    return None
+
+
+def rss_bytes() -> int:
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+def measure(library, problem, inner, steps, repeats, warmup, device) -> dict:
+    """Run in a fresh process: median seconds per outer step and peak memory growth."""
+    torch.manual_seed(0)
+    net = (make_mlp() if problem == "mlp" else make_conv()).to(device)
+    tasks = make_tasks(problem, 4 if problem == "conv" else 10, seed=1, device=device)
+    meta_opt = torch.optim.Adam(net.parameters(), lr=1e-3)
+    outer_step = make_outer_step(library, problem, inner, steps, net, tasks)
+
+    def full_step():
+        meta_opt.zero_grad()
+        outer_step()
+        meta_opt.step()
+
+    if device.type == "cuda":
+        torch.cuda.synchronize()
+        torch.cuda.reset_peak_memory_stats()
+        base = torch.cuda.memory_allocated()
+    else:
+        base = rss_bytes()
+    for _ in range(warmup):
+        full_step()
+    times = []
+    for _ in range(repeats):
+        if device.type == "cuda":
+            torch.cuda.synchronize()
+        start = time.perf_counter()
+        full_step()
+        if device.type == "cuda":
+            torch.cuda.synchronize()
+        times.append(time.perf_counter() - start)
+    if device.type == "cuda":
+        peak = torch.cuda.max_memory_allocated() - base
+    else:
+        peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 - base
+    return {"seconds": statistics.median(times), "peak_mib": peak / 2**20}
+
+
+def meta_gradient(library, problem, inner, steps, device) -> list[torch.Tensor]:
+    torch.manual_seed(0)
+    net = (make_mlp() if problem == "mlp" else make_conv()).to(device)
+    tasks = make_tasks(problem, 2, seed=1, device=device)
+    make_outer_step(library, problem, inner, steps, net, tasks)()
+    return [p.grad.detach().clone() for p in net.parameters()]
+
+
+def compare(reference, other) -> tuple[float, int]:
+    """Largest relative error over finite entries, and the count of non-finite entries."""
+    worst, bad = 0.0, 0
+    for r, o in zip(reference, other):
+        finite = torch.isfinite(o)
+        bad += int((~finite).sum())
+        scale = r[finite].abs().max().clamp_min(1e-12) if finite.any() else torch.tensor(1.0)
+        err = ((r[finite] - o[finite]).abs().max() / scale).item() if finite.any() else 0.0
+        worst = max(worst, err)
+    return worst, bad
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--repeats", type=int, default=10)
+    parser.add_argument("--warmup", type=int, default=2)
+    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--device", default="cpu")
+    parser.add_argument("--steps", default="1,3,5")
+    parser.add_argument("--problems", default="mlp,conv")
+    parser.add_argument("--inner", default="sgd,adam")
+    parser.add_argument("--quick", action="store_true", help="2 repeats, 1 warm-up")
+    parser.add_argument("--worker", help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    torch.set_num_threads(args.threads)
+    device = torch.device(args.device)
+    if args.quick:
+        args.repeats, args.warmup = 2, 1
+
+    if args.worker:  # child process: one measurement, printed as JSON
+        library, problem, inner, steps = args.worker.split(":")
+        print(json.dumps(measure(library, problem, inner, int(steps), args.repeats, args.warmup,
+                                 device)))
+        return 0
+
+    libraries = []
+    for library in LIBRARIES:
+        reason = available(library)
+        if reason:
+            print(f"skipping {library}: {reason}")
+        else:
+            libraries.append(library)
+    print(f"torch {torch.__version__}, device {device}, threads {args.threads}, "
+          f"median of {args.repeats} outer steps after {args.warmup} warm-up")
+
+    rows = []
+    for problem in args.problems.split(","):
+        for inner in args.inner.split(","):
+            for steps in map(int, args.steps.split(",")):
+                libs = [lib for lib in libraries if inner == "adam" or "accel" not in lib]
+                reference = meta_gradient("diffopt", problem, inner, steps, device)
+                for library in libs[1:]:
+                    err, bad = compare(reference, meta_gradient(library, problem, inner, steps,
+                                                                device))
+                    note = f", {bad} non-finite entries" if bad else ""
+                    status = "OK" if err < 1e-3 else "MISMATCH"
+                    print(f"  meta-gradient {problem}/{inner}/{steps}: {library} vs diffopt: "
+                          f"max rel err {err:.1e}{note} [{status}]")
+                results = {}
+                for library in libs:
+                    cmd = [sys.executable, __file__, "--worker",
+                           f"{library}:{problem}:{inner}:{steps}", "--repeats",
+                           str(args.repeats), "--warmup", str(args.warmup), "--threads",
+                           str(args.threads), "--device", args.device]
+                    out = subprocess.run(cmd, capture_output=True, text=True, check=True)
+                    results[library] = json.loads(out.stdout.strip().splitlines()[-1])
+                rows.append((problem, inner, steps, results))
+                cells = "  ".join(f"{lib} {r['seconds'] * 1e3:8.2f} ms {r['peak_mib']:7.1f} MiB"
+                                  for lib, r in results.items())
+                print(f"{problem:4s} {inner:4s} {steps}  {cells}", flush=True)
+
+    print("\n| problem | inner | steps | " + " | ".join(f"{lib} ms/step (MiB)" for lib in libraries)
+          + " | speed-up vs torchopt | vs higher |")
+    print("|" + "---|" * (len(libraries) + 5))
+    for problem, inner, steps, results in rows:
+        cells = [f"{results[lib]['seconds'] * 1e3:.2f} ({results[lib]['peak_mib']:.0f})"
+                 if lib in results else "-" for lib in libraries]
+        ours = results["diffopt-accel" if "diffopt-accel" in results else "diffopt"]["seconds"]
+        vs = [f"{results[peer]['seconds'] / ours:.2f}x" if peer in results else "-"
+              for peer in ("torchopt", "higher")]
+        print(f"| {problem} | {inner} | {steps} | " + " | ".join(cells) + " | "
+              + " | ".join(vs) + " |")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
