@@ -275,3 +275,22 @@ def test_bad_solver_outputs():
         solver(torch.zeros(1), lam)
     with pytest.raises(TypeError, match="solve"):
         custom_root(lambda w, lam: w - lam, argnums=1, solve="cg")
+
+
+def test_mixed_leaves_in_arguments_and_solution():
+    # Non-float leaves (an int tensor, a Python number, None) ride along untouched.
+    def optimality(sol, hyper):
+        return {"x": sol["x"] - hyper["scale"] * 2.0, "count": torch.zeros_like(sol["count"])}
+
+    @custom_root(optimality, argnums=1, solve=linear_solve.solve_inv())
+    def solver(init, hyper):
+        assert hyper["name"] == "h" and hyper["unused"] is None
+        x = hyper["scale"] * 2.0
+        return {"x": x, "count": torch.tensor(7)}
+
+    scale = torch.tensor([1.0, 3.0], dtype=DTYPE, requires_grad=True)
+    hyper = {"scale": scale, "name": "h", "unused": None, "steps": torch.tensor(3)}
+    sol = solver({"x": torch.zeros(2, dtype=DTYPE), "count": torch.tensor(0)}, hyper)
+    assert sol["count"].item() == 7 and not sol["count"].requires_grad
+    (grad,) = torch.autograd.grad(sol["x"].sum(), scale)
+    torch.testing.assert_close(grad, torch.full((2,), 2.0, dtype=DTYPE))

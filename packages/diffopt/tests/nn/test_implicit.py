@@ -211,3 +211,15 @@ def test_misuse_is_reported():
 
     with pytest.raises(RuntimeError, match="no meta-parameters"):
         NoMeta().solve()
+
+
+def test_optimality_unlike_the_parameters_is_reported():
+    class WrongResidual(ProximalLogistic):
+        def optimality(self, x, labels):
+            return (self.w - self.theta_w,)  # one residual for two parameters
+
+    theta = make_theta()
+    inner = WrongResidual(*theta)
+    inner.solve(X, LABELS)
+    with pytest.raises(ValueError, match="structure of the solution"):
+        meta_loss(inner.w, inner.b).backward()
