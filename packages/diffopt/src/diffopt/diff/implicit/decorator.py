@@ -202,6 +202,11 @@ def custom_root(
     the backward pass costs one vector-Jacobian product of ``optimality_fn`` per linear-solver
     iteration (two for normal CG), and its memory does not grow with the solver's steps.
 
+    Note:
+        The differentiated arguments reach the solver as detached aliases (no copy): changing
+        them in place changes the caller's tensors. Gradients are first order: the implicit
+        gradient is not itself differentiated again under ``create_graph=True``.
+
     Args:
         optimality_fn: the optimality condition ``F(solution, *args)``, zero at the solution.
         argnums: index or tuple of indices (>= 1) of the solver's positional arguments to

@@ -179,7 +179,9 @@ def zero_order(
     three estimators). The objective is only ever evaluated, under :func:`torch.no_grad`, so it
     may be non-differentiable: call ``.item()``, ``torch.round``, numpy, a simulator... The noise
     is drawn when the gradient is computed, from PyTorch's global random state (seed it with
-    :func:`torch.manual_seed` for reproducible estimates).
+    :func:`torch.manual_seed` for reproducible estimates). Only the floating-point leaves of the
+    ``argnums`` arguments that require grad are perturbed and receive gradients; other inputs get
+    none, even if the objective uses them differentiably.
 
     Args:
         distribution: the noise :math:`\varepsilon`, with zero mean and unit variance per element:
