@@ -294,3 +294,24 @@ def test_mixed_leaves_in_arguments_and_solution():
     assert sol["count"].item() == 7 and not sol["count"].requires_grad
     (grad,) = torch.autograd.grad(sol["x"].sum(), scale)
     torch.testing.assert_close(grad, torch.full((2,), 2.0, dtype=DTYPE))
+
+
+def test_linear_solver_sees_the_solution_structure():
+    # A solver configured with an `init` shaped like the (dict) solution works inside custom_root.
+    def optimality(sol, lam):
+        return {"a": 2.0 * sol["a"] - lam, "b": 4.0 * sol["b"] - lam}
+
+    init = {"a": torch.zeros(2, dtype=DTYPE), "b": torch.zeros(1, dtype=DTYPE)}
+    solve = linear_solve.solve_cg(init=init, rtol=1e-12)
+
+    @custom_root(optimality, argnums=1, solve=solve)
+    def solver(x0, lam):
+        return {
+            "a": lam.detach() / 2 * torch.ones(2, dtype=DTYPE),
+            "b": lam.detach() / 4 * torch.ones(1, dtype=DTYPE),
+        }
+
+    lam = torch.tensor(1.0, dtype=DTYPE, requires_grad=True)
+    sol = solver(init, lam)
+    (grad,) = torch.autograd.grad(sol["a"].sum() + sol["b"].sum(), lam)
+    torch.testing.assert_close(grad, torch.tensor(2 * 0.5 + 0.25, dtype=DTYPE))

@@ -151,7 +151,12 @@ class _ImplicitRoot(torch.autograd.Function):
                 "custom_root: optimality_fn's output does not depend differentiably on the "
                 "solution or on the differentiated arguments, so no implicit gradient exists"
             )
-        variable_spec = optree_core.tree_structure(variables)
+        # The linear solver sees trees shaped like the solution (a list when some of its leaves,
+        # e.g. integer counters, are not differentiable), so a solver's `init` can match it.
+        if len(variables) == len(solution):
+            variable_spec = problem.solution_spec
+        else:
+            variable_spec = optree_core.tree_structure(variables)
 
         def transposed_jacobian(u: Any) -> Any:  # u -> (dF/dx)^T u
             grads = _grad(residual, variables, optree_core.tree_leaves(u), retain_graph=True)
