@@ -88,3 +88,12 @@ def test_ns_inv_diverging_and_bad_input():
         linalg.ns(torch.eye(2), torch.ones(2), alpha=-1.0)
     with pytest.raises(ValueError, match="maxiter"):
         linalg.ns(torch.eye(2), torch.ones(2), maxiter=-1)
+
+
+def test_ns_inv_of_a_matrix_free_operator_is_an_operator():
+    A = {"w": spd(3, 8, cond=2.0), "b": spd(2, 9, cond=2.0)}
+    inverse = linalg.ns_inv(lambda x: {k: A[k] @ x[k] for k in x}, maxiter=200, alpha=0.5)
+    b = {"w": torch.ones(3, dtype=torch.float64), "b": torch.ones(2, dtype=torch.float64)}
+    x = inverse(b)
+    torch.testing.assert_close(x["w"], torch.linalg.solve(A["w"], b["w"]))
+    torch.testing.assert_close(x["b"], torch.linalg.solve(A["b"], b["b"]))

@@ -136,16 +136,19 @@ def ns_inv(
 ) -> Any:
     r"""Approximate the inverse of a matrix (or of each matrix in a pytree) by a Neumann series.
 
-    Computes :math:`\alpha \sum_{k=0}^{K} (I - \alpha A)^k` with :math:`K` = ``maxiter``.
+    Computes :math:`\alpha \sum_{k=0}^{K} (I - \alpha A)^k` with :math:`K` = ``maxiter``. Given a
+    matrix-free operator (a callable ``A(x)``), it returns the approximate inverse as an operator
+    too: the function ``b -> ns(A, b, maxiter, alpha=alpha)``.
 
     Args:
-        A: a square matrix, or a pytree of square matrices (each inverted on its own).
+        A: a square matrix, a pytree of square matrices (each inverted on its own), or a
+            callable ``A(x)``.
         maxiter: number of terms after the first (default: 100).
         alpha: step size :math:`\alpha` (default: 1); convergence needs
             :math:`\rho(I - \alpha A) < 1`.
 
     Returns:
-        The approximate inverse, with the structure of ``A``.
+        The approximate inverse, with the structure of ``A`` (a callable for a callable ``A``).
 
     Raises:
         TypeError / ValueError: if ``A`` holds something other than square matrices, or for a bad
@@ -160,8 +163,17 @@ def ns_inv(
         >>> A = torch.tensor([[1.5, 0.25], [0.25, 0.75]], dtype=torch.float64)
         >>> torch.allclose(ns_inv(A, maxiter=200) @ A, torch.eye(2, dtype=torch.float64))
         True
+        >>> inverse = ns_inv(lambda v: A @ v, maxiter=200)  # matrix-free in, matrix-free out
+        >>> torch.allclose(A @ inverse(torch.ones(2, dtype=torch.float64)), torch.ones(2, dtype=torch.float64))
+        True
     """
     maxiter, alpha = _check_arguments(maxiter, alpha)
+    if callable(A) and not isinstance(A, torch.Tensor):
+
+        def inverse(b: Any) -> Any:
+            return ns(A, b, maxiter, alpha=alpha)
+
+        return inverse
     leaves, treespec = optree_core.tree_flatten(A)
     if not leaves:
         raise ValueError("ns_inv: A must hold at least one matrix, got an empty pytree")
