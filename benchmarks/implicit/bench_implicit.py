@@ -6,8 +6,9 @@ to a task by ``T`` gradient-descent steps on ``mse(phi) + lam/2 ||phi - theta||^
 
 * unrolled: the ``T`` steps are differentiated through (``create_graph=True``), so the graph and
   its memory grow with ``T``;
-* implicit: the same ``T`` steps run without a graph inside :func:`diffopt.diff.implicit.custom_root`
-  and the backward pass solves the Hessian system with ``K`` conjugate-gradient iterations
+* implicit: the same ``T`` steps run without a graph inside
+  :func:`diffopt.diff.implicit.custom_root` and the backward pass solves the Hessian system with
+  ``K`` conjugate-gradient iterations
   (Hessian-vector products), whose memory does not depend on ``T``.
 
 Accuracy is the relative error against a float64 reference (the inner problem solved to a

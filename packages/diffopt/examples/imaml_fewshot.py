@@ -5,11 +5,12 @@ adapts a copy ``phi`` of the meta-network ``theta`` to the support set with a pr
 
     phi*(theta) = argmin_phi  mse_support(phi) + lam/2 ||phi - theta||^2,
 
-solved by L-BFGS (with line searches: a solver one could not unroll) and never differentiated. The meta-gradient of the query loss
-comes from the implicit function theorem, d phi*/d theta = lam (H + lam I)^-1 with H the support
-loss's Hessian, computed by a few conjugate-gradient iterations of Hessian-vector products
-(:class:`diffopt.nn.ImplicitMetaGradientModule` with ``linear_solve=solve_cg(maxiter=5)``): memory
-does not grow with the number of inner steps.
+solved by L-BFGS (whose line searches could not be unrolled) and never differentiated. The
+meta-gradient of the query loss comes from the implicit function theorem,
+d phi*/d theta = lam (H + lam I)^-1 with H the support loss's Hessian, computed by a few
+conjugate-gradient iterations of Hessian-vector products
+(:class:`diffopt.nn.ImplicitMetaGradientModule` with ``linear_solve=solve_cg(maxiter=5)``):
+memory does not grow with the number of inner steps.
 
 Run: ``python packages/diffopt/examples/imaml_fewshot.py`` (about a minute on a laptop CPU).
 """

@@ -1,4 +1,4 @@
-"""TorchOpt tutorial code for implicit and zero-order gradients runs with ``import diffopt as torchopt``."""
+"""TorchOpt tutorial code (implicit, zero-order) runs with ``import diffopt as torchopt``."""
 
 import torch
 import torch.nn.functional as F

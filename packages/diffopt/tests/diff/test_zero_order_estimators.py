@@ -1,4 +1,4 @@
-"""zero_order: exact estimator formulas, convergence on quadratics, non-differentiable objectives."""
+"""zero_order: exact estimator formulas, convergence on quadratics, non-differentiable losses."""
 
 import math
 

@@ -49,7 +49,7 @@ def as_linear_operator(A: Any, name: str = "A") -> LinearOperator:
 
 
 def check_rhs(b: Any, name: str = "b") -> list[torch.Tensor]:
-    """Check that ``b`` is a non-empty pytree of floating (or complex) tensors; return its leaves."""
+    """Check that ``b`` is a non-empty pytree of floating or complex tensors; return its leaves."""
     leaves = optree_core.tree_leaves(b)
     if not leaves:
         raise ValueError(f"{name} must hold at least one tensor, got an empty pytree")

@@ -164,7 +164,8 @@ def ns_inv(
         >>> torch.allclose(ns_inv(A, maxiter=200) @ A, torch.eye(2, dtype=torch.float64))
         True
         >>> inverse = ns_inv(lambda v: A @ v, maxiter=200)  # matrix-free in, matrix-free out
-        >>> torch.allclose(A @ inverse(torch.ones(2, dtype=torch.float64)), torch.ones(2, dtype=torch.float64))
+        >>> b = torch.ones(2, dtype=torch.float64)
+        >>> torch.allclose(A @ inverse(b), b)
         True
     """
     maxiter, alpha = _check_arguments(maxiter, alpha)

@@ -3,8 +3,8 @@
 Subclass it, keep the meta-parameters (tensors that require grad, or modules, passed to the
 constructor; see :class:`diffopt.nn.MetaGradientModule`) and the inner parameters (ordinary
 parameters) apart, and define ``objective()`` (the inner loss) or ``optimality()`` (a residual that
-is zero at the solution), and ``solve()`` (any inner optimization that updates the parameters). After
-``solve(...)``, the module's parameters are the solution as a differentiable function of the
+is zero at the solution), and ``solve()`` (any inner optimization that updates the parameters).
+After ``solve(...)``, the module's parameters are the solution as a differentiable function of the
 meta-parameters, by the implicit function theorem (:func:`diffopt.diff.implicit.custom_root`): the
 outer loss back-propagates into the meta-parameters without unrolling the inner loop.
 """

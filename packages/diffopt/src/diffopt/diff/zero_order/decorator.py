@@ -38,7 +38,7 @@ METHODS = ("naive", "forward", "antithetic")
 
 @runtime_checkable
 class Samplable(Protocol):
-    """Anything with ``sample(sample_shape)``, such as a :class:`torch.distributions.Distribution`."""
+    """Anything with ``sample(sample_shape)``, e.g. a :class:`torch.distributions.Distribution`."""
 
     def sample(self, sample_shape: torch.Size = ...) -> torch.Tensor:
         """Return a tensor of shape ``sample_shape`` of i.i.d. noise."""
@@ -137,7 +137,9 @@ class _ZeroOrder(torch.autograd.Function):
     """The objective's value in the forward pass; the ES gradient estimate in the backward pass."""
 
     @staticmethod
-    def forward(ctx, estimate: _Estimate, value: torch.Tensor, *thetas: torch.Tensor):  # type: ignore[override]
+    def forward(  # type: ignore[override]
+        ctx, estimate: _Estimate, value: torch.Tensor, *thetas: torch.Tensor
+    ):
         ctx.estimate = estimate
         ctx.save_for_backward(value, *thetas)
         return value.detach().clone()
