@@ -223,3 +223,15 @@ def test_optimality_unlike_the_parameters_is_reported():
     inner.solve(X, LABELS)
     with pytest.raises(ValueError, match="structure of the solution"):
         meta_loss(inner.w, inner.b).backward()
+
+
+def test_solve_without_grad_then_with_grad():
+    theta = make_theta()
+    inner = ProximalLogistic(*theta)
+    with torch.no_grad():  # e.g. an evaluation pass: plain tensors come back, no graph
+        inner.solve(X, LABELS)
+    assert not inner.w.requires_grad
+    inner.solve(X, LABELS)  # restarts from Parameters: the solver can differentiate again
+    grads = torch.autograd.grad(meta_loss(inner.w, inner.b), theta)
+    for got, unrolled in zip(grads, unrolled_meta_gradient()):
+        torch.testing.assert_close(got, unrolled, rtol=1e-7, atol=1e-10)

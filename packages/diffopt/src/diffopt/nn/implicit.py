@@ -67,8 +67,8 @@ def _enable_implicit_gradients(cls: type[ImplicitMetaGradientModule]) -> None:
     @functools.wraps(user_solve)
     def solve(self: ImplicitMetaGradientModule, *input: Any, **kwargs: Any) -> Any:
         names, params, meta_names, metas = _named(self)
-        stale = [(n, p) for n, p in zip(names, params) if not p.is_leaf]
-        if stale:  # the solution of a previous solve(): restart from a fresh leaf copy of it
+        stale = [(n, p) for n, p in zip(names, params) if not isinstance(p, torch.nn.Parameter)]
+        if stale:  # the solution of a previous solve(): restart from a fresh Parameter copy of it
             swap_tensors(self, [(n, torch.nn.Parameter(p.detach().clone())) for n, p in stale])
             names, params, meta_names, metas = _named(self)
 
@@ -77,8 +77,9 @@ def _enable_implicit_gradients(cls: type[ImplicitMetaGradientModule]) -> None:
                 return self._optimality_at(names, flat_params, *input, **kwargs)
 
         def solver_fn(flat_params, flat_metas, *input, **kwargs):
-            # The user's solver sees detached meta-parameters: nothing it does reaches them.
-            with reparametrize(self, zip(meta_names, flat_metas)):
+            # The user's solver sees detached meta-parameters: nothing it does reaches them. It
+            # runs with grad enabled (gradient-based solvers need it even in a no_grad caller).
+            with reparametrize(self, zip(meta_names, flat_metas)), torch.enable_grad():
                 output = user_solve(self, *input, **kwargs)
             solved = tuple(self.named_parameters())
             if tuple(n for n, _ in solved) != names:
@@ -171,9 +172,9 @@ class ImplicitMetaGradientModule(MetaGradientModule):
     def solve(self, *input: Any, **kwargs: Any) -> Any:
         """Solve the inner problem, updating ``self.parameters()``; return anything (often self).
 
-        Use ``loss.backward(inputs=list(self.parameters()))`` or :func:`torch.autograd.grad` in
-        gradient-based solvers. (The meta-parameters are detached while ``solve`` runs, so
-        nothing accumulates into their ``.grad`` in any case.)
+        It runs with grad enabled, even when called under :func:`torch.no_grad`, and sees the
+        meta-parameters detached, so ``self.objective(...).backward()`` accumulates gradients
+        into the parameters only.
         """
         raise NotImplementedError(f"{type(self).__name__} must define solve()")
 
