@@ -2,6 +2,8 @@
 
 import pytest
 import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from diffopt import linalg
 
@@ -120,3 +122,28 @@ def test_gradient_flows_through_iterations():
     b.requires_grad_(True)
     linalg.cg(A, b, rtol=1e-13).sum().backward()
     torch.testing.assert_close(b.grad, torch.linalg.solve(A.T, torch.ones(5, dtype=torch.float64)))
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    sizes=st.lists(st.integers(1, 5), min_size=1, max_size=3),
+    seed=st.integers(0, 2**16),
+    preconditioned=st.booleans(),
+)
+def test_random_spd_pytrees_match_dense_solve(sizes, seed, preconditioned):
+    # One SPD matrix coupling every leaf of a tuple of vectors of random sizes.
+    n = sum(sizes)
+    A = spd(n, seed, cond=100.0)
+    g = torch.Generator().manual_seed(seed + 1)
+    b = tuple(torch.randn(size, generator=g, dtype=torch.float64) for size in sizes)
+
+    def split(flat):
+        return tuple(torch.split(flat, sizes))
+
+    def matvec(x):
+        return split(A @ torch.cat(x))
+
+    inverse_diagonal = 1.0 / torch.diagonal(A)
+    M = (lambda r: split(inverse_diagonal * torch.cat(r))) if preconditioned else None
+    x = linalg.cg(matvec, b, rtol=1e-12, M=M)
+    torch.testing.assert_close(torch.cat(x), torch.linalg.solve(A, torch.cat(b)))
