@@ -2,7 +2,8 @@
 """MAML outer-step time and peak memory: diffopt (accelerated op on/off) vs TorchOpt vs higher.
 
 Problems: the MAML sinusoid MLP (1-40-40-1, K=10) and a 4-layer conv net (4 x [3x3 conv,
-BatchNorm without running stats, ReLU, 2x2 max-pool], 5-way 5-shot on 28x28 inputs), each with
+BatchNorm without running stats, ReLU, 2x2 max-pool], 5-way 5-shot on 28x28 inputs, 2 tasks
+per outer step; the MLP takes 10 tasks of K=10 points), each with
 1, 3 and 5 differentiable inner steps of SGD and of Adam, a meta-batch of tasks, and an outer Adam
 step. One outer step = the inner loops + the meta-backward + the outer update.
 
@@ -11,10 +12,11 @@ initialization and data; the script checks they agree with diffopt's (entries a 
 NaN/inf are reported, not compared: TorchOpt's and higher's differentiable Adam give NaN wherever
 a gradient entry is exactly zero).
 
-Time is the best of ``--repeats`` outer steps after warm-up (the minimum is the figure least
-disturbed by other load on a shared machine; the median is kept in the JSON), in one process per
-library so the peak-memory figure (peak RSS growth over the resident size before the first step,
-or ``torch.cuda.max_memory_allocated`` on CUDA) belongs to that library alone. "graph MiB" is
+Time is the best of ``--repeats`` outer steps after warm-up, the libraries' steps interleaved in
+one process (the minimum is the figure least disturbed by other load on a shared machine; the
+median is printed too). Peak memory is measured in one fresh process per library so it belongs
+to that library alone: peak RSS growth over the resident size before the first of 3 outer steps,
+or ``torch.cuda.max_memory_allocated`` on CUDA. "graph MiB" is
 exact and deterministic: the distinct storages one task's autograd graph saves for backward,
 which is what MAML's peak memory scales with. Peers are imported
 lazily and skipped with a message when not installed.
@@ -143,11 +145,11 @@ def rss_bytes() -> int:
         return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
 
 
-def measure(library, problem, inner, steps, repeats, warmup, device) -> dict:
-    """Run in a fresh process: median seconds per outer step and peak memory growth."""
+def make_full_step(library, problem, inner, steps, device):
+    """A fresh model, its tasks and outer optimizer, and a function doing one full outer step."""
     torch.manual_seed(0)
     net = (make_mlp() if problem == "mlp" else make_conv()).to(device)
-    tasks = make_tasks(problem, 4 if problem == "conv" else 10, seed=1, device=device)
+    tasks = make_tasks(problem, 2 if problem == "conv" else 10, seed=1, device=device)
     meta_opt = torch.optim.Adam(net.parameters(), lr=1e-3)
     outer_step = make_outer_step(library, problem, inner, steps, net, tasks)
 
@@ -156,28 +158,47 @@ def measure(library, problem, inner, steps, repeats, warmup, device) -> dict:
         outer_step()
         meta_opt.step()
 
+    return full_step
+
+
+def time_interleaved(libraries, problem, inner, steps, repeats, warmup, device) -> dict:
+    """Best and median seconds per outer step, the libraries' repeats interleaved.
+
+    Interleaving makes background load on a shared machine hit every library alike.
+    """
+    steps_fns = {lib: make_full_step(lib, problem, inner, steps, device) for lib in libraries}
+    for _ in range(warmup):
+        for fn in steps_fns.values():
+            fn()
+    times: dict[str, list[float]] = {lib: [] for lib in libraries}
+    for _ in range(repeats):
+        for lib, fn in steps_fns.items():
+            if device.type == "cuda":
+                torch.cuda.synchronize()
+            start = time.perf_counter()
+            fn()
+            if device.type == "cuda":
+                torch.cuda.synchronize()
+            times[lib].append(time.perf_counter() - start)
+    return {lib: {"seconds": min(t), "median": statistics.median(t)} for lib, t in times.items()}
+
+
+def peak_memory(library, problem, inner, steps, device) -> dict:
+    """Run in a fresh process: peak memory growth over 3 outer steps of one library."""
+    full_step = make_full_step(library, problem, inner, steps, device)
     if device.type == "cuda":
         torch.cuda.synchronize()
         torch.cuda.reset_peak_memory_stats()
         base = torch.cuda.memory_allocated()
     else:
         base = rss_bytes()
-    for _ in range(warmup):
+    for _ in range(3):
         full_step()
-    times = []
-    for _ in range(repeats):
-        if device.type == "cuda":
-            torch.cuda.synchronize()
-        start = time.perf_counter()
-        full_step()
-        if device.type == "cuda":
-            torch.cuda.synchronize()
-        times.append(time.perf_counter() - start)
     if device.type == "cuda":
         peak = torch.cuda.max_memory_allocated() - base
     else:
         peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 - base
-    return {"seconds": min(times), "median": statistics.median(times), "peak_mib": peak / 2**20}
+    return {"peak_mib": peak / 2**20}
 
 
 def meta_gradient(library, problem, inner, steps, device) -> list[torch.Tensor]:
@@ -291,8 +312,7 @@ def main(argv=None) -> int:
 
     if args.worker:  # child process: one measurement, printed as JSON
         library, problem, inner, steps = args.worker.split(":")
-        print(json.dumps(measure(library, problem, inner, int(steps), args.repeats, args.warmup,
-                                 device)))
+        print(json.dumps(peak_memory(library, problem, inner, int(steps), device)))
         return 0
 
     libraries = []
@@ -324,18 +344,18 @@ def main(argv=None) -> int:
                         status += " on the finite entries"
                     print(f"  meta-gradient {problem}/{inner}/{steps}: {library} vs diffopt: "
                           f"max rel err {err:.1e}{note} [{status}]")
-                results = {}
-                graph = {lib: graph_mib(lib, problem, inner, steps, device) for lib in libs}
+                results = time_interleaved(libs, problem, inner, steps, args.repeats,
+                                           args.warmup, device)
                 for library in libs:
+                    results[library]["graph_mib"] = graph_mib(library, problem, inner, steps,
+                                                              device)
                     cmd = [sys.executable, __file__, "--worker",
-                           f"{library}:{problem}:{inner}:{steps}", "--repeats",
-                           str(args.repeats), "--warmup", str(args.warmup), "--threads",
+                           f"{library}:{problem}:{inner}:{steps}", "--threads",
                            str(args.threads), "--device", args.device]
                     out = subprocess.run(cmd, capture_output=True, text=True, check=True)
-                    results[library] = json.loads(out.stdout.strip().splitlines()[-1])
-                    results[library]["graph_mib"] = graph[library]
+                    results[library].update(json.loads(out.stdout.strip().splitlines()[-1]))
                 rows.append((problem, inner, steps, results))
-                cells = "  ".join(f"{lib} {r['seconds'] * 1e3:8.2f} ms {r['graph_mib']:6.2f} MiB"
+                cells = "  ".join(f"{lib} {r['seconds'] * 1e3:.2f} (median {r['median'] * 1e3:.2f}) ms"
                                   for lib, r in results.items())
                 print(f"{problem:4s} {inner:4s} {steps}  {cells}", flush=True)
 
