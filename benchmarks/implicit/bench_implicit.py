@@ -20,6 +20,10 @@ thread gives stable figures); peak memory is the growth of the resident set's hi
 (``VmHWM``, reset through ``/proc/self/clear_refs``) during one hyper-gradient, each measured in a
 fresh subprocess.
 
+When TorchOpt is importable (the benchmarks' nox session), the same implicit hyper-gradient is
+also timed through ``torchopt.diff.implicit.custom_root``, and a last table compares the
+``'forward'`` zero-order estimators of diffopt and TorchOpt on a quadratic as samples grow.
+
 Run: ``.venv/bin/python benchmarks/implicit/bench_implicit.py`` (``--quick`` for a smoke run).
 """
 
@@ -37,6 +41,12 @@ import torch
 
 from diffopt import linear_solve
 from diffopt.diff.implicit import custom_root
+from diffopt.diff.zero_order import zero_order
+
+try:  # the peer, present only in the benchmarks' nox session
+    import torchopt
+except ImportError:
+    torchopt = None
 
 LAM = 1.0
 LR = 0.1
@@ -90,8 +100,14 @@ def unrolled_hypergradient(problem, steps):
 
 
 def optimality(phi, theta, data):
+    """The optimality condition, the inner gradient, as diffopt users write it (autograd)."""
     with torch.enable_grad():
+        phi = [p if p.requires_grad else p.detach().requires_grad_() for p in phi]
         return tuple(torch.autograd.grad(inner_loss(phi, theta, data), phi, create_graph=True))
+
+
+# TorchOpt differentiates the optimality condition under functorch, which needs torch.func.
+functional_optimality = torch.func.grad(inner_loss, argnums=0)
 
 
 def gradient_descent(phi, theta, data, steps):
@@ -119,6 +135,56 @@ def implicit_hypergradient(problem, steps, cg_iterations):
     return torch.autograd.grad(outer_loss(phi, problem["val"]), theta)
 
 
+def torchopt_hypergradient(problem, steps, cg_iterations):
+    """The same implicit hyper-gradient through TorchOpt's custom_root and CG."""
+    theta, data = problem["theta"], problem["data"]
+
+    @torchopt.diff.implicit.custom_root(
+        functional_optimality,
+        argnums=1,
+        solve=torchopt.linear_solve.solve_cg(maxiter=cg_iterations, rtol=0.0),
+    )
+    def solver(phi0, theta, data):
+        return gradient_descent(phi0, theta, data, steps)
+
+    phi = solver(tuple(t.detach() for t in theta), tuple(theta), data)
+    return torch.autograd.grad(outer_loss(phi, problem["val"]), theta)
+
+
+def zero_order_forward_check(num_samples=(100, 1000, 10000)):
+    """Relative error of the 'forward' ES estimator on a quadratic, diffopt vs TorchOpt."""
+    g = torch.Generator().manual_seed(0)
+    A = torch.randn(4, 4, generator=g, dtype=torch.float64)
+    A = A @ A.T / 4 + torch.eye(4, dtype=torch.float64)
+    b = torch.randn(4, generator=g, dtype=torch.float64)
+    theta0 = torch.tensor([0.5, -1.0, 0.25, 1.5], dtype=torch.float64)
+    true_gradient = A @ theta0 + b  # Gaussian smoothing keeps a quadratic's gradient
+
+    def f(theta):
+        return 0.5 * theta @ A @ theta + b @ theta + 5.0
+
+    def error(decorator, n):
+        torch.manual_seed(n)
+        theta = theta0.clone().requires_grad_()
+        (grad,) = torch.autograd.grad(decorator(f)(theta), theta)
+        return float(torch.linalg.norm(grad - true_gradient) / torch.linalg.norm(true_gradient))
+
+    normal = torch.distributions.Normal(torch.tensor(0.0, dtype=torch.float64), 1.0)
+    print("\n'forward' zero-order estimator on a quadratic, sigma=0.5: relative gradient error")
+    print(f"{'samples':>8} | {'diffopt':>8} | {'TorchOpt':>8}")
+    for n in num_samples:
+        ours = error(zero_order(normal, method="forward", num_samples=n, sigma=0.5), n)
+        peer = float("nan")
+        if torchopt is not None:
+            peer = error(
+                torchopt.diff.zero_order.zero_order(
+                    normal, method="forward", num_samples=n, sigma=0.5
+                ),
+                n,
+            )
+        print(f"{n:>8} | {ours:>8.3f} | {peer:>8.3f}", flush=True)
+
+
 def reference_hypergradient():
     problem = make_problem(torch.float64)
     theta, data = problem["theta"], problem["data"]
@@ -128,7 +194,7 @@ def reference_hypergradient():
         phi = list(phi0)
         for _ in range(20):  # 20 x 500 steps, stopping once the gradient has vanished
             phi = list(gradient_descent(phi, theta, data, 500))
-            grads = optimality([p.requires_grad_() for p in phi], theta, data)
+            grads = optimality(tuple(phi), theta, data)
             if torch.sqrt(sum(g.pow(2).sum() for g in grads)) < 1e-10:
                 break
         return tuple(p.detach() for p in phi)
@@ -194,7 +260,7 @@ def peak_memory(method, steps, cg_iterations, threads):
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--steps", type=int, nargs="+", default=[25, 50, 100, 200])
-    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--threads", type=int, default=1, help="torch intra-op threads")
     parser.add_argument("--quick", action="store_true", help="a fast smoke run")
     parser.add_argument("--child", nargs=3, help=argparse.SUPPRESS)
@@ -217,7 +283,8 @@ def main():
     rows = []
     header = (
         f"{'T':>4} | {'unrolled s':>10} {'MiB':>7} {'rel.err':>8} | {'K':>3} "
-        f"{'implicit s':>10} {'MiB':>7} {'rel.err':>8} | {'speed-up':>8} {'mem ratio':>9}"
+        f"{'implicit s':>10} {'MiB':>7} {'rel.err':>8} | {'speed-up':>8} {'mem ratio':>9} | "
+        f"{'TorchOpt s':>10} {'rel.err':>8}"
     )
     print(header)
     print("-" * len(header))
@@ -235,6 +302,15 @@ def main():
         implicit_time = best_time(
             functools.partial(implicit_hypergradient, problem, steps, cg_iterations), args.repeats
         )
+        torchopt_time = torchopt_error = float("nan")
+        if torchopt is not None:
+            torchopt_error = relative_error(
+                torchopt_hypergradient(problem, steps, cg_iterations), reference
+            )
+            torchopt_time = best_time(
+                functools.partial(torchopt_hypergradient, problem, steps, cg_iterations),
+                args.repeats,
+            )
         unrolled_mem = peak_memory("unrolled", steps, 0, args.threads)
         implicit_mem = peak_memory("implicit", steps, cg_iterations, args.threads)
         row = {
@@ -246,15 +322,19 @@ def main():
             "implicit_s": implicit_time,
             "implicit_mib": implicit_mem,
             "implicit_err": implicit_error,
+            "torchopt_s": torchopt_time,
+            "torchopt_err": torchopt_error,
         }
         rows.append(row)
         print(
             f"{steps:>4} | {unrolled_time:>10.3f} {unrolled_mem:>7.1f} {unrolled_error:>8.1e} | "
             f"{cg_iterations:>3} {implicit_time:>10.3f} {implicit_mem:>7.1f} "
             f"{implicit_error:>8.1e} | {unrolled_time / implicit_time:>7.1f}x "
-            f"{unrolled_mem / max(implicit_mem, 1e-9):>8.1f}x",
+            f"{unrolled_mem / max(implicit_mem, 1e-9):>8.1f}x | {torchopt_time:>10.3f} "
+            f"{torchopt_error:>8.1e}",
             flush=True,
         )
+    zero_order_forward_check((100, 1000) if args.quick else (100, 1000, 10000))
     return rows
 
 
