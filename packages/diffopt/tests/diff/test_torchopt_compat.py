@@ -91,3 +91,56 @@ def test_zero_order_tutorial_decorator():
         loss.backward()
         optimizer.step()
     torch.testing.assert_close(params[0].detach(), w_true, rtol=0, atol=0.05)
+
+
+def test_imaml_tutorial_module_api():
+    # TorchOpt's ImplicitMetaGradientModule tutorial class, verbatim in spirit.
+    class InnerNet(
+        torchopt.nn.ImplicitMetaGradientModule,
+        linear_solve=torchopt.linear_solve.solve_normal_cg(maxiter=30, atol=0.0),
+    ):
+        def __init__(self, meta_net, n_inner_iter, reg_param):
+            super().__init__()
+            self.meta_net = meta_net
+            self.net = torchopt.module_clone(meta_net, by="deepcopy", detach_buffers=True)
+            self.n_inner_iter = n_inner_iter
+            self.reg_param = reg_param
+
+        def forward(self, x):
+            return self.net(x)
+
+        def objective(self, x, y):
+            loss = F.mse_loss(self(x), y)
+            regularization_loss = 0
+            for p1, p2 in zip(self.parameters(), self.meta_parameters()):
+                regularization_loss += 0.5 * self.reg_param * torch.sum(torch.square(p1 - p2))
+            return loss + regularization_loss
+
+        def solve(self, x, y):
+            params = tuple(self.parameters())
+            inner_optim = torchopt.SGD(params, lr=0.2)
+            with torch.enable_grad():
+                for _ in range(self.n_inner_iter):
+                    loss = self.objective(x, y)
+                    inner_optim.zero_grad()
+                    loss.backward(inputs=params)
+                    inner_optim.step()
+            return self
+
+    torch.manual_seed(0)
+    meta_net = torch.nn.Linear(3, 1).to(DTYPE)
+    x = torch.randn(20, 3, dtype=DTYPE)
+    y = torch.randn(20, 1, dtype=DTYPE)
+    inner = InnerNet(meta_net, n_inner_iter=200, reg_param=1.0)
+    inner.solve(x, y)
+    F.mse_loss(inner(x), torch.zeros_like(y)).backward()
+
+    # Closed form: the inner problem is quadratic in q = [W, b]; q* = (H + I)^-1 (c + theta) with
+    # H = 2 Xa^T Xa / n, so d q*/d theta = (H + I)^-1.
+    Xa = torch.cat([x, torch.ones(20, 1, dtype=DTYPE)], dim=1)
+    H = 2 * Xa.T @ Xa / 20
+    q = torch.cat([inner.net.weight.detach().reshape(-1), inner.net.bias.detach()])
+    outer = 2 * Xa.T @ (Xa @ q) / 20
+    expected = torch.linalg.solve(H + torch.eye(4, dtype=DTYPE), outer)
+    got = torch.cat([meta_net.weight.grad.reshape(-1), meta_net.bias.grad])
+    torch.testing.assert_close(got, expected, rtol=1e-6, atol=1e-9)

@@ -96,7 +96,7 @@ def test_inv_handles_a_scalar_system():
 
 def test_configuration_errors_are_raised_early():
     with pytest.raises(TypeError):
-        linear_solve.solve_cg(tol=1e-3)
+        linear_solve.solve_cg(tolerance=1e-3)
     with pytest.raises(ValueError, match="ridge"):
         linear_solve.solve_normal_cg(ridge=-1.0)
     with pytest.raises(TypeError, match="ns=True"):
@@ -113,3 +113,15 @@ def test_normal_cg_needs_a_differentiable_matvec():
 
     with pytest.raises(RuntimeError, match="differentiable"):
         linear_solve.solve_normal_cg(opaque, torch.ones(2, dtype=torch.float64))
+
+
+def test_tol_is_an_alias_of_rtol():
+    A = random_matrix(6, 3, symmetric=True)
+    b = torch.ones(6, dtype=torch.float64)
+    for solver in (linear_solve.solve_cg, linear_solve.solve_normal_cg):
+        torch.testing.assert_close(
+            solver(lambda v: A @ v, b, tol=1e-3), solver(lambda v: A @ v, b, rtol=1e-3)
+        )
+        assert not torch.equal(
+            solver(lambda v: A @ v, b, tol=1e-2), solver(lambda v: A @ v, b, rtol=1e-12)
+        )

@@ -22,6 +22,7 @@ def solve_cg(
     atol: float = 0.0,
     maxiter: int | None = None,
     M: Callable[[Any], Any] | Any = None,
+    tol: float | None = None,
 ) -> Any:
     r"""Solve ``(A + ridge I) x = b`` by conjugate gradient, ``A`` symmetric positive definite.
 
@@ -41,6 +42,7 @@ def solve_cg(
         atol: absolute tolerance on the residual norm.
         maxiter: maximum number of CG iterations (default: ``10 * size(b)``).
         M: preconditioner approximating ``A^{-1}`` (callable or matrix).
+        tol: alias of ``rtol`` (TorchOpt's documentation examples spell it so).
 
     Returns:
         The solution (a tree like ``b``), or, without ``matvec`` and ``b``, the solver.
@@ -55,6 +57,8 @@ def solve_cg(
         (tensor([0.2500, 0.2500, 0.2500]), tensor([0.1667, 0.1667]))
     """
     check_ridge(ridge)
+    if tol is not None:
+        rtol = tol
     options = {"ridge": ridge, "init": init, "rtol": rtol, "atol": atol, "maxiter": maxiter, "M": M}
     if matvec is None and b is None:
         return functools.partial(solve_cg, **options)

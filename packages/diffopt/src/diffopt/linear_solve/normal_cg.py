@@ -22,6 +22,7 @@ def solve_normal_cg(
     atol: float = 0.0,
     maxiter: int | None = None,
     M: Callable[[Any], Any] | Any = None,
+    tol: float | None = None,
 ) -> Any:
     r"""Solve ``A x = b`` through the normal equations ``(A^T A + ridge I) x = A^T b`` by CG.
 
@@ -42,6 +43,7 @@ def solve_normal_cg(
         atol: absolute tolerance on the normal-equation residual norm.
         maxiter: maximum number of CG iterations (default: ``10 * size(b)``).
         M: preconditioner approximating ``(A^T A)^{-1}``.
+        tol: alias of ``rtol`` (TorchOpt's documentation examples spell it so).
 
     Returns:
         The solution (a tree like ``b``), or, without ``matvec`` and ``b``, the solver.
@@ -55,6 +57,8 @@ def solve_normal_cg(
         True
     """
     check_ridge(ridge)
+    if tol is not None:
+        rtol = tol
     options = {"ridge": ridge, "init": init, "rtol": rtol, "atol": atol, "maxiter": maxiter, "M": M}
     if matvec is None and b is None:
         return functools.partial(solve_normal_cg, **options)
