@@ -144,3 +144,33 @@ def test_imaml_tutorial_module_api():
     expected = torch.linalg.solve(H + torch.eye(4, dtype=DTYPE), outer)
     got = torch.cat([meta_net.weight.grad.reshape(-1), meta_net.bias.grad])
     torch.testing.assert_close(got, expected, rtol=1e-6, atol=1e-9)
+
+
+def test_zero_order_tutorial_module_api():
+    # TorchOpt's ZeroOrderGradientModule tutorial class, trained with torchopt.Adam.
+    class Net(torchopt.nn.ZeroOrderGradientModule, method="forward", num_samples=20, sigma=0.01):
+        def __init__(self, dim):
+            super().__init__()
+            self.fc = torch.nn.Linear(dim, 1).to(DTYPE)
+            self.distribution = torch.distributions.Normal(
+                loc=torch.tensor(0.0, dtype=DTYPE), scale=torch.tensor(1.0, dtype=DTYPE)
+            )
+
+        def forward(self, x, y):
+            return F.mse_loss(self.fc(x), y)
+
+        def sample(self, sample_shape=torch.Size()):  # noqa: B008
+            return self.distribution.sample(sample_shape)
+
+    torch.manual_seed(0)
+    x = torch.randn(64, 3, dtype=DTYPE)
+    y = x @ torch.tensor([[1.0], [-2.0], [0.5]], dtype=DTYPE) + 0.3
+    net = Net(3)
+    optimizer = torchopt.Adam(net.parameters(), lr=0.05)
+    first = net(x, y).item()
+    for _ in range(200):
+        loss = net(x, y)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+    assert net(x, y).item() < 1e-2 * first
