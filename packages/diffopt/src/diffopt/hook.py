@@ -1,14 +1,16 @@
 """Tensor hooks as transformations: register a hook on every update tensor.
 
+The hook then acts on the gradient that flows back through the updates during the
+meta-backward, e.g. to stop a NaN coming from downstream before it reaches the parameters.
+
 Example:
     >>> import torch
-    >>> x = torch.tensor([1.0], requires_grad=True)
-    >>> u = x * float('nan')
+    >>> w = torch.tensor([1.0, 2.0], requires_grad=True)
     >>> tx = register_hook(zero_nan_hook)
-    >>> (v,), _ = tx.update([u], tx.init(None))
-    >>> v.sum().backward()
-    >>> x.grad
-    tensor([nan])
+    >>> (u,), _ = tx.update([w * 1.0], tx.init(None))
+    >>> (u * torch.tensor([float('nan'), 1.0])).sum().backward()
+    >>> w.grad
+    tensor([0., 1.])
 """
 
 from __future__ import annotations

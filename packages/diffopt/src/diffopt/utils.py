@@ -172,7 +172,7 @@ def recover_state_dict(target: Any, state: Any) -> None:
             raise ValueError(f"recover_state_dict: the snapshot has {len(state.params)} "
                              f"submodules, the module {len(modules)}")
         for module, params, buffers in zip(modules, state.params, state.buffers):
-            if set(params) != set(module._parameters):
+            if params.keys() != module._parameters.keys():
                 raise ValueError(f"recover_state_dict: parameter names differ for "
                                  f"{type(module).__name__}: {sorted(params)} vs "
                                  f"{sorted(module._parameters)}")
