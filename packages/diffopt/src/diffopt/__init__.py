@@ -42,6 +42,7 @@ from diffopt import (
     schedule,
     transform,
     tree_math,
+    typing,
 )
 from diffopt.accelerated_op import accelerated_op_available
 from diffopt.alias import adadelta, adagrad, adam, adamax, adamw, radam, rmsprop, sgd
@@ -184,6 +185,7 @@ __all__ = [
     "trace",
     "transform",
     "tree_math",
+    "typing",
 ]
 
 # Subpackages built alongside this core (implicit differentiation, linear solvers...): exported
