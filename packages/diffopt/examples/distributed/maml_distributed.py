@@ -92,7 +92,7 @@ def train(args: argparse.Namespace) -> None:
         meta_opt.step()
         if iteration % args.log_every == 0 or iteration == args.iterations:
             elapsed = time.perf_counter() - start
-            print(f"iteration {iteration:5d}  meta-train loss {float(loss):8.4f}  "
+            print(f"iteration {iteration:5d}  meta-train loss {loss.item():8.4f}  "
                   f"{elapsed / iteration * 1e3:7.1f} ms/step", flush=True)
     print(f"meta-test loss after adaptation: {first_test:.4f} -> {meta_test():.4f}", flush=True)
 

@@ -175,6 +175,19 @@ def test_example_runs_under_torchrun(tmp_path):
     assert out.count("meta-train loss") == 2 and "meta-test loss after adaptation" in out
 
 
+def test_example_runs_as_a_world_of_one_without_torchrun(tmp_path):
+    example = HERE.parents[1] / "examples" / "distributed" / "maml_distributed.py"
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("MASTER_ADDR", "MASTER_PORT", "RANK", "WORLD_SIZE", "LOCAL_RANK",
+                        "LOCAL_WORLD_SIZE")}
+    proc = subprocess.Popen([sys.executable, str(example), "--iterations", "2", "--tasks", "3",
+                             "--log-every", "1"], cwd=tmp_path, env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, start_new_session=True)
+    ((rc, out, err),) = finish([proc], deadline_s=40)
+    assert rc == 0, err[-4000:]
+    assert "distributed MAML: 1 worker(s)" in out and out.count("meta-train loss") == 2
+
+
 # ---- single-process checks (no RPC needed) ----
 
 def test_partitioner_splits_pytrees_and_broadcasts_the_rest():

@@ -255,6 +255,21 @@ def _shutdown(info: WorldInfo, graceful: bool) -> None:
                            f"without shutting down): {error}") from error
 
 
+# TensorPipe's shared-memory transport busy-polls a core for each connection; with few cores per
+# worker (2 on CI) that spinning starves the workers themselves (measured in
+# benchmarks/distributed: a one-worker MAML step took 69 ms of CPU over shm against 48 over TCP,
+# the sequential step 42). TCP over loopback costs tens of microseconds more per message, nothing
+# next to an inner loop, and is what TensorPipe uses between machines anyway.
+_DEFAULT_TRANSPORTS = ("uv",)
+
+
+def _default_backend_options(info: WorldInfo) -> Any:
+    options = rpc.TensorPipeRpcBackendOptions(_transports=list(_DEFAULT_TRANSPORTS))
+    if info.world_size == 1 and "MASTER_ADDR" not in os.environ:  # a world of one, no torchrun
+        options.init_method = f"tcp://127.0.0.1:{_free_local_port()}"
+    return options
+
+
 def auto_init_rpc(worker_init_fn: Callable[[], None] | None = None,
                   worker_name_format: Callable[..., str] = default_worker_name_format, *,
                   backend: Any = None, rpc_backend_options: Any = None) -> Callable[[F], F]:
@@ -271,8 +286,10 @@ def auto_init_rpc(worker_init_fn: Callable[[], None] | None = None,
         worker_name_format: called with keywords ``world_rank``, ``world_size``, ``local_rank``,
             ``local_world_size``; returns the worker's RPC name (default ``'worker{rank}'``).
         backend: an ``rpc.BackendType`` (default TensorPipe).
-        rpc_backend_options: e.g. ``rpc.TensorPipeRpcBackendOptions(rpc_timeout=...)``. Without
-            it (and without ``MASTER_ADDR``) a world of one uses a free loopback port.
+        rpc_backend_options: e.g. ``rpc.TensorPipeRpcBackendOptions(rpc_timeout=...)``. The
+            default is TensorPipe's options with the TCP (``uv``) transport only (the
+            shared-memory one busy-polls a core per connection) and, for a world of one without
+            ``MASTER_ADDR``, a free loopback port.
 
     Returns:
         The decorator.
@@ -302,9 +319,8 @@ def auto_init_rpc(worker_init_fn: Callable[[], None] | None = None,
             _worker_name_format = worker_name_format
             info = get_world_info()
             options = rpc_backend_options
-            if options is None and info.world_size == 1 and "MASTER_ADDR" not in os.environ:
-                options = rpc.TensorPipeRpcBackendOptions(
-                    init_method=f"tcp://127.0.0.1:{_free_local_port()}")
+            if options is None and backend in (None, rpc.BackendType.TENSORPIPE):
+                options = _default_backend_options(info)
             rpc.init_rpc(info.worker_name, backend=backend, rank=info.rank,
                          world_size=info.world_size, rpc_backend_options=options)
             try:
