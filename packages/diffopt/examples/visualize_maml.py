@@ -56,7 +56,8 @@ def side_by_side(left: Path, right: Path, titles: tuple[str, str], path: Path) -
         return False
     images = [mpimg.imread(left), mpimg.imread(right)]
     height = max(im.shape[0] for im in images)
-    fig, axes = plt.subplots(1, 2, figsize=(16, 16 * height / max(sum(im.shape[1] for im in images), 1) + 1),
+    width = sum(im.shape[1] for im in images)
+    fig, axes = plt.subplots(1, 2, figsize=(16, 16 * height / width + 1),
                              gridspec_kw={"width_ratios": [im.shape[1] for im in images]})
     for ax, image, title in zip(axes, images, titles):
         ax.imshow(image)

@@ -87,7 +87,8 @@ def world_report():
 
     return {"rank": info.rank, "world_size": info.world_size, "name": info.worker_name,
             "id": todist.get_worker_id(), "by_name": todist.get_worker_id(info.worker_name),
-            "local_rank": todist.get_local_rank(), "local_world_size": todist.get_local_world_size(),
+            "local_rank": todist.get_local_rank(),
+            "local_world_size": todist.get_local_world_size(),
             "decorated": [zero(), non_zero(), one_or_two(), not_one()]}
 
 

@@ -239,7 +239,8 @@ def _parallelizer(partitioner: Any, reducer: Any, timeout: Any, wait: bool):
     return decorator
 
 
-def parallelize_async(partitioner: Any = None, reducer: Callable[[Iterable[Any]], Any] | None = None,
+def parallelize_async(partitioner: Any = None,
+                      reducer: Callable[[Iterable[Any]], Any] | None = None,
                       timeout: float | None = UNSET_RPC_TIMEOUT) -> Callable[..., Any]:
     """Decorator: calling the function runs it on remote workers and returns a future.
 
@@ -255,7 +256,8 @@ def parallelize_async(partitioner: Any = None, reducer: Callable[[Iterable[Any]]
     return _parallelizer(partitioner, reducer, timeout, wait=False)
 
 
-def parallelize_sync(partitioner: Any = None, reducer: Callable[[Iterable[Any]], Any] | None = None,
+def parallelize_sync(partitioner: Any = None,
+                     reducer: Callable[[Iterable[Any]], Any] | None = None,
                      timeout: float | None = UNSET_RPC_TIMEOUT) -> Callable[..., Any]:
     """Decorator: calling the function runs it on remote workers and returns the result
     (arguments as :func:`parallelize_async`)."""

@@ -52,7 +52,8 @@ def _shape(tensor: torch.Tensor) -> str:
     return "(" + ", ".join(str(s) for s in tensor.shape) + ")"
 
 
-def _add_names(names: dict[int, tuple[str, torch.Tensor]], name: Any, value: Any, where: str) -> None:
+def _add_names(names: dict[int, tuple[str, torch.Tensor]], name: Any, value: Any,
+               where: str) -> None:
     if value is None:
         return
     if isinstance(name, torch.Tensor) and isinstance(value, str):  # a {tensor: name} mapping
