@@ -35,6 +35,7 @@ from diffopt import (
     base,
     combine,
     diff,
+    distributed,
     hook,
     nn,
     optim,
@@ -43,6 +44,7 @@ from diffopt import (
     transform,
     tree_math,
     typing,
+    visual,
 )
 from diffopt.accelerated_op import accelerated_op_available
 from diffopt.alias import adadelta, adagrad, adam, adamax, adamw, radam, rmsprop, sgd
@@ -153,6 +155,7 @@ __all__ = [
     "clip_grad_norm",
     "combine",
     "diff",
+    "distributed",
     "exponential_decay",
     "extract_state_dict",
     "hook",
@@ -186,11 +189,12 @@ __all__ = [
     "transform",
     "tree_math",
     "typing",
+    "visual",
 ]
 
 # Subpackages built alongside this core (implicit differentiation, linear solvers...): exported
 # when present, so the core imports cleanly without them.
-for _name in ("linalg", "linear_solve", "visual", "distributed"):
+for _name in ("linalg", "linear_solve"):
     if _importlib_util.find_spec(f"diffopt.{_name}") is not None:
         globals()[_name] = _importlib.import_module(f"diffopt.{_name}")
         __all__.append(_name)
