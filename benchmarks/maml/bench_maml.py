@@ -8,7 +8,7 @@ per outer step; the MLP takes 10 tasks of K=10 points), each with
 step. One outer step = the inner loops + the meta-backward + the outer update.
 
 Before timing, every library computes the meta-gradient of the same problem from the same
-initialization and data; the script checks they agree with diffopt's (entries a peer returns as
+initialization and data, in float64; the script checks they agree with diffopt's (entries a peer returns as
 NaN/inf are reported, not compared: TorchOpt's and higher's differentiable Adam give NaN wherever
 a gradient entry is exactly zero).
 
@@ -202,11 +202,22 @@ def peak_memory(library, problem, inner, steps, device) -> dict:
 
 
 def meta_gradient(library, problem, inner, steps, device) -> list[torch.Tensor]:
-    torch.manual_seed(0)
-    net = (make_mlp() if problem == "mlp" else make_conv()).to(device)
-    tasks = make_tasks(problem, 2, seed=1, device=device)
-    make_outer_step(library, problem, inner, steps, net, tasks)()
-    return [p.grad.detach().clone() for p in net.parameters()]
+    """The meta-gradient of a 2-task outer step, in float64.
+
+    Float64 keeps the comparison about the libraries, not about float32 rounding: with Adam, a
+    parameter whose gradient is rounding noise (a conv bias followed by BatchNorm) gets an update
+    ``g / (|g| + eps)`` whose meta-gradient amplifies that noise by ``1/eps``.
+    """
+    default = torch.get_default_dtype()
+    torch.set_default_dtype(torch.float64)
+    try:
+        torch.manual_seed(0)
+        net = (make_mlp() if problem == "mlp" else make_conv()).to(device)
+        tasks = make_tasks(problem, 2, seed=1, device=device)
+        make_outer_step(library, problem, inner, steps, net, tasks)()
+        return [p.grad.detach().clone() for p in net.parameters()]
+    finally:
+        torch.set_default_dtype(default)
 
 
 def graph_mib(library, problem, inner, steps, device) -> float:
@@ -227,11 +238,11 @@ def graph_mib(library, problem, inner, steps, device) -> float:
     return sum(seen.values()) / 2**20
 
 
-def finite_difference_check(libraries, device) -> None:
+def finite_difference_check(libraries, problem, device) -> None:
     """Float64 spot check of the Adam meta-gradients against central differences.
 
-    On the MLP with 1 inner Adam step, for each parameter tensor, the entry where the libraries
-    disagree most is differentiated numerically; prints each library's error there.
+    With 1 inner Adam step, for each parameter tensor, the entry where the libraries disagree
+    most is differentiated numerically; prints each library's error there.
     """
     default = torch.get_default_dtype()
     torch.set_default_dtype(torch.float64)
@@ -239,13 +250,14 @@ def finite_difference_check(libraries, device) -> None:
         grads = {}
         for library in libraries:
             torch.manual_seed(0)
-            net = make_mlp().to(device)
-            tasks = make_tasks("mlp", 2, seed=1, device=device)
-            make_outer_step(library, "mlp", "adam", 1, net, tasks)()
+            net = (make_mlp() if problem == "mlp" else make_conv()).to(device)
+            tasks = make_tasks(problem, 2, seed=1, device=device)
+            make_outer_step(library, problem, "adam", 1, net, tasks)()
             grads[library] = [p.grad.detach().clone() for p in net.parameters()]
         torch.manual_seed(0)
-        net = make_mlp().to(device)
-        tasks = make_tasks("mlp", 2, seed=1, device=device)
+        net = (make_mlp() if problem == "mlp" else make_conv()).to(device)
+        tasks = make_tasks(problem, 2, seed=1, device=device)
+        loss = loss_fn(problem)
         import diffopt
 
         saved = diffopt.extract_state_dict(net)
@@ -253,12 +265,13 @@ def finite_difference_check(libraries, device) -> None:
         def outer_value() -> float:
             total = 0.0
             for xs, ys, xq, yq in tasks:
-                diffopt.MetaAdam(net, lr=INNER_LR["adam"]).step(F.mse_loss(net(xs), ys))
-                total += F.mse_loss(net(xq), yq).item()
+                diffopt.MetaAdam(net, lr=INNER_LR["adam"]).step(loss(net(xs), ys))
+                total += loss(net(xq), yq).item()
                 diffopt.recover_state_dict(net, saved)
             return total
 
         worst = dict.fromkeys(libraries, 0.0)
+        scale = max(g.abs().max().item() for g in grads[libraries[0]])
         for i, param in enumerate(net.parameters()):
             spread = torch.stack([torch.nan_to_num(grads[lib][i], nan=1e30).reshape(-1)
                                   for lib in libraries]).std(0)
@@ -272,11 +285,14 @@ def finite_difference_check(libraries, device) -> None:
             flat[j] = original
             numeric = (plus - minus) / (2 * h)
             for lib in libraries:
-                err = abs(grads[lib][i].reshape(-1)[j].item() - numeric) / max(abs(numeric), 1e-12)
+                # Relative to the largest entry of the whole meta-gradient: some entries are
+                # exactly zero (a conv bias before BatchNorm cannot change the outer loss), where
+                # the numeric derivative is pure rounding noise.
+                err = abs(grads[lib][i].reshape(-1)[j].item() - numeric) / scale
                 worst[lib] = max(worst[lib], err if err == err else float("inf"))
         for lib, err in worst.items():
-            print(f"  float64 finite-difference check, MLP / 1 Adam step: {lib}: "
-                  f"max rel err {err:.1e}")
+            print(f"  float64 finite-difference check, {problem} / 1 Adam step: {lib}: "
+                  f"max err {err:.1e} (relative to the largest entry)")
     finally:
         torch.set_default_dtype(default)
 
@@ -309,6 +325,8 @@ def main(argv=None) -> int:
     parser.add_argument("--problems", default="mlp,conv")
     parser.add_argument("--inner", default="sgd,adam")
     parser.add_argument("--quick", action="store_true", help="2 repeats, 1 warm-up")
+    parser.add_argument("--check-only", action="store_true",
+                        help="only the meta-gradient agreement checks, no timing")
     parser.add_argument("--worker", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     torch.set_num_threads(args.threads)
@@ -332,9 +350,8 @@ def main(argv=None) -> int:
           f"best of {args.repeats} outer steps after {args.warmup} warm-up")
 
     if "adam" in args.inner.split(","):
-        finite_difference_check([lib for lib in libraries if lib != "diffopt-accel"]
-                                + (["diffopt-accel"] if "diffopt-accel" in libraries else []),
-                                device)
+        for problem in args.problems.split(","):
+            finite_difference_check(libraries, problem, device)
     rows = []
     for problem in args.problems.split(","):
         for inner in args.inner.split(","):
@@ -345,11 +362,13 @@ def main(argv=None) -> int:
                     err, bad = compare(reference, meta_gradient(library, problem, inner, steps,
                                                                 device))
                     note = f", {bad} non-finite entries" if bad else ""
-                    status = "OK" if err < 1e-3 else "MISMATCH"
+                    status = "OK" if err < 1e-6 else "MISMATCH"
                     if bad:
                         status += " on the finite entries"
                     print(f"  meta-gradient {problem}/{inner}/{steps}: {library} vs diffopt: "
                           f"max err {err:.1e} (relative to the largest entry){note} [{status}]")
+                if args.check_only:
+                    continue
                 results = time_interleaved(libs, problem, inner, steps, args.repeats,
                                            args.warmup, device)
                 for library in libs:
