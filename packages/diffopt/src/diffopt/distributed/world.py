@@ -98,13 +98,18 @@ def _env_int(name: str, default: int) -> int:
 
 
 def get_world_info() -> WorldInfo:
-    """This process's ranks from torchrun's environment (a world of one without it).
+    """This process's ranks: from RPC when it is running (whoever started it), else from
+    torchrun's environment (a world of one without it).
 
     Raises:
         ValueError: if the variables are malformed or inconsistent.
     """
-    info = WorldInfo(_env_int("RANK", 0), _env_int("WORLD_SIZE", 1), _env_int("LOCAL_RANK", 0),
-                     _env_int("LOCAL_WORLD_SIZE", 1))
+    if _rpc_running():
+        agent = rpc._get_current_rpc_agent()
+        rank, size = agent.get_worker_info().id, len(agent.get_worker_infos())
+    else:
+        rank, size = _env_int("RANK", 0), _env_int("WORLD_SIZE", 1)
+    info = WorldInfo(rank, size, _env_int("LOCAL_RANK", 0), _env_int("LOCAL_WORLD_SIZE", 1))
     if info.world_size < 1 or not 0 <= info.world_rank < info.world_size:
         raise ValueError(f"inconsistent RANK={info.world_rank} / WORLD_SIZE={info.world_size}")
     if info.local_world_size < 1 or not 0 <= info.local_rank < info.local_world_size:
