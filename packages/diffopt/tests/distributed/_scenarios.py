@@ -202,12 +202,20 @@ def scenario_kill(out: dict) -> None:
             json.dumps({"seconds": time.monotonic() - start}))
 
 
-SCENARIOS = {"maml": scenario_maml, "kill": scenario_kill}
+def scenario_early_exit(out: dict) -> None:
+    time.sleep(1.5)  # meanwhile worker 1 leaves without shutting down (see main)
+    out["work_done"] = True
+
+
+SCENARIOS = {"maml": scenario_maml, "kill": scenario_kill, "early_exit": scenario_early_exit}
 
 
 @todist.auto_init_rpc()
 def main(name: str, result_path: str) -> None:
     todist.barrier(timeout=60)  # every rank calls it
+    if name == "early_exit" and todist.get_world_rank() == 1:
+        time.sleep(0.5)  # let the barrier's last messages arrive
+        os._exit(0)  # gone without a graceful shutdown: rank 0 must not wait for it forever
     @todist.rank_zero_only
     def drive():
         out: dict = {}

@@ -162,6 +162,18 @@ def test_killed_worker_fails_the_caller_which_exits(tmp_path):
     assert outputs[1][0] == -signal.SIGKILL
 
 
+def test_rank_zero_does_not_wait_forever_for_a_worker_that_left(tmp_path):
+    result = tmp_path / "result.json"
+    start_time = time.monotonic()
+    outputs = finish(start("early_exit", 2, result), deadline_s=45)
+    rc, _, err = outputs[0]
+    assert json.loads(result.read_text()) == {"work_done": True}
+    assert rc not in (0, None)
+    assert "worker(s) worker1 died or stopped answering before the end of the run" in err
+    assert outputs[1][0] == 0
+    assert time.monotonic() - start_time < 40
+
+
 def test_example_runs_under_torchrun(tmp_path):
     example = HERE.parents[1] / "examples" / "distributed" / "maml_distributed.py"
     torchrun = [sys.executable, "-m", "torch.distributed.run", "--standalone",
