@@ -215,6 +215,19 @@ def test_fused_node_shows_its_hyper_parameters():
     assert "beta1: 0.9" in source and "beta2: 0.999" in source and "step: 1" in source
 
 
+@pytest.mark.skipif(not diffopt.accelerated_op_available("cpu"), reason="fused-optim missing")
+def test_raw_fused_op_call_is_one_named_node():
+    import fused_optim  # noqa: F401 (registers torch.ops.fused_optim)
+
+    g = torch.randn(3, requires_grad=True)
+    directions, m, v = torch.ops.fused_optim.adam_direction.default(
+        [g], [torch.zeros(3)], [torch.zeros(3)], step=1, beta1=0.9, beta2=0.999, eps=1e-8,
+        eps_root=0.0)
+    source = make_dot((directions[0] + m[0] + v[0]).sum(), params={"g": g}).source
+    assert source.count("FusedAdam\n[fused-optim direction]") == 1
+    assert "GeneratedBackwardFor" not in source
+
+
 @needs_dot
 @pytest.mark.parametrize(("fmt", "magic"), [("svg", b"<?xml"), ("png", b"\x89PNG"),
                                             ("pdf", b"%PDF")])

@@ -35,8 +35,10 @@ _FUSED_OPTIMIZERS = {
     "adam": "Adam", "adamw": "AdamW", "adamax": "Adamax", "radam": "RAdam", "sgd": "SGD",
     "rmsprop": "RMSprop", "adagrad": "Adagrad", "adadelta": "Adadelta",
 }
-# register_autograd on a raw op names its node after the op: GeneratedBackwardFor_<ns>_<op>_<ovl>
-_GENERATED = re.compile(r"GeneratedBackwardFor_fused_optim_([a-z0-9]+)_([a-z0-9_]+?)_default$")
+# register_autograd on a raw op names its node after the op:
+# GeneratedBackwardFor_<namespace>_<op>_<overload>Backward
+_GENERATED = re.compile(
+    r"GeneratedBackwardFor_fused_optim_([a-z0-9]+)_([a-z0-9_]+?)_default(?:Backward)?$")
 
 _STYLE = {
     "fn": {"fillcolor": "lightgrey"},
