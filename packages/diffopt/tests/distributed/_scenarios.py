@@ -66,6 +66,10 @@ def rows_and_rank(x):
     return todist.get_world_rank(), x.shape[0], x.sum()
 
 
+def square(w):
+    return w * w
+
+
 def world_report():
     info = todist.get_world_info()
 
@@ -154,6 +158,29 @@ def scenario_maml(out: dict) -> None:
         todist.autograd.backward(context_id, loss)
     out["parallelize_grad_diff"] = max_diff(local, once)
     out["backward_twice_diff"] = max_diff([2 * g for g in local], [p.grad for p in params])
+
+    # autograd.grad's torch.autograd.grad manners, across a worker: a vector-Jacobian product,
+    # retain_graph in TorchOpt's positional slot, unused inputs, and the errors.
+    w = torch.tensor([1.0, -2.0, 3.0], requires_grad=True)
+    unused = torch.zeros(1, requires_grad=True)
+    checks = {}
+    with todist.autograd.context() as context_id:
+        squared = todist.remote_sync_call(square, args=(w.clone(),), partitioner=1)[0]
+        (vjp,) = todist.autograd.grad(context_id, squared, w, True,
+                                      grad_outputs=torch.tensor([1.0, 10.0, 100.0]))
+        checks["vjp"] = vjp.tolist()  # 2 w * v
+        again, none = todist.autograd.grad(context_id, squared.sum(), (w, unused), True, True)
+        checks["again"], checks["unused"] = again.tolist(), none
+        for name, call in (
+                ("not_scalar", lambda: todist.autograd.grad(context_id, squared, w)),
+                ("unused_error", lambda: todist.autograd.grad(context_id, squared.sum(),
+                                                              (w, unused), True)),
+                ("not_leaf", lambda: todist.autograd.grad(context_id, squared.sum(), w * 1))):
+            try:
+                call()
+            except (ValueError, RuntimeError) as error:
+                checks[name] = f"{type(error).__name__}: {error}"
+    out["autograd"] = checks
 
     # Who ran what: exclusive dealing is round-robin; batch blocks are contiguous and balanced.
     ranks = todist.remote_sync_call(

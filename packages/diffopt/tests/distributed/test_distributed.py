@@ -96,6 +96,16 @@ def test_parallelize_and_backward_accumulate_like_torch(maml_run):
     assert maml_run["backward_twice_diff"] <= 1e-12
 
 
+def test_distributed_grad_behaves_like_torch_autograd_grad(maml_run):
+    checks = maml_run["autograd"]
+    assert checks["vjp"] == [2.0, -40.0, 600.0]
+    assert checks["again"] == [2.0, -4.0, 6.0]  # only this call's gradient, not the sum so far
+    assert checks["unused"] is None
+    assert checks["not_scalar"].startswith("ValueError: distributed backward starts from scalars")
+    assert checks["unused_error"].startswith("RuntimeError: inputs[1] was not used")
+    assert checks["not_leaf"].startswith("ValueError: inputs[0] must be a leaf tensor")
+
+
 def test_partitioners_deal_work_as_documented(maml_run):
     assert maml_run["exclusive_ranks"] == [0, 1, 2, 0, 1]  # one task per call, round-robin
     # Balanced contiguous blocks of rows 0..4 over 3 workers: sums 0+1, 2+3, 4.
@@ -296,6 +306,7 @@ def test_torchopt_names_are_exported():
                  "mean_reducer", "sum_reducer", "remote_async_call", "remote_sync_call",
                  "parallelize", "parallelize_async", "parallelize_sync", "rpc", "autograd"):
         assert hasattr(torchopt.distributed, name), name
-    for name in ("is_available", "context", "backward", "grad", "get_gradients"):
+    for name in ("is_available", "context", "backward", "grad", "get_gradients",
+                 "DistAutogradContext"):
         assert hasattr(torchopt.distributed.autograd, name), name
     assert torchopt.distributed.rpc is torch.distributed.rpc

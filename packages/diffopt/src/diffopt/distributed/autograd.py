@@ -16,11 +16,14 @@ Example:
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Sequence
 
 import torch
 
-__all__ = ["backward", "context", "get_gradients", "grad", "is_available"]
+__all__ = ["DistAutogradContext", "backward", "context", "get_gradients", "grad", "is_available"]
+
+_GRAD_LOCK = threading.Lock()
 
 
 def is_available() -> bool:
@@ -35,13 +38,13 @@ def is_available() -> bool:
 
 
 if is_available():
-    from torch.distributed.autograd import context, get_gradients
+    from torch.distributed.autograd import DistAutogradContext, context, get_gradients
 else:  # pragma: no cover - PyTorch built without distributed support
 
     def _unavailable(*args, **kwargs):
         raise RuntimeError("torch.distributed.autograd is not available in this PyTorch build")
 
-    context = get_gradients = _unavailable
+    DistAutogradContext = context = get_gradients = _unavailable
 
 
 def _as_tensors(name: str, value: torch.Tensor | Sequence[torch.Tensor]) -> list[torch.Tensor]:
@@ -112,26 +115,28 @@ def backward(autograd_ctx_id: int, tensors: torch.Tensor | Sequence[torch.Tensor
     _check_roots(roots)
     added = _run(autograd_ctx_id, _roots(roots, None), retain_graph)
     targets = added.keys() if inputs is None else _as_tensors("inputs", inputs)
-    for leaf in targets:
-        g = added.get(leaf)
-        if g is None:
-            continue
-        leaf.grad = g.detach().clone() if leaf.grad is None else leaf.grad + g
+    with _GRAD_LOCK:  # backward may run in several threads (one per context)
+        for leaf in targets:
+            g = added.get(leaf)
+            if g is None:
+                continue
+            leaf.grad = g.detach().clone() if leaf.grad is None else leaf.grad + g
 
 
 def grad(autograd_ctx_id: int, outputs: torch.Tensor | Sequence[torch.Tensor],
-         inputs: torch.Tensor | Sequence[torch.Tensor],
-         grad_outputs: torch.Tensor | Sequence[torch.Tensor] | None = None,
-         retain_graph: bool | None = None, allow_unused: bool = False) -> tuple:
+         inputs: torch.Tensor | Sequence[torch.Tensor], retain_graph: bool = False,
+         allow_unused: bool = False, *,
+         grad_outputs: torch.Tensor | Sequence[torch.Tensor] | None = None) -> tuple:
     """The gradients of ``outputs`` with respect to ``inputs``, across workers.
 
     Args:
         autograd_ctx_id: the id from ``with context() as autograd_ctx_id``.
         outputs: tensors to differentiate (scalars unless ``grad_outputs`` is given).
         inputs: leaf tensors of this worker that require grad.
-        grad_outputs: the vector in the vector-Jacobian product, one per output.
-        retain_graph: keep the graphs for another backward (default ``False``).
+        retain_graph: keep the graphs (on every worker) for another backward.
         allow_unused: give ``None`` for an input the outputs do not depend on instead of raising.
+        grad_outputs: keyword-only (TorchOpt's positional order has no slot for it): the vector
+            of the vector-Jacobian product, one per output.
 
     Returns:
         A tuple with one gradient per input.
@@ -147,7 +152,7 @@ def grad(autograd_ctx_id: int, outputs: torch.Tensor | Sequence[torch.Tensor],
         if not (t.requires_grad and t.is_leaf):
             raise ValueError(f"inputs[{i}] must be a leaf tensor that requires grad: distributed "
                              f"autograd only accumulates gradients into leaves")
-    added = _run(autograd_ctx_id, _roots(outs, grad_outputs), bool(retain_graph))
+    added = _run(autograd_ctx_id, _roots(outs, grad_outputs), retain_graph)
     result = []
     for i, t in enumerate(ins):
         g = added.get(t)
