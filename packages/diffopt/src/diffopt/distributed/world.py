@@ -322,6 +322,7 @@ def auto_init_rpc(worker_init_fn: Callable[[], None] | None = None,
             if _rpc_running():
                 raise RuntimeError("auto_init_rpc: RPC is already running in this process")
             _worker_name_format = worker_name_format
+            _finished.clear()  # a second run in the same process starts unfinished
             info = get_world_info()
             options = rpc_backend_options
             if options is None and backend in (None, rpc.BackendType.TENSORPIPE):
