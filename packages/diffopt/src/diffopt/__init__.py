@@ -1,0 +1,205 @@
+"""diffopt: differentiable optimization for PyTorch, with a TorchOpt-compatible API.
+
+``import diffopt as torchopt`` keeps TorchOpt user code working: optax-style functional
+optimizers (:func:`adam`, :func:`chain`...), PyTorch-style optimizers (:class:`Adam`...),
+differentiable meta-optimizers (:class:`MetaAdam`...) whose ``step(loss)`` rebuilds a module's
+parameters out of place so that an outer loss back-propagates through every inner step, and the
+utilities around them.
+
+Example:
+    >>> import torch
+    >>> import diffopt
+    >>> net = torch.nn.Linear(2, 1)
+    >>> inner = diffopt.MetaSGD(net, lr=0.1)
+    >>> state = diffopt.extract_state_dict(net)
+    >>> x = torch.ones(4, 2)
+    >>> inner.step(net(x).pow(2).mean())
+    >>> net.weight.grad_fn is not None  # the adapted weight is a function of the original one
+    True
+    >>> diffopt.recover_state_dict(net, state)
+    >>> net.weight.is_leaf
+    True
+"""
+
+from diffopt._dependencies import check_dependencies as _check_dependencies
+
+_check_dependencies()
+
+# ruff: noqa: E402 (the dependency check must run before the sub-imports)
+import importlib as _importlib
+import importlib.util as _importlib_util
+
+from diffopt import (
+    accelerated_op,
+    alias,
+    base,
+    combine,
+    diff,
+    distributed,
+    hook,
+    nn,
+    optim,
+    pytree,
+    schedule,
+    transform,
+    tree_math,
+    typing,
+    visual,
+)
+from diffopt.accelerated_op import accelerated_op_available
+from diffopt.alias import adadelta, adagrad, adam, adamax, adamw, radam, rmsprop, sgd
+from diffopt.base import EmptyState, GradientTransformation, identity
+from diffopt.clip import clip_grad_norm
+from diffopt.combine import chain
+from diffopt.hook import register_hook
+from diffopt.optim import (
+    SGD,
+    AdaDelta,
+    Adadelta,
+    AdaGrad,
+    Adagrad,
+    Adam,
+    AdaMax,
+    Adamax,
+    AdamW,
+    FuncOptimizer,
+    MetaAdaDelta,
+    MetaAdadelta,
+    MetaAdaGrad,
+    MetaAdagrad,
+    MetaAdam,
+    MetaAdaMax,
+    MetaAdamax,
+    MetaAdamW,
+    MetaOptimizer,
+    MetaRAdam,
+    MetaRMSProp,
+    MetaRMSprop,
+    MetaSGD,
+    Optimizer,
+    RAdam,
+    RMSProp,
+    RMSprop,
+)
+from diffopt.schedule import exponential_decay, linear_schedule, polynomial_schedule
+from diffopt.transform import (
+    add_decayed_weights,
+    nan_to_num,
+    scale,
+    scale_by_accelerated_adam,
+    scale_by_adadelta,
+    scale_by_adam,
+    scale_by_adamax,
+    scale_by_radam,
+    scale_by_rms,
+    scale_by_rss,
+    scale_by_schedule,
+    scale_by_stddev,
+    trace,
+)
+from diffopt.update import apply_updates
+from diffopt.utils import (
+    ModuleState,
+    extract_state_dict,
+    module_clone,
+    module_detach_,
+    recover_state_dict,
+    stop_gradient,
+)
+from diffopt.version import __version__
+
+__all__ = [
+    "SGD",
+    "AdaDelta",
+    "AdaGrad",
+    "AdaMax",
+    "Adadelta",
+    "Adagrad",
+    "Adam",
+    "AdamW",
+    "Adamax",
+    "EmptyState",
+    "FuncOptimizer",
+    "GradientTransformation",
+    "MetaAdaDelta",
+    "MetaAdaGrad",
+    "MetaAdaMax",
+    "MetaAdadelta",
+    "MetaAdagrad",
+    "MetaAdam",
+    "MetaAdamW",
+    "MetaAdamax",
+    "MetaOptimizer",
+    "MetaRAdam",
+    "MetaRMSProp",
+    "MetaRMSprop",
+    "MetaSGD",
+    "ModuleState",
+    "Optimizer",
+    "RAdam",
+    "RMSProp",
+    "RMSprop",
+    "__version__",
+    "accelerated_op",
+    "accelerated_op_available",
+    "adadelta",
+    "adagrad",
+    "adam",
+    "adamax",
+    "adamw",
+    "add_decayed_weights",
+    "alias",
+    "apply_updates",
+    "base",
+    "chain",
+    "clip_grad_norm",
+    "combine",
+    "diff",
+    "distributed",
+    "exponential_decay",
+    "extract_state_dict",
+    "hook",
+    "identity",
+    "linear_schedule",
+    "module_clone",
+    "module_detach_",
+    "nan_to_num",
+    "nn",
+    "optim",
+    "polynomial_schedule",
+    "pytree",
+    "radam",
+    "recover_state_dict",
+    "register_hook",
+    "rmsprop",
+    "scale",
+    "scale_by_accelerated_adam",
+    "scale_by_adadelta",
+    "scale_by_adam",
+    "scale_by_adamax",
+    "scale_by_radam",
+    "scale_by_rms",
+    "scale_by_rss",
+    "scale_by_schedule",
+    "scale_by_stddev",
+    "schedule",
+    "sgd",
+    "stop_gradient",
+    "trace",
+    "transform",
+    "tree_math",
+    "typing",
+    "visual",
+]
+
+# Subpackages built alongside this core (implicit differentiation, linear solvers...): exported
+# when present, so the core imports cleanly without them.
+for _name in ("linalg", "linear_solve"):
+    if _importlib_util.find_spec(f"diffopt.{_name}") is not None:
+        globals()[_name] = _importlib.import_module(f"diffopt.{_name}")
+        __all__.append(_name)
+for _name in ("implicit", "zero_order"):
+    if _importlib_util.find_spec(f"diffopt.diff.{_name}") is not None:
+        globals()[_name] = _importlib.import_module(f"diffopt.diff.{_name}")
+        __all__.append(_name)
+del _name

@@ -1,0 +1,96 @@
+"""Routing of ``use_accelerated_op=True`` to fused-optim's fused, differentiable kernels.
+
+The fused ops live in the separate ``fused-optim`` package; this module is the only place diffopt
+touches them, so the plain and accelerated paths differ in one call.
+
+Example:
+    >>> isinstance(accelerated_op_available(), bool)
+    True
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+import torch
+
+__all__ = ["accelerated_op_available", "adam_direction"]
+
+_MISSING = (
+    "use_accelerated_op=True needs the fused-optim package, which is not installed; "
+    "install it (pip install 'fused-optim>=0.1,<0.2') or pass use_accelerated_op=False"
+)
+
+
+def _functional():
+    try:
+        from fused_optim import functional
+    except ImportError as error:
+        raise ImportError(_MISSING) from error
+    return functional
+
+
+def accelerated_op_available(devices: torch.device | str | Iterable | None = None) -> bool:
+    """Whether the fused ops can run on ``devices`` (default: CPU, and CUDA when present).
+
+    Args:
+        devices: a device or devices to check.
+
+    Returns:
+        ``True`` if fused-optim is installed and its Adam op runs on every device given.
+
+    Example:
+        >>> accelerated_op_available('cpu') in (True, False)
+        True
+    """
+    try:
+        functional = _functional()
+    except ImportError:
+        return False
+    if devices is None:
+        devices = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
+    elif isinstance(devices, (str, torch.device)):
+        devices = [devices]
+    try:
+        for device in devices:
+            g = torch.ones(1, device=device)
+            functional.adam_direction([g], [torch.zeros_like(g)], [torch.zeros_like(g)], 1,
+                                      beta1=0.9, beta2=0.999, eps=1e-8, eps_root=0.0)
+    except Exception:
+        return False
+    return True
+
+
+def adam_direction(grads: list, exp_avgs: list, exp_avg_sqs: list, step: int, *, beta1: float,
+                   beta2: float, eps: float, eps_root: float = 0.0) -> tuple[list, list, list]:
+    """Adam's direction and new moments for lists of tensors, by fused-optim's fused op.
+
+    Computes ``m' = b1 m + (1-b1) g``, ``v' = b2 v + (1-b2) g^2`` and
+    ``d = (m'/(1-b1^step)) / (sqrt(v'/(1-b2^step) + eps_root) + eps)``, differentiably.
+
+    Args:
+        grads: gradients.
+        exp_avgs: first moments.
+        exp_avg_sqs: second moments.
+        step: the step count after incrementing (``>= 1``).
+        beta1: decay of the first moment.
+        beta2: decay of the second moment.
+        eps: added outside the root.
+        eps_root: added inside the root.
+
+    Returns:
+        ``(directions, new_exp_avgs, new_exp_avg_sqs)``.
+
+    Raises:
+        ImportError: if fused-optim is not installed.
+
+    Example:
+        >>> import torch
+        >>> if accelerated_op_available('cpu'):
+        ...     d, m, v = adam_direction([torch.ones(1)], [torch.zeros(1)], [torch.zeros(1)], 1,
+        ...                              beta1=0.9, beta2=0.999, eps=0.0)
+        ...     assert torch.allclose(d[0], torch.ones(1))
+    """
+    return _functional().adam_direction(
+        grads, exp_avgs, exp_avg_sqs, step, beta1=beta1, beta2=beta2, eps=eps, eps_root=eps_root
+    )

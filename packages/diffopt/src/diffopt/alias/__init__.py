@@ -1,0 +1,18 @@
+"""Ready-made functional optimizers: chains of :mod:`diffopt.transform` transformations.
+
+Example:
+    >>> import diffopt
+    >>> sorted(n for n in __all__)[:3]
+    ['adadelta', 'adagrad', 'adam']
+"""
+
+from diffopt.alias.adadelta import adadelta
+from diffopt.alias.adagrad import adagrad
+from diffopt.alias.adam import adam
+from diffopt.alias.adamax import adamax
+from diffopt.alias.adamw import adamw
+from diffopt.alias.radam import radam
+from diffopt.alias.rmsprop import rmsprop
+from diffopt.alias.sgd import sgd
+
+__all__ = ["adadelta", "adagrad", "adam", "adamax", "adamw", "radam", "rmsprop", "sgd"]

@@ -1,0 +1,78 @@
+"""Pieces shared by the aliases: sign flip plus L2 weight decay, and scaling by ``-lr``."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+from diffopt.base import EmptyState, GradientTransformation, identity
+from diffopt.transform import scale, scale_by_schedule
+from diffopt.transform._leafwise import flatten_updates, unflatten
+
+__all__ = ["check_lr", "flip_sign_and_add_weight_decay", "scale_by_neg_lr"]
+
+
+def check_lr(name: str, lr: Any) -> None:
+    """Raise a ValueError for a negative or non-finite learning rate."""
+    if callable(lr) or isinstance(lr, torch.Tensor):
+        return
+    if not (lr >= 0.0):
+        raise ValueError(f"{name}: invalid learning rate {lr}; it must be >= 0")
+
+
+def flip_sign_and_add_weight_decay(weight_decay: float = 0.0,
+                                   maximize: bool = False) -> GradientTransformation:
+    """``g -> (-g if maximize else g) + weight_decay * params`` (torch.optim's L2 convention).
+
+    Example:
+        >>> import torch
+        >>> tx = flip_sign_and_add_weight_decay(0.5, maximize=True)
+        >>> p = [torch.tensor(2.0)]
+        >>> tx.update([torch.tensor(1.0)], tx.init(p), params=p)[0]
+        [tensor(0.)]
+    """
+    if not weight_decay >= 0.0:
+        raise ValueError(f"invalid weight_decay {weight_decay}; it must be >= 0")
+    if weight_decay == 0.0 and not maximize:
+        return identity()
+
+    def init_fn(params):
+        del params
+        return EmptyState()
+
+    def update_fn(updates, state, *, params=None, inplace=True):
+        del inplace
+        if weight_decay != 0.0:
+            if params is None:
+                raise ValueError("weight decay needs params: call update(..., params=params)")
+            treespec, grads, (leaves,) = flatten_updates("weight decay", updates, params)
+        else:
+            treespec, grads, _ = flatten_updates("maximize", updates)
+            leaves = grads
+        out = []
+        for g, p in zip(grads, leaves):
+            if g is None:
+                out.append(None)
+                continue
+            if maximize:
+                g = -g
+            out.append(g + p * weight_decay if weight_decay != 0.0 else g)
+        return unflatten(treespec, out), state
+
+    return GradientTransformation(init_fn, update_fn)
+
+
+def scale_by_neg_lr(lr: float | torch.Tensor | Callable) -> GradientTransformation:
+    """Multiply by ``-lr``; ``lr`` may be a schedule ``count -> lr``.
+
+    Example:
+        >>> import torch
+        >>> tx = scale_by_neg_lr(0.1)
+        >>> tx.update([torch.tensor(1.0)], tx.init(None))[0]
+        [tensor(-0.1000)]
+    """
+    if callable(lr):
+        return scale_by_schedule(lambda count: -lr(count))
+    return scale(-lr)

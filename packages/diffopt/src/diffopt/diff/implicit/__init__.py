@@ -1,0 +1,37 @@
+"""Implicit differentiation: gradients of a solution through its optimality condition.
+
+``custom_root(optimality_fn, argnums)`` decorates any inner solver so that its solution is
+differentiable with respect to the chosen arguments by the implicit function theorem, whatever the
+solver did to reach it. :class:`ImplicitMetaGradientModule` is the object-oriented form (also at
+:class:`diffopt.nn.ImplicitMetaGradientModule`).
+
+Example:
+    >>> import torch
+    >>> from diffopt.diff.implicit import custom_root
+    >>> def optimality(x, a):  # x solves x**3 = a
+    ...     return x**3 - a
+    >>> @custom_root(optimality, argnums=1)
+    ... def cube_root(x0, a):
+    ...     x = x0.clone()
+    ...     for _ in range(50):  # Newton's method, never differentiated
+    ...         x -= (x**3 - a) / (3 * x**2)
+    ...     return x
+    >>> a = torch.tensor(8.0, dtype=torch.float64, requires_grad=True)
+    >>> x = cube_root(torch.tensor(1.0, dtype=torch.float64), a)
+    >>> x.backward()
+    >>> float(x.detach()), float(a.grad)  # d(a^(1/3))/da = 1 / (3 a^(2/3)) = 1/12
+    (2.0, 0.08333333333333333)
+"""
+
+from diffopt.diff.implicit.decorator import custom_root
+
+__all__ = ["ImplicitMetaGradientModule", "custom_root"]
+
+
+def __getattr__(name: str):
+    # The module class lives in diffopt.nn (which imports this package); resolve it lazily.
+    if name == "ImplicitMetaGradientModule":
+        from diffopt.nn.implicit import ImplicitMetaGradientModule
+
+        return ImplicitMetaGradientModule
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -1,0 +1,12 @@
+"""TorchOpt's ``torchopt.diff.zero_order.nn`` path to :class:`diffopt.nn.ZeroOrderGradientModule`.
+
+Example:
+    >>> from diffopt.diff.zero_order.nn import ZeroOrderGradientModule
+    >>> import diffopt
+    >>> ZeroOrderGradientModule is diffopt.nn.ZeroOrderGradientModule
+    True
+"""
+
+from diffopt.nn.zero_order import ZeroOrderGradientModule
+
+__all__ = ["ZeroOrderGradientModule"]

@@ -1,0 +1,267 @@
+"""Remote calls in the MapReduce style: partition the arguments, map on workers, reduce.
+
+:func:`remote_async_call` splits one call into per-worker calls with a partitioner, sends them
+with ``torch.distributed.rpc.rpc_async`` (so, inside a :func:`diffopt.distributed.autograd.context`,
+gradients flow back through them) and combines the results with a reducer. The
+``parallelize*`` decorators make a function do this whenever it is called.
+
+Failures reach the caller, never a hang:
+
+* an exception raised by the function on a worker is re-raised on the caller with its type, the
+  worker's name and the worker's traceback;
+* a worker that dies (or closes its connection) fails the call at once, and one that does not
+  answer within ``timeout`` seconds (default: the RPC agent's, 60 s unless
+  ``rpc_backend_options`` says otherwise) fails it then, both as :class:`RemoteCallError`.
+
+Example:
+    >>> isinstance(UNSET_RPC_TIMEOUT, float)
+    True
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib
+import numbers
+import pickle
+from collections.abc import Callable, Iterable
+from typing import Any, TypeVar
+
+import torch
+import torch.distributed.rpc as rpc
+
+from diffopt.distributed.partition import batch_partitioner
+from diffopt.distributed.reduce import mean_reducer
+from diffopt.distributed.world import _require_rpc, get_worker_id
+
+__all__ = [
+    "UNSET_RPC_TIMEOUT",
+    "RemoteCallError",
+    "parallelize",
+    "parallelize_async",
+    "parallelize_sync",
+    "remote_async_call",
+    "remote_sync_call",
+]
+
+T = TypeVar("T")
+
+try:
+    from torch.distributed.rpc.constants import UNSET_RPC_TIMEOUT
+except ImportError:  # pragma: no cover - PyTorch built without distributed support
+    UNSET_RPC_TIMEOUT = -1.0
+
+_PARALLELIZED = "__diffopt_parallelized__"
+
+
+class RemoteCallError(RuntimeError):
+    """A remote call failed for a reason outside the called function: the worker died, closed
+    its connection, or did not answer in time."""
+
+
+class _RemoteFunction:
+    """A parallelized function sent by reference: on the worker it resolves to the function the
+    decorator wrapped (sending the decorated name itself would make the worker call out again)."""
+
+    def __init__(self, module: str, qualname: str) -> None:
+        self.module = module
+        self.qualname = qualname
+
+    def resolve(self) -> Callable[..., Any]:
+        target: Any = importlib.import_module(self.module)
+        for part in self.qualname.split("."):
+            target = getattr(target, part)
+        while getattr(target, _PARALLELIZED, False):
+            target = target.__wrapped__
+        return target
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self.resolve()(*args, **kwargs)
+
+    def __repr__(self) -> str:
+        return f"{self.module}.{self.qualname}"
+
+
+def _describe(func: Any) -> str:
+    if isinstance(func, _RemoteFunction):
+        return repr(func)
+    return getattr(func, "__qualname__", None) or repr(func)
+
+
+def _check_timeout(timeout: Any) -> float:
+    if timeout is None:
+        return UNSET_RPC_TIMEOUT
+    if isinstance(timeout, bool) or not isinstance(timeout, numbers.Real):
+        raise TypeError(f"timeout must be a number of seconds, got {type(timeout).__name__}")
+    timeout = float(timeout)
+    if timeout <= 0 and timeout != UNSET_RPC_TIMEOUT:
+        raise ValueError(f"timeout must be positive (seconds), got {timeout}")
+    return timeout
+
+
+def _calls(func: Any, args: Any, kwargs: Any, partitioner: Any) -> list[tuple[int, tuple, dict]]:
+    if isinstance(partitioner, bool):
+        raise TypeError("partitioner must be a worker id, a worker name or a partition function")
+    if isinstance(partitioner, (int, str)):
+        return [(get_worker_id(partitioner), args, kwargs)]
+    if not callable(partitioner):
+        raise TypeError(f"partitioner must be a worker id, a worker name or a partition "
+                        f"function, got {type(partitioner).__name__}")
+    calls = []
+    for item in partitioner(*args, **kwargs):
+        if not (isinstance(item, (tuple, list)) and len(item) == 3):
+            raise ValueError(f"a partitioner must return (worker, args, kwargs) triplets, got "
+                             f"{item!r:.80}")
+        worker, worker_args, worker_kwargs = item
+        calls.append((get_worker_id(worker), tuple(worker_args or ()), dict(worker_kwargs or {})))
+    if not calls:
+        raise ValueError(f"the partitioner returned no calls for {_describe(func)}")
+    return calls
+
+
+def _explain(func: Any, worker: int, error: BaseException, timeout: float) -> BaseException:
+    """The exception the caller sees for one failed call."""
+    message = str(error)
+    if "On WorkerInfo(" in message:  # raised by the function itself: keep its type and traceback
+        if hasattr(error, "add_note"):
+            error.add_note(f"(raised by {_describe(func)} on worker {worker})")
+        return error
+    if "timeout" in message.lower() or "timed out" in message.lower():
+        limit = "the RPC agent's default timeout" if timeout == UNSET_RPC_TIMEOUT \
+            else f"{timeout:g} s"
+        wrapped = RemoteCallError(f"{_describe(func)} on worker {worker} did not finish within "
+                                  f"{limit}: the worker is stuck, overloaded or gone "
+                                  f"({message.strip()})")
+    else:
+        wrapped = RemoteCallError(f"{_describe(func)} on worker {worker} failed: the worker "
+                                  f"died or closed its connection ({message.strip()})")
+    wrapped.__cause__ = error
+    return wrapped
+
+
+def remote_async_call(func: Callable[..., T], *, args: tuple | None = None,
+                      kwargs: dict | None = None, partitioner: Any = None,
+                      reducer: Callable[[Iterable[T]], Any] | None = None,
+                      timeout: float | None = UNSET_RPC_TIMEOUT) -> torch.futures.Future:
+    """Run ``func`` on remote workers and return a :class:`torch.futures.Future` of the result.
+
+    Args:
+        func: a picklable function (module-level: RPC sends functions by reference).
+        args: positional arguments of the whole call.
+        kwargs: keyword arguments of the whole call.
+        partitioner: a worker id or name (one call there), or a partition function returning
+            ``(worker, args, kwargs)`` triplets (default :data:`batch_partitioner`).
+        reducer: combines the list of results (default: none, the future holds the list).
+        timeout: seconds each remote call may take (default: the RPC agent's).
+
+    Returns:
+        A future; ``.wait()`` gives the (reduced) result or raises the first failure.
+
+    Raises:
+        RuntimeError: if RPC is not running.
+        TypeError: if ``func`` cannot be sent by reference.
+    """
+    _require_rpc("remote_async_call")
+    if not callable(func):
+        raise TypeError(f"func must be callable, got {type(func).__name__}")
+    if getattr(func, _PARALLELIZED, False):  # send what the decorator wrapped, not the wrapper
+        func = func.__diffopt_remote__
+    args = () if args is None else tuple(args)
+    kwargs = {} if kwargs is None else dict(kwargs)
+    timeout = _check_timeout(timeout)
+    calls = _calls(func, args, kwargs, batch_partitioner if partitioner is None else partitioner)
+
+    futures = []
+    for worker, worker_args, worker_kwargs in calls:
+        try:
+            future = rpc.rpc_async(worker, func, args=worker_args, kwargs=worker_kwargs,
+                                   timeout=timeout)
+        except (pickle.PicklingError, AttributeError, TypeError) as error:
+            if "pickle" not in str(error).lower():
+                raise
+            raise TypeError(f"cannot send {_describe(func)} or its arguments to worker {worker}: "
+                            f"RPC pickles functions by reference, so use a module-level function "
+                            f"(not a lambda or a nested function) ({error})") from error
+        futures.append((worker, future))
+
+    result: torch.futures.Future = torch.futures.Future()
+
+    def finish(_: torch.futures.Future) -> None:
+        values = []
+        for worker, future in futures:
+            try:
+                values.append(future.wait())
+            except Exception as error:  # handed to the caller through the future
+                result.set_exception(_explain(func, worker, error, timeout))
+                return
+        try:
+            result.set_result(values if reducer is None else reducer(values))
+        except Exception as error:  # a failing reducer fails the call
+            result.set_exception(error)
+
+    torch.futures.collect_all([future for _, future in futures]).add_done_callback(finish)
+    return result
+
+
+def remote_sync_call(func: Callable[..., T], *, args: tuple | None = None,
+                     kwargs: dict | None = None, partitioner: Any = None,
+                     reducer: Callable[[Iterable[T]], Any] | None = None,
+                     timeout: float | None = UNSET_RPC_TIMEOUT) -> Any:
+    """:func:`remote_async_call` and wait for its result (same arguments)."""
+    return remote_async_call(func, args=args, kwargs=kwargs, partitioner=partitioner,
+                             reducer=reducer, timeout=timeout).wait()
+
+
+def _parallelizer(partitioner: Any, reducer: Any, timeout: Any, wait: bool):
+    if partitioner is None:
+        partitioner = batch_partitioner
+        if reducer is None:
+            reducer = mean_reducer
+    timeout = _check_timeout(timeout)
+
+    def decorator(func: Callable[..., T]) -> Callable[..., Any]:
+        qualname = getattr(func, "__qualname__", "")
+        if "<locals>" in qualname or "<lambda>" in qualname or not hasattr(func, "__module__"):
+            raise TypeError(f"parallelize needs a module-level function (RPC sends functions by "
+                            f"reference), got {qualname or func!r}")
+        remote = _RemoteFunction(func.__module__, qualname)
+
+        @functools.wraps(func)
+        def wrapped(*args: Any, **kwargs: Any) -> Any:
+            future = remote_async_call(remote, args=args, kwargs=kwargs, partitioner=partitioner,
+                                       reducer=reducer, timeout=timeout)
+            return future.wait() if wait else future
+
+        setattr(wrapped, _PARALLELIZED, True)
+        wrapped.__diffopt_remote__ = remote  # type: ignore[attr-defined]
+        return wrapped
+
+    return decorator
+
+
+def parallelize_async(partitioner: Any = None,
+                      reducer: Callable[[Iterable[Any]], Any] | None = None,
+                      timeout: float | None = UNSET_RPC_TIMEOUT) -> Callable[..., Any]:
+    """Decorator: calling the function runs it on remote workers and returns a future.
+
+    Args:
+        partitioner: as in :func:`remote_async_call`; default :data:`batch_partitioner`, and then
+            the default reducer is :func:`mean_reducer`.
+        reducer: as in :func:`remote_async_call`.
+        timeout: seconds each remote call may take.
+
+    Returns:
+        The decorator. The function must be defined at module level.
+    """
+    return _parallelizer(partitioner, reducer, timeout, wait=False)
+
+
+def parallelize_sync(partitioner: Any = None,
+                     reducer: Callable[[Iterable[Any]], Any] | None = None,
+                     timeout: float | None = UNSET_RPC_TIMEOUT) -> Callable[..., Any]:
+    """Decorator: calling the function runs it on remote workers and returns the result
+    (arguments as :func:`parallelize_async`)."""
+    return _parallelizer(partitioner, reducer, timeout, wait=True)
+
+
+parallelize = parallelize_sync

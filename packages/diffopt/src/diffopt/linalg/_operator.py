@@ -1,0 +1,81 @@
+"""Turn the ways a user may give a linear operator into one callable, and check shapes."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+import optree_core
+from diffopt import tree_math
+
+__all__: list[str] = []
+
+LinearOperator = Callable[[Any], Any]
+
+
+def _apply_matrix(matrix: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+    # A leaf x of any shape is treated as the flat vector x.reshape(-1), as a matrix acts on it.
+    if matrix.ndim != 2 or matrix.shape[0] != matrix.shape[1]:
+        raise ValueError(
+            f"a matrix operator must be a square 2-D tensor, got shape {tuple(matrix.shape)}"
+        )
+    if matrix.shape[1] != x.numel():
+        raise ValueError(
+            f"matrix of shape {tuple(matrix.shape)} cannot act on a leaf with "
+            f"{x.numel()} elements (shape {tuple(x.shape)})"
+        )
+    return (matrix @ x.reshape(-1)).reshape(x.shape)
+
+
+def as_linear_operator(A: Any, name: str = "A") -> LinearOperator:
+    """Return ``A`` as a callable ``x -> A x``.
+
+    ``A`` may already be a callable, a square matrix (for a tensor ``x``), or a pytree of square
+    matrices with the structure of ``x`` (a block-diagonal operator, one block per leaf).
+    """
+    if callable(A) and not isinstance(A, torch.Tensor):
+        return A
+    leaves = optree_core.tree_leaves(A)
+    if not leaves or not all(isinstance(leaf, torch.Tensor) for leaf in leaves):
+        raise TypeError(
+            f"{name} must be a callable computing the product {name}(x), a square matrix or a "
+            f"pytree of square matrices, got {type(A).__name__}"
+        )
+    if isinstance(A, torch.Tensor):
+        return lambda x: _apply_matrix(A, x)
+    return lambda x: tree_math.tree_map_tensors(_apply_matrix, A, x)
+
+
+def check_rhs(b: Any, name: str = "b") -> list[torch.Tensor]:
+    """Check that ``b`` is a non-empty pytree of floating or complex tensors; return its leaves."""
+    leaves = optree_core.tree_leaves(b)
+    if not leaves:
+        raise ValueError(f"{name} must hold at least one tensor, got an empty pytree")
+    for leaf in leaves:
+        if not isinstance(leaf, torch.Tensor):
+            raise TypeError(f"every leaf of {name} must be a tensor, got {type(leaf).__name__}")
+        if not (leaf.is_floating_point() or leaf.is_complex()):
+            raise TypeError(f"{name} must hold floating-point tensors, got dtype {leaf.dtype}")
+    return leaves
+
+
+def check_like(x: Any, b: Any, what: str) -> None:
+    """Raise a ValueError unless ``x`` has the structure and leaf shapes of ``b``."""
+    x_leaves, x_spec = optree_core.tree_flatten(x)
+    b_leaves, b_spec = optree_core.tree_flatten(b)
+    if x_spec != b_spec:
+        raise ValueError(f"{what} must have the structure of b: got {x_spec}, expected {b_spec}")
+    for x_leaf, b_leaf in zip(x_leaves, b_leaves):
+        if not isinstance(x_leaf, torch.Tensor) or x_leaf.shape != b_leaf.shape:
+            shape = tuple(x_leaf.shape) if isinstance(x_leaf, torch.Tensor) else type(x_leaf)
+            raise ValueError(
+                f"{what} must have the leaf shapes of b: got {shape}, expected "
+                f"{tuple(b_leaf.shape)}"
+            )
+
+
+def tree_size(tree: Any) -> int:
+    """Total number of elements over all leaves."""
+    return sum(leaf.numel() for leaf in optree_core.tree_leaves(tree))

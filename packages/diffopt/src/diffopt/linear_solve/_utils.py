@@ -1,0 +1,109 @@
+"""Operator plumbing shared by the linear solvers: ridge terms, transposes, dense matrices."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+import optree_core
+from diffopt import tree_math
+from diffopt.linalg._operator import check_like
+
+__all__: list[str] = []
+
+Matvec = Callable[[Any], Any]
+
+
+def check_ridge(ridge: float | None) -> None:
+    if ridge is None:
+        return
+    if isinstance(ridge, bool) or not isinstance(ridge, (int, float)) or not math.isfinite(ridge):
+        raise ValueError(f"ridge must be a finite number or None, got {ridge!r}")
+    if ridge < 0:
+        raise ValueError(f"ridge must be non-negative, got {ridge!r}")
+
+
+def check_solver_call(matvec: Any, b: Any, name: str) -> None:
+    if not callable(matvec):
+        raise TypeError(f"{name}: matvec must be a callable x -> A x, got {type(matvec).__name__}")
+    if b is None:
+        raise TypeError(f"{name}: missing the right-hand side b (call {name}(matvec, b))")
+
+
+def with_ridge(matvec: Matvec, ridge: float | None) -> Matvec:
+    """``x -> A x + ridge * x`` (``matvec`` itself when ``ridge`` is None or 0)."""
+    if not ridge:
+        return matvec
+    return lambda x: tree_math.tree_add_scalar_mul(matvec(x), x, ridge)
+
+
+def transpose(matvec: Matvec, example: Any) -> Matvec:
+    """The transpose ``w -> A^T w`` of the linear map ``matvec``, by reverse-mode autograd.
+
+    ``matvec`` is applied once to zeros that require grad; for a linear map the vector-Jacobian
+    product of that output with ``w`` is ``A^T w``. ``matvec`` must therefore be built from
+    differentiable torch operations.
+    """
+    inputs = tree_math.tree_zeros_like(example, requires_grad=True)
+    with torch.enable_grad():
+        outputs = matvec(inputs)
+    input_leaves = optree_core.tree_leaves(inputs)
+    output_leaves, output_spec = optree_core.tree_flatten(outputs)
+    if not any(isinstance(leaf, torch.Tensor) and leaf.requires_grad for leaf in output_leaves):
+        raise RuntimeError(
+            "solve_normal_cg needs the transpose of matvec, which it computes by autograd, but "
+            "matvec's output does not depend differentiably on its input: build matvec from "
+            "differentiable torch operations (or use solve_cg for a symmetric operator)"
+        )
+
+    def rmatvec(w: Any) -> Any:
+        w_leaves, w_spec = optree_core.tree_flatten(w)
+        if w_spec != output_spec:
+            raise ValueError(f"transpose: expected a tree like {output_spec}, got {w_spec}")
+        pairs = [(o, g) for o, g in zip(output_leaves, w_leaves) if o.requires_grad]
+        grads = torch.autograd.grad(
+            [o for o, _ in pairs],
+            input_leaves,
+            grad_outputs=[g for _, g in pairs],
+            retain_graph=True,
+            create_graph=torch.is_grad_enabled(),
+            allow_unused=True,
+        )
+        grads = [torch.zeros_like(x) if g is None else g for g, x in zip(grads, input_leaves)]
+        return optree_core.tree_unflatten(optree_core.tree_structure(inputs), grads)
+
+    return rmatvec
+
+
+def ravel(tree: Any) -> torch.Tensor:
+    """All leaves flattened and concatenated into one vector."""
+    return torch.cat([leaf.reshape(-1) for leaf in optree_core.tree_leaves(tree)])
+
+
+def unraveler(example: Any) -> Callable[[torch.Tensor], Any]:
+    """The inverse of :func:`ravel` for trees shaped like ``example``."""
+    leaves, treespec = optree_core.tree_flatten(example)
+    sizes = [leaf.numel() for leaf in leaves]
+
+    def unravel(flat: torch.Tensor) -> Any:
+        chunks = torch.split(flat, sizes)
+        parts = [chunk.reshape(leaf.shape).to(leaf.dtype) for chunk, leaf in zip(chunks, leaves)]
+        return optree_core.tree_unflatten(treespec, parts)
+
+    return unravel
+
+
+def materialize(matvec: Matvec, example: Any) -> torch.Tensor:
+    """The dense matrix of ``matvec`` on trees shaped like ``example`` (one product per column)."""
+    flat = ravel(example)
+    unravel = unraveler(example)
+    eye = torch.eye(flat.numel(), dtype=flat.dtype, device=flat.device)
+    columns = []
+    for column in eye:
+        out = matvec(unravel(column))
+        check_like(out, example, "the output of matvec")
+        columns.append(ravel(out))
+    return torch.stack(columns, dim=1)

@@ -1,0 +1,33 @@
+"""Differentiable meta-optimizers (``MetaSGD``, ``MetaAdam``...) over a module's parameters.
+
+Example:
+    >>> import diffopt
+    >>> diffopt.optim.meta.MetaAdam is diffopt.MetaAdam
+    True
+"""
+
+from diffopt.optim.meta.adadelta import MetaAdaDelta, MetaAdadelta
+from diffopt.optim.meta.adagrad import MetaAdaGrad, MetaAdagrad
+from diffopt.optim.meta.adam import MetaAdam
+from diffopt.optim.meta.adamax import MetaAdaMax, MetaAdamax
+from diffopt.optim.meta.adamw import MetaAdamW
+from diffopt.optim.meta.base import MetaOptimizer
+from diffopt.optim.meta.radam import MetaRAdam
+from diffopt.optim.meta.rmsprop import MetaRMSProp, MetaRMSprop
+from diffopt.optim.meta.sgd import MetaSGD
+
+__all__ = [
+    "MetaAdaDelta",
+    "MetaAdaGrad",
+    "MetaAdaMax",
+    "MetaAdadelta",
+    "MetaAdagrad",
+    "MetaAdam",
+    "MetaAdamW",
+    "MetaAdamax",
+    "MetaOptimizer",
+    "MetaRAdam",
+    "MetaRMSProp",
+    "MetaRMSprop",
+    "MetaSGD",
+]

@@ -1,0 +1,13 @@
+"""Learning-rate schedules: functions of the step count, usable wherever an ``lr`` is taken.
+
+Example:
+    >>> import diffopt
+    >>> tx = diffopt.sgd(lr=diffopt.schedule.linear_schedule(0.1, 0.0, transition_steps=10))
+    >>> type(tx).__name__
+    'GradientTransformation'
+"""
+
+from diffopt.schedule.exponential_decay import exponential_decay
+from diffopt.schedule.polynomial import linear_schedule, polynomial_schedule
+
+__all__ = ["exponential_decay", "linear_schedule", "polynomial_schedule"]

@@ -1,0 +1,62 @@
+r"""Exponential decay schedule.
+
+.. math::
+    \eta(t) = \eta_0 \, r^{(t - t_0)/T} \quad (t \ge t_0), \qquad \eta(t) = \eta_0 \quad (t < t_0)
+
+with the exponent floored when ``staircase=True`` and the result clipped at ``end_value``.
+
+Example:
+    >>> schedule = exponential_decay(1.0, decay_rate=0.5, transition_steps=2, staircase=True)
+    >>> [schedule(t) for t in range(5)]
+    [1.0, 1.0, 0.5, 0.5, 0.25]
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import Any
+
+__all__ = ["exponential_decay"]
+
+
+def exponential_decay(init_value: float, decay_rate: float, transition_begin: int = 0,
+                      transition_steps: int = 1, staircase: bool = False,
+                      end_value: float | None = None) -> Callable[[Any], float]:
+    """Multiply ``init_value`` by ``decay_rate`` every ``transition_steps`` steps.
+
+    Args:
+        init_value: the initial value.
+        decay_rate: the factor per ``transition_steps`` steps (``< 1`` decays, ``> 1`` grows).
+        transition_begin: steps to hold ``init_value`` first.
+        transition_steps: steps per factor of ``decay_rate``; must be positive.
+        staircase: decay in discrete jumps instead of continuously.
+        end_value: a floor (when decaying) or ceiling (when growing) for the value.
+
+    Returns:
+        A function of the step count returning a float.
+
+    Example:
+        >>> exponential_decay(1.0, 0.1, transition_steps=10, end_value=0.5)(100)
+        0.5
+    """
+    if transition_steps <= 0:
+        raise ValueError(f"exponential_decay: transition_steps must be positive, "
+                         f"got {transition_steps}")
+    if decay_rate == 0.0:
+        raise ValueError("exponential_decay: decay_rate must not be 0")
+    if transition_begin < 0:
+        raise ValueError(f"exponential_decay: transition_begin must be >= 0, "
+                         f"got {transition_begin}")
+
+    def schedule(count: Any) -> float:
+        t = max(int(count) - transition_begin, 0)
+        power = t / transition_steps
+        if staircase:
+            power = math.floor(power)
+        value = init_value * decay_rate**power
+        if end_value is not None:
+            value = max(value, end_value) if decay_rate < 1 else min(value, end_value)
+        return float(value)
+
+    return schedule

@@ -1,0 +1,62 @@
+r"""Polynomial (and linear) interpolation schedules.
+
+.. math::
+    \eta(t) = (\eta_0 - \eta_1)\left(1 - \frac{\min(\max(t - t_0, 0), T)}{T}\right)^p + \eta_1
+
+Example:
+    >>> schedule = linear_schedule(1.0, 0.0, transition_steps=4)
+    >>> [schedule(t) for t in range(6)]
+    [1.0, 0.75, 0.5, 0.25, 0.0, 0.0]
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+__all__ = ["linear_schedule", "polynomial_schedule"]
+
+
+def polynomial_schedule(init_value: float, end_value: float, power: float,
+                        transition_steps: int,
+                        transition_begin: int = 0) -> Callable[[Any], float]:
+    """Go from ``init_value`` to ``end_value`` over ``transition_steps`` steps along ``(1-x)^power``.
+
+    Args:
+        init_value: value before and at ``transition_begin``.
+        end_value: value after ``transition_begin + transition_steps``.
+        power: exponent of the polynomial.
+        transition_steps: length of the transition (``<= 0`` means constant ``init_value``).
+        transition_begin: steps to hold ``init_value`` first.
+
+    Returns:
+        A function of the step count (an int or an integer tensor) returning a float.
+
+    Example:
+        >>> schedule = polynomial_schedule(1.0, 0.0, power=2, transition_steps=2)
+        >>> [schedule(t) for t in range(3)]
+        [1.0, 0.25, 0.0]
+    """
+    if transition_begin < 0:
+        raise ValueError(f"polynomial_schedule: transition_begin must be >= 0, "
+                         f"got {transition_begin}")
+    if transition_steps <= 0:
+        return lambda count: float(init_value)
+
+    def schedule(count: Any) -> float:
+        t = min(max(int(count) - transition_begin, 0), transition_steps)
+        frac = 1.0 - t / transition_steps
+        return float((init_value - end_value) * frac**power + end_value)
+
+    return schedule
+
+
+def linear_schedule(init_value: float, end_value: float, transition_steps: int,
+                    transition_begin: int = 0) -> Callable[[Any], float]:
+    """A :func:`polynomial_schedule` of power 1.
+
+    Example:
+        >>> linear_schedule(0.0, 1.0, transition_steps=10, transition_begin=5)(10)
+        0.5
+    """
+    return polynomial_schedule(init_value, end_value, 1, transition_steps, transition_begin)

@@ -1,0 +1,55 @@
+"""Gradient transformations: the building blocks that :mod:`diffopt.alias` chains into optimizers.
+
+Each is a factory returning a :class:`~diffopt.base.GradientTransformation` and, when it has
+state, a ``<Name>State`` NamedTuple.
+
+Example:
+    >>> import diffopt
+    >>> tx = diffopt.chain(diffopt.transform.scale_by_adam(), diffopt.transform.scale(-1e-3))
+    >>> type(tx).__name__
+    'GradientTransformation'
+"""
+
+from diffopt.transform.adadelta import ScaleByAdaDeltaState, scale_by_adadelta
+from diffopt.transform.adam import ScaleByAdamState, scale_by_accelerated_adam, scale_by_adam
+from diffopt.transform.adamax import ScaleByAdamaxState, scale_by_adamax
+from diffopt.transform.nan_to_num import NanToNumState, nan_to_num
+from diffopt.transform.radam import ScaleByRAdamState, scale_by_radam
+from diffopt.transform.rms import (
+    ScaleByRmsState,
+    ScaleByRStdDevState,
+    scale_by_rms,
+    scale_by_stddev,
+)
+from diffopt.transform.rss import ScaleByRssState, scale_by_rss
+from diffopt.transform.scale import ScaleByScheduleState, ScaleState, scale, scale_by_schedule
+from diffopt.transform.trace import TraceState, trace
+from diffopt.transform.weight_decay import AddDecayedWeightsState, add_decayed_weights
+
+__all__ = [
+    "AddDecayedWeightsState",
+    "NanToNumState",
+    "ScaleByAdaDeltaState",
+    "ScaleByAdamState",
+    "ScaleByAdamaxState",
+    "ScaleByRAdamState",
+    "ScaleByRStdDevState",
+    "ScaleByRmsState",
+    "ScaleByRssState",
+    "ScaleByScheduleState",
+    "ScaleState",
+    "TraceState",
+    "add_decayed_weights",
+    "nan_to_num",
+    "scale",
+    "scale_by_accelerated_adam",
+    "scale_by_adadelta",
+    "scale_by_adam",
+    "scale_by_adamax",
+    "scale_by_radam",
+    "scale_by_rms",
+    "scale_by_rss",
+    "scale_by_schedule",
+    "scale_by_stddev",
+    "trace",
+]

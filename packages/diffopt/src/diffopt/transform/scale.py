@@ -1,0 +1,94 @@
+"""Scaling of updates by a constant or by a schedule of the step count.
+
+Example:
+    >>> import torch
+    >>> tx = scale(0.5)
+    >>> tx.update([torch.tensor(4.0)], tx.init([torch.tensor(0.0)]))[0]
+    [tensor(2.)]
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, NamedTuple
+
+import torch
+
+from diffopt.base import EmptyState, GradientTransformation
+from diffopt.transform._leafwise import flatten_updates, unflatten
+
+__all__ = ["ScaleByScheduleState", "ScaleState", "scale", "scale_by_schedule"]
+
+ScaleState = EmptyState
+
+
+class ScaleByScheduleState(NamedTuple):
+    """State of :func:`scale_by_schedule`: the number of updates made so far (int64 tensor)."""
+
+    count: torch.Tensor
+
+
+def _scale_leaves(updates: Any, factor: Any) -> Any:
+    treespec, leaves, _ = flatten_updates("scale", updates)
+    return unflatten(treespec, [None if g is None else g * factor for g in leaves])
+
+
+def scale(step_size: float | torch.Tensor) -> GradientTransformation:
+    """Multiply the updates by ``step_size`` (a number or a tensor, which may require grad).
+
+    Args:
+        step_size: the factor.
+
+    Returns:
+        A stateless :class:`~diffopt.base.GradientTransformation`.
+
+    Example:
+        >>> import torch
+        >>> lr = torch.tensor(0.1, requires_grad=True)
+        >>> tx = scale(lr)
+        >>> out, _ = tx.update([torch.tensor(2.0)], tx.init([torch.tensor(0.0)]))
+        >>> out[0].requires_grad
+        True
+    """
+
+    def init_fn(params):
+        del params
+        return ScaleState()
+
+    def update_fn(updates, state, *, params=None, inplace=True):
+        del params, inplace
+        return _scale_leaves(updates, step_size), state
+
+    return GradientTransformation(init_fn, update_fn)
+
+
+def scale_by_schedule(step_size_fn: Callable[[torch.Tensor], Any]) -> GradientTransformation:
+    """Multiply the updates by ``step_size_fn(count)``, where count is the number of past updates.
+
+    Args:
+        step_size_fn: maps the step count (an int64 0-d tensor, starting at 0) to a factor.
+
+    Returns:
+        A :class:`~diffopt.base.GradientTransformation` with :class:`ScaleByScheduleState`.
+
+    Example:
+        >>> import torch
+        >>> tx = scale_by_schedule(lambda count: 1.0 / (1 + count))
+        >>> state = tx.init([torch.tensor(0.0)])
+        >>> _, state = tx.update([torch.tensor(1.0)], state)
+        >>> tx.update([torch.tensor(1.0)], state)[0]
+        [tensor(0.5000)]
+    """
+    if not callable(step_size_fn):
+        raise TypeError("scale_by_schedule: step_size_fn must be callable")
+
+    def init_fn(params):
+        del params
+        return ScaleByScheduleState(count=torch.zeros((), dtype=torch.int64))
+
+    def update_fn(updates, state, *, params=None, inplace=True):
+        del params, inplace
+        factor = step_size_fn(state.count)
+        return _scale_leaves(updates, factor), ScaleByScheduleState(count=state.count + 1)
+
+    return GradientTransformation(init_fn, update_fn)

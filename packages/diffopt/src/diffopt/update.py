@@ -1,0 +1,67 @@
+"""Adding updates to parameters.
+
+Example:
+    >>> import torch
+    >>> params = {'w': torch.tensor([1.0, 2.0])}
+    >>> apply_updates(params, {'w': torch.tensor([0.5, -0.5])}, inplace=False)['w']
+    tensor([1.5000, 1.5000])
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+import optree_core
+
+__all__ = ["apply_updates"]
+
+
+def apply_updates(params: Any, updates: Any, *, inplace: bool = True) -> Any:
+    """Return ``params + updates`` leaf-wise; ``None`` updates leave their parameter unchanged.
+
+    Args:
+        params: a pytree of tensors.
+        updates: a pytree of tensors (or ``None``) with the same structure.
+        inplace: add into the parameter tensors (without recording autograd history) and return
+            ``params``; with ``False``, build new tensors, differentiably.
+
+    Returns:
+        The updated parameters, with ``params``' structure.
+
+    Raises:
+        ValueError: if the trees do not share one structure.
+        TypeError: if an update's dtype or shape does not match its parameter.
+
+    Example:
+        >>> import torch
+        >>> p = [torch.zeros(2)]
+        >>> _ = apply_updates(p, [torch.ones(2)])
+        >>> p[0]
+        tensor([1., 1.])
+    """
+    param_leaves, treespec = optree_core.tree_flatten(params, none_is_leaf=True)
+    update_leaves, update_spec = optree_core.tree_flatten(updates, none_is_leaf=True)
+    if update_spec != treespec:
+        raise ValueError(
+            f"apply_updates: params and updates have different structures: "
+            f"{treespec} vs {update_spec}"
+        )
+    for i, (p, u) in enumerate(zip(param_leaves, update_leaves)):
+        if u is None or p is None:
+            continue
+        if u.shape != p.shape:
+            raise TypeError(f"apply_updates: update {i} has shape {tuple(u.shape)}, "
+                            f"its parameter {tuple(p.shape)}")
+        if u.dtype != p.dtype:
+            raise TypeError(f"apply_updates: update {i} has dtype {u.dtype}, "
+                            f"its parameter {p.dtype}")
+    if inplace:
+        with torch.no_grad():
+            for p, u in zip(param_leaves, update_leaves):
+                if u is not None and p is not None:
+                    p.add_(u)
+        return params
+    new_leaves = [p if u is None else p + u for p, u in zip(param_leaves, update_leaves)]
+    return optree_core.tree_unflatten(treespec, new_leaves)

@@ -1,0 +1,292 @@
+"""Saving, restoring, cloning and detaching module parameters and optimizer states.
+
+The usual MAML loop saves the module once and restores it after each task::
+
+    state = diffopt.extract_state_dict(net)            # by reference: the original leaves
+    for task in tasks:
+        for _ in range(inner_steps):
+            inner_opt.step(inner_loss(net, task))
+        outer_loss(net, task).backward()
+        diffopt.recover_state_dict(net, state)
+
+Example:
+    >>> import torch
+    >>> import diffopt
+    >>> net = torch.nn.Linear(2, 1)
+    >>> saved = extract_state_dict(net, by='deepcopy')
+    >>> with torch.no_grad():
+    ...     _ = net.weight.add_(1.0)
+    >>> recover_state_dict(net, saved)
+    >>> bool(torch.equal(net.weight, saved.params[0]['weight']))
+    True
+"""
+
+from __future__ import annotations
+
+import copy
+from collections import OrderedDict
+from typing import Any, Literal, NamedTuple
+
+import torch
+from torch import nn
+
+import optree_core
+
+__all__ = [
+    "ModuleState",
+    "extract_state_dict",
+    "module_clone",
+    "module_detach_",
+    "recover_state_dict",
+    "stop_gradient",
+]
+
+CopyMode = Literal["reference", "copy", "deepcopy", "ref", "clone", "deepclone"]
+
+
+class ModuleState(NamedTuple):
+    """A snapshot of a module: one ``{name: tensor}`` dict per submodule (in ``modules()`` order).
+
+    Attributes:
+        params: parameter dicts, one per submodule.
+        buffers: buffer dicts, one per submodule (empty dicts when saved without buffers).
+        visual_contents: reserved for graph visualization (``None``).
+        detach_buffers: whether :func:`recover_state_dict` detaches the buffers it restores.
+    """
+
+    params: tuple[dict[str, torch.Tensor | None], ...]
+    buffers: tuple[dict[str, torch.Tensor | None], ...]
+    visual_contents: dict | None = None
+    detach_buffers: bool = False
+
+
+def _replicator(by: str, device: Any = None):
+    """The per-tensor copy function for a copy mode."""
+    mode = {"ref": "reference", "clone": "copy", "deepclone": "deepcopy"}.get(by, by)
+    if mode not in ("reference", "copy", "deepcopy"):
+        raise ValueError(f"by must be 'reference', 'copy' or 'deepcopy', got {by!r}")
+    target_device = torch.device(device) if device is not None else None
+
+    def replicate(t: Any) -> Any:
+        if not isinstance(t, torch.Tensor):
+            return t
+        if mode == "reference":
+            return t if target_device is None else t.to(target_device)
+        if mode == "copy":  # a graph-connected copy
+            out = t.clone() if target_device is None else t.to(target_device, copy=True)
+            return out
+        out = t.detach().clone()
+        if target_device is not None:
+            out = out.to(target_device)
+        return out.requires_grad_(t.requires_grad)
+
+    return replicate
+
+
+def extract_state_dict(target: Any, *, by: CopyMode = "reference", device: Any = None,
+                       with_buffers: bool = True, detach_buffers: bool = False,
+                       enable_visual: bool = False, visual_prefix: str = "") -> Any:
+    """Snapshot the parameters (and buffers) of a module, or the state of an optimizer.
+
+    Args:
+        target: an :class:`torch.nn.Module`, a :class:`~diffopt.MetaOptimizer`, a
+            :class:`~diffopt.Optimizer` or a :class:`~diffopt.FuncOptimizer`.
+        by: ``'reference'`` keeps the tensors themselves, ``'copy'`` clones them (the clones stay
+            connected to the autograd graph), ``'deepcopy'`` makes detached clones with the same
+            ``requires_grad``.
+        device: move the copies to this device.
+        with_buffers: also save the buffers (modules only).
+        detach_buffers: make :func:`recover_state_dict` restore detached buffers.
+        enable_visual: unused; kept for TorchOpt compatibility.
+        visual_prefix: unused; kept for TorchOpt compatibility.
+
+    Returns:
+        A :class:`ModuleState` for modules, the tuple of group states for optimizers.
+
+    Example:
+        >>> import torch
+        >>> import diffopt
+        >>> net = torch.nn.Linear(2, 1)
+        >>> opt = diffopt.MetaAdam(net)
+        >>> len(extract_state_dict(opt, by='deepcopy'))
+        1
+    """
+    del enable_visual, visual_prefix
+    replicate = _replicator(by, device)
+    if isinstance(target, nn.Module):
+        params, buffers = [], []
+        for module in target.modules():
+            params.append(OrderedDict(
+                (name, replicate(p)) for name, p in module._parameters.items()))
+            buffers.append(OrderedDict(
+                (name, replicate(b)) for name, b in module._buffers.items())
+                if with_buffers else OrderedDict())
+        return ModuleState(params=tuple(params), buffers=tuple(buffers),
+                           visual_contents=None, detach_buffers=detach_buffers)
+    state = _optimizer_state(target)
+    if state is None:
+        raise TypeError(f"extract_state_dict: expected an nn.Module or an optimizer, got "
+                        f"{type(target).__name__}")
+    return optree_core.tree_map(replicate, state)
+
+
+def _optimizer_state(target: Any) -> Any:
+    from diffopt.optim.base import Optimizer
+    from diffopt.optim.func.base import FuncOptimizer
+    from diffopt.optim.meta.base import MetaOptimizer
+
+    if isinstance(target, (MetaOptimizer, Optimizer, FuncOptimizer)):
+        return target.state_dict()
+    return None
+
+
+def recover_state_dict(target: Any, state: Any) -> None:
+    """Put a snapshot from :func:`extract_state_dict` back into a module or an optimizer.
+
+    Args:
+        target: the module or optimizer the snapshot was taken from (or one shaped like it).
+        state: the snapshot.
+
+    Raises:
+        ValueError: if the snapshot does not fit the target's structure.
+
+    Example:
+        >>> import torch
+        >>> import diffopt
+        >>> net = torch.nn.Linear(2, 1)
+        >>> saved = extract_state_dict(net)
+        >>> opt = diffopt.MetaSGD(net, lr=0.1)
+        >>> opt.step(net(torch.ones(1, 2)).sum())
+        >>> net.weight.is_leaf
+        False
+        >>> recover_state_dict(net, saved)
+        >>> net.weight.is_leaf
+        True
+    """
+    if isinstance(target, nn.Module):
+        if not isinstance(state, ModuleState):
+            raise TypeError("recover_state_dict: a module needs a ModuleState from "
+                            "extract_state_dict")
+        modules = list(target.modules())
+        if len(modules) != len(state.params):
+            raise ValueError(f"recover_state_dict: the snapshot has {len(state.params)} "
+                             f"submodules, the module {len(modules)}")
+        for module, params, buffers in zip(modules, state.params, state.buffers):
+            if params.keys() != module._parameters.keys():
+                raise ValueError(f"recover_state_dict: parameter names differ for "
+                                 f"{type(module).__name__}: {sorted(params)} vs "
+                                 f"{sorted(module._parameters)}")
+            for name, p in params.items():
+                module._parameters[name] = p
+            for name, b in buffers.items():
+                if b is not None and state.detach_buffers:
+                    b = b.detach().requires_grad_(b.requires_grad)
+                module._buffers[name] = b
+        return
+    if _optimizer_state(target) is None:
+        raise TypeError(f"recover_state_dict: expected an nn.Module or an optimizer, got "
+                        f"{type(target).__name__}")
+    target.load_state_dict(state)
+
+
+def module_clone(target: Any, *, by: CopyMode = "reference", detach_buffers: bool = False,
+                 device: Any = None) -> Any:
+    """Clone a module, an optimizer's state, or a pytree of tensors.
+
+    Args:
+        target: an :class:`torch.nn.Module`, an optimizer, or a pytree of tensors.
+        by: how tensors are copied (see :func:`extract_state_dict`); for a module the structure
+            is always a new object, and ``'reference'`` shares the tensors.
+        detach_buffers: detach the buffers of a cloned module.
+        device: move the copies to this device.
+
+    Returns:
+        The clone.
+
+    Example:
+        >>> import torch
+        >>> net = torch.nn.Linear(2, 1)
+        >>> twin = module_clone(net, by='copy')
+        >>> twin.weight.grad_fn is not None  # a clone connected to net.weight
+        True
+    """
+    replicate = _replicator(by, device)
+    if isinstance(target, nn.Module):
+        memo: dict[int, Any] = {}
+        for tensor in list(target.parameters()) + list(target.buffers()):
+            memo[id(tensor)] = tensor  # deepcopy must not copy tensors; we replace them below
+        clone = copy.deepcopy(target, memo)
+        replaced: dict[int, torch.Tensor] = {}
+        for source, module in zip(target.modules(), clone.modules()):
+            for name, p in source._parameters.items():
+                if p is not None:
+                    if id(p) not in replaced:
+                        replaced[id(p)] = replicate(p)
+                    module._parameters[name] = replaced[id(p)]
+            for name, b in source._buffers.items():
+                if b is not None:
+                    new = replicate(b)
+                    module._buffers[name] = new.detach() if detach_buffers else new
+        return clone
+    state = _optimizer_state(target)
+    if state is not None:
+        return optree_core.tree_map(replicate, state)
+    return optree_core.tree_map(replicate, target)
+
+
+def _detach_tensor_(t: Any) -> Any:
+    if isinstance(t, torch.Tensor):
+        requires_grad = t.requires_grad
+        t.detach_()
+        t.requires_grad_(requires_grad)
+    return t
+
+
+def module_detach_(target: Any) -> Any:
+    """Detach, in place, every parameter and buffer of a module (or tensor of a state or tree).
+
+    Each tensor keeps its value and ``requires_grad`` flag but forgets its history, so the next
+    unrolled segment starts from leaves (truncated back-propagation).
+
+    Returns:
+        ``target``.
+
+    Example:
+        >>> import torch
+        >>> import diffopt
+        >>> net = torch.nn.Linear(1, 1)
+        >>> diffopt.MetaSGD(net, lr=0.1).step(net(torch.ones(1, 1)).sum())
+        >>> module_detach_(net).weight.is_leaf
+        True
+    """
+    if isinstance(target, nn.Module):
+        for module in target.modules():
+            for name, p in module._parameters.items():
+                if p is not None:
+                    module._parameters[name] = p.detach().requires_grad_(p.requires_grad)
+            for name, b in module._buffers.items():
+                if b is not None:
+                    module._buffers[name] = b.detach().requires_grad_(b.requires_grad)
+        return target
+    state = _optimizer_state(target)
+    if state is not None:
+        detached = optree_core.tree_map(
+            lambda t: t.detach().requires_grad_(t.requires_grad)
+            if isinstance(t, torch.Tensor) else t, state)
+        target.load_state_dict(detached)
+        return target
+    optree_core.tree_map(_detach_tensor_, target)
+    return target
+
+
+def stop_gradient(target: Any) -> None:
+    """Cut the autograd history of a module, an optimizer state, or a pytree of tensors, in place.
+
+    Example:
+        >>> import torch
+        >>> x = torch.ones(1, requires_grad=True) * 2
+        >>> stop_gradient(x)
+        >>> x.grad_fn is None
+        True
+    """
+    module_detach_(target)

@@ -1,0 +1,181 @@
+"""Hand-written, out-of-place, pure-PyTorch optimizer steps: the references the tests unroll.
+
+Each ``<algo>_reference(**hyper)`` returns ``(init, step)`` over lists of tensors, written
+straight from the update rules of ``torch.optim`` without any diffopt code, so that meta-gradients
+can be compared against an independent unrolled implementation.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+
+def sgd_reference(lr, momentum=0.0, dampening=0.0, weight_decay=0.0, nesterov=False):
+    def init(params):
+        return {"buf": [None] * len(params)}
+
+    def step(params, grads, state):
+        out, bufs = [], []
+        for p, g, b in zip(params, grads, state["buf"]):
+            g = g + weight_decay * p
+            if momentum:
+                b = g if b is None else momentum * b + (1 - dampening) * g
+                g = g + momentum * b if nesterov else b
+            bufs.append(b)
+            out.append(p - lr * g)
+        return out, {"buf": bufs}
+
+    return init, step
+
+
+def adam_reference(lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0, decoupled=False):
+    b1, b2 = betas
+
+    def init(params):
+        return {"m": [torch.zeros_like(p) for p in params],
+                "v": [torch.zeros_like(p) for p in params], "t": 0}
+
+    def step(params, grads, state):
+        t = state["t"] + 1
+        out, ms, vs = [], [], []
+        for p, g, m, v in zip(params, grads, state["m"], state["v"]):
+            if weight_decay and not decoupled:
+                g = g + weight_decay * p
+            m = b1 * m + (1 - b1) * g
+            v = b2 * v + (1 - b2) * g * g
+            d = (m / (1 - b1**t)) / (torch.sqrt(v / (1 - b2**t)) + eps)
+            if decoupled:
+                d = d + weight_decay * p
+            out.append(p - lr * d)
+            ms.append(m)
+            vs.append(v)
+        return out, {"m": ms, "v": vs, "t": t}
+
+    return init, step
+
+
+def adamw_reference(lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=1e-2):
+    return adam_reference(lr, betas, eps, weight_decay, decoupled=True)
+
+
+def rmsprop_reference(lr=1e-2, alpha=0.99, eps=1e-8, weight_decay=0.0, momentum=0.0,
+                      centered=False):
+    def init(params):
+        zeros = [torch.zeros_like(p) for p in params]
+        return {"sq": zeros, "avg": list(zeros), "buf": list(zeros)}
+
+    def step(params, grads, state):
+        out, sqs, avgs, bufs = [], [], [], []
+        for p, g, sq, avg, buf in zip(params, grads, state["sq"], state["avg"], state["buf"]):
+            g = g + weight_decay * p
+            sq = alpha * sq + (1 - alpha) * g * g
+            if centered:
+                avg = alpha * avg + (1 - alpha) * g
+                denom = torch.sqrt(sq - avg * avg) + eps
+            else:
+                denom = torch.sqrt(sq) + eps
+            if momentum:
+                buf = momentum * buf + g / denom
+                out.append(p - lr * buf)
+            else:
+                out.append(p - lr * g / denom)
+            sqs.append(sq)
+            avgs.append(avg)
+            bufs.append(buf)
+        return out, {"sq": sqs, "avg": avgs, "buf": bufs}
+
+    return init, step
+
+
+def adagrad_reference(lr=1e-2, lr_decay=0.0, weight_decay=0.0, initial_accumulator_value=0.0,
+                      eps=1e-10):
+    def init(params):
+        return {"sum": [torch.full_like(p, initial_accumulator_value) for p in params], "t": 0}
+
+    def step(params, grads, state):
+        t = state["t"] + 1
+        clr = lr / (1 + (t - 1) * lr_decay)
+        out, sums = [], []
+        for p, g, s in zip(params, grads, state["sum"]):
+            g = g + weight_decay * p
+            s = s + g * g
+            out.append(p - clr * g / (torch.sqrt(s) + eps))
+            sums.append(s)
+        return out, {"sum": sums, "t": t}
+
+    return init, step
+
+
+def adadelta_reference(lr=1e-3, rho=0.9, eps=1e-6, weight_decay=0.0):
+    def init(params):
+        return {"sq": [torch.zeros_like(p) for p in params],
+                "acc": [torch.zeros_like(p) for p in params]}
+
+    def step(params, grads, state):
+        out, sqs, accs = [], [], []
+        for p, g, sq, acc in zip(params, grads, state["sq"], state["acc"]):
+            g = g + weight_decay * p
+            sq = rho * sq + (1 - rho) * g * g
+            delta = torch.sqrt(acc + eps) / torch.sqrt(sq + eps) * g
+            acc = rho * acc + (1 - rho) * delta * delta
+            out.append(p - lr * delta)
+            sqs.append(sq)
+            accs.append(acc)
+        return out, {"sq": sqs, "acc": accs}
+
+    return init, step
+
+
+def adamax_reference(lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0):
+    b1, b2 = betas
+
+    def init(params):
+        return {"m": [torch.zeros_like(p) for p in params],
+                "u": [torch.zeros_like(p) for p in params], "t": 0}
+
+    def step(params, grads, state):
+        t = state["t"] + 1
+        out, ms, us = [], [], []
+        for p, g, m, u in zip(params, grads, state["m"], state["u"]):
+            g = g + weight_decay * p
+            m = b1 * m + (1 - b1) * g
+            u = torch.maximum(b2 * u, g.abs() + eps)
+            out.append(p - lr / (1 - b1**t) * m / u)
+            ms.append(m)
+            us.append(u)
+        return out, {"m": ms, "u": us, "t": t}
+
+    return init, step
+
+
+def radam_reference(lr=1e-3, betas=(0.9, 0.999), eps=1e-6, weight_decay=0.0):
+    b1, b2 = betas
+    rho_inf = 2 / (1 - b2) - 1
+
+    def init(params):
+        return {"m": [torch.zeros_like(p) for p in params],
+                "v": [torch.zeros_like(p) for p in params], "t": 0}
+
+    def step(params, grads, state):
+        t = state["t"] + 1
+        rho_t = rho_inf - 2 * t * b2**t / (1 - b2**t)
+        out, ms, vs = [], [], []
+        for p, g, m, v in zip(params, grads, state["m"], state["v"]):
+            g = g + weight_decay * p
+            m = b1 * m + (1 - b1) * g
+            v = b2 * v + (1 - b2) * g * g
+            m_hat = m / (1 - b1**t)
+            if rho_t > 5:
+                r = math.sqrt((rho_t - 4) * (rho_t - 2) * rho_inf
+                              / ((rho_inf - 4) * (rho_inf - 2) * rho_t))
+                adaptive = math.sqrt(1 - b2**t) / (torch.sqrt(v) + eps)
+                out.append(p - lr * m_hat * r * adaptive)
+            else:
+                out.append(p - lr * m_hat)
+            ms.append(m)
+            vs.append(v)
+        return out, {"m": ms, "v": vs, "t": t}
+
+    return init, step

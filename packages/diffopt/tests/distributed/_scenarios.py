@@ -1,0 +1,256 @@
+"""Multi-process scenarios for the distributed tests, one process per rank.
+
+Run as ``python _scenarios.py <scenario> <result.json>`` with torchrun's environment variables
+(``launch`` in ``test_distributed.py`` sets them). Every rank runs the scenario under
+``auto_init_rpc``; rank 0 drives it and writes what it measured to ``result.json``. Functions
+called remotely live at module level here: RPC sends functions by reference and every rank runs
+this same file as ``__main__``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+
+import diffopt
+import diffopt.distributed as todist
+
+torch.set_num_threads(1)
+torch.set_default_dtype(torch.float64)
+
+
+def make_net() -> torch.nn.Module:
+    torch.manual_seed(0)
+    return torch.nn.Sequential(torch.nn.Linear(1, 8), torch.nn.Tanh(), torch.nn.Linear(8, 1))
+
+
+def make_tasks(n_tasks: int = 5, k: int = 6):
+    generator = torch.Generator().manual_seed(1)
+    amplitude = 0.5 + torch.rand(n_tasks, 1, 1, generator=generator)
+    phase = torch.rand(n_tasks, 1, 1, generator=generator)
+    x = 4 * torch.rand(n_tasks, 2 * k, 1, generator=generator) - 2
+    return x, amplitude * torch.sin(x + phase)
+
+
+def inner_loop(net: torch.nn.Module, x: torch.Tensor, y: torch.Tensor, algo: str = "sgd"):
+    """Adapt ``net`` on the first half of one task's points, return the loss on the rest."""
+    k = x.shape[0] // 2
+    if algo == "sgd":
+        inner = diffopt.MetaSGD(net, lr=0.1)
+    else:
+        inner = diffopt.MetaAdam(net, lr=0.05, use_accelerated_op=(algo == "fused_adam"))
+    for _ in range(2):
+        inner.step(F.mse_loss(net(x[:k]), y[:k]))
+    return F.mse_loss(net(x[k:]), y[k:])
+
+
+@todist.parallelize(partitioner=todist.dim_partitioner(0, exclusive=True, keepdim=False),
+                    reducer=todist.mean_reducer)
+def parallel_inner_loop(net, x, y):
+    return inner_loop(net, x, y)
+
+
+@todist.parallelize()
+def batch_sum_and_rank(x):
+    """Default partitioner/reducer: a block of rows per worker, results averaged."""
+    return x.sum() * 0 + todist.get_world_rank(), x.sum()
+
+
+def rows_and_rank(x):
+    return todist.get_world_rank(), x.shape[0], x.sum()
+
+
+def square(w):
+    return w * w
+
+
+def world_report():
+    info = todist.get_world_info()
+
+    @todist.rank_zero_only
+    def zero():
+        return "zero"
+
+    @todist.rank_non_zero_only
+    def non_zero():
+        return "non-zero"
+
+    @todist.on_rank(1, 2)
+    def one_or_two():
+        return "1|2"
+
+    @todist.not_on_rank(1)
+    def not_one():
+        return "!1"
+
+    return {"rank": info.rank, "world_size": info.world_size, "name": info.worker_name,
+            "id": todist.get_worker_id(), "by_name": todist.get_worker_id(info.worker_name),
+            "local_rank": todist.get_local_rank(),
+            "local_world_size": todist.get_local_world_size(),
+            "decorated": [zero(), non_zero(), one_or_two(), not_one()]}
+
+
+def failing_task(x):
+    def deep_inside(value):
+        raise ValueError(f"task went wrong on purpose ({value})")
+
+    return deep_inside(float(x.sum()))
+
+
+def sleepy(seconds):
+    time.sleep(seconds)
+    return seconds
+
+
+def started_then_sleep(marker, seconds):
+    Path(marker).write_text(str(os.getpid()))
+    time.sleep(seconds)
+    return seconds
+
+
+def meta_gradient_distributed(net, x, y, algo):
+    params = tuple(net.parameters())
+    with todist.autograd.context() as context_id:
+        loss = todist.remote_sync_call(
+            inner_loop, args=(diffopt.module_clone(net, by="clone"), x, y), kwargs={"algo": algo},
+            partitioner=todist.dim_partitioner(0, exclusive=True, keepdim=False),
+            reducer=todist.mean_reducer)
+        grads = todist.autograd.grad(context_id, loss, params)
+    return loss.detach(), grads
+
+
+def meta_gradient_local(net, x, y, algo):
+    params = tuple(net.parameters())
+    losses = [inner_loop(diffopt.module_clone(net, by="clone"), x[i], y[i], algo)
+              for i in range(x.shape[0])]
+    loss = torch.stack(losses).mean()
+    return loss.detach(), torch.autograd.grad(loss, params)
+
+
+def max_diff(a, b):
+    return max(float((u - v).abs().max()) for u, v in zip(a, b))
+
+
+def scenario_maml(out: dict) -> None:
+    net, (x, y) = make_net(), make_tasks()
+    for algo in ("sgd", "adam", "fused_adam"):
+        if algo == "fused_adam" and not diffopt.accelerated_op_available("cpu"):
+            continue
+        local_loss, local = meta_gradient_local(net, x, y, algo)
+        dist_loss, dist = meta_gradient_distributed(net, x, y, algo)
+        out[f"maml_{algo}"] = {"loss_diff": abs(float(local_loss - dist_loss)),
+                               "grad_diff": max_diff(local, dist),
+                               "grad_norm": max(float(g.abs().max()) for g in local)}
+
+    # The parallelize decorator, and backward() accumulating into .grad (twice: 2x).
+    params = tuple(net.parameters())
+    _, local = meta_gradient_local(net, x, y, "sgd")
+    with todist.autograd.context() as context_id:
+        loss = parallel_inner_loop(diffopt.module_clone(net, by="clone"), x, y)
+        todist.autograd.backward(context_id, loss, retain_graph=True)
+        once = [p.grad.clone() for p in params]
+        todist.autograd.backward(context_id, loss)
+    out["parallelize_grad_diff"] = max_diff(local, once)
+    out["backward_twice_diff"] = max_diff([2 * g for g in local], [p.grad for p in params])
+
+    # autograd.grad's torch.autograd.grad manners, across a worker: a vector-Jacobian product,
+    # retain_graph in TorchOpt's positional slot, unused inputs, and the errors.
+    w = torch.tensor([1.0, -2.0, 3.0], requires_grad=True)
+    unused = torch.zeros(1, requires_grad=True)
+    checks = {}
+    with todist.autograd.context() as context_id:
+        squared = todist.remote_sync_call(square, args=(w.clone(),), partitioner=1)[0]
+        (vjp,) = todist.autograd.grad(context_id, squared, w, True,
+                                      grad_outputs=torch.tensor([1.0, 10.0, 100.0]))
+        checks["vjp"] = vjp.tolist()  # 2 w * v
+        again, none = todist.autograd.grad(context_id, squared.sum(), (w, unused), True, True)
+        checks["again"], checks["unused"] = again.tolist(), none
+        for name, call in (
+                ("not_scalar", lambda: todist.autograd.grad(context_id, squared, w)),
+                ("unused_error", lambda: todist.autograd.grad(context_id, squared.sum(),
+                                                              (w, unused), True)),
+                ("not_leaf", lambda: todist.autograd.grad(context_id, squared.sum(), w * 1))):
+            try:
+                call()
+            except (ValueError, RuntimeError) as error:
+                checks[name] = f"{type(error).__name__}: {error}"
+    out["autograd"] = checks
+
+    # Who ran what: exclusive dealing is round-robin; batch blocks are contiguous and balanced.
+    ranks = todist.remote_sync_call(
+        rows_and_rank, args=(torch.arange(5.0).reshape(5, 1),),
+        partitioner=todist.dim_partitioner(0, exclusive=True))
+    out["exclusive_ranks"] = [r for r, _, _ in ranks]
+    blocks = todist.remote_sync_call(rows_and_rank, args=(torch.arange(5.0).reshape(5, 1),))
+    out["batch_blocks"] = [[r, n, float(s)] for r, n, s in blocks]
+    future = todist.remote_async_call(rows_and_rank, args=(torch.ones(7, 2),), partitioner=2,
+                                      reducer=lambda results: results[0][1])
+    out["async_single_worker"] = future.wait()
+    out["default_parallelize"] = [float(v) for v in batch_sum_and_rank(torch.arange(6.0))]
+    out["world"] = [todist.remote_sync_call(world_report, partitioner=rank)[0]
+                    for rank in range(todist.get_world_size())]
+    out["world_by_name"] = todist.remote_sync_call(world_report, partitioner="worker2")[0]["rank"]
+
+    # A worker's exception: same type, with the worker and its traceback.
+    try:
+        todist.remote_sync_call(failing_task, args=(torch.ones(3, 1),),
+                                partitioner=todist.dim_partitioner(0, exclusive=True))
+    except ValueError as error:
+        out["worker_error"] = {"type": type(error).__name__, "message": str(error),
+                               "notes": getattr(error, "__notes__", [])}
+    # A stuck worker: the call fails after its timeout, the caller goes on.
+    start = time.monotonic()
+    try:
+        todist.remote_sync_call(sleepy, args=(4.0,), partitioner=1, timeout=1.0)
+    except todist.RemoteCallError as error:
+        out["timeout_error"] = {"message": str(error), "seconds": time.monotonic() - start}
+    # Functions RPC cannot send by reference.
+    try:
+        todist.remote_sync_call(lambda: 1, partitioner=1)
+    except TypeError as error:
+        out["lambda_error"] = str(error)
+    out["after_errors"] = todist.remote_sync_call(rows_and_rank, args=(torch.ones(1, 1),),
+                                                  partitioner=2)[0][1]
+
+
+def scenario_kill(out: dict) -> None:
+    marker = os.environ["DIFFOPT_TEST_MARKER"]
+    start = time.monotonic()
+    try:
+        todist.remote_sync_call(started_then_sleep, args=(marker, 60.0), partitioner=1)
+    finally:
+        Path(os.environ["DIFFOPT_TEST_RESULT"]).write_text(
+            json.dumps({"seconds": time.monotonic() - start}))
+
+
+def scenario_early_exit(out: dict) -> None:
+    time.sleep(1.5)  # meanwhile worker 1 leaves without shutting down (see main)
+    out["work_done"] = True
+
+
+SCENARIOS = {"maml": scenario_maml, "kill": scenario_kill, "early_exit": scenario_early_exit}
+
+
+@todist.auto_init_rpc()
+def main(name: str, result_path: str) -> None:
+    todist.barrier(timeout=60)  # every rank calls it
+    if name == "early_exit" and todist.get_world_rank() == 1:
+        time.sleep(0.5)  # let the barrier's last messages arrive
+        os._exit(0)  # gone without a graceful shutdown: rank 0 must not wait for it forever
+    @todist.rank_zero_only
+    def drive():
+        out: dict = {}
+        SCENARIOS[name](out)
+        Path(result_path).write_text(json.dumps(out))
+
+    drive()
+
+
+if __name__ == "__main__":
+    main(sys.argv[1], sys.argv[2])

@@ -1,0 +1,127 @@
+"""diffopt.linear_solve: solve_cg, solve_normal_cg, solve_inv against dense float64 solves."""
+
+import pytest
+import torch
+
+from diffopt import linear_solve
+
+
+def random_matrix(n, seed, symmetric):
+    g = torch.Generator().manual_seed(seed)
+    m = torch.randn(n, n, generator=g, dtype=torch.float64)
+    if symmetric:
+        return m @ m.T + n * torch.eye(n, dtype=torch.float64)
+    return m + n * torch.eye(n, dtype=torch.float64)
+
+
+def tree_matvec(A):
+    # A dense matrix acting on a {'w': (2, 2), 'b': (n - 4,)} tree.
+    def matvec(tree):
+        out = A @ torch.cat([tree["w"].reshape(-1), tree["b"]])
+        return {"w": out[:4].reshape(2, 2), "b": out[4:]}
+
+    return matvec
+
+
+def tree_rhs(n, seed):
+    g = torch.Generator().manual_seed(seed)
+    return {
+        "w": torch.randn(2, 2, generator=g, dtype=torch.float64),
+        "b": torch.randn(n - 4, generator=g, dtype=torch.float64),
+    }
+
+
+def flat(tree):
+    return torch.cat([tree["w"].reshape(-1), tree["b"]])
+
+
+SOLVERS = {
+    "cg": (linear_solve.solve_cg, {"rtol": 1e-12}, True),
+    "normal_cg": (linear_solve.solve_normal_cg, {"rtol": 1e-13}, False),
+    "inv": (linear_solve.solve_inv, {}, False),
+    "inv_ns": (linear_solve.solve_inv, {"ns": True, "maxiter": 600}, True),
+}
+
+
+@pytest.mark.parametrize("name", list(SOLVERS))
+@pytest.mark.parametrize("ridge", [None, 0.5])
+def test_solvers_match_dense_solve_on_pytrees(name, ridge):
+    solver, options, needs_spd = SOLVERS[name]
+    n = 7
+    A = random_matrix(n, 0, symmetric=needs_spd)
+    if name == "inv_ns":
+        A = A / (1.1 * torch.linalg.eigvalsh(A).max())  # spectrum inside (0, 1): series converges
+    b = tree_rhs(n, 1)
+    ridge_matrix = 0.0 if ridge is None else ridge * torch.eye(n, dtype=torch.float64)
+    if name == "normal_cg":
+        expected = torch.linalg.solve(A.T @ A + ridge_matrix, A.T @ flat(b))
+    else:
+        expected = torch.linalg.solve(A + ridge_matrix, flat(b))
+    direct = solver(tree_matvec(A), b, ridge=ridge, **options)
+    configured = solver(ridge=ridge, **options)(tree_matvec(A), b)
+    torch.testing.assert_close(flat(direct), expected, rtol=1e-8, atol=1e-10)
+    torch.testing.assert_close(flat(configured), flat(direct))
+
+
+def test_normal_cg_solves_a_non_symmetric_system_that_cg_cannot():
+    A = torch.tensor([[0.0, 1.0], [-1.0, 0.0]], dtype=torch.float64)  # rotation: x^T A x = 0
+    b = torch.tensor([1.0, 2.0], dtype=torch.float64)
+    x = linear_solve.solve_normal_cg(lambda v: A @ v, b, rtol=1e-12)
+    torch.testing.assert_close(A @ x, b)
+    assert not torch.allclose(A @ linear_solve.solve_cg(lambda v: A @ v, b), b)
+
+
+@pytest.mark.parametrize("solver", [linear_solve.solve_cg, linear_solve.solve_normal_cg])
+def test_init_is_used_as_starting_point(solver):
+    A = random_matrix(5, 2, symmetric=True)
+    b = torch.ones(5, dtype=torch.float64)
+    exact = torch.linalg.solve(A, b)
+    # Starting at the solution, zero iterations already give it.
+    torch.testing.assert_close(solver(lambda v: A @ v, b, init=exact, maxiter=0), exact)
+    assert not torch.allclose(solver(lambda v: A @ v, b, maxiter=0), exact)
+
+
+def test_inv_ns_with_init_solves_for_the_correction():
+    A = 0.5 * torch.eye(3, dtype=torch.float64)
+    b = torch.ones(3, dtype=torch.float64)
+    init = torch.full((3,), 2.0, dtype=torch.float64)  # the exact solution
+    x = linear_solve.solve_inv(lambda v: A @ v, b, init=init, ns=True, maxiter=0)
+    torch.testing.assert_close(x, init)
+
+
+def test_inv_handles_a_scalar_system():
+    x = linear_solve.solve_inv(lambda v: 4.0 * v, torch.tensor(2.0, dtype=torch.float64))
+    assert x.shape == () and float(x) == 0.5
+
+
+def test_configuration_errors_are_raised_early():
+    with pytest.raises(TypeError):
+        linear_solve.solve_cg(tolerance=1e-3)
+    with pytest.raises(ValueError, match="ridge"):
+        linear_solve.solve_normal_cg(ridge=-1.0)
+    with pytest.raises(TypeError, match="ns=True"):
+        linear_solve.solve_inv(maxiter=3)
+    with pytest.raises(TypeError, match="right-hand side"):
+        linear_solve.solve_cg(lambda v: v)
+    with pytest.raises(TypeError, match="callable"):
+        linear_solve.solve_inv(torch.eye(2), torch.ones(2))
+
+
+def test_normal_cg_needs_a_differentiable_matvec():
+    def opaque(v):  # goes through numpy: no autograd graph
+        return torch.from_numpy(2.0 * v.detach().numpy())
+
+    with pytest.raises(RuntimeError, match="differentiable"):
+        linear_solve.solve_normal_cg(opaque, torch.ones(2, dtype=torch.float64))
+
+
+def test_tol_is_an_alias_of_rtol():
+    A = random_matrix(6, 3, symmetric=True)
+    b = torch.ones(6, dtype=torch.float64)
+    for solver in (linear_solve.solve_cg, linear_solve.solve_normal_cg):
+        torch.testing.assert_close(
+            solver(lambda v: A @ v, b, tol=1e-3), solver(lambda v: A @ v, b, rtol=1e-3)
+        )
+        assert not torch.equal(
+            solver(lambda v: A @ v, b, tol=1e-2), solver(lambda v: A @ v, b, rtol=1e-12)
+        )

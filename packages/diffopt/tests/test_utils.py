@@ -1,0 +1,130 @@
+"""extract_state_dict / recover_state_dict / module_clone / module_detach_ / stop_gradient."""
+
+import pytest
+import torch
+import torch.nn.functional as F
+from helpers import regression_task, small_mlp
+
+import diffopt
+
+
+class WithBuffer(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = torch.nn.Linear(2, 2).double()
+        self.register_buffer("running", torch.zeros(2, dtype=torch.float64))
+
+    def forward(self, x):
+        self.running = self.running * 0.5 + x.mean(0)
+        return self.lin(x) + self.running
+
+
+@pytest.mark.parametrize("by", ["reference", "copy", "deepcopy"])
+def test_extract_modes(by):
+    net = small_mlp()
+    state = diffopt.extract_state_dict(net, by=by)
+    saved = state.params[1]["weight"]
+    original = net[0].weight
+    assert (saved is original) == (by == "reference")
+    assert torch.equal(saved, original)
+    if by == "copy":
+        assert saved.grad_fn is not None  # connected to the original
+    if by == "deepcopy":
+        assert saved.grad_fn is None and saved.requires_grad
+
+
+def test_recover_restores_leaves_after_meta_steps():
+    net = small_mlp()
+    leaves = list(net.parameters())
+    state = diffopt.extract_state_dict(net)
+    x_s, y_s, _, _ = regression_task()
+    opt = diffopt.MetaAdam(net, lr=0.1)
+    for _ in range(3):
+        opt.step(F.mse_loss(net(x_s), y_s))
+    assert all(not p.is_leaf for p in net.parameters())
+    diffopt.recover_state_dict(net, state)
+    assert all(a is b for a, b in zip(net.parameters(), leaves))
+
+
+def test_meta_optimizer_state_save_restore_mid_training():
+    """Snapshot a meta-optimizer and module after 2 inner steps; resuming gives the same result."""
+    x_s, y_s, x_q, y_q = regression_task()
+    net = small_mlp()
+    opt = diffopt.MetaAdam(net, lr=0.05)
+    for _ in range(2):
+        opt.step(F.mse_loss(net(x_s), y_s))
+    module_snapshot = diffopt.extract_state_dict(net, by="deepcopy")
+    optim_snapshot = diffopt.extract_state_dict(opt, by="deepcopy")
+    for _ in range(3):
+        opt.step(F.mse_loss(net(x_s), y_s))
+    expected = F.mse_loss(net(x_q), y_q).item()
+
+    diffopt.recover_state_dict(net, module_snapshot)
+    diffopt.recover_state_dict(opt, optim_snapshot)
+    for _ in range(3):
+        opt.step(F.mse_loss(net(x_s), y_s))
+    assert F.mse_loss(net(x_q), y_q).item() == expected
+
+
+def test_buffers_and_detach_buffers():
+    net = WithBuffer()
+    state = diffopt.extract_state_dict(net, by="deepcopy", detach_buffers=True)
+    x = torch.randn(4, 2, dtype=torch.float64, requires_grad=True)
+    net(x)
+    assert net.running.grad_fn is not None
+    diffopt.recover_state_dict(net, state)
+    assert torch.equal(net.running, torch.zeros(2, dtype=torch.float64))
+    without = diffopt.extract_state_dict(net, with_buffers=False)
+    assert all(len(b) == 0 for b in without.buffers)
+
+
+def test_recover_rejects_foreign_state():
+    net = small_mlp()
+    other = small_mlp(sizes=(2, 4, 4, 1))
+    with pytest.raises(ValueError, match="submodules"):
+        diffopt.recover_state_dict(net, diffopt.extract_state_dict(other))
+    with pytest.raises(TypeError):
+        diffopt.recover_state_dict(net, {"weight": torch.ones(1)})
+
+
+@pytest.mark.parametrize("by", ["reference", "copy", "deepcopy"])
+def test_module_clone(by):
+    net = small_mlp()
+    clone = diffopt.module_clone(net, by=by)
+    assert clone is not net
+    x = torch.randn(3, 2, dtype=torch.float64)
+    torch.testing.assert_close(clone(x), net(x))
+    shared = clone[0].weight is net[0].weight
+    assert shared == (by == "reference")
+    loss = clone(x).sum()
+    if by == "deepcopy":
+        assert torch.autograd.grad(loss, net[0].weight, allow_unused=True)[0] is None
+    else:
+        assert torch.autograd.grad(loss, net[0].weight)[0] is not None
+
+
+def test_module_clone_of_tree():
+    tree = {"a": torch.ones(2, requires_grad=True)}
+    clone = diffopt.module_clone(tree, by="deepcopy")
+    assert clone["a"] is not tree["a"] and clone["a"].requires_grad and clone["a"].is_leaf
+
+
+def test_module_detach_and_stop_gradient():
+    net = small_mlp()
+    x_s, y_s, _, _ = regression_task()
+    opt = diffopt.MetaSGD(net, lr=0.1, momentum=0.9)
+    opt.step(F.mse_loss(net(x_s), y_s))
+    diffopt.module_detach_(net)
+    assert all(p.is_leaf and p.requires_grad for p in net.parameters())
+    diffopt.stop_gradient(opt)
+    state = opt.state_dict()[0]
+    assert all(t.grad_fn is None for t in diffopt.pytree.tree_leaves(state)
+               if isinstance(t, torch.Tensor))
+    y = torch.ones(2, requires_grad=True) * 3
+    diffopt.stop_gradient(y)
+    assert y.grad_fn is None
+
+
+def test_bad_copy_mode():
+    with pytest.raises(ValueError, match="by must be"):
+        diffopt.extract_state_dict(small_mlp(), by="shallow")
