@@ -1,0 +1,58 @@
+"""Drop-in ``torch.optim.Adamax`` running the fused ``adamax_step_`` kernel."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+from fused_optim.optim._common import Buckets, new_step, real, run_closure, scalar, torch_path_needed
+
+__all__ = ["Adamax"]
+
+
+class Adamax(torch.optim.Adamax):
+    """``torch.optim.Adamax`` with a fused multi-tensor step (CPU OpenMP / CUDA kernel).
+
+    Same constructor, defaults, argument checks, param groups, state keys and ``state_dict()``
+    layout as ``torch.optim.Adamax``; see :class:`fused_optim.Adam` for the fallbacks.
+
+    >>> w = torch.nn.Parameter(torch.ones(1))
+    >>> opt = Adamax([w], lr=0.1, eps=0.0)
+    >>> w.grad = torch.full((1,), 4.0)
+    >>> opt.step()
+    >>> w.detach()
+    tensor([0.9000])
+    """
+
+    @torch.no_grad()
+    def step(self, closure: Callable[[], Any] | None = None) -> Any:  # type: ignore[override]
+        """Performs one optimization step (``closure`` re-evaluates the model and returns the loss)."""
+        if torch_path_needed(self):
+            return super().step(closure)
+        loss = run_closure(closure)
+        work = []
+        for group in self.param_groups:
+            buckets = Buckets(5)
+            for p in group["params"]:
+                grad = p.grad
+                if grad is None:
+                    continue
+                if grad.is_sparse:
+                    raise RuntimeError("Adamax does not support sparse gradients")
+                state = self.state[p]
+                if len(state) == 0:
+                    state["step"] = new_step()
+                    state["exp_avg"] = torch.zeros_like(p, memory_format=torch.preserve_format)
+                    state["exp_inf"] = torch.zeros_like(p, memory_format=torch.preserve_format)
+                buckets.add(real(p), real(grad), real(state["exp_avg"]), real(state["exp_inf"]), state["step"])
+            work.append((group, buckets))
+        for group, buckets in work:
+            beta1, beta2 = group["betas"]
+            kwargs = {"lr": scalar(group["lr"]), "beta1": scalar(beta1), "beta2": scalar(beta2),
+                      "eps": scalar(group["eps"]), "weight_decay": scalar(group["weight_decay"]),
+                      "maximize": bool(group["maximize"])}
+            for params, grads, exp_avgs, exp_infs, steps in buckets:
+                torch.ops.fused_optim.adamax_step_.default(params, grads, exp_avgs, exp_infs, steps, **kwargs)
+        return loss
