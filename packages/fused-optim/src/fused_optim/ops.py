@@ -21,7 +21,6 @@ from dataclasses import dataclass
 from typing import Any
 
 import torch
-from torch.autograd.function import once_differentiable
 
 from fused_optim import _C  # noqa: F401  (loading the library registers the ops)
 
@@ -162,6 +161,30 @@ _DOUBLE_BACKWARD = (
 )
 
 
+def _guard_second_order(op_name: str, results: Sequence[Sequence[torch.Tensor]],
+                        inputs: Sequence[torch.Tensor | None]) -> list[list[torch.Tensor]]:
+    """Makes any attempt to differentiate the backward's results raise a clear error.
+
+    With ``create_graph=True`` autograd would otherwise treat the fused backward's outputs as
+    constants and silently drop the second-order terms through this node.
+    """
+    out = [list(r) for r in results]
+    if not torch.is_grad_enabled() or not any(t is not None and t.requires_grad for t in inputs):
+        return out
+    # The error node takes the differentiable inputs as extra inputs so that it lies on every
+    # path autograd.grad walks back to them (a detached alias alone would be pruned away).
+    flat = [t.detach().requires_grad_() for r in out for t in r]
+    if not flat:
+        return out
+    linked = [t for t in inputs if t is not None and t.requires_grad]
+    wrapped = torch._C._functions.DelayedError(_DOUBLE_BACKWARD.format(op=op_name), len(flat) + len(linked))(
+        *flat, *linked)
+    if isinstance(wrapped, torch.Tensor):
+        wrapped = (wrapped,)
+    wrapped = wrapped[:len(flat)]
+    return _unflatten(list(wrapped), [len(r) for r in out])
+
+
 def _flatten(lists: Sequence[Sequence[Any]]) -> tuple[list[Any], tuple[int, ...]]:
     flat: list[Any] = []
     for item in lists:
@@ -188,12 +211,13 @@ def _register_functional_autograd(spec: FunctionalOpSpec) -> None:
         ctx.kwargs = dict(keyword_only_inputs)
 
     def backward(ctx, *grads):  # type: ignore[no-untyped-def]
-        saved = _unflatten(ctx.saved_tensors, ctx.saved_sizes)
+        saved_flat = ctx.saved_tensors
+        saved = _unflatten(saved_flat, ctx.saved_sizes)
         grad_lists = [list(g) if g is not None else [] for g in grads]
-        if torch.is_grad_enabled() and any(t.requires_grad for g in grad_lists for t in g if t is not None):
-            raise RuntimeError(_DOUBLE_BACKWARD.format(op=f"fused_optim::{spec.name}"))
         with torch.no_grad():
-            return spec.backward_op(*grad_lists, *saved, **ctx.kwargs)
+            results = spec.backward_op(*grad_lists, *saved, **ctx.kwargs)
+        inputs = [*saved_flat, *(t for g in grad_lists for t in g)]
+        return tuple(_guard_second_order(f"fused_optim::{spec.name}", results, inputs))
 
     torch.library.register_autograd(f"fused_optim::{spec.name}", backward, setup_context=setup_context)
 
@@ -213,11 +237,13 @@ def _make_node(spec: FunctionalOpSpec, node_name: str) -> type[torch.autograd.Fu
         ctx.set_materialize_grads(False)
         return tuple(out_flat)
 
-    @once_differentiable
     def backward(ctx, *grads):  # type: ignore[no-untyped-def]
-        saved = _unflatten(ctx.saved_tensors, ctx.saved_sizes)
+        saved_flat = ctx.saved_tensors
+        saved = _unflatten(saved_flat, ctx.saved_sizes)
         grad_lists = _unflatten(grads, ctx.output_sizes)
-        results = spec.backward_op(*grad_lists, *saved, **ctx.kwargs)
+        with torch.no_grad():
+            results = spec.backward_op(*grad_lists, *saved, **ctx.kwargs)
+        results = _guard_second_order(node_name, results, [*saved_flat, *grads])
         flat, sizes = _flatten(results)
         if sizes != tuple(ctx.input_sizes):  # an absent state's gradient: nothing to return
             raise AssertionError(f"{spec.name}_backward returned lists of sizes {sizes}, expected {ctx.input_sizes}")
