@@ -85,6 +85,8 @@ std::tuple<TensorVector, TensorVector, TensorVector, TensorVector> AdadeltaUpdat
   m.impl("adadelta_update_backward", &AdadeltaUpdateBackward);
 
 TORCH_LIBRARY_IMPL(fused_optim, CPU, m) { FUSED_OPTIM_REGISTER_ADADELTA(m) }
+// Sparse inputs reach the same code, which rejects them with a clear error.
+TORCH_LIBRARY_IMPL(fused_optim, SparseCPU, m) { FUSED_OPTIM_REGISTER_ADADELTA(m) }
 #ifdef FUSED_OPTIM_WITH_CUDA
 TORCH_LIBRARY_IMPL(fused_optim, CUDA, m) { FUSED_OPTIM_REGISTER_ADADELTA(m) }
 #endif

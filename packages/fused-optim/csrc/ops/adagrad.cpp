@@ -91,6 +91,8 @@ std::tuple<TensorVector, TensorVector, TensorVector> AdagradUpdateBackward(
   m.impl("adagrad_update_backward", &AdagradUpdateBackward);
 
 TORCH_LIBRARY_IMPL(fused_optim, CPU, m) { FUSED_OPTIM_REGISTER_ADAGRAD(m) }
+// Sparse inputs reach the same code, which rejects them with a clear error.
+TORCH_LIBRARY_IMPL(fused_optim, SparseCPU, m) { FUSED_OPTIM_REGISTER_ADAGRAD(m) }
 #ifdef FUSED_OPTIM_WITH_CUDA
 TORCH_LIBRARY_IMPL(fused_optim, CUDA, m) { FUSED_OPTIM_REGISTER_ADAGRAD(m) }
 #endif

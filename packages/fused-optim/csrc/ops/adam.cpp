@@ -188,6 +188,8 @@ std::tuple<TensorVector, TensorVector, TensorVector> AdamDirectionBackward(
   m.impl("adam_direction_backward", &AdamDirectionBackward);
 
 TORCH_LIBRARY_IMPL(fused_optim, CPU, m) { FUSED_OPTIM_REGISTER_ADAM(m) }
+// Sparse inputs reach the same code, which rejects them with a clear error.
+TORCH_LIBRARY_IMPL(fused_optim, SparseCPU, m) { FUSED_OPTIM_REGISTER_ADAM(m) }
 #ifdef FUSED_OPTIM_WITH_CUDA
 TORCH_LIBRARY_IMPL(fused_optim, CUDA, m) { FUSED_OPTIM_REGISTER_ADAM(m) }
 #endif

@@ -101,6 +101,8 @@ std::tuple<TensorVector, TensorVector, TensorVector, TensorVector> AdamaxUpdateB
   m.impl("adamax_update_backward", &AdamaxUpdateBackward);
 
 TORCH_LIBRARY_IMPL(fused_optim, CPU, m) { FUSED_OPTIM_REGISTER_ADAMAX(m) }
+// Sparse inputs reach the same code, which rejects them with a clear error.
+TORCH_LIBRARY_IMPL(fused_optim, SparseCPU, m) { FUSED_OPTIM_REGISTER_ADAMAX(m) }
 #ifdef FUSED_OPTIM_WITH_CUDA
 TORCH_LIBRARY_IMPL(fused_optim, CUDA, m) { FUSED_OPTIM_REGISTER_ADAMAX(m) }
 #endif

@@ -118,6 +118,8 @@ std::tuple<TensorVector, TensorVector, TensorVector, TensorVector> RadamUpdateBa
   m.impl("radam_update_backward", &RadamUpdateBackward);
 
 TORCH_LIBRARY_IMPL(fused_optim, CPU, m) { FUSED_OPTIM_REGISTER_RADAM(m) }
+// Sparse inputs reach the same code, which rejects them with a clear error.
+TORCH_LIBRARY_IMPL(fused_optim, SparseCPU, m) { FUSED_OPTIM_REGISTER_RADAM(m) }
 #ifdef FUSED_OPTIM_WITH_CUDA
 TORCH_LIBRARY_IMPL(fused_optim, CUDA, m) { FUSED_OPTIM_REGISTER_RADAM(m) }
 #endif

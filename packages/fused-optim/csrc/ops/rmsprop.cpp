@@ -134,6 +134,8 @@ std::tuple<TensorVector, TensorVector, TensorVector, TensorVector, TensorVector>
   m.impl("rmsprop_update_backward", &RmspropUpdateBackward);
 
 TORCH_LIBRARY_IMPL(fused_optim, CPU, m) { FUSED_OPTIM_REGISTER_RMSPROP(m) }
+// Sparse inputs reach the same code, which rejects them with a clear error.
+TORCH_LIBRARY_IMPL(fused_optim, SparseCPU, m) { FUSED_OPTIM_REGISTER_RMSPROP(m) }
 #ifdef FUSED_OPTIM_WITH_CUDA
 TORCH_LIBRARY_IMPL(fused_optim, CUDA, m) { FUSED_OPTIM_REGISTER_RMSPROP(m) }
 #endif

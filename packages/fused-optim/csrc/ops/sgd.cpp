@@ -101,6 +101,8 @@ std::tuple<TensorVector, TensorVector, TensorVector> SgdUpdateBackward(
   m.impl("sgd_update_backward", &SgdUpdateBackward);
 
 TORCH_LIBRARY_IMPL(fused_optim, CPU, m) { FUSED_OPTIM_REGISTER_SGD(m) }
+// Sparse inputs reach the same code, which rejects them with a clear error.
+TORCH_LIBRARY_IMPL(fused_optim, SparseCPU, m) { FUSED_OPTIM_REGISTER_SGD(m) }
 #ifdef FUSED_OPTIM_WITH_CUDA
 TORCH_LIBRARY_IMPL(fused_optim, CUDA, m) { FUSED_OPTIM_REGISTER_SGD(m) }
 #endif
