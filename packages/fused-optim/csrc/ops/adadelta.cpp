@@ -17,6 +17,7 @@ math::AdadeltaHyper<double> MakeHyper(const char* op, double lr, double rho, dou
   CheckNonNegative(op, "weight_decay", weight_decay);
   math::AdadeltaHyper<double> h{};
   h.lr = lr, h.rho = rho, h.eps = eps, h.weight_decay = weight_decay;
+  h.one_minus_rho = 1.0 - rho;
   h.maximize = maximize, h.has_l2 = weight_decay != 0.0;
   return h;
 }

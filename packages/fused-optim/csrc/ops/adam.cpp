@@ -20,6 +20,7 @@ math::AdamHyper<double> MakeHyper(const char* op, double lr, double beta1, doubl
   math::AdamHyper<double> h{};
   h.lr = lr, h.beta1 = beta1, h.beta2 = beta2, h.eps = eps, h.weight_decay = weight_decay;
   h.decay = 1.0 - lr * weight_decay;
+  h.one_minus_beta1 = 1.0 - beta1, h.one_minus_beta2 = 1.0 - beta2;
   h.amsgrad = amsgrad, h.maximize = maximize, h.decoupled = decoupled;
   h.has_l2 = weight_decay != 0.0 && !decoupled;
   h.has_decay = weight_decay != 0.0 && decoupled;
@@ -138,7 +139,7 @@ math::AdamDirectionHyper<double> MakeDirectionHyper(const char* op, int64_t step
   CheckNonNegative(op, "epsilon", eps);
   CheckNonNegative(op, "eps_root", eps_root);
   const double s = static_cast<double>(step);
-  return {beta1, beta2, eps, eps_root, 1.0 - std::pow(beta1, s), 1.0 - std::pow(beta2, s)};
+  return {beta1, beta2, eps, eps_root, 1.0 - std::pow(beta1, s), 1.0 - std::pow(beta2, s), 1.0 - beta1, 1.0 - beta2};
 }
 
 std::tuple<TensorVector, TensorVector, TensorVector> AdamDirection(at::TensorList grads, at::TensorList exp_avgs,

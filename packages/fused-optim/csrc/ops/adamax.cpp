@@ -19,6 +19,7 @@ math::AdamaxHyper<double> MakeHyper(const char* op, double lr, double beta1, dou
   CheckNonNegative(op, "weight_decay", weight_decay);
   math::AdamaxHyper<double> h{};
   h.beta1 = beta1, h.beta2 = beta2, h.eps = eps, h.weight_decay = weight_decay;
+  h.one_minus_beta1 = 1.0 - beta1;
   h.maximize = maximize, h.has_l2 = weight_decay != 0.0;
   return h;
 }

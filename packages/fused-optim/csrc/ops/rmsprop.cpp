@@ -18,6 +18,7 @@ math::RmspropHyper<double> MakeHyper(const char* op, double lr, double alpha, do
   CheckNonNegative(op, "alpha", alpha);
   math::RmspropHyper<double> h{};
   h.lr = lr, h.alpha = alpha, h.eps = eps, h.weight_decay = weight_decay, h.momentum = momentum;
+  h.one_minus_alpha = 1.0 - alpha;
   h.centered = centered, h.maximize = maximize;
   h.has_l2 = weight_decay != 0.0;
   h.has_momentum = momentum > 0.0;

@@ -17,6 +17,7 @@ math::SgdHyper<double> MakeHyper(const char* op, double lr, double momentum, dou
                     ": Nesterov momentum requires a momentum and zero dampening");
   math::SgdHyper<double> h{};
   h.lr = lr, h.momentum = momentum, h.dampening = dampening, h.weight_decay = weight_decay;
+  h.one_minus_dampening = 1.0 - dampening;
   h.nesterov = nesterov, h.maximize = maximize;
   h.has_l2 = weight_decay != 0.0;
   h.has_momentum = momentum != 0.0;

@@ -10,21 +10,22 @@ namespace fused_optim::math {
 template <typename T>
 struct AdadeltaHyper {
   T lr, rho, eps, weight_decay;
+  T one_minus_rho;  // complements taken in double, as torch.optim takes them
   bool maximize, has_l2;
   // The same hyper-parameters in another math type (kernels receive them in double).
   template <typename U>
   FUSED_OPTIM_HOST_DEVICE AdadeltaHyper<U> To() const {
-    return {U(lr), U(rho), U(eps), U(weight_decay), maximize, has_l2};
+    return {U(lr), U(rho), U(eps), U(weight_decay), U(one_minus_rho), maximize, has_l2};
   }
 };
 
 template <typename T>
 FUSED_OPTIM_HOST_DEVICE inline void AdadeltaStep(T& p, T grad, T& v, T& u, const AdadeltaHyper<T>& h) {
   const T g = EffectiveGrad(grad, p, h.maximize, h.has_l2, h.weight_decay);
-  v = v * h.rho + (T(1) - h.rho) * g * g;
+  v = v * h.rho + h.one_minus_rho * g * g;
   const T s = Sqrt(v + h.eps);
   const T delta = Sqrt(u + h.eps) / s * g;
-  u = u * h.rho + (T(1) - h.rho) * delta * delta;
+  u = u * h.rho + h.one_minus_rho * delta * delta;
   p = p + (-h.lr) * delta;
 }
 
@@ -37,7 +38,7 @@ template <typename T>
 FUSED_OPTIM_HOST_DEVICE inline AdadeltaGrads<T> AdadeltaStepBackward(T gp_new, T gv_new, T gu_new, T p, T grad, T v,
                                                                      T u, const AdadeltaHyper<T>& h) {
   const T g = EffectiveGrad(grad, p, h.maximize, h.has_l2, h.weight_decay);
-  const T w = T(1) - h.rho;
+  const T w = h.one_minus_rho;
   const T v_new = v * h.rho + w * g * g;
   const T s = Sqrt(v_new + h.eps);
   const T a = Sqrt(u + h.eps);

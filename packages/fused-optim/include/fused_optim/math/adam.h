@@ -13,11 +13,12 @@ template <typename T>
 struct AdamHyper {
   T lr, beta1, beta2, eps, weight_decay;
   T decay;  // 1 - lr * weight_decay, the decoupled shrink factor
+  T one_minus_beta1, one_minus_beta2;  // complements taken in double, as torch.optim takes them
   bool amsgrad, maximize, decoupled, has_l2, has_decay;
   // The same hyper-parameters in another math type (kernels receive them in double).
   template <typename U>
   FUSED_OPTIM_HOST_DEVICE AdamHyper<U> To() const {
-    return {U(lr), U(beta1), U(beta2), U(eps), U(weight_decay), U(decay), amsgrad, maximize, decoupled, has_l2, has_decay};
+    return {U(lr), U(beta1), U(beta2), U(eps), U(weight_decay), U(decay), U(one_minus_beta1), U(one_minus_beta2), amsgrad, maximize, decoupled, has_l2, has_decay};
   }
 };
 
@@ -34,8 +35,8 @@ FUSED_OPTIM_HOST_DEVICE inline void AdamStep(T& p, T grad, T& m, T& v, T& vmax, 
                                              const AdamStepScalars<T>& s) {
   const T g = EffectiveGrad(grad, p, h.maximize, h.has_l2, h.weight_decay);
   if (h.has_decay) p = p * h.decay;
-  m = Lerp(m, g, T(1) - h.beta1);
-  v = v * h.beta2 + (T(1) - h.beta2) * g * g;
+  m = Lerp(m, g, h.one_minus_beta1);
+  v = v * h.beta2 + h.one_minus_beta2 * g * g;
   T denom_src = v;
   if (h.amsgrad) {
     vmax = MaxNan(vmax, v);
@@ -58,9 +59,9 @@ FUSED_OPTIM_HOST_DEVICE inline AdamGrads<T> AdamStepBackward(T gp_new, T gm_new,
                                                              const AdamStepScalars<T>& s) {
   const T sgn = h.maximize ? T(-1) : T(1);
   const T g = EffectiveGrad(grad, p, h.maximize, h.has_l2, h.weight_decay);
-  const T w1 = T(1) - h.beta1;
+  const T w1 = h.one_minus_beta1;
   const T m_new = Lerp(m, g, w1);
-  const T v_new = v * h.beta2 + (T(1) - h.beta2) * g * g;
+  const T v_new = v * h.beta2 + h.one_minus_beta2 * g * g;
   const T src = h.amsgrad ? MaxNan(vmax, v_new) : v_new;
   const T root = Sqrt(src);
   const T denom = root / s.bc2_sqrt + h.eps;
@@ -79,8 +80,8 @@ FUSED_OPTIM_HOST_DEVICE inline AdamGrads<T> AdamStepBackward(T gp_new, T gm_new,
   } else {
     dv_new += dsrc;
   }
-  const T dg = w1 * dm_new + T(2) * (T(1) - h.beta2) * g * dv_new;
-  out.m = (T(1) - w1) * dm_new;
+  const T dg = w1 * dm_new + T(2) * h.one_minus_beta2 * g * dv_new;
+  out.m = h.beta1 * dm_new;
   out.v = h.beta2 * dv_new;
   out.p = (h.has_decay ? h.decay * gp_new : gp_new) + (h.has_l2 ? h.weight_decay * dg : T(0));
   out.grad = sgn * dg;
@@ -91,17 +92,18 @@ FUSED_OPTIM_HOST_DEVICE inline AdamGrads<T> AdamStepBackward(T gp_new, T gm_new,
 template <typename T>
 struct AdamDirectionHyper {
   T beta1, beta2, eps, eps_root, bc1, bc2;
+  T one_minus_beta1, one_minus_beta2;
   // The same hyper-parameters in another math type (kernels receive them in double).
   template <typename U>
   FUSED_OPTIM_HOST_DEVICE AdamDirectionHyper<U> To() const {
-    return {U(beta1), U(beta2), U(eps), U(eps_root), U(bc1), U(bc2)};
+    return {U(beta1), U(beta2), U(eps), U(eps_root), U(bc1), U(bc2), U(one_minus_beta1), U(one_minus_beta2)};
   }
 };
 
 template <typename T>
 FUSED_OPTIM_HOST_DEVICE inline T AdamDirection(T g, T& m, T& v, const AdamDirectionHyper<T>& h) {
-  m = h.beta1 * m + (T(1) - h.beta1) * g;
-  v = h.beta2 * v + (T(1) - h.beta2) * g * g;
+  m = h.beta1 * m + h.one_minus_beta1 * g;
+  v = h.beta2 * v + h.one_minus_beta2 * g * g;
   const T root = Sqrt(v / h.bc2 + h.eps_root);
   return (m / h.bc1) / (root + h.eps);
 }
@@ -114,15 +116,15 @@ struct AdamDirectionGrads {
 template <typename T>
 FUSED_OPTIM_HOST_DEVICE inline AdamDirectionGrads<T> AdamDirectionBackward(T gd, T gm_new, T gv_new, T g, T m, T v,
                                                                            const AdamDirectionHyper<T>& h) {
-  const T m_new = h.beta1 * m + (T(1) - h.beta1) * g;
-  const T v_new = h.beta2 * v + (T(1) - h.beta2) * g * g;
+  const T m_new = h.beta1 * m + h.one_minus_beta1 * g;
+  const T v_new = h.beta2 * v + h.one_minus_beta2 * g * g;
   const T root = Sqrt(v_new / h.bc2 + h.eps_root);
   const T denom = root + h.eps;
   const T d = (m_new / h.bc1) / denom;
   const T dm_new = gm_new + gd / (h.bc1 * denom);
   const T dv_new = gv_new + SqrtBackward(-gd * d / denom, root) / h.bc2;
   AdamDirectionGrads<T> out{};
-  out.grad = (T(1) - h.beta1) * dm_new + T(2) * (T(1) - h.beta2) * g * dv_new;
+  out.grad = h.one_minus_beta1 * dm_new + T(2) * h.one_minus_beta2 * g * dv_new;
   out.m = h.beta1 * dm_new;
   out.v = h.beta2 * dv_new;
   return out;

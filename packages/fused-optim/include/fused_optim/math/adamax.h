@@ -10,18 +10,19 @@ namespace fused_optim::math {
 template <typename T>
 struct AdamaxHyper {
   T beta1, beta2, eps, weight_decay;
+  T one_minus_beta1;  // complements taken in double, as torch.optim takes them
   bool maximize, has_l2;
   // The same hyper-parameters in another math type (kernels receive them in double).
   template <typename U>
   FUSED_OPTIM_HOST_DEVICE AdamaxHyper<U> To() const {
-    return {U(beta1), U(beta2), U(eps), U(weight_decay), maximize, has_l2};
+    return {U(beta1), U(beta2), U(eps), U(weight_decay), U(one_minus_beta1), maximize, has_l2};
   }
 };
 
 template <typename T>
 FUSED_OPTIM_HOST_DEVICE inline void AdamaxStep(T& p, T grad, T& m, T& u, T clr, const AdamaxHyper<T>& h) {
   const T g = EffectiveGrad(grad, p, h.maximize, h.has_l2, h.weight_decay);
-  m = Lerp(m, g, T(1) - h.beta1);
+  m = Lerp(m, g, h.one_minus_beta1);
   u = MaxNan(u * h.beta2, Abs(g) + h.eps);
   p = p + (-clr) * (m / u);
 }
@@ -35,7 +36,7 @@ template <typename T>
 FUSED_OPTIM_HOST_DEVICE inline AdamaxGrads<T> AdamaxStepBackward(T gp_new, T gm_new, T gu_new, T p, T grad, T m, T u,
                                                                  T clr, const AdamaxHyper<T>& h) {
   const T g = EffectiveGrad(grad, p, h.maximize, h.has_l2, h.weight_decay);
-  const T w1 = T(1) - h.beta1;
+  const T w1 = h.one_minus_beta1;
   const T m_new = Lerp(m, g, w1);
   const T decayed = u * h.beta2;
   const T fresh = Abs(g) + h.eps;
@@ -46,7 +47,7 @@ FUSED_OPTIM_HOST_DEVICE inline AdamaxGrads<T> AdamaxStepBackward(T gp_new, T gm_
   const T to_decayed = MaxBackwardShareOfFirst(du_new, decayed, fresh);
   const T dg = w1 * dm_new + Sign(g) * (du_new - to_decayed);
   AdamaxGrads<T> out{};
-  out.m = (T(1) - w1) * dm_new;
+  out.m = h.beta1 * dm_new;
   out.u = h.beta2 * to_decayed;
   out.p = gp_new + (h.has_l2 ? h.weight_decay * dg : T(0));
   out.grad = h.maximize ? -dg : dg;

@@ -12,11 +12,12 @@ template <typename T>
 struct RadamHyper {
   T lr, beta1, beta2, eps, weight_decay;
   T decay;  // 1 - lr * weight_decay (decoupled form)
+  T one_minus_beta1, one_minus_beta2;  // complements taken in double, as torch.optim takes them
   bool maximize, has_l2, has_decay;
   // The same hyper-parameters in another math type (kernels receive them in double).
   template <typename U>
   FUSED_OPTIM_HOST_DEVICE RadamHyper<U> To() const {
-    return {U(lr), U(beta1), U(beta2), U(eps), U(weight_decay), U(decay), maximize, has_l2, has_decay};
+    return {U(lr), U(beta1), U(beta2), U(eps), U(weight_decay), U(decay), U(one_minus_beta1), U(one_minus_beta2), maximize, has_l2, has_decay};
   }
 };
 
@@ -31,8 +32,8 @@ FUSED_OPTIM_HOST_DEVICE inline void RadamStep(T& p, T grad, T& m, T& v, const Ra
                                               const RadamStepScalars<T>& s) {
   const T g = EffectiveGrad(grad, p, h.maximize, h.has_l2, h.weight_decay);
   if (h.has_decay) p = p * h.decay;
-  m = Lerp(m, g, T(1) - h.beta1);
-  v = v * h.beta2 + (T(1) - h.beta2) * g * g;
+  m = Lerp(m, g, h.one_minus_beta1);
+  v = v * h.beta2 + h.one_minus_beta2 * g * g;
   const T m_hat = m / s.bc1;
   if (s.adaptive) {
     const T adaptive_lr = s.bc2_sqrt / (Sqrt(v) + h.eps);
@@ -51,9 +52,9 @@ template <typename T>
 FUSED_OPTIM_HOST_DEVICE inline RadamGrads<T> RadamStepBackward(T gp_new, T gm_new, T gv_new, T p, T grad, T m, T v,
                                                                const RadamHyper<T>& h, const RadamStepScalars<T>& s) {
   const T g = EffectiveGrad(grad, p, h.maximize, h.has_l2, h.weight_decay);
-  const T w1 = T(1) - h.beta1;
+  const T w1 = h.one_minus_beta1;
   const T m_new = Lerp(m, g, w1);
-  const T v_new = v * h.beta2 + (T(1) - h.beta2) * g * g;
+  const T v_new = v * h.beta2 + h.one_minus_beta2 * g * g;
   T dm_new = gm_new;
   T dv_new = gv_new;
   if (s.adaptive) {
@@ -66,9 +67,9 @@ FUSED_OPTIM_HOST_DEVICE inline RadamGrads<T> RadamStepBackward(T gp_new, T gm_ne
   } else {
     dm_new += -(h.lr / s.bc1) * gp_new;
   }
-  const T dg = w1 * dm_new + T(2) * (T(1) - h.beta2) * g * dv_new;
+  const T dg = w1 * dm_new + T(2) * h.one_minus_beta2 * g * dv_new;
   RadamGrads<T> out{};
-  out.m = (T(1) - w1) * dm_new;
+  out.m = h.beta1 * dm_new;
   out.v = h.beta2 * dv_new;
   out.p = (h.has_decay ? h.decay * gp_new : gp_new) + (h.has_l2 ? h.weight_decay * dg : T(0));
   out.grad = h.maximize ? -dg : dg;

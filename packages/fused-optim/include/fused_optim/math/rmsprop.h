@@ -11,21 +11,22 @@ namespace fused_optim::math {
 template <typename T>
 struct RmspropHyper {
   T lr, alpha, eps, weight_decay, momentum;
+  T one_minus_alpha;  // complements taken in double, as torch.optim takes them
   bool centered, maximize, has_l2, has_momentum;
   // The same hyper-parameters in another math type (kernels receive them in double).
   template <typename U>
   FUSED_OPTIM_HOST_DEVICE RmspropHyper<U> To() const {
-    return {U(lr), U(alpha), U(eps), U(weight_decay), U(momentum), centered, maximize, has_l2, has_momentum};
+    return {U(lr), U(alpha), U(eps), U(weight_decay), U(momentum), U(one_minus_alpha), centered, maximize, has_l2, has_momentum};
   }
 };
 
 template <typename T>
 FUSED_OPTIM_HOST_DEVICE inline void RmspropStep(T& p, T grad, T& v, T& grad_avg, T& buf, const RmspropHyper<T>& h) {
   const T g = EffectiveGrad(grad, p, h.maximize, h.has_l2, h.weight_decay);
-  v = v * h.alpha + (T(1) - h.alpha) * g * g;
+  v = v * h.alpha + h.one_minus_alpha * g * g;
   T var = v;
   if (h.centered) {
-    grad_avg = Lerp(grad_avg, g, T(1) - h.alpha);
+    grad_avg = Lerp(grad_avg, g, h.one_minus_alpha);
     var = v + T(-1) * grad_avg * grad_avg;
   }
   const T avg = Sqrt(var) + h.eps;
@@ -47,7 +48,7 @@ FUSED_OPTIM_HOST_DEVICE inline RmspropGrads<T> RmspropStepBackward(T gp_new, T g
                                                                    T grad, T v, T grad_avg,
                                                                    const RmspropHyper<T>& h) {
   const T g = EffectiveGrad(grad, p, h.maximize, h.has_l2, h.weight_decay);
-  const T w = T(1) - h.alpha;
+  const T w = h.one_minus_alpha;
   const T v_new = v * h.alpha + w * g * g;
   const T ga_new = h.centered ? Lerp(grad_avg, g, w) : T(0);
   const T root = Sqrt(h.centered ? v_new - ga_new * ga_new : v_new);
@@ -67,7 +68,7 @@ FUSED_OPTIM_HOST_DEVICE inline RmspropGrads<T> RmspropStepBackward(T gp_new, T g
   const T dv_new = gv_new + dvar;
   if (h.centered) {
     const T dga_new = gga_new - T(2) * ga_new * dvar;
-    out.grad_avg = (T(1) - w) * dga_new;
+    out.grad_avg = h.alpha * dga_new;
     dg += w * dga_new;
   }
   dg += T(2) * w * g * dv_new;

@@ -10,12 +10,13 @@ namespace fused_optim::math {
 template <typename T>
 struct SgdHyper {
   T lr, momentum, dampening, weight_decay;
+  T one_minus_dampening;  // complements taken in double, as torch.optim takes them
   bool nesterov, maximize, has_l2, has_momentum;
   bool first_step;  // the momentum buffer does not exist yet and starts as g'
   // The same hyper-parameters in another math type (kernels receive them in double).
   template <typename U>
   FUSED_OPTIM_HOST_DEVICE SgdHyper<U> To() const {
-    return {U(lr), U(momentum), U(dampening), U(weight_decay), nesterov, maximize, has_l2, has_momentum, first_step};
+    return {U(lr), U(momentum), U(dampening), U(weight_decay), U(one_minus_dampening), nesterov, maximize, has_l2, has_momentum, first_step};
   }
 };
 
@@ -24,7 +25,7 @@ FUSED_OPTIM_HOST_DEVICE inline void SgdStep(T& p, T grad, T& buf, const SgdHyper
   const T g = EffectiveGrad(grad, p, h.maximize, h.has_l2, h.weight_decay);
   T d = g;
   if (h.has_momentum) {
-    buf = h.first_step ? g : buf * h.momentum + (T(1) - h.dampening) * g;
+    buf = h.first_step ? g : buf * h.momentum + h.one_minus_dampening * g;
     d = h.nesterov ? g + h.momentum * buf : buf;
   }
   p = p + (-h.lr) * d;
@@ -43,7 +44,7 @@ FUSED_OPTIM_HOST_DEVICE inline SgdGrads<T> SgdStepBackward(T gp_new, T gbuf_new,
   SgdGrads<T> out{};
   if (h.has_momentum) {
     const T dbuf_new = gbuf_new + (h.nesterov ? h.momentum * dd : dd);
-    dg = (h.nesterov ? dd : T(0)) + (h.first_step ? dbuf_new : (T(1) - h.dampening) * dbuf_new);
+    dg = (h.nesterov ? dd : T(0)) + (h.first_step ? dbuf_new : h.one_minus_dampening * dbuf_new);
     out.buf = h.first_step ? T(0) : h.momentum * dbuf_new;
   }
   out.p = gp_new + (h.has_l2 ? h.weight_decay * dg : T(0));
