@@ -8,6 +8,7 @@
 #include <c10/util/Half.h>
 
 #include <cstring>
+#include <type_traits>
 #include <vector>
 
 #include "kernel_table.h"
@@ -33,6 +34,33 @@ void DispatchFloating(DType dtype, F&& f) {
     case DType::kBFloat16:
       f.template operator()<c10::BFloat16, float>();
       break;
+  }
+}
+
+// Calls f with each flag turned into std::true_type/std::false_type, so that the element loop
+// is compiled once per combination of options with no run-time select left in it (the compiler
+// vectorizes such loops, not ones selecting on a run-time flag). float16/bfloat16 loops convert
+// every element anyway and keep run-time flags, which bounds the number of instantiations.
+template <typename F>
+void WithConstants(F&& f) {
+  f();
+}
+
+template <typename F, typename... Flags>
+void WithConstants(F&& f, bool flag, Flags... rest) {
+  if (flag) {
+    WithConstants([&](auto... c) { f(std::true_type{}, c...); }, rest...);
+  } else {
+    WithConstants([&](auto... c) { f(std::false_type{}, c...); }, rest...);
+  }
+}
+
+template <typename scalar_t, typename F, typename... Flags>
+void Specialize(F&& f, Flags... flags) {
+  if constexpr (std::is_same_v<scalar_t, float> || std::is_same_v<scalar_t, double>) {
+    WithConstants(f, static_cast<bool>(flags)...);
+  } else {
+    f(static_cast<bool>(flags)...);
   }
 }
 
@@ -80,10 +108,31 @@ void ForEachChunk(const KernelTable& table, const Body& body) {
   }
 }
 
-// Reads an optional input (null means zeros).
-template <typename T, typename scalar_t>
-inline T LoadOr0(const scalar_t* p, int64_t i) {
-  return p ? static_cast<T>(p[i]) : T(0);
+// Chunk-relative pointers for the element loops. An absent optional input reads a shared block
+// of zeros and an absent optional output writes a per-thread scratch block, so the loops carry no
+// per-element branch and the compiler can vectorize them.
+template <typename scalar_t>
+const scalar_t* ZerosChunk() {
+  alignas(64) static const scalar_t zeros[kChunkSize] = {};
+  return zeros;
+}
+
+template <typename scalar_t>
+scalar_t* ScratchChunk() {
+  alignas(64) static thread_local scalar_t scratch[kChunkSize];
+  return scratch;
+}
+
+template <typename scalar_t>
+const scalar_t* In(const KernelTable& table, int64_t t, int list, int64_t begin) {
+  const scalar_t* p = table.Src<scalar_t>(t, list);
+  return p ? p + begin : ZerosChunk<scalar_t>();
+}
+
+template <typename scalar_t>
+scalar_t* Out(const KernelTable& table, int64_t t, int list, int64_t begin) {
+  scalar_t* p = table.Dst<scalar_t>(t, list);
+  return p ? p + begin : ScratchChunk<scalar_t>();
 }
 
 }  // namespace fused_optim::cpu

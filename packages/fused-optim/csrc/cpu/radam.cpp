@@ -1,18 +1,9 @@
 // CPU loops for RAdam: indexing and dtype only, math in include/fused_optim/math/radam.h.
+// Every loop runs over one chunk with chunk-relative pointers (see for_each_chunk.h).
 #include "cpu/for_each_chunk.h"
 #include "kernels.h"
 
 namespace fused_optim::cpu {
-namespace {
-
-template <typename T>
-math::RadamStepScalars<T> StepScalars(const KernelTable& table, int64_t t) {
-  using namespace radam_cols;
-  return {T(table.Scalar(t, kBc1)), T(table.Scalar(t, kBc2Sqrt)), T(table.Scalar(t, kRect)),
-          table.Scalar(t, kAdaptive) != 0.0};
-}
-
-}  // namespace
 
 void RadamStep(const KernelTable& table, const math::RadamHyper<double>& hyper) {
   using namespace radam_cols;
@@ -20,16 +11,28 @@ void RadamStep(const KernelTable& table, const math::RadamHyper<double>& hyper) 
     const math::RadamHyper<T> h0 = hyper.template To<T>();
     ForEachChunk<scalar_t>(table, [&](int64_t t, int64_t begin, int64_t end) {
       const math::RadamHyper<T> h = h0;
-      const math::RadamStepScalars<T> s = StepScalars<T>(table, t);
-      scalar_t* __restrict__ p = table.Dst<scalar_t>(t, kParam);
-      const scalar_t* __restrict__ g = table.Src<scalar_t>(t, kGrad);
-      scalar_t* __restrict__ m = table.Dst<scalar_t>(t, kExpAvg);
-      scalar_t* __restrict__ v = table.Dst<scalar_t>(t, kExpAvgSq);
-      for (int64_t i = begin; i < end; ++i) {
-        T pi = p[i], mi = m[i], vi = v[i];
-        math::RadamStep(pi, static_cast<T>(g[i]), mi, vi, h, s);
-        p[i] = pi, m[i] = mi, v[i] = vi;
-      }
+      const math::RadamStepScalars<T> s{T(table.Scalar(t, kBc1)), T(table.Scalar(t, kBc2Sqrt)),
+                                        T(table.Scalar(t, kRect)), table.Scalar(t, kAdaptive) != 0.0};
+      scalar_t* p = table.Dst<scalar_t>(t, kParam) + begin;
+      const scalar_t* g = In<scalar_t>(table, t, kGrad, begin);
+      scalar_t* m = table.Dst<scalar_t>(t, kExpAvg) + begin;
+      scalar_t* v = table.Dst<scalar_t>(t, kExpAvgSq) + begin;
+      Specialize<scalar_t>(
+          [&](auto c0, auto c1, auto c2, auto c3, auto c4) {
+        math::RadamHyper<T> hc = h;
+        hc.maximize = c0; hc.has_l2 = c1; hc.has_decay = c2; hc.lerp_small = c3;
+        const auto& h = hc;  // the options, now compile-time constants
+        math::RadamStepScalars<T> sc = s; sc.adaptive = c4;
+        const auto& s = sc;
+        const int64_t n = end - begin;
+        #pragma GCC ivdep  // elementwise: iteration i touches index i only
+        for (int64_t i = 0; i < n; ++i) {
+          T pi = p[i], mi = m[i], vi = v[i];
+          math::RadamStep(pi, static_cast<T>(g[i]), mi, vi, h, s);
+          p[i] = static_cast<scalar_t>(pi), m[i] = static_cast<scalar_t>(mi), v[i] = static_cast<scalar_t>(vi);
+        }
+          },
+          h.maximize, h.has_l2, h.has_decay, h.lerp_small, s.adaptive);
     });
   });
 }
@@ -40,24 +43,37 @@ void RadamBackward(const KernelTable& table, const math::RadamHyper<double>& hyp
     const math::RadamHyper<T> h0 = hyper.template To<T>();
     ForEachChunk<scalar_t>(table, [&](int64_t t, int64_t begin, int64_t end) {
       const math::RadamHyper<T> h = h0;
-      const math::RadamStepScalars<T> s = StepScalars<T>(table, t);
-      const scalar_t* __restrict__ gp = table.Src<scalar_t>(t, kGParamNew);
-      const scalar_t* __restrict__ gm = table.Src<scalar_t>(t, kGExpAvgNew);
-      const scalar_t* __restrict__ gv = table.Src<scalar_t>(t, kGExpAvgSqNew);
-      const scalar_t* __restrict__ p = table.Src<scalar_t>(t, kInParam);
-      const scalar_t* __restrict__ g = table.Src<scalar_t>(t, kInGrad);
-      const scalar_t* __restrict__ m = table.Src<scalar_t>(t, kInExpAvg);
-      const scalar_t* __restrict__ v = table.Src<scalar_t>(t, kInExpAvgSq);
-      scalar_t* __restrict__ dp = table.Dst<scalar_t>(t, kOutParam);
-      scalar_t* __restrict__ dg = table.Dst<scalar_t>(t, kOutGrad);
-      scalar_t* __restrict__ dm = table.Dst<scalar_t>(t, kOutExpAvg);
-      scalar_t* __restrict__ dv = table.Dst<scalar_t>(t, kOutExpAvgSq);
-      for (int64_t i = begin; i < end; ++i) {
-        const math::RadamGrads<T> r = math::RadamStepBackward<T>(
-            LoadOr0<T>(gp, i), LoadOr0<T>(gm, i), LoadOr0<T>(gv, i), static_cast<T>(p[i]), static_cast<T>(g[i]),
-            static_cast<T>(m[i]), static_cast<T>(v[i]), h, s);
-        dp[i] = r.p, dg[i] = r.grad, dm[i] = r.m, dv[i] = r.v;
-      }
+      const math::RadamStepScalars<T> s{T(table.Scalar(t, kBc1)), T(table.Scalar(t, kBc2Sqrt)),
+                                        T(table.Scalar(t, kRect)), table.Scalar(t, kAdaptive) != 0.0};
+      const scalar_t* gp = In<scalar_t>(table, t, kGParamNew, begin);
+      const scalar_t* gm = In<scalar_t>(table, t, kGExpAvgNew, begin);
+      const scalar_t* gv = In<scalar_t>(table, t, kGExpAvgSqNew, begin);
+      const scalar_t* p = In<scalar_t>(table, t, kInParam, begin);
+      const scalar_t* g = In<scalar_t>(table, t, kInGrad, begin);
+      const scalar_t* m = In<scalar_t>(table, t, kInExpAvg, begin);
+      const scalar_t* v = In<scalar_t>(table, t, kInExpAvgSq, begin);
+      scalar_t* dp = Out<scalar_t>(table, t, kOutParam, begin);
+      scalar_t* dg = Out<scalar_t>(table, t, kOutGrad, begin);
+      scalar_t* dm = Out<scalar_t>(table, t, kOutExpAvg, begin);
+      scalar_t* dv = Out<scalar_t>(table, t, kOutExpAvgSq, begin);
+      Specialize<scalar_t>(
+          [&](auto c0, auto c1, auto c2, auto c3, auto c4) {
+        math::RadamHyper<T> hc = h;
+        hc.maximize = c0; hc.has_l2 = c1; hc.has_decay = c2; hc.lerp_small = c3;
+        const auto& h = hc;  // the options, now compile-time constants
+        math::RadamStepScalars<T> sc = s; sc.adaptive = c4;
+        const auto& s = sc;
+        const int64_t n = end - begin;
+        #pragma GCC ivdep  // elementwise: iteration i touches index i only
+        for (int64_t i = 0; i < n; ++i) {
+          const math::RadamGrads<T> r = math::RadamStepBackward<T>(
+              static_cast<T>(gp[i]), static_cast<T>(gm[i]), static_cast<T>(gv[i]), static_cast<T>(p[i]),
+              static_cast<T>(g[i]), static_cast<T>(m[i]), static_cast<T>(v[i]), h, s);
+          dp[i] = static_cast<scalar_t>(r.p), dg[i] = static_cast<scalar_t>(r.grad);
+          dm[i] = static_cast<scalar_t>(r.m), dv[i] = static_cast<scalar_t>(r.v);
+        }
+          },
+          h.maximize, h.has_l2, h.has_decay, h.lerp_small, s.adaptive);
     });
   });
 }

@@ -20,6 +20,7 @@ math::AdamaxHyper<double> MakeHyper(const char* op, double lr, double beta1, dou
   math::AdamaxHyper<double> h{};
   h.beta1 = beta1, h.beta2 = beta2, h.eps = eps, h.weight_decay = weight_decay;
   h.one_minus_beta1 = 1.0 - beta1;
+  h.lerp_small = std::abs(h.one_minus_beta1) < 0.5;
   h.maximize = maximize, h.has_l2 = weight_decay != 0.0;
   return h;
 }

@@ -2,6 +2,7 @@
 // csrc/cuda/rmsprop.cu.
 #include <torch/library.h>
 
+#include <cmath>
 #include <tuple>
 
 #include "ops/launch.h"
@@ -19,6 +20,7 @@ math::RmspropHyper<double> MakeHyper(const char* op, double lr, double alpha, do
   math::RmspropHyper<double> h{};
   h.lr = lr, h.alpha = alpha, h.eps = eps, h.weight_decay = weight_decay, h.momentum = momentum;
   h.one_minus_alpha = 1.0 - alpha;
+  h.lerp_small = std::abs(h.one_minus_alpha) < 0.5;
   h.centered = centered, h.maximize = maximize;
   h.has_l2 = weight_decay != 0.0;
   h.has_momentum = momentum > 0.0;

@@ -14,11 +14,11 @@ struct AdamHyper {
   T lr, beta1, beta2, eps, weight_decay;
   T decay;  // 1 - lr * weight_decay, the decoupled shrink factor
   T one_minus_beta1, one_minus_beta2;  // complements taken in double, as torch.optim takes them
-  bool amsgrad, maximize, decoupled, has_l2, has_decay;
+  bool amsgrad, maximize, decoupled, has_l2, has_decay, lerp_small;
   // The same hyper-parameters in another math type (kernels receive them in double).
   template <typename U>
   FUSED_OPTIM_HOST_DEVICE AdamHyper<U> To() const {
-    return {U(lr), U(beta1), U(beta2), U(eps), U(weight_decay), U(decay), U(one_minus_beta1), U(one_minus_beta2), amsgrad, maximize, decoupled, has_l2, has_decay};
+    return {U(lr), U(beta1), U(beta2), U(eps), U(weight_decay), U(decay), U(one_minus_beta1), U(one_minus_beta2), amsgrad, maximize, decoupled, has_l2, has_decay, lerp_small};
   }
 };
 
@@ -34,14 +34,12 @@ template <typename T>
 FUSED_OPTIM_HOST_DEVICE inline void AdamStep(T& p, T grad, T& m, T& v, T& vmax, const AdamHyper<T>& h,
                                              const AdamStepScalars<T>& s) {
   const T g = EffectiveGrad(grad, p, h.maximize, h.has_l2, h.weight_decay);
-  if (h.has_decay) p = p * h.decay;
-  m = Lerp(m, g, h.one_minus_beta1);
+  p = h.has_decay ? p * h.decay : p;
+  m = Lerp(m, g, h.one_minus_beta1, h.lerp_small);
   v = v * h.beta2 + h.one_minus_beta2 * g * g;
-  T denom_src = v;
-  if (h.amsgrad) {
-    vmax = MaxNan(vmax, v);
-    denom_src = vmax;
-  }
+  const T vmax_new = MaxNan(vmax, v);
+  vmax = h.amsgrad ? vmax_new : vmax;
+  const T denom_src = h.amsgrad ? vmax_new : v;
   const T denom = Sqrt(denom_src) / s.bc2_sqrt + h.eps;
   p = p + (-s.step_size) * (m / denom);
 }
@@ -60,7 +58,7 @@ FUSED_OPTIM_HOST_DEVICE inline AdamGrads<T> AdamStepBackward(T gp_new, T gm_new,
   const T sgn = h.maximize ? T(-1) : T(1);
   const T g = EffectiveGrad(grad, p, h.maximize, h.has_l2, h.weight_decay);
   const T w1 = h.one_minus_beta1;
-  const T m_new = Lerp(m, g, w1);
+  const T m_new = Lerp(m, g, w1, h.lerp_small);
   const T v_new = v * h.beta2 + h.one_minus_beta2 * g * g;
   const T src = h.amsgrad ? MaxNan(vmax, v_new) : v_new;
   const T root = Sqrt(src);
@@ -71,15 +69,11 @@ FUSED_OPTIM_HOST_DEVICE inline AdamGrads<T> AdamStepBackward(T gp_new, T gm_new,
   const T dm_new = gm_new + du / denom;
   const T ddenom = -du * u / denom;
   const T dsrc = SqrtBackward(ddenom / s.bc2_sqrt, root);
-  T dv_new = gv_new;
   AdamGrads<T> out{};
-  if (h.amsgrad) {
-    const T dmax = gvmax_new + dsrc;
-    out.vmax = MaxBackwardShareOfFirst(dmax, vmax, v_new);
-    dv_new += dmax - out.vmax;
-  } else {
-    dv_new += dsrc;
-  }
+  const T dmax = gvmax_new + dsrc;  // amsgrad: split between vmax and v'
+  const T to_vmax = MaxBackwardShareOfFirst(dmax, vmax, v_new);
+  out.vmax = h.amsgrad ? to_vmax : T(0);
+  const T dv_new = gv_new + (h.amsgrad ? dmax - to_vmax : dsrc);
   const T dg = w1 * dm_new + T(2) * h.one_minus_beta2 * g * dv_new;
   out.m = h.beta1 * dm_new;
   out.v = h.beta2 * dv_new;

@@ -11,18 +11,18 @@ template <typename T>
 struct AdamaxHyper {
   T beta1, beta2, eps, weight_decay;
   T one_minus_beta1;  // complements taken in double, as torch.optim takes them
-  bool maximize, has_l2;
+  bool maximize, has_l2, lerp_small;
   // The same hyper-parameters in another math type (kernels receive them in double).
   template <typename U>
   FUSED_OPTIM_HOST_DEVICE AdamaxHyper<U> To() const {
-    return {U(beta1), U(beta2), U(eps), U(weight_decay), U(one_minus_beta1), maximize, has_l2};
+    return {U(beta1), U(beta2), U(eps), U(weight_decay), U(one_minus_beta1), maximize, has_l2, lerp_small};
   }
 };
 
 template <typename T>
 FUSED_OPTIM_HOST_DEVICE inline void AdamaxStep(T& p, T grad, T& m, T& u, T clr, const AdamaxHyper<T>& h) {
   const T g = EffectiveGrad(grad, p, h.maximize, h.has_l2, h.weight_decay);
-  m = Lerp(m, g, h.one_minus_beta1);
+  m = Lerp(m, g, h.one_minus_beta1, h.lerp_small);
   u = MaxNan(u * h.beta2, Abs(g) + h.eps);
   p = p + (-clr) * (m / u);
 }
@@ -37,7 +37,7 @@ FUSED_OPTIM_HOST_DEVICE inline AdamaxGrads<T> AdamaxStepBackward(T gp_new, T gm_
                                                                  T clr, const AdamaxHyper<T>& h) {
   const T g = EffectiveGrad(grad, p, h.maximize, h.has_l2, h.weight_decay);
   const T w1 = h.one_minus_beta1;
-  const T m_new = Lerp(m, g, w1);
+  const T m_new = Lerp(m, g, w1, h.lerp_small);
   const T decayed = u * h.beta2;
   const T fresh = Abs(g) + h.eps;
   const T u_new = MaxNan(decayed, fresh);

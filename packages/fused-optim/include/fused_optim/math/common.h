@@ -11,6 +11,9 @@
 
 namespace fused_optim::math {
 
+// Options arrive as run-time flags but are written as selects (c ? a : b), never as if-blocks:
+// both sides are cheap, and branch-free bodies let the compiler vectorize the CPU loops.
+
 FUSED_OPTIM_HOST_DEVICE inline float Sqrt(float x) { return sqrtf(x); }
 FUSED_OPTIM_HOST_DEVICE inline double Sqrt(double x) { return sqrt(x); }
 
@@ -25,17 +28,19 @@ FUSED_OPTIM_HOST_DEVICE inline T Sign(T x) {
   return T(x > T(0)) - T(x < T(0));
 }
 
-// max that propagates NaN from either side, like torch.maximum.
+// max that propagates NaN from either side, like torch.maximum. Branch-free (bitwise |) so CPU
+// loops stay vectorizable.
 template <typename T>
 FUSED_OPTIM_HOST_DEVICE inline T MaxNan(T a, T b) {
-  return (a > b || a != a) ? a : b;
+  return ((a > b) | (a != a)) ? a : b;
 }
 
 // Linear interpolation self + w * (end - self), written from the end point when w is large
 // so that w == 1 returns end exactly (the formula torch.lerp uses).
+// `small` must be |w| < 0.5; callers pass it precomputed so a loop can fix the formula once.
 template <typename T>
-FUSED_OPTIM_HOST_DEVICE inline T Lerp(T self, T end, T w) {
-  return Abs(w) < T(0.5) ? self + w * (end - self) : end - (end - self) * (T(1) - w);
+FUSED_OPTIM_HOST_DEVICE inline T Lerp(T self, T end, T w, bool small) {
+  return small ? self + w * (end - self) : end - (end - self) * (T(1) - w);
 }
 
 // Gradient of sqrt(x) scaled by an upstream gradient: upstream / (2 sqrt(x)) where the
@@ -50,7 +55,8 @@ FUSED_OPTIM_HOST_DEVICE inline T SqrtBackward(T upstream, T root) {
 // a tie (torch.maximum's convention). Returns the share of `a`; b gets upstream minus it.
 template <typename T>
 FUSED_OPTIM_HOST_DEVICE inline T MaxBackwardShareOfFirst(T upstream, T a, T b) {
-  return a > b ? upstream : (a < b ? T(0) : upstream * T(0.5));
+  const T share = a > b ? T(1) : (a < b ? T(0) : T(0.5));
+  return upstream * share;
 }
 
 // The gradient after the `maximize` flip and L2 weight decay folded into it.

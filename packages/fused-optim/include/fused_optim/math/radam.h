@@ -13,11 +13,11 @@ struct RadamHyper {
   T lr, beta1, beta2, eps, weight_decay;
   T decay;  // 1 - lr * weight_decay (decoupled form)
   T one_minus_beta1, one_minus_beta2;  // complements taken in double, as torch.optim takes them
-  bool maximize, has_l2, has_decay;
+  bool maximize, has_l2, has_decay, lerp_small;
   // The same hyper-parameters in another math type (kernels receive them in double).
   template <typename U>
   FUSED_OPTIM_HOST_DEVICE RadamHyper<U> To() const {
-    return {U(lr), U(beta1), U(beta2), U(eps), U(weight_decay), U(decay), U(one_minus_beta1), U(one_minus_beta2), maximize, has_l2, has_decay};
+    return {U(lr), U(beta1), U(beta2), U(eps), U(weight_decay), U(decay), U(one_minus_beta1), U(one_minus_beta2), maximize, has_l2, has_decay, lerp_small};
   }
 };
 
@@ -31,16 +31,12 @@ template <typename T>
 FUSED_OPTIM_HOST_DEVICE inline void RadamStep(T& p, T grad, T& m, T& v, const RadamHyper<T>& h,
                                               const RadamStepScalars<T>& s) {
   const T g = EffectiveGrad(grad, p, h.maximize, h.has_l2, h.weight_decay);
-  if (h.has_decay) p = p * h.decay;
-  m = Lerp(m, g, h.one_minus_beta1);
+  p = h.has_decay ? p * h.decay : p;
+  m = Lerp(m, g, h.one_minus_beta1, h.lerp_small);
   v = v * h.beta2 + h.one_minus_beta2 * g * g;
   const T m_hat = m / s.bc1;
-  if (s.adaptive) {
-    const T adaptive_lr = s.bc2_sqrt / (Sqrt(v) + h.eps);
-    p = p + T(-1) * (m_hat * h.lr * adaptive_lr * s.rect);
-  } else {
-    p = p + T(-1) * (m_hat * h.lr);
-  }
+  const T adaptive_lr = s.bc2_sqrt / (Sqrt(v) + h.eps);
+  p = s.adaptive ? p + T(-1) * (m_hat * h.lr * adaptive_lr * s.rect) : p + T(-1) * (m_hat * h.lr);
 }
 
 template <typename T>
@@ -53,20 +49,14 @@ FUSED_OPTIM_HOST_DEVICE inline RadamGrads<T> RadamStepBackward(T gp_new, T gm_ne
                                                                const RadamHyper<T>& h, const RadamStepScalars<T>& s) {
   const T g = EffectiveGrad(grad, p, h.maximize, h.has_l2, h.weight_decay);
   const T w1 = h.one_minus_beta1;
-  const T m_new = Lerp(m, g, w1);
+  const T m_new = Lerp(m, g, w1, h.lerp_small);
   const T v_new = v * h.beta2 + h.one_minus_beta2 * g * g;
-  T dm_new = gm_new;
-  T dv_new = gv_new;
-  if (s.adaptive) {
-    const T k = h.lr * s.bc2_sqrt * s.rect / s.bc1;  // p' = p0 - k m' / denom
-    const T root = Sqrt(v_new);
-    const T denom = root + h.eps;
-    const T du = -k * gp_new;
-    dm_new += du / denom;
-    dv_new += SqrtBackward(-du * (m_new / denom) / denom, root);
-  } else {
-    dm_new += -(h.lr / s.bc1) * gp_new;
-  }
+  const T k = h.lr * s.bc2_sqrt * s.rect / s.bc1;  // adaptive: p' = p0 - k m' / denom
+  const T root = Sqrt(v_new);
+  const T denom = root + h.eps;
+  const T du = -k * gp_new;
+  const T dm_new = gm_new + (s.adaptive ? du / denom : -(h.lr / s.bc1) * gp_new);
+  const T dv_new = gv_new + (s.adaptive ? SqrtBackward(-du * (m_new / denom) / denom, root) : T(0));
   const T dg = w1 * dm_new + T(2) * h.one_minus_beta2 * g * dv_new;
   RadamGrads<T> out{};
   out.m = h.beta1 * dm_new;

@@ -23,11 +23,9 @@ struct SgdHyper {
 template <typename T>
 FUSED_OPTIM_HOST_DEVICE inline void SgdStep(T& p, T grad, T& buf, const SgdHyper<T>& h) {
   const T g = EffectiveGrad(grad, p, h.maximize, h.has_l2, h.weight_decay);
-  T d = g;
-  if (h.has_momentum) {
-    buf = h.first_step ? g : buf * h.momentum + h.one_minus_dampening * g;
-    d = h.nesterov ? g + h.momentum * buf : buf;
-  }
+  const T buf_new = h.first_step ? g : buf * h.momentum + h.one_minus_dampening * g;
+  buf = h.has_momentum ? buf_new : buf;
+  const T d = h.has_momentum ? (h.nesterov ? g + h.momentum * buf_new : buf_new) : g;
   p = p + (-h.lr) * d;
 }
 
@@ -40,13 +38,11 @@ template <typename T>
 FUSED_OPTIM_HOST_DEVICE inline SgdGrads<T> SgdStepBackward(T gp_new, T gbuf_new, const SgdHyper<T>& h) {
   // Linear in every input, so no forward value is needed.
   const T dd = -h.lr * gp_new;
-  T dg = dd;
+  const T dbuf_new = gbuf_new + (h.nesterov ? h.momentum * dd : dd);
+  const T dg_momentum = (h.nesterov ? dd : T(0)) + (h.first_step ? dbuf_new : h.one_minus_dampening * dbuf_new);
+  const T dg = h.has_momentum ? dg_momentum : dd;
   SgdGrads<T> out{};
-  if (h.has_momentum) {
-    const T dbuf_new = gbuf_new + (h.nesterov ? h.momentum * dd : dd);
-    dg = (h.nesterov ? dd : T(0)) + (h.first_step ? dbuf_new : h.one_minus_dampening * dbuf_new);
-    out.buf = h.first_step ? T(0) : h.momentum * dbuf_new;
-  }
+  out.buf = (h.has_momentum && !h.first_step) ? h.momentum * dbuf_new : T(0);
   out.p = gp_new + (h.has_l2 ? h.weight_decay * dg : T(0));
   out.grad = h.maximize ? -dg : dg;
   return out;
