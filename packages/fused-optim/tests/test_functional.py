@@ -5,13 +5,12 @@ from __future__ import annotations
 
 import pytest
 import torch
+from helpers import EMPTY, FUNCTIONAL_CASES, op, tolerances
 
 import fused_optim
 from fused_optim import _reference
 from fused_optim import functional as F
 from fused_optim.ops import FUNCTIONAL_OPS, apply_functional
-
-from helpers import EMPTY, FUNCTIONAL_CASES, op, tolerances
 
 CASES = [pytest.param(c, id=c.id) for c in FUNCTIONAL_CASES]
 
@@ -235,7 +234,7 @@ def test_double_backward_raises_clear_error():
     z = torch.zeros(2, dtype=torch.float64)
     new = F.adam_update([p], [p * p], [z], [z], 1, eps=1e-3).params[0]
     (g,) = torch.autograd.grad(new.sum(), p, create_graph=True)
-    with pytest.raises(RuntimeError, match="differentiate twice|not itself differentiable"):
+    with pytest.raises(RuntimeError, match=r"differentiate twice|not itself differentiable"):
         torch.autograd.grad(g.sum(), p)
 
 
@@ -257,7 +256,7 @@ def test_raw_op_double_backward_raises():
     (new,), *_ = op("adagrad_update")([p], [p * p], [z], step=1, lr=0.1, lr_decay=0.0, weight_decay=0.0,
                                       eps=1e-3, maximize=False)
     (g,) = torch.autograd.grad(new.sum(), p, create_graph=True)
-    with pytest.raises(RuntimeError, match="not itself differentiable|does not require grad"):
+    with pytest.raises(RuntimeError, match=r"not itself differentiable|does not require grad"):
         torch.autograd.grad(g.sum(), p)
 
 

@@ -5,10 +5,9 @@ from __future__ import annotations
 
 import pytest
 import torch
+from helpers import FUNCTIONAL_CASES, op
 
 from fused_optim.ops import FUNCTIONAL_OPS, STEP_OPS
-
-from helpers import FUNCTIONAL_CASES, op
 
 # One representative of each functional op (the first case of each).
 _FIRST = {}

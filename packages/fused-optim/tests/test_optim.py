@@ -2,6 +2,7 @@
 on several shapes, state_dict round trips both ways, param groups, closures, schedulers, dtypes,
 complex and sparse gradients, NaN/inf propagation."""
 
+# ruff: noqa: B023  (closures run within the loop iteration that defines them)
 from __future__ import annotations
 
 import copy
@@ -185,7 +186,7 @@ def test_param_groups_add_param_group_closure_and_scheduler(name):
 @pytest.mark.parametrize("name", ["Adam", "SGD", "RMSprop"])
 def test_tensor_lr(name):
     kw = dict(RICH[name], lr=torch.tensor(0.01, dtype=torch.float64))
-    ref, ours, rp, op = _run_both(name, kw, torch.float64, steps=5)
+    _, _, rp, op = _run_both(name, kw, torch.float64, steps=5)
     for a, b in zip(rp, op):
         torch.testing.assert_close(b, a, rtol=1e-12, atol=1e-14)
 

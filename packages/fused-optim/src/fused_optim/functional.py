@@ -19,7 +19,6 @@ import numbers
 from collections.abc import Sequence
 from typing import Any, NamedTuple
 
-import torch
 from torch import Tensor
 
 from fused_optim.ops import apply_functional

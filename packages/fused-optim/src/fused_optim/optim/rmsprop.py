@@ -7,7 +7,14 @@ from typing import Any
 
 import torch
 
-from fused_optim.optim._common import Buckets, new_step, real, run_closure, scalar, torch_path_needed
+from fused_optim.optim._common import (
+    Buckets,
+    new_step,
+    real,
+    run_closure,
+    scalar,
+    torch_path_needed,
+)
 
 __all__ = ["RMSprop"]
 
