@@ -149,6 +149,7 @@ def sgd_update(params: Sequence[Tensor], grads: Sequence[Tensor],
     Returns:
         ``SGDUpdate(params, momentum_buffers)``; ``momentum_buffers`` is empty when ``momentum == 0``.
 
+    >>> import torch
     >>> p = torch.tensor([1.0, 2.0], requires_grad=True)
     >>> new = sgd_update([p], [torch.tensor([0.5, -0.5])], lr=0.1)
     >>> new.params[0]
@@ -203,6 +204,7 @@ def adam_update(params: Sequence[Tensor], grads: Sequence[Tensor], exp_avgs: Seq
     Returns:
         ``AdamUpdate(params, exp_avgs, exp_avg_sqs, max_exp_avg_sqs)``.
 
+    >>> import torch
     >>> p = torch.tensor([1.0, -1.0], requires_grad=True)
     >>> z = torch.zeros(2)
     >>> new = adam_update([p], [torch.tensor([0.1, -0.2])], [z], [z], 1, lr=0.1)
@@ -223,6 +225,7 @@ def adamw_update(params: Sequence[Tensor], grads: Sequence[Tensor], exp_avgs: Se
     r"""One AdamW step (Loshchilov & Hutter, 2019): :func:`adam_update` with the weight decay
     decoupled, :math:`p \leftarrow p(1-\eta\lambda)` before the Adam step, as ``torch.optim.AdamW``.
 
+    >>> import torch
     >>> p = torch.tensor([1.0], requires_grad=True)
     >>> z = torch.zeros(1)
     >>> adamw_update([p], [torch.tensor([0.0])], [z], [z], 1, lr=0.1, weight_decay=0.5).params[0].detach()
@@ -252,6 +255,7 @@ def adam_direction(grads: Sequence[Tensor], exp_avgs: Sequence[Tensor], exp_avg_
     Returns:
         ``(directions, new_exp_avgs, new_exp_avg_sqs)``, new tensors; the inputs are untouched.
 
+    >>> import torch
     >>> g = torch.tensor([0.0, 2.0], requires_grad=True)
     >>> d, m, v = adam_direction([g], [torch.zeros(2)], [torch.zeros(2)], 1, beta1=0.9, beta2=0.999, eps=1e-8)
     >>> d[0].detach()
@@ -284,6 +288,7 @@ def rmsprop_update(params: Sequence[Tensor], grads: Sequence[Tensor], square_avg
     Returns:
         ``RMSpropUpdate(params, square_avgs, grad_avgs, momentum_buffers)``.
 
+    >>> import torch
     >>> p = torch.tensor([1.0], requires_grad=True)
     >>> rmsprop_update([p], [torch.tensor([1.0])], [torch.zeros(1)], lr=0.01, alpha=0.75, eps=0.0).params[0].detach()
     tensor([0.9800])
@@ -319,6 +324,7 @@ def adagrad_update(params: Sequence[Tensor], grads: Sequence[Tensor], state_sums
     Returns:
         ``AdagradUpdate(params, state_sums)``.
 
+    >>> import torch
     >>> p = torch.tensor([1.0], requires_grad=True)
     >>> adagrad_update([p], [torch.tensor([2.0])], [torch.zeros(1)], 1, lr=0.1, eps=0.0).params[0].detach()
     tensor([0.9000])
@@ -342,6 +348,7 @@ def adadelta_update(params: Sequence[Tensor], grads: Sequence[Tensor], square_av
     Returns:
         ``AdadeltaUpdate(params, square_avgs, acc_deltas)``.
 
+    >>> import torch
     >>> p = torch.tensor([1.0], requires_grad=True)
     >>> z = torch.zeros(1)
     >>> adadelta_update([p], [torch.tensor([1.0])], [z], [z], rho=0.0, eps=1.0).params[0].detach()
@@ -367,6 +374,7 @@ def adamax_update(params: Sequence[Tensor], grads: Sequence[Tensor], exp_avgs: S
     Returns:
         ``AdamaxUpdate(params, exp_avgs, exp_infs)``.
 
+    >>> import torch
     >>> p = torch.tensor([1.0], requires_grad=True)
     >>> z = torch.zeros(1)
     >>> adamax_update([p], [torch.tensor([4.0])], [z], [z], 1, lr=0.1, eps=0.0).params[0].detach()
@@ -395,6 +403,7 @@ def radam_update(params: Sequence[Tensor], grads: Sequence[Tensor], exp_avgs: Se
     Returns:
         ``RAdamUpdate(params, exp_avgs, exp_avg_sqs)``.
 
+    >>> import torch
     >>> p = torch.tensor([1.0], requires_grad=True)
     >>> z = torch.zeros(1)
     >>> radam_update([p], [torch.tensor([3.0])], [z], [z], 1, lr=0.1).params[0].detach()
