@@ -9,7 +9,7 @@ import torch
 from torch import Tensor
 from torch.optim.optimizer import _get_scalar_dtype
 
-__all__ = ["Buckets", "new_step", "run_closure", "scalar", "torch_path_needed"]
+__all__ = ["call_bucketed", "new_step", "run_closure", "scalar", "torch_path_needed"]
 
 
 def run_closure(closure: Callable[[], Any] | None) -> Any:
@@ -42,32 +42,30 @@ def new_step() -> Tensor:
     return torch.tensor(0.0, dtype=_get_scalar_dtype())
 
 
-def real(t: Tensor) -> Tensor:
-    """Complex tensors are updated as their real view, exactly as torch.optim does."""
-    return torch.view_as_real(t) if t.is_complex() else t
-
-
-class Buckets:
-    """Lists of tensors grouped by (device, dtype): one kernel call per bucket.
+def call_bucketed(op: Callable[..., Any], lists: list[list[Tensor]], real_lists: int,
+                  kwargs: dict[str, Any]) -> None:
+    """Calls a ``*_step_`` op once per (device, dtype) of ``lists[0]`` (the params).
 
     torch.optim's foreach path groups the same way, so a parameter group may mix devices and
-    dtypes; within one op call the kernels require a single device and dtype.
+    dtypes, while one op call requires a single device and dtype. Complex tensors are updated as
+    their real views, exactly as torch.optim does; the first ``real_lists`` lists are viewed so
+    (the rest, e.g. step counters, are passed through). Empty lists (absent optional state) stay
+    empty.
     """
-
-    def __init__(self, num_lists: int) -> None:
-        self.num_lists = num_lists
-        self._buckets: dict[tuple[torch.device, torch.dtype], list[list[Any]]] = {}
-
-    def add(self, *tensors: Any) -> None:
-        key = (tensors[0].device, tensors[0].dtype)
-        lists = self._buckets.get(key)
-        if lists is None:
-            lists = self._buckets[key] = [[] for _ in range(self.num_lists)]
-        for lst, t in zip(lists, tensors):
-            lst.append(t)
-
-    def __iter__(self):  # type: ignore[no-untyped-def]
-        return iter(self._buckets.values())
-
-    def __bool__(self) -> bool:
-        return bool(self._buckets)
+    params = lists[0]
+    if not params:
+        return
+    kinds = {(p.device, p.dtype) for p in params}
+    if len(kinds) == 1 and not next(iter(kinds))[1].is_complex:
+        op(*lists, **kwargs)  # the common case: one call for the whole group
+        return
+    buckets: dict[tuple[torch.device, torch.dtype], list[list[Tensor]]] = {}
+    for i, p in enumerate(params):
+        real_dtype = p.real.dtype if p.is_complex() else p.dtype
+        bucket = buckets.setdefault((p.device, real_dtype), [[] for _ in lists])
+        for k, lst in enumerate(lists):
+            if lst:
+                t = lst[i]
+                bucket[k].append(torch.view_as_real(t) if k < real_lists and t.is_complex() else t)
+    for bucket in buckets.values():
+        op(*bucket, **kwargs)

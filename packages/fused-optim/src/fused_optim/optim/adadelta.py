@@ -8,9 +8,8 @@ from typing import Any
 import torch
 
 from fused_optim.optim._common import (
-    Buckets,
+    call_bucketed,
     new_step,
-    real,
     run_closure,
     scalar,
     torch_path_needed,
@@ -41,7 +40,7 @@ class Adadelta(torch.optim.Adadelta):
         loss = run_closure(closure)
         work = []
         for group in self.param_groups:
-            buckets = Buckets(5)
+            params, grads, square_avgs, acc_deltas, steps = [], [], [], [], []
             for p in group["params"]:
                 grad = p.grad
                 if grad is None:
@@ -53,11 +52,14 @@ class Adadelta(torch.optim.Adadelta):
                     state["step"] = new_step()
                     state["square_avg"] = torch.zeros_like(p, memory_format=torch.preserve_format)
                     state["acc_delta"] = torch.zeros_like(p, memory_format=torch.preserve_format)
-                buckets.add(real(p), real(grad), real(state["square_avg"]), real(state["acc_delta"]), state["step"])
-            work.append((group, buckets))
-        for group, buckets in work:
+                params.append(p)
+                grads.append(grad)
+                square_avgs.append(state["square_avg"])
+                acc_deltas.append(state["acc_delta"])
+                steps.append(state["step"])
+            work.append((group, [params, grads, square_avgs, acc_deltas, steps]))
+        for group, lists in work:
             kwargs = {"lr": scalar(group["lr"]), "rho": scalar(group["rho"]), "eps": scalar(group["eps"]),
                       "weight_decay": scalar(group["weight_decay"]), "maximize": bool(group["maximize"])}
-            for params, grads, square_avgs, acc_deltas, steps in buckets:
-                torch.ops.fused_optim.adadelta_step_.default(params, grads, square_avgs, acc_deltas, steps, **kwargs)
+            call_bucketed(torch.ops.fused_optim.adadelta_step_.default, lists, 4, kwargs)
         return loss

@@ -8,9 +8,8 @@ from typing import Any
 import torch
 
 from fused_optim.optim._common import (
-    Buckets,
+    call_bucketed,
     new_step,
-    real,
     run_closure,
     scalar,
     torch_path_needed,
@@ -44,7 +43,7 @@ class Adagrad(torch.optim.Adagrad):
         loss = run_closure(closure)
         work = []
         for group in self.param_groups:
-            buckets = Buckets(4)
+            params, grads, sums, steps = [], [], [], []
             for p in group["params"]:
                 grad = p.grad
                 if grad is None:
@@ -54,12 +53,14 @@ class Adagrad(torch.optim.Adagrad):
                     state["step"] = new_step()
                     init = group["initial_accumulator_value"]
                     state["sum"] = torch.full_like(p, init, memory_format=torch.preserve_format)
-                buckets.add(real(p), real(grad), real(state["sum"]), state["step"])
-            work.append((group, buckets))
-        for group, buckets in work:
+                params.append(p)
+                grads.append(grad)
+                sums.append(state["sum"])
+                steps.append(state["step"])
+            work.append((group, [params, grads, sums, steps]))
+        for group, lists in work:
             kwargs = {"lr": scalar(group["lr"]), "lr_decay": scalar(group["lr_decay"]),
                       "weight_decay": scalar(group["weight_decay"]), "eps": scalar(group["eps"]),
                       "maximize": bool(group["maximize"])}
-            for params, grads, sums, steps in buckets:
-                torch.ops.fused_optim.adagrad_step_.default(params, grads, sums, steps, **kwargs)
+            call_bucketed(torch.ops.fused_optim.adagrad_step_.default, lists, 3, kwargs)
         return loss

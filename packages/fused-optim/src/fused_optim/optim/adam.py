@@ -8,9 +8,8 @@ from typing import Any
 import torch
 
 from fused_optim.optim._common import (
-    Buckets,
+    call_bucketed,
     new_step,
-    real,
     run_closure,
     scalar,
     torch_path_needed,
@@ -21,43 +20,44 @@ __all__ = ["Adam"]
 
 def adam_step(optimizer: torch.optim.Optimizer, closure: Callable[[], Any] | None, name: str,
               super_step: Callable[[Callable[[], Any] | None], Any]) -> Any:
-    """Adam and AdamW's step: gather every group, then one kernel call per (device, dtype)."""
+    """Adam and AdamW's step: gather every group first, then one kernel call per group (per
+    device and dtype)."""
     if torch_path_needed(optimizer):
         return super_step(closure)
     loss = run_closure(closure)
+    state_of = optimizer.state
     work = []
     for group in optimizer.param_groups:
         amsgrad = group["amsgrad"]
-        buckets = Buckets(6)
+        params, grads, exp_avgs, exp_avg_sqs, maxes, steps = [], [], [], [], [], []
         for p in group["params"]:
             grad = p.grad
             if grad is None:
                 continue
             if grad.is_sparse:
                 raise RuntimeError(f"{name} does not support sparse gradients, please consider SparseAdam instead")
-            state = optimizer.state[p]
+            state = state_of[p]
             if len(state) == 0:
                 state["step"] = new_step()
                 state["exp_avg"] = torch.zeros_like(p, memory_format=torch.preserve_format)
                 state["exp_avg_sq"] = torch.zeros_like(p, memory_format=torch.preserve_format)
                 if amsgrad:
                     state["max_exp_avg_sq"] = torch.zeros_like(p, memory_format=torch.preserve_format)
-            if p.is_complex():
-                buckets.add(real(p), real(grad), real(state["exp_avg"]), real(state["exp_avg_sq"]),
-                            real(state["max_exp_avg_sq"]) if amsgrad else None, state["step"])
-            else:
-                buckets.add(p, grad, state["exp_avg"], state["exp_avg_sq"],
-                            state["max_exp_avg_sq"] if amsgrad else None, state["step"])
-        work.append((group, buckets))
-    for group, buckets in work:
+            params.append(p)
+            grads.append(grad)
+            exp_avgs.append(state["exp_avg"])
+            exp_avg_sqs.append(state["exp_avg_sq"])
+            if amsgrad:
+                maxes.append(state["max_exp_avg_sq"])
+            steps.append(state["step"])
+        work.append((group, [params, grads, exp_avgs, exp_avg_sqs, maxes, steps]))
+    for group, lists in work:
         beta1, beta2 = group["betas"]
         kwargs = {"lr": scalar(group["lr"]), "beta1": scalar(beta1), "beta2": scalar(beta2),
                   "weight_decay": scalar(group["weight_decay"]), "eps": scalar(group["eps"]),
                   "amsgrad": bool(group["amsgrad"]), "maximize": bool(group["maximize"]),
                   "decoupled_weight_decay": bool(group.get("decoupled_weight_decay", False))}
-        for params, grads, exp_avgs, exp_avg_sqs, maxes, steps in buckets:
-            torch.ops.fused_optim.adam_step_.default(
-                params, grads, exp_avgs, exp_avg_sqs, maxes if kwargs["amsgrad"] else [], steps, **kwargs)
+        call_bucketed(torch.ops.fused_optim.adam_step_.default, lists, 5, kwargs)
     return loss
 
 

@@ -8,9 +8,8 @@ from typing import Any
 import torch
 
 from fused_optim.optim._common import (
-    Buckets,
+    call_bucketed,
     new_step,
-    real,
     run_closure,
     scalar,
     torch_path_needed,
@@ -41,7 +40,7 @@ class Adamax(torch.optim.Adamax):
         loss = run_closure(closure)
         work = []
         for group in self.param_groups:
-            buckets = Buckets(5)
+            params, grads, exp_avgs, exp_infs, steps = [], [], [], [], []
             for p in group["params"]:
                 grad = p.grad
                 if grad is None:
@@ -53,13 +52,16 @@ class Adamax(torch.optim.Adamax):
                     state["step"] = new_step()
                     state["exp_avg"] = torch.zeros_like(p, memory_format=torch.preserve_format)
                     state["exp_inf"] = torch.zeros_like(p, memory_format=torch.preserve_format)
-                buckets.add(real(p), real(grad), real(state["exp_avg"]), real(state["exp_inf"]), state["step"])
-            work.append((group, buckets))
-        for group, buckets in work:
+                params.append(p)
+                grads.append(grad)
+                exp_avgs.append(state["exp_avg"])
+                exp_infs.append(state["exp_inf"])
+                steps.append(state["step"])
+            work.append((group, [params, grads, exp_avgs, exp_infs, steps]))
+        for group, lists in work:
             beta1, beta2 = group["betas"]
             kwargs = {"lr": scalar(group["lr"]), "beta1": scalar(beta1), "beta2": scalar(beta2),
                       "eps": scalar(group["eps"]), "weight_decay": scalar(group["weight_decay"]),
                       "maximize": bool(group["maximize"])}
-            for params, grads, exp_avgs, exp_infs, steps in buckets:
-                torch.ops.fused_optim.adamax_step_.default(params, grads, exp_avgs, exp_infs, steps, **kwargs)
+            call_bucketed(torch.ops.fused_optim.adamax_step_.default, lists, 4, kwargs)
         return loss

@@ -8,9 +8,8 @@ from typing import Any
 import torch
 
 from fused_optim.optim._common import (
-    Buckets,
+    call_bucketed,
     new_step,
-    real,
     run_closure,
     scalar,
     torch_path_needed,
@@ -42,7 +41,7 @@ class RMSprop(torch.optim.RMSprop):
         work = []
         for group in self.param_groups:
             centered, has_momentum = group["centered"], group["momentum"] > 0
-            buckets = Buckets(6)
+            params, grads, square_avgs, grad_avgs, bufs, steps = [], [], [], [], [], []
             for p in group["params"]:
                 grad = p.grad
                 if grad is None:
@@ -57,16 +56,18 @@ class RMSprop(torch.optim.RMSprop):
                         state["momentum_buffer"] = torch.zeros_like(p, memory_format=torch.preserve_format)
                     if centered:
                         state["grad_avg"] = torch.zeros_like(p, memory_format=torch.preserve_format)
-                buckets.add(real(p), real(grad), real(state["square_avg"]),
-                            real(state["grad_avg"]) if centered else None,
-                            real(state["momentum_buffer"]) if has_momentum else None, state["step"])
-            work.append((group, buckets))
-        for group, buckets in work:
+                params.append(p)
+                grads.append(grad)
+                square_avgs.append(state["square_avg"])
+                if centered:
+                    grad_avgs.append(state["grad_avg"])
+                if has_momentum:
+                    bufs.append(state["momentum_buffer"])
+                steps.append(state["step"])
+            work.append((group, [params, grads, square_avgs, grad_avgs, bufs, steps]))
+        for group, lists in work:
             kwargs = {"lr": scalar(group["lr"]), "alpha": scalar(group["alpha"]), "eps": scalar(group["eps"]),
                       "weight_decay": scalar(group["weight_decay"]), "momentum": scalar(group["momentum"]),
                       "centered": bool(group["centered"]), "maximize": bool(group["maximize"])}
-            for params, grads, square_avgs, grad_avgs, bufs, steps in buckets:
-                torch.ops.fused_optim.rmsprop_step_.default(
-                    params, grads, square_avgs, grad_avgs if kwargs["centered"] else [],
-                    bufs if kwargs["momentum"] > 0 else [], steps, **kwargs)
+            call_bucketed(torch.ops.fused_optim.rmsprop_step_.default, lists, 5, kwargs)
         return loss

@@ -7,7 +7,7 @@ from typing import Any
 
 import torch
 
-from fused_optim.optim._common import Buckets, real, run_closure, scalar, torch_path_needed
+from fused_optim.optim._common import call_bucketed, run_closure, scalar, torch_path_needed
 
 __all__ = ["SGD"]
 
@@ -38,28 +38,31 @@ class SGD(torch.optim.SGD):
         work = []
         for group in self.param_groups:
             has_momentum = group["momentum"] != 0
-            existing, fresh = Buckets(3), Buckets(3)
+            # Buffers that exist already, and fresh ones that torch starts as the (decayed) gradient.
+            existing: list[list[torch.Tensor]] = [[], [], []]
+            fresh: list[list[torch.Tensor]] = [[], [], []]
             for p in group["params"]:
                 grad = p.grad
                 if grad is None:
                     continue
                 if not has_momentum:
-                    existing.add(real(p), real(grad), None)
+                    existing[0].append(p)
+                    existing[1].append(grad)
                     continue
                 state = self.state[p]
                 buf = state.get("momentum_buffer")
-                if buf is None:  # torch starts the buffer as a copy of the (decayed) gradient
+                lists = existing
+                if buf is None:
                     buf = state["momentum_buffer"] = torch.empty_like(grad, memory_format=torch.preserve_format)
-                    fresh.add(real(p), real(grad), real(buf))
-                else:
-                    existing.add(real(p), real(grad), real(buf))
-            work.append((group, has_momentum, existing, fresh))
-        for group, has_momentum, existing, fresh in work:
+                    lists = fresh
+                lists[0].append(p)
+                lists[1].append(grad)
+                lists[2].append(buf)
+            work.append((group, existing, fresh))
+        for group, existing, fresh in work:
             kwargs = {"lr": scalar(group["lr"]), "momentum": scalar(group["momentum"]),
                       "dampening": scalar(group["dampening"]), "weight_decay": scalar(group["weight_decay"]),
                       "nesterov": bool(group["nesterov"]), "maximize": bool(group["maximize"])}
-            for buckets, first_step in ((existing, False), (fresh, True)):
-                for params, grads, bufs in buckets:
-                    torch.ops.fused_optim.sgd_step_.default(
-                        params, grads, bufs if has_momentum else [], first_step=first_step, **kwargs)
+            call_bucketed(torch.ops.fused_optim.sgd_step_.default, existing, 3, dict(kwargs, first_step=False))
+            call_bucketed(torch.ops.fused_optim.sgd_step_.default, fresh, 3, dict(kwargs, first_step=True))
         return loss
