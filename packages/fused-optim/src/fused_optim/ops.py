@@ -26,10 +26,17 @@ from fused_optim import _C  # noqa: F401  (loading the library registers the ops
 
 __all__ = [
     "FUNCTIONAL_OPS",
-    "FunctionalOpSpec",
     "STEP_OPS",
+    "FunctionalOpSpec",
+    "adadelta_step_",
+    "adagrad_step_",
+    "adam_step_",
+    "adamax_step_",
     "apply_functional",
     "node_class",
+    "radam_step_",
+    "rmsprop_step_",
+    "sgd_step_",
 ]
 
 _lib = torch.ops.fused_optim
@@ -294,3 +301,68 @@ def apply_functional(op_name: str, lists: Sequence[Sequence[torch.Tensor]], kwar
         output_sizes = [len(lists[0]) if present(kwargs) else 0 for present in spec.outputs]
         return tuple(_unflatten(out_flat, output_sizes))
     return tuple(list(x) for x in spec.op(*lists, **kwargs))
+
+
+# --- typed wrappers of the in-place ops (what the drop-in optimizers call) ---------------------
+
+def sgd_step_(params: list[torch.Tensor], grads: list[torch.Tensor], momentum_buffers: list[torch.Tensor], *,
+              lr: float, momentum: float, dampening: float, weight_decay: float, nesterov: bool, maximize: bool,
+              first_step: bool) -> None:
+    """In-place SGD step; ``momentum_buffers`` is empty when ``momentum == 0`` and is overwritten
+    (started as the gradient) when ``first_step``."""
+    _lib.sgd_step_.default(params, grads, momentum_buffers, lr=lr, momentum=momentum, dampening=dampening,
+                           weight_decay=weight_decay, nesterov=nesterov, maximize=maximize, first_step=first_step)
+
+
+def adam_step_(params: list[torch.Tensor], grads: list[torch.Tensor], exp_avgs: list[torch.Tensor],
+               exp_avg_sqs: list[torch.Tensor], max_exp_avg_sqs: list[torch.Tensor], state_steps: list[torch.Tensor],
+               *, lr: float, beta1: float, beta2: float, weight_decay: float, eps: float, amsgrad: bool,
+               maximize: bool, decoupled_weight_decay: bool) -> None:
+    """In-place Adam/AdamW step; increments ``state_steps`` (torch.optim's per-parameter counters)."""
+    _lib.adam_step_.default(params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, state_steps, lr=lr, beta1=beta1,
+                            beta2=beta2, weight_decay=weight_decay, eps=eps, amsgrad=amsgrad, maximize=maximize,
+                            decoupled_weight_decay=decoupled_weight_decay)
+
+
+def rmsprop_step_(params: list[torch.Tensor], grads: list[torch.Tensor], square_avgs: list[torch.Tensor],
+                  grad_avgs: list[torch.Tensor], momentum_buffers: list[torch.Tensor],
+                  state_steps: list[torch.Tensor], *, lr: float, alpha: float, eps: float, weight_decay: float,
+                  momentum: float, centered: bool, maximize: bool) -> None:
+    """In-place RMSprop step; ``grad_avgs`` only when centered, ``momentum_buffers`` only when momentum > 0."""
+    _lib.rmsprop_step_.default(params, grads, square_avgs, grad_avgs, momentum_buffers, state_steps, lr=lr,
+                               alpha=alpha, eps=eps, weight_decay=weight_decay, momentum=momentum,
+                               centered=centered, maximize=maximize)
+
+
+def adagrad_step_(params: list[torch.Tensor], grads: list[torch.Tensor], state_sums: list[torch.Tensor],
+                  state_steps: list[torch.Tensor], *, lr: float, lr_decay: float, weight_decay: float, eps: float,
+                  maximize: bool) -> None:
+    """In-place Adagrad step."""
+    _lib.adagrad_step_.default(params, grads, state_sums, state_steps, lr=lr, lr_decay=lr_decay,
+                               weight_decay=weight_decay, eps=eps, maximize=maximize)
+
+
+def adadelta_step_(params: list[torch.Tensor], grads: list[torch.Tensor], square_avgs: list[torch.Tensor],
+                   acc_deltas: list[torch.Tensor], state_steps: list[torch.Tensor], *, lr: float, rho: float,
+                   eps: float, weight_decay: float, maximize: bool) -> None:
+    """In-place Adadelta step."""
+    _lib.adadelta_step_.default(params, grads, square_avgs, acc_deltas, state_steps, lr=lr, rho=rho, eps=eps,
+                                weight_decay=weight_decay, maximize=maximize)
+
+
+def adamax_step_(params: list[torch.Tensor], grads: list[torch.Tensor], exp_avgs: list[torch.Tensor],
+                 exp_infs: list[torch.Tensor], state_steps: list[torch.Tensor], *, lr: float, beta1: float,
+                 beta2: float, eps: float, weight_decay: float, maximize: bool) -> None:
+    """In-place Adamax step."""
+    _lib.adamax_step_.default(params, grads, exp_avgs, exp_infs, state_steps, lr=lr, beta1=beta1, beta2=beta2,
+                              eps=eps, weight_decay=weight_decay, maximize=maximize)
+
+
+def radam_step_(params: list[torch.Tensor], grads: list[torch.Tensor], exp_avgs: list[torch.Tensor],
+                exp_avg_sqs: list[torch.Tensor], state_steps: list[torch.Tensor], *, lr: float, beta1: float,
+                beta2: float, eps: float, weight_decay: float, decoupled_weight_decay: bool,
+                maximize: bool) -> None:
+    """In-place RAdam step."""
+    _lib.radam_step_.default(params, grads, exp_avgs, exp_avg_sqs, state_steps, lr=lr, beta1=beta1, beta2=beta2,
+                             eps=eps, weight_decay=weight_decay, decoupled_weight_decay=decoupled_weight_decay,
+                             maximize=maximize)

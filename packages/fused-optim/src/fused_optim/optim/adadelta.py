@@ -7,6 +7,7 @@ from typing import Any
 
 import torch
 
+from fused_optim import ops
 from fused_optim.optim._common import (
     call_bucketed,
     new_step,
@@ -61,5 +62,5 @@ class Adadelta(torch.optim.Adadelta):
         for group, lists in work:
             kwargs = {"lr": scalar(group["lr"]), "rho": scalar(group["rho"]), "eps": scalar(group["eps"]),
                       "weight_decay": scalar(group["weight_decay"]), "maximize": bool(group["maximize"])}
-            call_bucketed(torch.ops.fused_optim.adadelta_step_.default, lists, 4, kwargs)
+            call_bucketed(ops.adadelta_step_, lists, 4, kwargs)
         return loss

@@ -7,6 +7,7 @@ from typing import Any
 
 import torch
 
+from fused_optim import ops
 from fused_optim.optim._common import (
     call_bucketed,
     new_step,
@@ -62,5 +63,5 @@ class Adagrad(torch.optim.Adagrad):
             kwargs = {"lr": scalar(group["lr"]), "lr_decay": scalar(group["lr_decay"]),
                       "weight_decay": scalar(group["weight_decay"]), "eps": scalar(group["eps"]),
                       "maximize": bool(group["maximize"])}
-            call_bucketed(torch.ops.fused_optim.adagrad_step_.default, lists, 3, kwargs)
+            call_bucketed(ops.adagrad_step_, lists, 3, kwargs)
         return loss

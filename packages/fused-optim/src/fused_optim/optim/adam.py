@@ -7,6 +7,7 @@ from typing import Any
 
 import torch
 
+from fused_optim import ops
 from fused_optim.optim._common import (
     call_bucketed,
     new_step,
@@ -57,7 +58,7 @@ def adam_step(optimizer: torch.optim.Optimizer, closure: Callable[[], Any] | Non
                   "weight_decay": scalar(group["weight_decay"]), "eps": scalar(group["eps"]),
                   "amsgrad": bool(group["amsgrad"]), "maximize": bool(group["maximize"]),
                   "decoupled_weight_decay": bool(group.get("decoupled_weight_decay", False))}
-        call_bucketed(torch.ops.fused_optim.adam_step_.default, lists, 5, kwargs)
+        call_bucketed(ops.adam_step_, lists, 5, kwargs)
     return loss
 
 

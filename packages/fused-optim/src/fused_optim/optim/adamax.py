@@ -7,6 +7,7 @@ from typing import Any
 
 import torch
 
+from fused_optim import ops
 from fused_optim.optim._common import (
     call_bucketed,
     new_step,
@@ -63,5 +64,5 @@ class Adamax(torch.optim.Adamax):
             kwargs = {"lr": scalar(group["lr"]), "beta1": scalar(beta1), "beta2": scalar(beta2),
                       "eps": scalar(group["eps"]), "weight_decay": scalar(group["weight_decay"]),
                       "maximize": bool(group["maximize"])}
-            call_bucketed(torch.ops.fused_optim.adamax_step_.default, lists, 4, kwargs)
+            call_bucketed(ops.adamax_step_, lists, 4, kwargs)
         return loss

@@ -7,6 +7,7 @@ from typing import Any
 
 import torch
 
+from fused_optim import ops
 from fused_optim.optim._common import (
     call_bucketed,
     new_step,
@@ -65,5 +66,5 @@ class RAdam(torch.optim.RAdam):
                       "eps": scalar(group["eps"]), "weight_decay": scalar(group["weight_decay"]),
                       "decoupled_weight_decay": bool(group.get("decoupled_weight_decay", False)),
                       "maximize": bool(group["maximize"])}
-            call_bucketed(torch.ops.fused_optim.radam_step_.default, lists, 4, kwargs)
+            call_bucketed(ops.radam_step_, lists, 4, kwargs)
         return loss

@@ -7,6 +7,7 @@ from typing import Any
 
 import torch
 
+from fused_optim import ops
 from fused_optim.optim._common import (
     call_bucketed,
     new_step,
@@ -69,5 +70,5 @@ class RMSprop(torch.optim.RMSprop):
             kwargs = {"lr": scalar(group["lr"]), "alpha": scalar(group["alpha"]), "eps": scalar(group["eps"]),
                       "weight_decay": scalar(group["weight_decay"]), "momentum": scalar(group["momentum"]),
                       "centered": bool(group["centered"]), "maximize": bool(group["maximize"])}
-            call_bucketed(torch.ops.fused_optim.rmsprop_step_.default, lists, 5, kwargs)
+            call_bucketed(ops.rmsprop_step_, lists, 5, kwargs)
         return loss

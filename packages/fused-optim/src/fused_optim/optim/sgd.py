@@ -7,6 +7,7 @@ from typing import Any
 
 import torch
 
+from fused_optim import ops
 from fused_optim.optim._common import call_bucketed, run_closure, scalar, torch_path_needed
 
 __all__ = ["SGD"]
@@ -63,6 +64,6 @@ class SGD(torch.optim.SGD):
             kwargs = {"lr": scalar(group["lr"]), "momentum": scalar(group["momentum"]),
                       "dampening": scalar(group["dampening"]), "weight_decay": scalar(group["weight_decay"]),
                       "nesterov": bool(group["nesterov"]), "maximize": bool(group["maximize"])}
-            call_bucketed(torch.ops.fused_optim.sgd_step_.default, existing, 3, dict(kwargs, first_step=False))
-            call_bucketed(torch.ops.fused_optim.sgd_step_.default, fresh, 3, dict(kwargs, first_step=True))
+            call_bucketed(ops.sgd_step_, existing, 3, dict(kwargs, first_step=False))
+            call_bucketed(ops.sgd_step_, fresh, 3, dict(kwargs, first_step=True))
         return loss
