@@ -5,11 +5,10 @@ from __future__ import annotations
 
 import pytest
 import torch
+from helpers import FUNCTIONAL_CASES, op
 
 import fused_optim
 from fused_optim.ops import FUNCTIONAL_OPS
-
-from helpers import FUNCTIONAL_CASES, op
 
 pytestmark = [
     pytest.mark.cuda,
