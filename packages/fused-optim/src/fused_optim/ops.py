@@ -200,10 +200,13 @@ def _flatten(lists: Sequence[Sequence[Any]]) -> tuple[list[Any], tuple[int, ...]
 
 
 def _unflatten(flat: Sequence[Any], sizes: Sequence[int]) -> list[list[Any]]:
+    if len(sizes) == 1:
+        return [list(flat)]
     out, start = [], 0
     for n in sizes:
-        out.append(list(flat[start:start + n]))
-        start += n
+        end = start + n
+        out.append(list(flat[start:end]))
+        start = end
     return out
 
 
@@ -234,7 +237,10 @@ def _make_node(spec: FunctionalOpSpec, node_name: str) -> type[torch.autograd.Fu
 
     def forward(ctx, kwargs, sizes, *flat):  # type: ignore[no-untyped-def]
         lists = _unflatten(flat, sizes)
-        outputs = spec.op(*lists, **kwargs)  # grad mode is off inside forward
+        # Straight to the CPU/CUDA kernel: this node is the autograd of the call, so the op's own
+        # (Python) autograd kernel registered above is skipped.
+        with torch._C._AutoDispatchBelowAutograd():
+            outputs = spec.op(*lists, **kwargs)
         saved = [lists[i] for i in spec.saved]
         saved_flat, ctx.saved_sizes = _flatten(saved)
         ctx.save_for_backward(*saved_flat)
