@@ -4,6 +4,7 @@
 #include <c10/util/Exception.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <utility>
 
 namespace fused_optim {
@@ -236,6 +237,15 @@ std::vector<double> IncrementSteps(at::TensorList steps) {
     }
   }
   return out;
+}
+
+bool UseAvx2() {
+#if defined(__x86_64__) && defined(__GNUC__)
+  static const bool use = __builtin_cpu_supports("avx2") && std::getenv("FUSED_OPTIM_NO_AVX2") == nullptr;
+  return use;
+#else
+  return false;
+#endif
 }
 
 void CheckNonNegative(const char* op, const char* what, double value) {

@@ -95,3 +95,34 @@ def test_doctests():
 def test_import_does_not_need_other_stack_packages():
     code = "import sys; import fused_optim; assert 'optree_core' not in sys.modules and 'diffopt' not in sys.modules"
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+_AVX2_CHECK = """
+import sys, torch, fused_optim
+from helpers import FUNCTIONAL_CASES, op
+out = {}
+for case in FUNCTIONAL_CASES:
+    for dtype in (torch.float32, torch.float64):
+        lists = case.make(dtype, shapes=[(1000,), (3, 7)])
+        out[(case.id, str(dtype))] = op(case.op)(*lists, **case.kwargs)
+torch.save(out, sys.argv[1])
+"""
+
+
+def test_avx2_and_baseline_loops_agree_bitwise(tmp_path):
+    # The CPU loops are built for the baseline ISA and for AVX2 (picked at run time); without FMA
+    # contraction both must give bit-identical results.
+    results = []
+    for flag in ("0", "1"):
+        env = dict(os.environ, PYTHONPATH=str(Path(__file__).parent))
+        env.pop("FUSED_OPTIM_NO_AVX2", None)
+        if flag == "1":
+            env["FUSED_OPTIM_NO_AVX2"] = "1"
+        path = tmp_path / f"out{flag}.pt"
+        subprocess.run([sys.executable, "-c", _AVX2_CHECK, str(path)], check=True, env=env)
+        results.append(torch.load(path))
+    assert results[0].keys() == results[1].keys()
+    for key in results[0]:
+        for a, b in zip(results[0][key], results[1][key]):
+            for x, y in zip(a, b):
+                assert torch.equal(x, y), key
