@@ -86,6 +86,8 @@ class RAdamUpdate(NamedTuple):
 
 
 def _number(name: str, value: Any) -> float:
+    if type(value) is float or type(value) is int:  # the common case, without ABC checks
+        return float(value)
     if isinstance(value, Tensor):
         if value.requires_grad:
             raise TypeError(f"{name} requires grad, but fused_optim does not differentiate hyper-parameters; "
@@ -99,6 +101,8 @@ def _number(name: str, value: Any) -> float:
 
 
 def _step(step: Any) -> int:
+    if type(step) is int and step >= 1:
+        return step
     if isinstance(step, Tensor) and step.numel() == 1 and not step.is_floating_point():
         step = int(step.item())
     elif isinstance(step, Tensor) and step.numel() == 1:
@@ -114,6 +118,8 @@ def _step(step: Any) -> int:
 
 
 def _tensors(name: str, value: Any) -> list[Tensor]:
+    if type(value) is list and all(type(t) is Tensor or isinstance(t, Tensor) for t in value):
+        return value
     if isinstance(value, Tensor):
         raise TypeError(f"{name} must be a list of tensors, got a single tensor; wrap it in a list")
     if not isinstance(value, Sequence):

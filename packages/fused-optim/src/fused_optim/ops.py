@@ -298,7 +298,7 @@ def apply_functional(op_name: str, lists: Sequence[Sequence[torch.Tensor]], kwar
         The op's output lists.
     """
     spec = FUNCTIONAL_OPS[op_name]
-    lists = [list(x) for x in lists]
+    lists = [x if type(x) is list else list(x) for x in lists]
     if not lists[0]:  # nothing to update (an op call without tensors has no device to dispatch on)
         return tuple([] for _ in spec.outputs)
     if torch.is_grad_enabled() and any(t.requires_grad for x in lists for t in x):
