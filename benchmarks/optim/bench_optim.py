@@ -1,0 +1,237 @@
+"""fused-optim against torch.optim and TorchOpt, in one run.
+
+Part 1 times one ``optimizer.step()`` on (a) 200 tensors of 1k elements, (b) 4 tensors of 4M
+elements and (c) a medium MLP, for torch.optim's default (foreach), ``foreach=False``,
+``fused=True`` (where torch has it) and ``fused_optim``. Part 2 times the differentiable Adam
+update, forward + backward, against op-by-op PyTorch and TorchOpt's accelerated Adam op (when
+``torchopt`` is importable and its op is available).
+
+Every figure is the median of many repeats after a warm-up, with ``torch.set_num_threads`` set
+by ``--threads`` (default 2). Ratios are time(peer) / time(fused_optim): above 1 means we win.
+
+    python benchmarks/optim/bench_optim.py [--quick] [--threads 2]
+"""
+
+# ruff: noqa: B023  (each closure is timed within the loop iteration that defines it)
+from __future__ import annotations
+
+import argparse
+import itertools
+import statistics
+import sys
+import time
+from collections.abc import Callable
+
+import torch
+
+import fused_optim
+from fused_optim import _reference
+from fused_optim import functional as F
+
+
+def median_times(fns: list[Callable[[], object]], repeats: int, warmup: int = 3) -> list[float]:
+    """Median time of each callable; the callables run interleaved, round after round, so that a
+    burst of load on a shared machine hits every candidate alike."""
+    for fn in fns:
+        for _ in range(warmup):
+            fn()
+    times: list[list[float]] = [[] for _ in fns]
+    for _ in range(repeats):
+        for fn, ts in zip(fns, times):
+            t0 = time.perf_counter()
+            fn()
+            ts.append(time.perf_counter() - t0)
+    return [statistics.median(ts) for ts in times]
+
+
+def fmt(seconds: float) -> str:
+    return f"{seconds * 1e6:9.0f} us" if seconds < 1e-2 else f"{seconds * 1e3:9.2f} ms"
+
+
+# --- part 1: step() ---------------------------------------------------------------------------
+
+def shapes_many_small() -> list[tuple[int, ...]]:
+    return [(1000,)] * 200
+
+
+def shapes_few_large() -> list[tuple[int, ...]]:
+    return [(4_000_000,)] * 4
+
+
+def shapes_mlp() -> list[tuple[int, ...]]:
+    # 784-1024-1024-1024-10 MLP: ~2.9M parameters in 8 tensors.
+    dims = [784, 1024, 1024, 1024, 10]
+    out: list[tuple[int, ...]] = []
+    for a, b in itertools.pairwise(dims):
+        out += [(b, a), (b,)]
+    return out
+
+
+OPTIMIZERS = {
+    "Adam": dict(lr=1e-3),
+    "AdamW": dict(lr=1e-3, weight_decay=1e-2),
+    "SGD": dict(lr=1e-2, momentum=0.9),
+    "Adagrad": dict(lr=1e-2),
+    "RMSprop": dict(lr=1e-2),  # torch has no fused RMSprop
+}
+
+
+def make_step(make: Callable[[list[torch.Tensor]], torch.optim.Optimizer],
+              shapes: list[tuple[int, ...]]) -> Callable[[], object]:
+    gen = torch.Generator().manual_seed(0)
+    params = [torch.randn(s, generator=gen).requires_grad_() for s in shapes]
+    for p in params:
+        p.grad = torch.randn(p.shape, generator=gen) * 1e-3
+    return make(params).step
+
+
+def bench_steps(quick: bool) -> list[tuple[str, ...]]:
+    cases = [("200 x 1k", shapes_many_small(), 200), ("4 x 4M", shapes_few_large(), 10),
+             ("MLP 2.9M", shapes_mlp(), 30)]
+    names = ["Adam", "SGD"] if quick else list(OPTIMIZERS)
+    rows = []
+    for name in names:
+        kw = OPTIMIZERS[name]
+        torch_cls, ours_cls = getattr(torch.optim, name), getattr(fused_optim, name)
+        for label, shapes, repeats in cases:
+            repeats = max(3, repeats // (4 if quick else 1))
+            has_fused = name != "RMSprop"
+            steps = [make_step(lambda p: ours_cls(p, **kw), shapes),
+                     make_step(lambda p: torch_cls(p, foreach=True, **kw), shapes),
+                     make_step(lambda p: torch_cls(p, foreach=False, **kw), shapes)]
+            if has_fused:
+                steps.append(make_step(lambda p: torch_cls(p, fused=True, **kw), shapes))
+            ours, foreach, loop, *rest = median_times(steps, repeats)
+            fused = rest[0] if has_fused else None
+            rows.append((name, label, fmt(ours), fmt(foreach), f"{foreach / ours:6.2f}", fmt(loop),
+                         f"{loop / ours:6.2f}", fmt(fused) if fused else "      n/a",
+                         f"{fused / ours:6.2f}" if fused else "   n/a"))
+            print(" | ".join(rows[-1]), flush=True)
+    return rows
+
+
+# --- part 2: differentiable forward + backward -------------------------------------------------
+
+def torchopt_adam_op():
+    try:
+        import torchopt
+        from torchopt.accelerated_op import adam_op
+    except Exception as exc:
+        return None, f"torchopt not importable ({type(exc).__name__}: {exc})"
+    available = getattr(torchopt, "accelerated_op_available", lambda *a, **k: True)
+    try:
+        ok = available(torch.device("cpu"))
+    except TypeError:
+        ok = available()
+    if not ok:
+        return None, f"torchopt {torchopt.__version__}: accelerated op unavailable for this torch"
+    try:
+        from torchopt._C import adam_op as compiled  # noqa: F401
+        kind = "compiled _C kernels"
+    except ImportError as exc:
+        kind = f"pure-PyTorch fallback, its compiled _C does not load with torch {torch.__version__}: {exc}"[:200]
+    return adam_op.AdamOp, f"torchopt {torchopt.__version__} AdamOp ({kind})"
+
+
+def torchopt_scale_by_adam():
+    """TorchOpt's differentiable Adam transform without the accelerated op (plain torch ops)."""
+    try:
+        import torchopt
+    except Exception:
+        return None
+    return torchopt.transform.scale_by_adam
+
+
+def bench_differentiable(quick: bool) -> tuple[list[tuple[str, ...]], str]:
+    b1, b2, eps = 0.9, 0.999, 1e-8
+    adam_op_cls, peer_note = torchopt_adam_op()
+    scale_by_adam = torchopt_scale_by_adam()
+    cases = [("1 x 1e3", [1000]), ("1 x 1e5", [100_000]), ("1 x 1e7", [10_000_000]),
+             ("50 x 2e3", [2000] * 50), ("50 x 2e5", [200_000] * 50)]
+    if quick:
+        cases = cases[:2] + cases[3:4]
+    rows = []
+    for label, sizes in cases:
+        gen = torch.Generator().manual_seed(0)
+        grads = [torch.randn(n, generator=gen).requires_grad_() for n in sizes]
+        mus = [torch.randn(n, generator=gen).mul_(0.01).requires_grad_() for n in sizes]
+        nus = [torch.rand(n, generator=gen).mul_(1e-4).requires_grad_() for n in sizes]
+        weights = [torch.randn(n, generator=gen) for n in sizes]
+        leaves = grads + mus + nus
+        total = sum(sizes)
+        repeats = 5 if total >= 5_000_000 else 30
+
+        def loss_of(directions):
+            return sum((d * w).sum() for d, w in zip(directions, weights))
+
+        def ours():
+            d, _, _ = F.adam_direction(grads, mus, nus, 3, beta1=b1, beta2=b2, eps=eps)
+            torch.autograd.grad(loss_of(d), leaves)
+
+        def op_by_op():
+            d, _, _ = _reference.adam_direction(grads, mus, nus, step=3, beta1=b1, beta2=b2, eps=eps, eps_root=0.0)
+            torch.autograd.grad(loss_of(d), leaves)
+
+        fns = [ours, op_by_op]
+        if adam_op_cls is not None:
+            op = adam_op_cls(b1=b1, b2=b2, eps=eps, eps_root=0.0, inplace=False)
+            count = torch.tensor(3)
+
+            def peer():
+                outs = [op(m, v, g, count) for g, m, v in zip(grads, mus, nus)]
+                torch.autograd.grad(loss_of([o[2] for o in outs]), leaves)
+
+            fns.append(peer)
+        if scale_by_adam is not None:
+            tx = scale_by_adam(b1=b1, b2=b2, eps=eps, eps_root=0.0, moment_requires_grad=True)
+            state = tx.init(grads)
+            state = state._replace(mu=type(state.mu)(mus), nu=type(state.nu)(nus))
+
+            def peer_plain():
+                updates, _ = tx.update(grads, state, inplace=False)
+                torch.autograd.grad(loss_of(updates), leaves)
+
+            fns.append(peer_plain)
+        t_ours, t_ref, *peers = median_times(fns, repeats)
+        row = [label, fmt(t_ours), fmt(t_ref), f"{t_ref / t_ours:6.2f}"]
+        if adam_op_cls is not None:
+            t_peer = peers.pop(0)
+            row += [fmt(t_peer), f"{t_peer / t_ours:6.2f}"]
+        else:
+            row += ["      n/a", "   n/a"]
+        if scale_by_adam is not None:
+            t_plain = peers.pop(0)
+            row += [fmt(t_plain), f"{t_plain / t_ours:6.2f}"]
+        else:
+            row += ["      n/a", "   n/a"]
+        rows.append(tuple(row))
+        print(" | ".join(row), flush=True)
+    return rows, peer_note
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="fewer optimizers, shapes and repeats")
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--skip-step", action="store_true")
+    parser.add_argument("--skip-diff", action="store_true")
+    args = parser.parse_args(argv)
+    torch.set_num_threads(args.threads)
+    print(f"torch {torch.__version__}, fused_optim {fused_optim.__version__}, threads {torch.get_num_threads()}, "
+          f"build {fused_optim.BUILD_INFO}")
+    if not args.skip_step:
+        print("\n## step(): median time, ratio = torch / fused_optim (>1: fused_optim faster)")
+        print("optimizer | shapes | fused_optim | foreach | ratio | foreach=False | ratio | fused=True | ratio")
+        bench_steps(args.quick)
+    if not args.skip_diff:
+        print("\n## differentiable Adam direction, forward + backward (grads, exp_avgs, exp_avg_sqs)")
+        header = ("tensors | fused_optim | op-by-op torch | ratio | TorchOpt AdamOp (accelerated) | ratio | "
+                  "TorchOpt scale_by_adam (plain torch) | ratio")
+        print(header)
+        _, note = bench_differentiable(args.quick)
+        print(f"(peer: {note})")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,127 @@
+// Adam / AdamW (Kingma & Ba, 2015; Loshchilov & Hutter, 2019) element-wise math.
+//   g' = ±g (+ wd p, L2 form);  p <- p (1 - lr wd) (decoupled form)
+//   m <- lerp(m, g', 1 - b1);  v <- b2 v + (1 - b2) g'^2;  vmax <- max(vmax, v) (amsgrad)
+//   p <- p - (lr / bc1) m / (sqrt(v or vmax) / sqrt(bc2) + eps),  bcK = 1 - bK^step
+// plus the "direction" used by diffopt: (m / bc1) / (sqrt(v / bc2 + eps_root) + eps).
+#pragma once
+
+#include "fused_optim/math/common.h"
+
+namespace fused_optim::math {
+
+template <typename T>
+struct AdamHyper {
+  T lr, beta1, beta2, eps, weight_decay;
+  T decay;  // 1 - lr * weight_decay, the decoupled shrink factor
+  T one_minus_beta1, one_minus_beta2;  // complements taken in double, as torch.optim takes them
+  bool amsgrad, maximize, decoupled, has_l2, has_decay, lerp_small;
+  // The same hyper-parameters in another math type (kernels receive them in double).
+  template <typename U>
+  FUSED_OPTIM_HOST_DEVICE AdamHyper<U> To() const {
+    return {U(lr), U(beta1), U(beta2), U(eps), U(weight_decay), U(decay), U(one_minus_beta1), U(one_minus_beta2), amsgrad, maximize, decoupled, has_l2, has_decay, lerp_small};
+  }
+};
+
+// Per-tensor scalars: they depend on the tensor's own step count.
+template <typename T>
+struct AdamStepScalars {
+  T step_size;  // lr / (1 - beta1^step)
+  T bc2_sqrt;   // sqrt(1 - beta2^step)
+};
+
+// One in-place step, in torch.optim's operation order so float64 results agree to rounding.
+template <typename T>
+FUSED_OPTIM_HOST_DEVICE inline void AdamStep(T& p, T grad, T& m, T& v, T& vmax, const AdamHyper<T>& h,
+                                             const AdamStepScalars<T>& s) {
+  const T g = EffectiveGrad(grad, p, h.maximize, h.has_l2, h.weight_decay);
+  p = h.has_decay ? p * h.decay : p;
+  m = Lerp(m, g, h.one_minus_beta1, h.lerp_small);
+  v = v * h.beta2 + h.one_minus_beta2 * g * g;
+  const T vmax_new = MaxNan(vmax, v);
+  vmax = h.amsgrad ? vmax_new : vmax;
+  const T denom_src = h.amsgrad ? vmax_new : v;
+  const T denom = Sqrt(denom_src) / s.bc2_sqrt + h.eps;
+  p = p + (-s.step_size) * (m / denom);
+}
+
+// Gradients of the out-of-place step with respect to (p, grad, m, v, vmax), given the
+// gradients flowing into (p', m', v', vmax'). Recomputes the forward intermediates.
+template <typename T>
+struct AdamGrads {
+  T p, grad, m, v, vmax;
+};
+
+template <typename T>
+FUSED_OPTIM_HOST_DEVICE inline AdamGrads<T> AdamStepBackward(T gp_new, T gm_new, T gv_new, T gvmax_new, T p, T grad,
+                                                             T m, T v, T vmax, const AdamHyper<T>& h,
+                                                             const AdamStepScalars<T>& s) {
+  const T sgn = h.maximize ? T(-1) : T(1);
+  const T g = EffectiveGrad(grad, p, h.maximize, h.has_l2, h.weight_decay);
+  const T w1 = h.one_minus_beta1;
+  const T m_new = Lerp(m, g, w1, h.lerp_small);
+  const T v_new = v * h.beta2 + h.one_minus_beta2 * g * g;
+  const T src = h.amsgrad ? MaxNan(vmax, v_new) : v_new;
+  const T root = Sqrt(src);
+  const T denom = root / s.bc2_sqrt + h.eps;
+  const T u = m_new / denom;  // p' = p0 - step_size * u
+
+  const T du = -s.step_size * gp_new;
+  const T dm_new = gm_new + du / denom;
+  const T ddenom = -du * u / denom;
+  const T dsrc = SqrtBackward(ddenom / s.bc2_sqrt, root);
+  AdamGrads<T> out{};
+  const T dmax = gvmax_new + dsrc;  // amsgrad: split between vmax and v'
+  const T to_vmax = MaxBackwardShareOfFirst(dmax, vmax, v_new);
+  out.vmax = h.amsgrad ? to_vmax : T(0);
+  const T dv_new = gv_new + (h.amsgrad ? dmax - to_vmax : dsrc);
+  const T dg = w1 * dm_new + T(2) * h.one_minus_beta2 * g * dv_new;
+  out.m = h.beta1 * dm_new;
+  out.v = h.beta2 * dv_new;
+  out.p = (h.has_decay ? h.decay * gp_new : gp_new) + (h.has_l2 ? h.weight_decay * dg : T(0));
+  out.grad = sgn * dg;
+  return out;
+}
+
+// diffopt's Adam direction (no lr, no weight decay).
+template <typename T>
+struct AdamDirectionHyper {
+  T beta1, beta2, eps, eps_root, bc1, bc2;
+  T one_minus_beta1, one_minus_beta2;
+  // The same hyper-parameters in another math type (kernels receive them in double).
+  template <typename U>
+  FUSED_OPTIM_HOST_DEVICE AdamDirectionHyper<U> To() const {
+    return {U(beta1), U(beta2), U(eps), U(eps_root), U(bc1), U(bc2), U(one_minus_beta1), U(one_minus_beta2)};
+  }
+};
+
+template <typename T>
+FUSED_OPTIM_HOST_DEVICE inline T AdamDirection(T g, T& m, T& v, const AdamDirectionHyper<T>& h) {
+  m = h.beta1 * m + h.one_minus_beta1 * g;
+  v = h.beta2 * v + h.one_minus_beta2 * g * g;
+  const T root = Sqrt(v / h.bc2 + h.eps_root);
+  return (m / h.bc1) / (root + h.eps);
+}
+
+template <typename T>
+struct AdamDirectionGrads {
+  T grad, m, v;
+};
+
+template <typename T>
+FUSED_OPTIM_HOST_DEVICE inline AdamDirectionGrads<T> AdamDirectionBackward(T gd, T gm_new, T gv_new, T g, T m, T v,
+                                                                           const AdamDirectionHyper<T>& h) {
+  const T m_new = h.beta1 * m + h.one_minus_beta1 * g;
+  const T v_new = h.beta2 * v + h.one_minus_beta2 * g * g;
+  const T root = Sqrt(v_new / h.bc2 + h.eps_root);
+  const T denom = root + h.eps;
+  const T d = (m_new / h.bc1) / denom;
+  const T dm_new = gm_new + gd / (h.bc1 * denom);
+  const T dv_new = gv_new + SqrtBackward(-gd * d / denom, root) / h.bc2;
+  AdamDirectionGrads<T> out{};
+  out.grad = h.one_minus_beta1 * dm_new + T(2) * h.one_minus_beta2 * g * dv_new;
+  out.m = h.beta1 * dm_new;
+  out.v = h.beta2 * dv_new;
+  return out;
+}
+
+}  // namespace fused_optim::math

@@ -1,0 +1,57 @@
+// Adamax (Kingma & Ba, 2015, section 7.1) element-wise math.
+//   g' = ±g + wd p;  m <- lerp(m, g', 1 - b1);  u <- max(b2 u, |g'| + eps)
+//   p <- p - (lr / (1 - b1^step)) m / u
+#pragma once
+
+#include "fused_optim/math/common.h"
+
+namespace fused_optim::math {
+
+template <typename T>
+struct AdamaxHyper {
+  T beta1, beta2, eps, weight_decay;
+  T one_minus_beta1;  // complements taken in double, as torch.optim takes them
+  bool maximize, has_l2, lerp_small;
+  // The same hyper-parameters in another math type (kernels receive them in double).
+  template <typename U>
+  FUSED_OPTIM_HOST_DEVICE AdamaxHyper<U> To() const {
+    return {U(beta1), U(beta2), U(eps), U(weight_decay), U(one_minus_beta1), maximize, has_l2, lerp_small};
+  }
+};
+
+template <typename T>
+FUSED_OPTIM_HOST_DEVICE inline void AdamaxStep(T& p, T grad, T& m, T& u, T clr, const AdamaxHyper<T>& h) {
+  const T g = EffectiveGrad(grad, p, h.maximize, h.has_l2, h.weight_decay);
+  m = Lerp(m, g, h.one_minus_beta1, h.lerp_small);
+  u = MaxNan(u * h.beta2, Abs(g) + h.eps);
+  p = p + (-clr) * (m / u);
+}
+
+template <typename T>
+struct AdamaxGrads {
+  T p, grad, m, u;
+};
+
+template <typename T>
+FUSED_OPTIM_HOST_DEVICE inline AdamaxGrads<T> AdamaxStepBackward(T gp_new, T gm_new, T gu_new, T p, T grad, T m, T u,
+                                                                 T clr, const AdamaxHyper<T>& h) {
+  const T g = EffectiveGrad(grad, p, h.maximize, h.has_l2, h.weight_decay);
+  const T w1 = h.one_minus_beta1;
+  const T m_new = Lerp(m, g, w1, h.lerp_small);
+  const T decayed = u * h.beta2;
+  const T fresh = Abs(g) + h.eps;
+  const T u_new = MaxNan(decayed, fresh);
+  const T dq = -clr * gp_new;  // gradient reaching m' / u'
+  const T dm_new = gm_new + dq / u_new;
+  const T du_new = gu_new - dq * (m_new / u_new) / u_new;
+  const T to_decayed = MaxBackwardShareOfFirst(du_new, decayed, fresh);
+  const T dg = w1 * dm_new + Sign(g) * (du_new - to_decayed);
+  AdamaxGrads<T> out{};
+  out.m = h.beta1 * dm_new;
+  out.u = h.beta2 * to_decayed;
+  out.p = gp_new + (h.has_l2 ? h.weight_decay * dg : T(0));
+  out.grad = h.maximize ? -dg : dg;
+  return out;
+}
+
+}  // namespace fused_optim::math

@@ -1,0 +1,69 @@
+// Building blocks shared by every optimizer's element-wise math, host and device alike.
+#pragma once
+
+#include <math.h>
+
+#if defined(__CUDACC__) || defined(__HIPCC__)
+#define FUSED_OPTIM_HOST_DEVICE __host__ __device__
+#else
+#define FUSED_OPTIM_HOST_DEVICE
+#endif
+
+namespace fused_optim::math {
+
+// Options arrive as run-time flags but are written as selects (c ? a : b), never as if-blocks:
+// both sides are cheap, and branch-free bodies let the compiler vectorize the CPU loops.
+
+FUSED_OPTIM_HOST_DEVICE inline float Sqrt(float x) { return sqrtf(x); }
+FUSED_OPTIM_HOST_DEVICE inline double Sqrt(double x) { return sqrt(x); }
+
+template <typename T>
+FUSED_OPTIM_HOST_DEVICE inline T Abs(T x) {
+  return x < T(0) ? -x : x;  // NaN stays NaN: the comparison is false
+}
+
+// sign(x) with sign(0) == 0, the subgradient autograd uses for abs().
+template <typename T>
+FUSED_OPTIM_HOST_DEVICE inline T Sign(T x) {
+  return T(x > T(0)) - T(x < T(0));
+}
+
+// max that propagates NaN from either side, like torch.maximum. Branch-free (bitwise |) so CPU
+// loops stay vectorizable.
+template <typename T>
+FUSED_OPTIM_HOST_DEVICE inline T MaxNan(T a, T b) {
+  return ((a > b) | (a != a)) ? a : b;
+}
+
+// Linear interpolation self + w * (end - self), written from the end point when w is large
+// so that w == 1 returns end exactly (the formula torch.lerp uses).
+// `small` must be |w| < 0.5; callers pass it precomputed so a loop can fix the formula once.
+template <typename T>
+FUSED_OPTIM_HOST_DEVICE inline T Lerp(T self, T end, T w, bool small) {
+  return small ? self + w * (end - self) : end - (end - self) * (T(1) - w);
+}
+
+// Gradient of sqrt(x) scaled by an upstream gradient: upstream / (2 sqrt(x)) where the
+// root is passed in. A zero upstream gives zero even at x == 0, where the product
+// 0 * inf would be NaN: that 0/0 is the case where the forward value cannot depend on x.
+template <typename T>
+FUSED_OPTIM_HOST_DEVICE inline T SqrtBackward(T upstream, T root) {
+  return upstream == T(0) ? T(0) : upstream / (T(2) * root);
+}
+
+// Splits the gradient of max(a, b) between its arguments: all to the larger one, half each on
+// a tie (torch.maximum's convention). Returns the share of `a`; b gets upstream minus it.
+template <typename T>
+FUSED_OPTIM_HOST_DEVICE inline T MaxBackwardShareOfFirst(T upstream, T a, T b) {
+  const T share = a > b ? T(1) : (a < b ? T(0) : T(0.5));
+  return upstream * share;
+}
+
+// The gradient after the `maximize` flip and L2 weight decay folded into it.
+template <typename T>
+FUSED_OPTIM_HOST_DEVICE inline T EffectiveGrad(T grad, T param, bool maximize, bool has_l2, T weight_decay) {
+  T g = maximize ? -grad : grad;
+  return has_l2 ? g + weight_decay * param : g;
+}
+
+}  // namespace fused_optim::math

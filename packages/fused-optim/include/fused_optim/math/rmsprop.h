@@ -1,0 +1,67 @@
+// RMSprop (Hinton, 2012; centered form from Graves, 2013) element-wise math.
+//   g' = ±g + wd p;  v <- a v + (1 - a) g'^2;  ga <- lerp(ga, g', 1 - a) (centered)
+//   avg = sqrt(v - ga^2 (centered) or v) + eps
+//   b <- mu b + g' / avg;  p <- p - lr b   (momentum)   or   p <- p - lr g' / avg
+#pragma once
+
+#include "fused_optim/math/common.h"
+
+namespace fused_optim::math {
+
+template <typename T>
+struct RmspropHyper {
+  T lr, alpha, eps, weight_decay, momentum;
+  T one_minus_alpha;  // complements taken in double, as torch.optim takes them
+  bool centered, maximize, has_l2, has_momentum, lerp_small;
+  // The same hyper-parameters in another math type (kernels receive them in double).
+  template <typename U>
+  FUSED_OPTIM_HOST_DEVICE RmspropHyper<U> To() const {
+    return {U(lr), U(alpha), U(eps), U(weight_decay), U(momentum), U(one_minus_alpha), centered, maximize, has_l2, has_momentum, lerp_small};
+  }
+};
+
+template <typename T>
+FUSED_OPTIM_HOST_DEVICE inline void RmspropStep(T& p, T grad, T& v, T& grad_avg, T& buf, const RmspropHyper<T>& h) {
+  const T g = EffectiveGrad(grad, p, h.maximize, h.has_l2, h.weight_decay);
+  v = v * h.alpha + h.one_minus_alpha * g * g;
+  const T ga_new = Lerp(grad_avg, g, h.one_minus_alpha, h.lerp_small);
+  grad_avg = h.centered ? ga_new : grad_avg;
+  const T var = h.centered ? v + T(-1) * ga_new * ga_new : v;
+  const T avg = Sqrt(var) + h.eps;
+  const T buf_new = buf * h.momentum + g / avg;
+  buf = h.has_momentum ? buf_new : buf;
+  p = h.has_momentum ? p + (-h.lr) * buf_new : p + (-h.lr) * (g / avg);
+}
+
+template <typename T>
+struct RmspropGrads {
+  T p, grad, v, grad_avg, buf;
+};
+
+template <typename T>
+FUSED_OPTIM_HOST_DEVICE inline RmspropGrads<T> RmspropStepBackward(T gp_new, T gv_new, T gga_new, T gbuf_new, T p,
+                                                                   T grad, T v, T grad_avg,
+                                                                   const RmspropHyper<T>& h) {
+  const T g = EffectiveGrad(grad, p, h.maximize, h.has_l2, h.weight_decay);
+  const T w = h.one_minus_alpha;
+  const T v_new = v * h.alpha + w * g * g;
+  const T ga_new = h.centered ? Lerp(grad_avg, g, w, h.lerp_small) : T(0);
+  const T root = Sqrt(h.centered ? v_new - ga_new * ga_new : v_new);
+  const T avg = root + h.eps;
+
+  RmspropGrads<T> out{};
+  const T dbuf_new = gbuf_new - h.lr * gp_new;
+  out.buf = h.has_momentum ? h.momentum * dbuf_new : T(0);
+  const T q = h.has_momentum ? dbuf_new : -h.lr * gp_new;  // gradient reaching g' / avg
+  const T dvar = SqrtBackward(-q * (g / avg) / avg, root);
+  const T dv_new = gv_new + dvar;
+  const T dga_new = gga_new - T(2) * ga_new * dvar;
+  out.grad_avg = h.centered ? h.alpha * dga_new : T(0);
+  const T dg = q / avg + (h.centered ? w * dga_new : T(0)) + T(2) * w * g * dv_new;
+  out.v = h.alpha * dv_new;
+  out.p = gp_new + (h.has_l2 ? h.weight_decay * dg : T(0));
+  out.grad = h.maximize ? -dg : dg;
+  return out;
+}
+
+}  // namespace fused_optim::math

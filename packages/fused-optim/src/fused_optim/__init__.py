@@ -1,0 +1,29 @@
+"""fused-optim: fused CPU/CUDA optimizer kernels for PyTorch.
+
+* Drop-in optimizers: ``fused_optim.Adam``, ``AdamW``, ``SGD``, ``RMSprop``, ``Adagrad``,
+  ``Adadelta``, ``Adamax``, ``RAdam`` take the same arguments as their ``torch.optim`` twins and
+  share their ``state_dict`` layout, with one multi-tensor kernel per step.
+* Differentiable out-of-place updates for meta-learning: :mod:`fused_optim.functional`
+  (``adam_update``, ``adam_direction``...), one fused backward node per call.
+* The custom ops themselves: ``torch.ops.fused_optim.*`` (see :mod:`fused_optim.ops`).
+"""
+
+from fused_optim import functional, ops
+from fused_optim._C import BUILD_INFO
+from fused_optim.optim import SGD, Adadelta, Adagrad, Adam, Adamax, AdamW, RAdam, RMSprop
+from fused_optim.version import __version__
+
+__all__ = [
+    "BUILD_INFO",
+    "SGD",
+    "Adadelta",
+    "Adagrad",
+    "Adam",
+    "AdamW",
+    "Adamax",
+    "RAdam",
+    "RMSprop",
+    "__version__",
+    "functional",
+    "ops",
+]

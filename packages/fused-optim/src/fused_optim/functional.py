@@ -1,0 +1,425 @@
+"""Differentiable, out-of-place optimizer updates for meta-learning.
+
+Each ``*_update`` takes lists of params, grads and optimizer state and returns new tensors
+(inputs are never modified) with the autograd graph kept: gradients flow to the params, the
+grads and every state tensor through one fused backward node per call (``FusedAdamBackward``...),
+whose derivative is exact, ``eps`` terms included, and finite wherever the limit exists (a
+gradient entry that is exactly zero with zero state gives a zero, not NaN, meta-gradient).
+
+Hyper-parameters are Python numbers; they are not differentiated. Backward of the backward
+(second order through the update) raises a clear error.
+
+The update rules are exactly ``torch.optim``'s (see each function); ``step`` is the step count
+after this update (1 on the first call).
+"""
+
+from __future__ import annotations
+
+import numbers
+from collections.abc import Sequence
+from typing import Any, NamedTuple
+
+from torch import Tensor
+
+from fused_optim.ops import apply_functional
+
+__all__ = [
+    "AdadeltaUpdate",
+    "AdagradUpdate",
+    "AdamUpdate",
+    "AdamaxUpdate",
+    "RAdamUpdate",
+    "RMSpropUpdate",
+    "SGDUpdate",
+    "adadelta_update",
+    "adagrad_update",
+    "adam_direction",
+    "adam_update",
+    "adamax_update",
+    "adamw_update",
+    "radam_update",
+    "rmsprop_update",
+    "sgd_update",
+]
+
+
+class SGDUpdate(NamedTuple):
+    params: list[Tensor]
+    momentum_buffers: list[Tensor]  # empty when momentum == 0
+
+
+class AdamUpdate(NamedTuple):
+    params: list[Tensor]
+    exp_avgs: list[Tensor]
+    exp_avg_sqs: list[Tensor]
+    max_exp_avg_sqs: list[Tensor]  # empty unless amsgrad
+
+
+class RMSpropUpdate(NamedTuple):
+    params: list[Tensor]
+    square_avgs: list[Tensor]
+    grad_avgs: list[Tensor]  # empty unless centered
+    momentum_buffers: list[Tensor]  # empty unless momentum > 0
+
+
+class AdagradUpdate(NamedTuple):
+    params: list[Tensor]
+    state_sums: list[Tensor]
+
+
+class AdadeltaUpdate(NamedTuple):
+    params: list[Tensor]
+    square_avgs: list[Tensor]
+    acc_deltas: list[Tensor]
+
+
+class AdamaxUpdate(NamedTuple):
+    params: list[Tensor]
+    exp_avgs: list[Tensor]
+    exp_infs: list[Tensor]
+
+
+class RAdamUpdate(NamedTuple):
+    params: list[Tensor]
+    exp_avgs: list[Tensor]
+    exp_avg_sqs: list[Tensor]
+
+
+def _number(name: str, value: Any) -> float:
+    if type(value) is float or type(value) is int:  # the common case, without ABC checks
+        return float(value)
+    if isinstance(value, Tensor):
+        if value.requires_grad:
+            raise TypeError(f"{name} requires grad, but fused_optim does not differentiate hyper-parameters; "
+                            "pass a Python number (or a tensor without grad)")
+        if value.numel() != 1:
+            raise ValueError(f"{name} must be a scalar, got a tensor of shape {tuple(value.shape)}")
+        return float(value.item())
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise TypeError(f"{name} must be a real number, got {type(value).__name__}")
+    return float(value)
+
+
+def _step(step: Any) -> int:
+    if type(step) is int and step >= 1:
+        return step
+    if isinstance(step, Tensor) and step.numel() == 1 and not step.is_floating_point():
+        step = int(step.item())
+    elif isinstance(step, Tensor) and step.numel() == 1:
+        value = float(step.item())
+        if not value.is_integer():
+            raise ValueError(f"step must be a whole number, got {value}")
+        step = int(value)
+    if isinstance(step, bool) or not isinstance(step, numbers.Integral):
+        raise TypeError(f"step must be an int (the step count after this update), got {type(step).__name__}")
+    if step < 1:
+        raise ValueError(f"step must be >= 1 (the step count after this update), got {step}")
+    return int(step)
+
+
+def _tensors(name: str, value: Any) -> list[Tensor]:
+    if type(value) is list and all(type(t) is Tensor or isinstance(t, Tensor) for t in value):
+        return value
+    if isinstance(value, Tensor):
+        raise TypeError(f"{name} must be a list of tensors, got a single tensor; wrap it in a list")
+    if not isinstance(value, Sequence):
+        raise TypeError(f"{name} must be a list of tensors, got {type(value).__name__}")
+    for i, t in enumerate(value):
+        if not isinstance(t, Tensor):
+            raise TypeError(f"{name}[{i}] must be a tensor, got {type(t).__name__}")
+    return list(value)
+
+
+def _betas(betas: Any) -> tuple[float, float]:
+    if not isinstance(betas, Sequence) or len(betas) != 2:
+        raise TypeError(f"betas must be a pair (beta1, beta2), got {betas!r}")
+    return _number("beta1", betas[0]), _number("beta2", betas[1])
+
+
+def sgd_update(params: Sequence[Tensor], grads: Sequence[Tensor],
+               momentum_buffers: Sequence[Tensor] | None = None, *, lr: float = 1e-3, momentum: float = 0.0,
+               dampening: float = 0.0, weight_decay: float = 0.0, nesterov: bool = False,
+               maximize: bool = False) -> SGDUpdate:
+    r"""One SGD step, out of place, as ``torch.optim.SGD`` computes it.
+
+    .. math::
+        g' = \pm g + \lambda p,\quad b' = \mu b + (1-\tau) g' \;(b' = g' \text{ on the first step}),\quad
+        p' = p - \eta\,(g' + \mu b' \text{ if nesterov else } b')
+
+    Args:
+        params, grads: lists of tensors of matching shapes.
+        momentum_buffers: the buffers from the previous step; ``None`` on the first step (the
+            buffers then start as the gradient) or when ``momentum == 0``.
+        lr, momentum, dampening, weight_decay, nesterov, maximize: as in ``torch.optim.SGD``.
+
+    Returns:
+        ``SGDUpdate(params, momentum_buffers)``; ``momentum_buffers`` is empty when ``momentum == 0``.
+
+    >>> import torch
+    >>> p = torch.tensor([1.0, 2.0], requires_grad=True)
+    >>> new = sgd_update([p], [torch.tensor([0.5, -0.5])], lr=0.1)
+    >>> new.params[0]
+    tensor([0.9500, 2.0500], grad_fn=<FusedSGDBackward>)
+    """
+    params, grads = _tensors("params", params), _tensors("grads", grads)
+    momentum = _number("momentum", momentum)
+    first_step = momentum_buffers is None
+    buffers = [] if first_step or momentum == 0 else _tensors("momentum_buffers", momentum_buffers)
+    kwargs = {"lr": _number("lr", lr), "momentum": momentum, "dampening": _number("dampening", dampening),
+              "weight_decay": _number("weight_decay", weight_decay), "nesterov": bool(nesterov),
+              "maximize": bool(maximize), "first_step": first_step}
+    return SGDUpdate(*apply_functional("sgd_update", [params, grads, buffers], kwargs))
+
+
+def _adam(params: Any, grads: Any, exp_avgs: Any, exp_avg_sqs: Any, step: Any, lr: Any, betas: Any, eps: Any,
+          weight_decay: Any, amsgrad: bool, maximize: bool, max_exp_avg_sqs: Any, decoupled: bool,
+          node: str) -> AdamUpdate:
+    beta1, beta2 = _betas(betas)
+    if amsgrad:
+        if max_exp_avg_sqs is None:
+            raise ValueError("amsgrad=True needs max_exp_avg_sqs (zeros on the first step)")
+        maxes = _tensors("max_exp_avg_sqs", max_exp_avg_sqs)
+    else:
+        maxes = []
+    kwargs = {"step": _step(step), "lr": _number("lr", lr), "beta1": beta1, "beta2": beta2,
+              "weight_decay": _number("weight_decay", weight_decay), "eps": _number("eps", eps),
+              "amsgrad": bool(amsgrad), "maximize": bool(maximize), "decoupled_weight_decay": decoupled}
+    lists = [_tensors("params", params), _tensors("grads", grads), _tensors("exp_avgs", exp_avgs),
+             _tensors("exp_avg_sqs", exp_avg_sqs), maxes]
+    return AdamUpdate(*apply_functional("adam_update", lists, kwargs, node=node))
+
+
+def adam_update(params: Sequence[Tensor], grads: Sequence[Tensor], exp_avgs: Sequence[Tensor],
+                exp_avg_sqs: Sequence[Tensor], step: int, *, lr: float = 1e-3,
+                betas: tuple[float, float] = (0.9, 0.999), eps: float = 1e-8, weight_decay: float = 0.0,
+                amsgrad: bool = False, maximize: bool = False,
+                max_exp_avg_sqs: Sequence[Tensor] | None = None) -> AdamUpdate:
+    r"""One Adam step (Kingma & Ba, 2015), out of place, as ``torch.optim.Adam`` computes it.
+
+    .. math::
+        g' = \pm g + \lambda p,\quad m' = \beta_1 m + (1-\beta_1) g',\quad v' = \beta_2 v + (1-\beta_2) g'^2,\\
+        p' = p - \frac{\eta}{1-\beta_1^t}\, \frac{m'}{\sqrt{\hat v}/\sqrt{1-\beta_2^t} + \epsilon}
+        \quad (\hat v = \max(v_{\max}, v') \text{ with amsgrad, else } v')
+
+    Args:
+        params, grads, exp_avgs, exp_avg_sqs: lists of tensors of matching shapes (state starts at zeros).
+        step: the step count after this update (1 on the first call).
+        lr, betas, eps, weight_decay, amsgrad, maximize: as in ``torch.optim.Adam``.
+        max_exp_avg_sqs: running maxima, needed when ``amsgrad``.
+
+    Returns:
+        ``AdamUpdate(params, exp_avgs, exp_avg_sqs, max_exp_avg_sqs)``.
+
+    >>> import torch
+    >>> p = torch.tensor([1.0, -1.0], requires_grad=True)
+    >>> z = torch.zeros(2)
+    >>> new = adam_update([p], [torch.tensor([0.1, -0.2])], [z], [z], 1, lr=0.1)
+    >>> new.params[0].detach()
+    tensor([ 0.9000, -0.9000])
+    >>> new.params[0].grad_fn.name()
+    'FusedAdamBackward'
+    """
+    return _adam(params, grads, exp_avgs, exp_avg_sqs, step, lr, betas, eps, weight_decay, amsgrad, maximize,
+                 max_exp_avg_sqs, False, "FusedAdam")
+
+
+def adamw_update(params: Sequence[Tensor], grads: Sequence[Tensor], exp_avgs: Sequence[Tensor],
+                 exp_avg_sqs: Sequence[Tensor], step: int, *, lr: float = 1e-3,
+                 betas: tuple[float, float] = (0.9, 0.999), eps: float = 1e-8, weight_decay: float = 1e-2,
+                 amsgrad: bool = False, maximize: bool = False,
+                 max_exp_avg_sqs: Sequence[Tensor] | None = None) -> AdamUpdate:
+    r"""One AdamW step (Loshchilov & Hutter, 2019): :func:`adam_update` with the weight decay
+    decoupled, :math:`p \leftarrow p(1-\eta\lambda)` before the Adam step, as ``torch.optim.AdamW``.
+
+    >>> import torch
+    >>> p = torch.tensor([1.0], requires_grad=True)
+    >>> z = torch.zeros(1)
+    >>> adamw_update([p], [torch.tensor([0.0])], [z], [z], 1, lr=0.1, weight_decay=0.5).params[0].detach()
+    tensor([0.9500])
+    """
+    return _adam(params, grads, exp_avgs, exp_avg_sqs, step, lr, betas, eps, weight_decay, amsgrad, maximize,
+                 max_exp_avg_sqs, True, "FusedAdamW")
+
+
+def adam_direction(grads: Sequence[Tensor], exp_avgs: Sequence[Tensor], exp_avg_sqs: Sequence[Tensor], step: int,
+                   *, beta1: float, beta2: float, eps: float,
+                   eps_root: float = 0.0) -> tuple[list[Tensor], list[Tensor], list[Tensor]]:
+    r"""Multi-tensor Adam direction (no lr, no weight decay), differentiable w.r.t. all three lists.
+
+    .. math::
+        m' = \beta_1 m + (1-\beta_1) g,\quad v' = \beta_2 v + (1-\beta_2) g^2,\quad
+        d = \frac{m'/(1-\beta_1^t)}{\sqrt{v'/(1-\beta_2^t) + \epsilon_{root}} + \epsilon}
+
+    The backward is exact, ``eps`` and ``eps_root`` included, and returns the limit (zero)
+    where ``g == 0`` and ``v == 0`` make the derivative of the square root a cancelled 0/0.
+
+    Args:
+        grads, exp_avgs, exp_avg_sqs: lists of tensors of matching shapes.
+        step: the step count after incrementing (>= 1).
+        beta1, beta2, eps, eps_root: the Adam constants.
+
+    Returns:
+        ``(directions, new_exp_avgs, new_exp_avg_sqs)``, new tensors; the inputs are untouched.
+
+    >>> import torch
+    >>> g = torch.tensor([0.0, 2.0], requires_grad=True)
+    >>> d, m, v = adam_direction([g], [torch.zeros(2)], [torch.zeros(2)], 1, beta1=0.9, beta2=0.999, eps=1e-8)
+    >>> d[0].detach()
+    tensor([0., 1.])
+    """
+    kwargs = {"step": _step(step), "beta1": _number("beta1", beta1), "beta2": _number("beta2", beta2),
+              "eps": _number("eps", eps), "eps_root": _number("eps_root", eps_root)}
+    lists = [_tensors("grads", grads), _tensors("exp_avgs", exp_avgs), _tensors("exp_avg_sqs", exp_avg_sqs)]
+    directions, new_m, new_v = apply_functional("adam_direction", lists, kwargs)
+    return directions, new_m, new_v
+
+
+def rmsprop_update(params: Sequence[Tensor], grads: Sequence[Tensor], square_avgs: Sequence[Tensor], *,
+                   grad_avgs: Sequence[Tensor] | None = None, momentum_buffers: Sequence[Tensor] | None = None,
+                   lr: float = 1e-2, alpha: float = 0.99, eps: float = 1e-8, weight_decay: float = 0.0,
+                   momentum: float = 0.0, centered: bool = False, maximize: bool = False) -> RMSpropUpdate:
+    r"""One RMSprop step, out of place, as ``torch.optim.RMSprop`` computes it.
+
+    .. math::
+        v' = \alpha v + (1-\alpha) g'^2,\quad \bar g' = \alpha \bar g + (1-\alpha) g' \text{ (centered)},\quad
+        a = \sqrt{v' - \bar g'^2 \text{ or } v'} + \epsilon,\quad
+        b' = \mu b + g'/a,\; p' = p - \eta b' \text{ (momentum) else } p' = p - \eta g'/a
+
+    Args:
+        params, grads, square_avgs: lists of tensors of matching shapes.
+        grad_avgs: needed when ``centered``; momentum_buffers: needed when ``momentum > 0``
+            (zeros on the first step, as torch initializes them).
+        lr, alpha, eps, weight_decay, momentum, centered, maximize: as in ``torch.optim.RMSprop``.
+
+    Returns:
+        ``RMSpropUpdate(params, square_avgs, grad_avgs, momentum_buffers)``.
+
+    >>> import torch
+    >>> p = torch.tensor([1.0], requires_grad=True)
+    >>> rmsprop_update([p], [torch.tensor([1.0])], [torch.zeros(1)], lr=0.01, alpha=0.75, eps=0.0).params[0].detach()
+    tensor([0.9800])
+    """
+    momentum = _number("momentum", momentum)
+    ga = _tensors("grad_avgs", grad_avgs) if centered else []
+    if centered and grad_avgs is None:
+        raise ValueError("centered=True needs grad_avgs (zeros on the first step)")
+    if momentum > 0 and momentum_buffers is None:
+        raise ValueError("momentum > 0 needs momentum_buffers (zeros on the first step)")
+    bufs = _tensors("momentum_buffers", momentum_buffers) if momentum > 0 else []
+    kwargs = {"lr": _number("lr", lr), "alpha": _number("alpha", alpha), "eps": _number("eps", eps),
+              "weight_decay": _number("weight_decay", weight_decay), "momentum": momentum,
+              "centered": bool(centered), "maximize": bool(maximize)}
+    lists = [_tensors("params", params), _tensors("grads", grads), _tensors("square_avgs", square_avgs), ga, bufs]
+    return RMSpropUpdate(*apply_functional("rmsprop_update", lists, kwargs))
+
+
+def adagrad_update(params: Sequence[Tensor], grads: Sequence[Tensor], state_sums: Sequence[Tensor], step: int, *,
+                   lr: float = 1e-2, lr_decay: float = 0.0, weight_decay: float = 0.0, eps: float = 1e-10,
+                   maximize: bool = False) -> AdagradUpdate:
+    r"""One Adagrad step (Duchi et al., 2011), out of place, as ``torch.optim.Adagrad`` computes it.
+
+    .. math::
+        s' = s + g'^2,\quad p' = p - \frac{\eta}{1 + (t-1)\,\text{lr\_decay}}\,\frac{g'}{\sqrt{s'} + \epsilon}
+
+    Args:
+        params, grads, state_sums: lists of tensors of matching shapes (sums start at
+            ``initial_accumulator_value``).
+        step: the step count after this update.
+        lr, lr_decay, weight_decay, eps, maximize: as in ``torch.optim.Adagrad``.
+
+    Returns:
+        ``AdagradUpdate(params, state_sums)``.
+
+    >>> import torch
+    >>> p = torch.tensor([1.0], requires_grad=True)
+    >>> adagrad_update([p], [torch.tensor([2.0])], [torch.zeros(1)], 1, lr=0.1, eps=0.0).params[0].detach()
+    tensor([0.9000])
+    """
+    kwargs = {"step": _step(step), "lr": _number("lr", lr), "lr_decay": _number("lr_decay", lr_decay),
+              "weight_decay": _number("weight_decay", weight_decay), "eps": _number("eps", eps),
+              "maximize": bool(maximize)}
+    lists = [_tensors("params", params), _tensors("grads", grads), _tensors("state_sums", state_sums)]
+    return AdagradUpdate(*apply_functional("adagrad_update", lists, kwargs))
+
+
+def adadelta_update(params: Sequence[Tensor], grads: Sequence[Tensor], square_avgs: Sequence[Tensor],
+                    acc_deltas: Sequence[Tensor], *, lr: float = 1.0, rho: float = 0.9, eps: float = 1e-6,
+                    weight_decay: float = 0.0, maximize: bool = False) -> AdadeltaUpdate:
+    r"""One Adadelta step (Zeiler, 2012), out of place, as ``torch.optim.Adadelta`` computes it.
+
+    .. math::
+        v' = \rho v + (1-\rho) g'^2,\quad \delta = \frac{\sqrt{u + \epsilon}}{\sqrt{v' + \epsilon}}\, g',\quad
+        u' = \rho u + (1-\rho)\delta^2,\quad p' = p - \eta\,\delta
+
+    Returns:
+        ``AdadeltaUpdate(params, square_avgs, acc_deltas)``.
+
+    >>> import torch
+    >>> p = torch.tensor([1.0], requires_grad=True)
+    >>> z = torch.zeros(1)
+    >>> adadelta_update([p], [torch.tensor([1.0])], [z], [z], rho=0.0, eps=1.0).params[0].detach()
+    tensor([0.2929])
+    """
+    kwargs = {"lr": _number("lr", lr), "rho": _number("rho", rho), "eps": _number("eps", eps),
+              "weight_decay": _number("weight_decay", weight_decay), "maximize": bool(maximize)}
+    lists = [_tensors("params", params), _tensors("grads", grads), _tensors("square_avgs", square_avgs),
+             _tensors("acc_deltas", acc_deltas)]
+    return AdadeltaUpdate(*apply_functional("adadelta_update", lists, kwargs))
+
+
+def adamax_update(params: Sequence[Tensor], grads: Sequence[Tensor], exp_avgs: Sequence[Tensor],
+                  exp_infs: Sequence[Tensor], step: int, *, lr: float = 2e-3,
+                  betas: tuple[float, float] = (0.9, 0.999), eps: float = 1e-8, weight_decay: float = 0.0,
+                  maximize: bool = False) -> AdamaxUpdate:
+    r"""One Adamax step (Kingma & Ba, 2015, sec. 7.1), out of place, as ``torch.optim.Adamax``.
+
+    .. math::
+        m' = \beta_1 m + (1-\beta_1) g',\quad u' = \max(\beta_2 u, |g'| + \epsilon),\quad
+        p' = p - \frac{\eta}{1-\beta_1^t}\,\frac{m'}{u'}
+
+    Returns:
+        ``AdamaxUpdate(params, exp_avgs, exp_infs)``.
+
+    >>> import torch
+    >>> p = torch.tensor([1.0], requires_grad=True)
+    >>> z = torch.zeros(1)
+    >>> adamax_update([p], [torch.tensor([4.0])], [z], [z], 1, lr=0.1, eps=0.0).params[0].detach()
+    tensor([0.9000])
+    """
+    beta1, beta2 = _betas(betas)
+    kwargs = {"step": _step(step), "lr": _number("lr", lr), "beta1": beta1, "beta2": beta2,
+              "eps": _number("eps", eps), "weight_decay": _number("weight_decay", weight_decay),
+              "maximize": bool(maximize)}
+    lists = [_tensors("params", params), _tensors("grads", grads), _tensors("exp_avgs", exp_avgs),
+             _tensors("exp_infs", exp_infs)]
+    return AdamaxUpdate(*apply_functional("adamax_update", lists, kwargs))
+
+
+def radam_update(params: Sequence[Tensor], grads: Sequence[Tensor], exp_avgs: Sequence[Tensor],
+                 exp_avg_sqs: Sequence[Tensor], step: int, *, lr: float = 1e-3,
+                 betas: tuple[float, float] = (0.9, 0.999), eps: float = 1e-8, weight_decay: float = 0.0,
+                 decoupled_weight_decay: bool = False, maximize: bool = False) -> RAdamUpdate:
+    r"""One RAdam step (Liu et al., 2020), out of place, as ``torch.optim.RAdam`` computes it.
+
+    .. math::
+        \rho_\infty = \tfrac{2}{1-\beta_2} - 1,\quad \rho_t = \rho_\infty - \tfrac{2t\beta_2^t}{1-\beta_2^t},\quad
+        p' = p - \eta\,\hat m\, r_t \tfrac{\sqrt{1-\beta_2^t}}{\sqrt{v'} + \epsilon} \text{ if } \rho_t > 5
+        \text{ else } p - \eta\,\hat m
+
+    Returns:
+        ``RAdamUpdate(params, exp_avgs, exp_avg_sqs)``.
+
+    >>> import torch
+    >>> p = torch.tensor([1.0], requires_grad=True)
+    >>> z = torch.zeros(1)
+    >>> radam_update([p], [torch.tensor([3.0])], [z], [z], 1, lr=0.1).params[0].detach()
+    tensor([0.7000])
+    """
+    beta1, beta2 = _betas(betas)
+    kwargs = {"step": _step(step), "lr": _number("lr", lr), "beta1": beta1, "beta2": beta2,
+              "eps": _number("eps", eps), "weight_decay": _number("weight_decay", weight_decay),
+              "decoupled_weight_decay": bool(decoupled_weight_decay), "maximize": bool(maximize)}
+    lists = [_tensors("params", params), _tensors("grads", grads), _tensors("exp_avgs", exp_avgs),
+             _tensors("exp_avg_sqs", exp_avg_sqs)]
+    node = "FusedRAdamW" if decoupled_weight_decay and kwargs["weight_decay"] != 0 else "FusedRAdam"
+    return RAdamUpdate(*apply_functional("radam_update", lists, kwargs, node=node))

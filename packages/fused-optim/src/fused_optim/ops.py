@@ -1,0 +1,374 @@
+"""Python glue for the ``torch.ops.fused_optim`` custom ops.
+
+The schemas live in ``csrc/registration.cpp``. This module
+
+* loads the compiled library (``fused_optim._C``),
+* registers a fake (meta) kernel for every op, so they trace under ``torch.compile``,
+* registers autograd for the functional ``*_update`` ops and ``adam_direction`` (their backward
+  is the matching ``*_backward`` op, one fused pass), and
+* builds the named :class:`torch.autograd.Function` nodes (``FusedAdam``...) that
+  :mod:`fused_optim.functional` applies, so a graph shows one ``FusedAdamBackward`` node per
+  update instead of dozens of element-wise nodes.
+
+The in-place ``*_step_`` ops mutate their arguments and therefore get no autograd (torch forbids
+it); the drop-in optimizers call them under ``torch.no_grad()``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from fused_optim import _C  # noqa: F401  (loading the library registers the ops)
+
+__all__ = [
+    "FUNCTIONAL_OPS",
+    "STEP_OPS",
+    "FunctionalOpSpec",
+    "adadelta_step_",
+    "adagrad_step_",
+    "adam_step_",
+    "adamax_step_",
+    "apply_functional",
+    "node_class",
+    "radam_step_",
+    "rmsprop_step_",
+    "sgd_step_",
+]
+
+_lib = torch.ops.fused_optim
+
+STEP_OPS = (
+    "sgd_step_",
+    "adam_step_",
+    "rmsprop_step_",
+    "adagrad_step_",
+    "adadelta_step_",
+    "adamax_step_",
+    "radam_step_",
+)
+
+
+@dataclass(frozen=True)
+class FunctionalOpSpec:
+    """How one functional op and its backward op fit together.
+
+    Attributes:
+        name: the op (``torch.ops.fused_optim.<name>``); its backward is ``<name>_backward``.
+        inputs: names of the op's positional tensor-list arguments.
+        saved: indices of the ``inputs`` that the backward op takes after the output gradients.
+        outputs: for each output list, whether it is present for the given keyword arguments
+            (an absent output is an empty list).
+        grad_outputs: the same for the backward op's outputs (one per forward input).
+        node: name of the autograd node class, shown as ``<node>Backward``.
+    """
+
+    name: str
+    inputs: tuple[str, ...]
+    saved: tuple[int, ...]
+    outputs: tuple[Callable[[dict[str, Any]], bool], ...]
+    grad_outputs: tuple[Callable[[dict[str, Any]], bool], ...]
+    node: str
+
+    @property
+    def op(self) -> torch._ops.OpOverload:
+        return getattr(_lib, self.name).default
+
+    @property
+    def backward_op(self) -> torch._ops.OpOverload:
+        return getattr(_lib, self.name + "_backward").default
+
+
+def _always(_kwargs: dict[str, Any]) -> bool:
+    return True
+
+
+def _amsgrad(kwargs: dict[str, Any]) -> bool:
+    return bool(kwargs["amsgrad"])
+
+
+def _centered(kwargs: dict[str, Any]) -> bool:
+    return bool(kwargs["centered"])
+
+
+def _sgd_has_buffers(kwargs: dict[str, Any]) -> bool:
+    return kwargs["momentum"] != 0
+
+
+def _sgd_buffers_are_inputs(kwargs: dict[str, Any]) -> bool:
+    return kwargs["momentum"] != 0 and not kwargs["first_step"]
+
+
+def _rmsprop_has_buffers(kwargs: dict[str, Any]) -> bool:
+    return kwargs["momentum"] > 0
+
+
+_A = _always
+FUNCTIONAL_OPS: dict[str, FunctionalOpSpec] = {
+    spec.name: spec
+    for spec in (
+        FunctionalOpSpec("sgd_update", ("params", "grads", "momentum_buffers"), (0,),
+                         (_A, _sgd_has_buffers), (_A, _A, _sgd_buffers_are_inputs), "FusedSGD"),
+        FunctionalOpSpec("adam_update", ("params", "grads", "exp_avgs", "exp_avg_sqs", "max_exp_avg_sqs"),
+                         (0, 1, 2, 3, 4), (_A, _A, _A, _amsgrad), (_A, _A, _A, _A, _amsgrad), "FusedAdam"),
+        FunctionalOpSpec("adam_direction", ("grads", "exp_avgs", "exp_avg_sqs"), (0, 1, 2),
+                         (_A, _A, _A), (_A, _A, _A), "FusedAdamDirection"),
+        FunctionalOpSpec("rmsprop_update", ("params", "grads", "square_avgs", "grad_avgs", "momentum_buffers"),
+                         (0, 1, 2, 3), (_A, _A, _centered, _rmsprop_has_buffers),
+                         (_A, _A, _A, _centered, _rmsprop_has_buffers), "FusedRMSprop"),
+        FunctionalOpSpec("adagrad_update", ("params", "grads", "state_sums"), (0, 1, 2),
+                         (_A, _A), (_A, _A, _A), "FusedAdagrad"),
+        FunctionalOpSpec("adadelta_update", ("params", "grads", "square_avgs", "acc_deltas"), (0, 1, 2, 3),
+                         (_A, _A, _A), (_A, _A, _A, _A), "FusedAdadelta"),
+        FunctionalOpSpec("adamax_update", ("params", "grads", "exp_avgs", "exp_infs"), (0, 1, 2, 3),
+                         (_A, _A, _A), (_A, _A, _A, _A), "FusedAdamax"),
+        FunctionalOpSpec("radam_update", ("params", "grads", "exp_avgs", "exp_avg_sqs"), (0, 1, 2, 3),
+                         (_A, _A, _A), (_A, _A, _A, _A), "FusedRAdam"),
+    )
+}
+
+
+# --- fake kernels --------------------------------------------------------------------------------
+
+def _like(reference: Sequence[torch.Tensor]) -> list[torch.Tensor]:
+    # The real kernels return contiguous tensors shaped like the reference list.
+    return [torch.empty(t.shape, dtype=t.dtype, device=t.device) for t in reference]
+
+
+def _register_step_fake(name: str) -> None:
+    @torch.library.register_fake(f"fused_optim::{name}")
+    def _fake(*args: Any, **kwargs: Any) -> None:
+        return None
+
+
+def _register_functional_fakes(spec: FunctionalOpSpec) -> None:
+    @torch.library.register_fake(f"fused_optim::{spec.name}")
+    def _fake_forward(*args: Any, **kwargs: Any) -> tuple[list[torch.Tensor], ...]:
+        reference = args[0]
+        return tuple(_like(reference) if present(kwargs) else [] for present in spec.outputs)
+
+    @torch.library.register_fake(f"fused_optim::{spec.name}_backward")
+    def _fake_backward(*args: Any, **kwargs: Any) -> tuple[list[torch.Tensor], ...]:
+        reference = args[len(spec.outputs)]  # the first saved input: params (or grads)
+        return tuple(_like(reference) if present(kwargs) else [] for present in spec.grad_outputs)
+
+
+for _name in STEP_OPS:
+    _register_step_fake(_name)
+
+
+# --- autograd --------------------------------------------------------------------------------------
+
+_DOUBLE_BACKWARD = (
+    "fused_optim: the backward of {op} is not itself differentiable (second-order gradients through a "
+    "fused update are not supported); use the pure-PyTorch update for higher-order meta-gradients"
+)
+
+
+def _guard_second_order(op_name: str, results: Sequence[Sequence[torch.Tensor]],
+                        inputs: Sequence[torch.Tensor | None]) -> list[list[torch.Tensor]]:
+    """Makes any attempt to differentiate the backward's results raise a clear error.
+
+    With ``create_graph=True`` autograd would otherwise treat the fused backward's outputs as
+    constants and silently drop the second-order terms through this node.
+    """
+    out = [list(r) for r in results]
+    if not torch.is_grad_enabled() or not any(t is not None and t.requires_grad for t in inputs):
+        return out
+    # The error node takes the differentiable inputs as extra inputs so that it lies on every
+    # path autograd.grad walks back to them (a detached alias alone would be pruned away).
+    flat = [t.detach().requires_grad_() for r in out for t in r]
+    if not flat:
+        return out
+    linked = [t for t in inputs if t is not None and t.requires_grad]
+    wrapped = torch._C._functions.DelayedError(_DOUBLE_BACKWARD.format(op=op_name), len(flat) + len(linked))(
+        *flat, *linked)
+    if isinstance(wrapped, torch.Tensor):
+        wrapped = (wrapped,)
+    wrapped = wrapped[:len(flat)]
+    return _unflatten(list(wrapped), [len(r) for r in out])
+
+
+def _flatten(lists: Sequence[Sequence[Any]]) -> tuple[list[Any], tuple[int, ...]]:
+    flat: list[Any] = []
+    for item in lists:
+        flat.extend(item)
+    return flat, tuple(len(item) for item in lists)
+
+
+def _unflatten(flat: Sequence[Any], sizes: Sequence[int]) -> list[list[Any]]:
+    if len(sizes) == 1:
+        return [list(flat)]
+    out, start = [], 0
+    for n in sizes:
+        end = start + n
+        out.append(list(flat[start:end]))
+        start = end
+    return out
+
+
+def _register_functional_autograd(spec: FunctionalOpSpec) -> None:
+    """Autograd for calls of the raw op ``torch.ops.fused_optim.<name>``."""
+
+    def setup_context(ctx, inputs, keyword_only_inputs, output):  # type: ignore[no-untyped-def]
+        saved = [inputs[i] for i in spec.saved]
+        flat, sizes = _flatten(saved)
+        ctx.save_for_backward(*flat)
+        ctx.saved_sizes = sizes
+        ctx.kwargs = dict(keyword_only_inputs)
+
+    def backward(ctx, *grads):  # type: ignore[no-untyped-def]
+        saved_flat = ctx.saved_tensors
+        saved = _unflatten(saved_flat, ctx.saved_sizes)
+        grad_lists = [list(g) if g is not None else [] for g in grads]
+        with torch.no_grad():
+            results = spec.backward_op(*grad_lists, *saved, **ctx.kwargs)
+        inputs = [*saved_flat, *(t for g in grad_lists for t in g)]
+        return tuple(_guard_second_order(f"fused_optim::{spec.name}", results, inputs))
+
+    torch.library.register_autograd(f"fused_optim::{spec.name}", backward, setup_context=setup_context)
+
+
+def _make_node(spec: FunctionalOpSpec, node_name: str) -> type[torch.autograd.Function]:
+    """An autograd.Function named ``node_name`` running ``spec``'s op and its fused backward."""
+
+    def forward(ctx, kwargs, sizes, *flat):  # type: ignore[no-untyped-def]
+        lists = _unflatten(flat, sizes)
+        # Straight to the CPU/CUDA kernel: this node is the autograd of the call, so the op's own
+        # (Python) autograd kernel registered above is skipped.
+        with torch._C._AutoDispatchBelowAutograd():
+            outputs = spec.op(*lists, **kwargs)
+        saved = [lists[i] for i in spec.saved]
+        saved_flat, ctx.saved_sizes = _flatten(saved)
+        ctx.save_for_backward(*saved_flat)
+        ctx.kwargs = kwargs
+        ctx.input_sizes = sizes
+        out_flat, ctx.output_sizes = _flatten(outputs)
+        ctx.set_materialize_grads(False)
+        return tuple(out_flat)
+
+    def backward(ctx, *grads):  # type: ignore[no-untyped-def]
+        saved_flat = ctx.saved_tensors
+        saved = _unflatten(saved_flat, ctx.saved_sizes)
+        grad_lists = _unflatten(grads, ctx.output_sizes)
+        with torch.no_grad():
+            results = spec.backward_op(*grad_lists, *saved, **ctx.kwargs)
+        results = _guard_second_order(node_name, results, [*saved_flat, *grads])
+        flat, sizes = _flatten(results)
+        if sizes != tuple(ctx.input_sizes):  # an absent state's gradient: nothing to return
+            raise AssertionError(f"{spec.name}_backward returned lists of sizes {sizes}, expected {ctx.input_sizes}")
+        return (None, None, *flat)
+
+    doc = (f"Fused {spec.name} with a hand-written one-pass backward "
+           f"(``torch.ops.fused_optim.{spec.name}_backward``).")
+    return type(node_name, (torch.autograd.Function,),
+                {"forward": staticmethod(forward), "backward": staticmethod(backward), "__doc__": doc})
+
+
+_NODES: dict[str, type[torch.autograd.Function]] = {}
+
+for _spec in FUNCTIONAL_OPS.values():
+    _register_functional_fakes(_spec)
+    _register_functional_autograd(_spec)
+    _NODES[_spec.node] = _make_node(_spec, _spec.node)
+# AdamW runs the Adam op with decoupled weight decay; its own node name keeps graphs readable.
+_NODES["FusedAdamW"] = _make_node(FUNCTIONAL_OPS["adam_update"], "FusedAdamW")
+_NODES["FusedRAdamW"] = _make_node(FUNCTIONAL_OPS["radam_update"], "FusedRAdamW")
+
+
+def node_class(name: str) -> type[torch.autograd.Function]:
+    """The autograd.Function behind a named node, e.g. ``node_class("FusedAdam")``."""
+    return _NODES[name]
+
+
+def apply_functional(op_name: str, lists: Sequence[Sequence[torch.Tensor]], kwargs: dict[str, Any],
+                     node: str | None = None) -> tuple[list[torch.Tensor], ...]:
+    """Runs a functional op, through its named autograd node when any input needs a gradient.
+
+    Args:
+        op_name: a key of :data:`FUNCTIONAL_OPS`.
+        lists: the op's positional tensor lists, in schema order.
+        kwargs: the op's keyword-only hyper-parameters.
+        node: node class name; defaults to the op's own (``FusedAdam`` for ``adam_update``).
+
+    Returns:
+        The op's output lists.
+    """
+    spec = FUNCTIONAL_OPS[op_name]
+    lists = [x if type(x) is list else list(x) for x in lists]
+    if not lists[0]:  # nothing to update (an op call without tensors has no device to dispatch on)
+        return tuple([] for _ in spec.outputs)
+    if torch.is_grad_enabled() and any(t.requires_grad for x in lists for t in x):
+        flat, sizes = _flatten(lists)
+        out_flat = _NODES[node or spec.node].apply(kwargs, sizes, *flat)
+        output_sizes = [len(lists[0]) if present(kwargs) else 0 for present in spec.outputs]
+        return tuple(_unflatten(out_flat, output_sizes))
+    return tuple(list(x) for x in spec.op(*lists, **kwargs))
+
+
+# --- typed wrappers of the in-place ops (what the drop-in optimizers call) ---------------------
+
+def sgd_step_(params: list[torch.Tensor], grads: list[torch.Tensor], momentum_buffers: list[torch.Tensor], *,
+              lr: float, momentum: float, dampening: float, weight_decay: float, nesterov: bool, maximize: bool,
+              first_step: bool) -> None:
+    """In-place SGD step; ``momentum_buffers`` is empty when ``momentum == 0`` and is overwritten
+    (started as the gradient) when ``first_step``."""
+    _lib.sgd_step_.default(params, grads, momentum_buffers, lr=lr, momentum=momentum, dampening=dampening,
+                           weight_decay=weight_decay, nesterov=nesterov, maximize=maximize, first_step=first_step)
+
+
+def adam_step_(params: list[torch.Tensor], grads: list[torch.Tensor], exp_avgs: list[torch.Tensor],
+               exp_avg_sqs: list[torch.Tensor], max_exp_avg_sqs: list[torch.Tensor], state_steps: list[torch.Tensor],
+               *, lr: float, beta1: float, beta2: float, weight_decay: float, eps: float, amsgrad: bool,
+               maximize: bool, decoupled_weight_decay: bool) -> None:
+    """In-place Adam/AdamW step; increments ``state_steps`` (torch.optim's per-parameter counters)."""
+    _lib.adam_step_.default(params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, state_steps, lr=lr, beta1=beta1,
+                            beta2=beta2, weight_decay=weight_decay, eps=eps, amsgrad=amsgrad, maximize=maximize,
+                            decoupled_weight_decay=decoupled_weight_decay)
+
+
+def rmsprop_step_(params: list[torch.Tensor], grads: list[torch.Tensor], square_avgs: list[torch.Tensor],
+                  grad_avgs: list[torch.Tensor], momentum_buffers: list[torch.Tensor],
+                  state_steps: list[torch.Tensor], *, lr: float, alpha: float, eps: float, weight_decay: float,
+                  momentum: float, centered: bool, maximize: bool) -> None:
+    """In-place RMSprop step; ``grad_avgs`` only when centered, ``momentum_buffers`` only when momentum > 0."""
+    _lib.rmsprop_step_.default(params, grads, square_avgs, grad_avgs, momentum_buffers, state_steps, lr=lr,
+                               alpha=alpha, eps=eps, weight_decay=weight_decay, momentum=momentum,
+                               centered=centered, maximize=maximize)
+
+
+def adagrad_step_(params: list[torch.Tensor], grads: list[torch.Tensor], state_sums: list[torch.Tensor],
+                  state_steps: list[torch.Tensor], *, lr: float, lr_decay: float, weight_decay: float, eps: float,
+                  maximize: bool) -> None:
+    """In-place Adagrad step."""
+    _lib.adagrad_step_.default(params, grads, state_sums, state_steps, lr=lr, lr_decay=lr_decay,
+                               weight_decay=weight_decay, eps=eps, maximize=maximize)
+
+
+def adadelta_step_(params: list[torch.Tensor], grads: list[torch.Tensor], square_avgs: list[torch.Tensor],
+                   acc_deltas: list[torch.Tensor], state_steps: list[torch.Tensor], *, lr: float, rho: float,
+                   eps: float, weight_decay: float, maximize: bool) -> None:
+    """In-place Adadelta step."""
+    _lib.adadelta_step_.default(params, grads, square_avgs, acc_deltas, state_steps, lr=lr, rho=rho, eps=eps,
+                                weight_decay=weight_decay, maximize=maximize)
+
+
+def adamax_step_(params: list[torch.Tensor], grads: list[torch.Tensor], exp_avgs: list[torch.Tensor],
+                 exp_infs: list[torch.Tensor], state_steps: list[torch.Tensor], *, lr: float, beta1: float,
+                 beta2: float, eps: float, weight_decay: float, maximize: bool) -> None:
+    """In-place Adamax step."""
+    _lib.adamax_step_.default(params, grads, exp_avgs, exp_infs, state_steps, lr=lr, beta1=beta1, beta2=beta2,
+                              eps=eps, weight_decay=weight_decay, maximize=maximize)
+
+
+def radam_step_(params: list[torch.Tensor], grads: list[torch.Tensor], exp_avgs: list[torch.Tensor],
+                exp_avg_sqs: list[torch.Tensor], state_steps: list[torch.Tensor], *, lr: float, beta1: float,
+                beta2: float, eps: float, weight_decay: float, decoupled_weight_decay: bool,
+                maximize: bool) -> None:
+    """In-place RAdam step."""
+    _lib.radam_step_.default(params, grads, exp_avgs, exp_avg_sqs, state_steps, lr=lr, beta1=beta1, beta2=beta2,
+                             eps=eps, weight_decay=weight_decay, decoupled_weight_decay=decoupled_weight_decay,
+                             maximize=maximize)

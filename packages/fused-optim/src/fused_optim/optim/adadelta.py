@@ -1,0 +1,66 @@
+"""Drop-in ``torch.optim.Adadelta`` running the fused ``adadelta_step_`` kernel."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+from fused_optim import ops
+from fused_optim.optim._common import (
+    call_bucketed,
+    new_step,
+    run_closure,
+    scalar,
+    torch_path_needed,
+)
+
+__all__ = ["Adadelta"]
+
+
+class Adadelta(torch.optim.Adadelta):
+    """``torch.optim.Adadelta`` with a fused multi-tensor step (CPU OpenMP / CUDA kernel).
+
+    Same constructor, defaults, argument checks, param groups, state keys and ``state_dict()``
+    layout as ``torch.optim.Adadelta``; see :class:`fused_optim.Adam` for the fallbacks.
+
+    >>> w = torch.nn.Parameter(torch.ones(1))
+    >>> opt = Adadelta([w], rho=0.0, eps=1.0)
+    >>> w.grad = torch.ones(1)
+    >>> opt.step()
+    >>> w.detach()
+    tensor([0.2929])
+    """
+
+    @torch.no_grad()
+    def step(self, closure: Callable[[], Any] | None = None) -> Any:  # type: ignore[override]
+        """Performs one optimization step (``closure`` re-evaluates the model and returns the loss)."""
+        if torch_path_needed(self):
+            return super().step(closure)
+        loss = run_closure(closure)
+        work = []
+        for group in self.param_groups:
+            params, grads, square_avgs, acc_deltas, steps = [], [], [], [], []
+            for p in group["params"]:
+                grad = p.grad
+                if grad is None:
+                    continue
+                if grad.is_sparse:
+                    raise RuntimeError("Adadelta does not support sparse gradients")
+                state = self.state[p]
+                if len(state) == 0:
+                    state["step"] = new_step()
+                    state["square_avg"] = torch.zeros_like(p, memory_format=torch.preserve_format)
+                    state["acc_delta"] = torch.zeros_like(p, memory_format=torch.preserve_format)
+                params.append(p)
+                grads.append(grad)
+                square_avgs.append(state["square_avg"])
+                acc_deltas.append(state["acc_delta"])
+                steps.append(state["step"])
+            work.append((group, [params, grads, square_avgs, acc_deltas, steps]))
+        for group, lists in work:
+            kwargs = {"lr": scalar(group["lr"]), "rho": scalar(group["rho"]), "eps": scalar(group["eps"]),
+                      "weight_decay": scalar(group["weight_decay"]), "maximize": bool(group["maximize"])}
+            call_bucketed(ops.adadelta_step_, lists, 4, kwargs)
+        return loss

@@ -1,0 +1,68 @@
+"""Drop-in ``torch.optim.Adamax`` running the fused ``adamax_step_`` kernel."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+from fused_optim import ops
+from fused_optim.optim._common import (
+    call_bucketed,
+    new_step,
+    run_closure,
+    scalar,
+    torch_path_needed,
+)
+
+__all__ = ["Adamax"]
+
+
+class Adamax(torch.optim.Adamax):
+    """``torch.optim.Adamax`` with a fused multi-tensor step (CPU OpenMP / CUDA kernel).
+
+    Same constructor, defaults, argument checks, param groups, state keys and ``state_dict()``
+    layout as ``torch.optim.Adamax``; see :class:`fused_optim.Adam` for the fallbacks.
+
+    >>> w = torch.nn.Parameter(torch.ones(1))
+    >>> opt = Adamax([w], lr=0.1, eps=0.0)
+    >>> w.grad = torch.full((1,), 4.0)
+    >>> opt.step()
+    >>> w.detach()
+    tensor([0.9000])
+    """
+
+    @torch.no_grad()
+    def step(self, closure: Callable[[], Any] | None = None) -> Any:  # type: ignore[override]
+        """Performs one optimization step (``closure`` re-evaluates the model and returns the loss)."""
+        if torch_path_needed(self):
+            return super().step(closure)
+        loss = run_closure(closure)
+        work = []
+        for group in self.param_groups:
+            params, grads, exp_avgs, exp_infs, steps = [], [], [], [], []
+            for p in group["params"]:
+                grad = p.grad
+                if grad is None:
+                    continue
+                if grad.is_sparse:
+                    raise RuntimeError("Adamax does not support sparse gradients")
+                state = self.state[p]
+                if len(state) == 0:
+                    state["step"] = new_step()
+                    state["exp_avg"] = torch.zeros_like(p, memory_format=torch.preserve_format)
+                    state["exp_inf"] = torch.zeros_like(p, memory_format=torch.preserve_format)
+                params.append(p)
+                grads.append(grad)
+                exp_avgs.append(state["exp_avg"])
+                exp_infs.append(state["exp_inf"])
+                steps.append(state["step"])
+            work.append((group, [params, grads, exp_avgs, exp_infs, steps]))
+        for group, lists in work:
+            beta1, beta2 = group["betas"]
+            kwargs = {"lr": scalar(group["lr"]), "beta1": scalar(beta1), "beta2": scalar(beta2),
+                      "eps": scalar(group["eps"]), "weight_decay": scalar(group["weight_decay"]),
+                      "maximize": bool(group["maximize"])}
+            call_bucketed(ops.adamax_step_, lists, 4, kwargs)
+        return loss

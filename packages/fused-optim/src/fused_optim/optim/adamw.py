@@ -1,0 +1,29 @@
+"""Drop-in ``torch.optim.AdamW`` running the fused ``adam_step_`` kernel (decoupled decay)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+from fused_optim.optim.adam import adam_step
+
+__all__ = ["AdamW"]
+
+
+class AdamW(torch.optim.AdamW):
+    """``torch.optim.AdamW`` with a fused multi-tensor step; see :class:`fused_optim.Adam`.
+
+    >>> w = torch.nn.Parameter(torch.ones(2))
+    >>> opt = AdamW([w], lr=0.1, weight_decay=0.5)
+    >>> w.grad = torch.zeros(2)
+    >>> opt.step()
+    >>> w.detach()
+    tensor([0.9500, 0.9500])
+    """
+
+    @torch.no_grad()
+    def step(self, closure: Callable[[], Any] | None = None) -> Any:  # type: ignore[override]
+        """Performs one optimization step (``closure`` re-evaluates the model and returns the loss)."""
+        return adam_step(self, closure, "AdamW", super().step)

@@ -1,0 +1,103 @@
+"""Shared fixtures: sample inputs for every functional op and tolerances."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+SHAPES = [(), (5,), (2, 3)]
+
+# Each input list of a functional op is one of these kinds: they set the value range (state that
+# must be non-negative, such as second moments, or bounded away from kinks such as max/abs).
+PARAM, GRAD, ANY, POS, EMPTY, UNIT = "param", "grad", "any", "pos", "empty", "unit"
+
+
+@dataclass
+class FunctionalCase:
+    """One functional op call: ``torch.ops.fused_optim.<op>(*lists, **kwargs)``."""
+
+    op: str
+    kinds: tuple[str, ...]
+    kwargs: dict[str, Any]
+    id: str = ""
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def make(self, dtype: torch.dtype = torch.float64, shapes: list[tuple[int, ...]] | None = None,
+             seed: int = 0) -> list[list[torch.Tensor]]:
+        gen = torch.Generator().manual_seed(seed)
+        shapes = shapes or SHAPES
+        lists = []
+        for kind in self.kinds:
+            if kind == EMPTY:
+                lists.append([])
+                continue
+            lst = []
+            for shape in shapes:
+                x = torch.randn(shape, generator=gen, dtype=torch.float64)
+                if kind == POS:
+                    x = x.abs() + 0.5
+                elif kind == UNIT:
+                    x = 0.3 * torch.tanh(x)
+                lst.append(x.to(dtype))
+            lists.append(lst)
+        return lists
+
+
+def _cases() -> list[FunctionalCase]:
+    cases = []
+    sgd = ("sgd_update", dict(lr=0.1, dampening=0.0, weight_decay=0.0, nesterov=False, maximize=False))
+    for momentum, first, nesterov, damp, wd, maximize in [
+        (0.0, False, False, 0.0, 0.0, False), (0.0, False, False, 0.0, 0.1, True),
+        (0.9, True, False, 0.0, 0.1, False), (0.9, False, False, 0.2, 0.1, True),
+        (0.9, False, True, 0.0, 0.0, False), (0.9, True, True, 0.0, 0.1, True),
+    ]:
+        kw = dict(sgd[1], momentum=momentum, first_step=first, nesterov=nesterov, dampening=damp,
+                  weight_decay=wd, maximize=maximize)
+        bufs = EMPTY if momentum == 0 or first else ANY
+        cases.append(FunctionalCase("sgd_update", (PARAM, GRAD, bufs), kw, f"sgd-m{momentum}-f{first}-n{nesterov}"))
+    for amsgrad, wd, decoupled, maximize, step in [
+        (False, 0.0, False, False, 1), (True, 0.1, False, True, 3), (False, 0.1, True, False, 7),
+        (True, 0.2, True, True, 2),
+    ]:
+        kw = dict(step=step, lr=0.05, beta1=0.9, beta2=0.99, weight_decay=wd, eps=1e-3, amsgrad=amsgrad,
+                  maximize=maximize, decoupled_weight_decay=decoupled)
+        cases.append(FunctionalCase("adam_update", (PARAM, GRAD, ANY, POS, POS if amsgrad else EMPTY), kw,
+                                    f"adam-a{amsgrad}-wd{wd}-d{decoupled}-mx{maximize}"))
+    for eps_root, step in [(0.0, 1), (1e-4, 5)]:
+        kw = dict(step=step, beta1=0.9, beta2=0.999, eps=1e-3, eps_root=eps_root)
+        cases.append(FunctionalCase("adam_direction", (GRAD, ANY, POS), kw, f"direction-er{eps_root}"))
+    for centered, momentum, wd, maximize in [(False, 0.0, 0.0, False), (True, 0.0, 0.1, True),
+                                             (False, 0.9, 0.1, False), (True, 0.9, 0.0, True)]:
+        kw = dict(lr=0.01, alpha=0.9, eps=1e-3, weight_decay=wd, momentum=momentum, centered=centered,
+                  maximize=maximize)
+        kinds = (PARAM, GRAD, POS, UNIT if centered else EMPTY, ANY if momentum else EMPTY)
+        cases.append(FunctionalCase("rmsprop_update", kinds, kw, f"rmsprop-c{centered}-m{momentum}"))
+    for lr_decay, wd, maximize in [(0.0, 0.0, False), (0.1, 0.1, True)]:
+        kw = dict(step=3, lr=0.1, lr_decay=lr_decay, weight_decay=wd, eps=1e-3, maximize=maximize)
+        cases.append(FunctionalCase("adagrad_update", (PARAM, GRAD, POS), kw, f"adagrad-ld{lr_decay}"))
+    for wd, maximize in [(0.0, False), (0.1, True)]:
+        kw = dict(lr=1.0, rho=0.9, eps=1e-3, weight_decay=wd, maximize=maximize)
+        cases.append(FunctionalCase("adadelta_update", (PARAM, GRAD, POS, POS), kw, f"adadelta-wd{wd}"))
+    for wd, maximize in [(0.0, False), (0.1, True)]:
+        kw = dict(step=2, lr=0.02, beta1=0.9, beta2=0.999, eps=1e-3, weight_decay=wd, maximize=maximize)
+        cases.append(FunctionalCase("adamax_update", (PARAM, GRAD, ANY, POS), kw, f"adamax-wd{wd}"))
+    for step, wd, decoupled, maximize in [(2, 0.0, False, False), (10, 0.1, False, True), (10, 0.1, True, False)]:
+        kw = dict(step=step, lr=0.01, beta1=0.9, beta2=0.999, eps=1e-3, weight_decay=wd,
+                  decoupled_weight_decay=decoupled, maximize=maximize)
+        cases.append(FunctionalCase("radam_update", (PARAM, GRAD, ANY, POS), kw, f"radam-s{step}-d{decoupled}"))
+    return cases
+
+
+FUNCTIONAL_CASES = _cases()
+
+
+def op(name: str) -> Callable[..., Any]:
+    return getattr(torch.ops.fused_optim, name).default
+
+
+def tolerances(dtype: torch.dtype) -> dict[str, float]:
+    return {torch.float64: dict(rtol=1e-12, atol=1e-14), torch.float32: dict(rtol=1e-6, atol=1e-7)}.get(
+        dtype, dict(rtol=2e-2, atol=2e-2))

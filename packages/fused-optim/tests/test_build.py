@@ -1,0 +1,128 @@
+"""Build metadata, and proof that every CUDA source compiles (nvcc, compile-only: CI has no GPU)."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+import torch
+
+import fused_optim
+
+PACKAGE = Path(__file__).resolve().parents[1]
+CUDA_SOURCES = sorted((PACKAGE / "csrc" / "cuda").glob("*.cu"))
+
+
+def test_build_info():
+    info = fused_optim.BUILD_INFO
+    assert set(info) >= {"compiler", "cxx_standard", "cxx11_abi", "cuda", "openmp", "torch_version"}
+    assert info["torch_version"] == torch.__version__
+    assert info["cxx11_abi"] == torch.compiled_with_cxx11_abi()
+    assert info["cxx_standard"] >= 202002
+    assert isinstance(info["cuda"], bool) and isinstance(info["compiler"], str) and info["compiler"]
+    assert info["openmp"]
+    if torch.version.cuda is None:  # a CPU-only torch can only give a CPU-only build
+        assert info["cuda"] is False
+
+
+def test_version_is_declared_once():
+    from fused_optim.version import __version__
+
+    assert fused_optim.__version__ == __version__
+    assert re.fullmatch(r"\d+\.\d+\.\d+", __version__)
+    pyproject = (PACKAGE / "pyproject.toml").read_text()
+    assert __version__ not in pyproject  # read by the regex provider, never repeated
+
+
+def test_cpu_kernels_use_several_threads_when_allowed():
+    # A large call goes through at::parallel_for; torch's thread setting is honoured.
+    old = torch.get_num_threads()
+    try:
+        for threads in (1, 2):
+            torch.set_num_threads(threads)
+            p = [torch.zeros(1 << 18)]
+            torch.ops.fused_optim.sgd_step_(p, [torch.ones(1 << 18)], [], lr=1.0, momentum=0.0, dampening=0.0,
+                                           weight_decay=0.0, nesterov=False, maximize=False, first_step=False)
+            assert torch.equal(p[0], torch.full((1 << 18,), -1.0))
+    finally:
+        torch.set_num_threads(old)
+
+
+def _nvcc() -> str | None:
+    return shutil.which("nvcc") or (os.path.exists("/usr/local/cuda/bin/nvcc") and "/usr/local/cuda/bin/nvcc") or None
+
+
+@pytest.mark.skipif(not CUDA_SOURCES, reason="CUDA sources not shipped with this install")
+@pytest.mark.skipif(_nvcc() is None, reason="nvcc not found")
+def test_every_cuda_source_compiles(tmp_path):
+    # The .cu files depend on the math headers and the CUDA runtime only, so this needs no CUDA torch.
+    nvcc = _nvcc()
+
+    def compile_one(src: Path) -> tuple[Path, subprocess.CompletedProcess]:
+        cmd = [nvcc, "-std=c++20", "-c", str(src), "-o", str(tmp_path / (src.stem + ".o")),
+               "-I", str(PACKAGE / "csrc"), "-I", str(PACKAGE / "include"),
+               "-arch=compute_80", "-code=compute_80",  # PTX only: skips ptxas, checks the same code
+               "-Xcompiler", "-Wall", "-Werror", "all-warnings"]
+        return src, subprocess.run(cmd, capture_output=True, text=True, check=False)
+
+    with ThreadPoolExecutor(max_workers=min(2, os.cpu_count() or 1)) as pool:
+        results = list(pool.map(compile_one, CUDA_SOURCES))
+    failures = [f"{src.name}:\n{r.stdout}{r.stderr}" for src, r in results if r.returncode != 0]
+    assert not failures, "\n".join(failures)
+    assert {s.stem for s in CUDA_SOURCES} == {"sgd", "adam", "rmsprop", "adagrad", "adadelta", "adamax", "radam"}
+
+
+def test_doctests():
+    import doctest
+    import importlib
+
+    modules = ["fused_optim.functional"] + [f"fused_optim.optim.{m}" for m in (
+        "sgd", "adam", "adamw", "rmsprop", "adagrad", "adadelta", "adamax", "radam")]
+    failed = 0
+    for name in modules:
+        result = doctest.testmod(importlib.import_module(name), optionflags=doctest.ELLIPSIS)
+        assert result.attempted > 0, name
+        failed += result.failed
+    assert failed == 0
+
+
+def test_import_does_not_need_other_stack_packages():
+    code = "import sys; import fused_optim; assert 'optree_core' not in sys.modules and 'diffopt' not in sys.modules"
+    subprocess.run([sys.executable, "-c", code], check=True)
+
+
+_AVX2_CHECK = """
+import sys, torch, fused_optim
+from helpers import FUNCTIONAL_CASES, op
+out = {}
+for case in FUNCTIONAL_CASES:
+    for dtype in (torch.float32, torch.float64):
+        lists = case.make(dtype, shapes=[(1000,), (3, 7)])
+        out[(case.id, str(dtype))] = op(case.op)(*lists, **case.kwargs)
+torch.save(out, sys.argv[1])
+"""
+
+
+def test_avx2_and_baseline_loops_agree_bitwise(tmp_path):
+    # The CPU loops are built for the baseline ISA and for AVX2 (picked at run time); without FMA
+    # contraction both must give bit-identical results.
+    results = []
+    for flag in ("0", "1"):
+        env = dict(os.environ, PYTHONPATH=str(Path(__file__).parent))
+        env.pop("FUSED_OPTIM_NO_AVX2", None)
+        if flag == "1":
+            env["FUSED_OPTIM_NO_AVX2"] = "1"
+        path = tmp_path / f"out{flag}.pt"
+        subprocess.run([sys.executable, "-c", _AVX2_CHECK, str(path)], check=True, env=env)
+        results.append(torch.load(path))
+    assert results[0].keys() == results[1].keys()
+    for key in results[0]:
+        for a, b in zip(results[0][key], results[1][key]):
+            for x, y in zip(a, b):
+                assert torch.equal(x, y), key

@@ -1,0 +1,183 @@
+"""The custom ops themselves: torch.library.opcheck on every op, and argument checking that
+leaves the caller's tensors untouched."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from helpers import FUNCTIONAL_CASES, op
+
+from fused_optim.ops import FUNCTIONAL_OPS, STEP_OPS
+
+# One representative of each functional op (the first case of each).
+_FIRST = {}
+for _c in FUNCTIONAL_CASES:
+    _FIRST.setdefault(_c.op, _c)
+_RICH = {c.op: c for c in FUNCTIONAL_CASES}  # the last case: the most options switched on
+
+
+def _step_args(name: str, dtype=torch.float32):
+    gen = torch.Generator().manual_seed(0)
+    shapes = [(3,), (2, 2)]
+
+    def lst(pos=False):
+        out = [torch.randn(s, generator=gen, dtype=dtype) for s in shapes]
+        return [t.abs() + 0.5 for t in out] if pos else out
+
+    def steps():
+        return [torch.tensor(0.0) for _ in shapes]
+
+    p, g = lst(), lst()
+    if name == "sgd_step_":
+        return (p, g, lst()), dict(lr=0.1, momentum=0.9, dampening=0.0, weight_decay=0.1, nesterov=True,
+                                   maximize=False, first_step=False)
+    if name == "adam_step_":
+        return (p, g, lst(), lst(True), lst(True), steps()), dict(
+            lr=0.1, beta1=0.9, beta2=0.99, weight_decay=0.1, eps=1e-8, amsgrad=True, maximize=True,
+            decoupled_weight_decay=True)
+    if name == "rmsprop_step_":
+        return (p, g, lst(True), [0.1 * t for t in lst()], lst(), steps()), dict(
+            lr=0.01, alpha=0.9, eps=1e-8, weight_decay=0.1, momentum=0.9, centered=True, maximize=False)
+    if name == "adagrad_step_":
+        return (p, g, lst(True), steps()), dict(lr=0.1, lr_decay=0.01, weight_decay=0.1, eps=1e-10,
+                                                maximize=False)
+    if name == "adadelta_step_":
+        return (p, g, lst(True), lst(True), steps()), dict(lr=1.0, rho=0.9, eps=1e-6, weight_decay=0.1,
+                                                          maximize=True)
+    if name == "adamax_step_":
+        return (p, g, lst(), lst(True), steps()), dict(lr=0.01, beta1=0.9, beta2=0.999, eps=1e-8,
+                                                      weight_decay=0.1, maximize=False)
+    if name == "radam_step_":
+        return (p, g, lst(), lst(True), steps()), dict(lr=0.01, beta1=0.9, beta2=0.999, eps=1e-8,
+                                                      weight_decay=0.1, decoupled_weight_decay=True,
+                                                      maximize=False)
+    raise AssertionError(name)
+
+
+@pytest.mark.parametrize("name", STEP_OPS)
+def test_opcheck_step_ops(name):
+    args, kwargs = _step_args(name)
+    torch.library.opcheck(op(name), args, kwargs)
+
+
+@pytest.mark.parametrize("name", sorted(FUNCTIONAL_OPS))
+def test_opcheck_functional_ops(name):
+    case = _RICH[name]
+    lists = [[t.float().requires_grad_() for t in lst] for lst in case.make()]
+    torch.library.opcheck(op(name), tuple(lists), case.kwargs)
+
+
+@pytest.mark.parametrize("name", sorted(FUNCTIONAL_OPS))
+def test_opcheck_backward_ops(name):
+    spec = FUNCTIONAL_OPS[name]
+    case = _RICH[name]
+    lists = [[t.float() for t in lst] for lst in case.make()]
+    outputs = op(name)(*lists, **case.kwargs)
+    grads = [[torch.ones_like(t) for t in out] for out in outputs]
+    grads[-1] = [None] * len(grads[-1])  # an unused output: None entries mean zeros
+    saved = [lists[i] for i in spec.saved]
+    torch.library.opcheck(op(name + "_backward"), (*grads, *saved), case.kwargs)
+
+
+def test_step_op_matches_functional_op():
+    case = _RICH["adam_update"]
+    lists = case.make()
+    steps = [torch.tensor(float(case.kwargs["step"] - 1)) for _ in lists[0]]
+    expected = op("adam_update")(*lists, **case.kwargs)
+    kwargs = {k: v for k, v in case.kwargs.items() if k != "step"}
+    op("adam_step_")(lists[0], lists[1], lists[2], lists[3], lists[4], steps, **kwargs)
+    for got, want in zip([lists[0], lists[2], lists[3], lists[4]], expected):
+        for a, b in zip(got, want):
+            torch.testing.assert_close(a, b, rtol=0, atol=0)
+    assert all(s.item() == case.kwargs["step"] for s in steps)
+
+
+def _adam_call(params, grads, m, v, steps, **overrides):
+    kwargs = dict(lr=0.1, beta1=0.9, beta2=0.999, weight_decay=0.0, eps=1e-8, amsgrad=False, maximize=False,
+                  decoupled_weight_decay=False)
+    kwargs.update(overrides)
+    op("adam_step_")(params, grads, m, v, [], steps, **kwargs)
+
+
+@pytest.mark.parametrize("mutate, error, match", [
+    (lambda a: a[1].__setitem__(1, torch.ones(5)), ValueError, "shape"),
+    (lambda a: a[1].__setitem__(1, torch.ones(3, dtype=torch.float64)), TypeError, "dtype"),
+    (lambda a: a[0].__setitem__(1, torch.ones(3, dtype=torch.float64)), TypeError, "mixed dtypes"),
+    (lambda a: a[0].__setitem__(1, torch.ones(3, dtype=torch.int64)), TypeError, "dtype"),
+    (lambda a: a[0].__setitem__(1, torch.ones(3, dtype=torch.complex64)), TypeError, "complex"),
+    (lambda a: a[1].__setitem__(1, torch.ones(3).to_sparse()), ValueError, "sparse|layout"),
+    (lambda a: a[1].pop(), ValueError, "grads has 1 tensors"),
+    (lambda a: a[2].__setitem__(0, a[0][0]), ValueError, "shares memory"),
+    (lambda a: a[0].__setitem__(1, a[0][0]), ValueError, "appears twice|shape"),
+    (lambda a: a[4].__setitem__(0, torch.ones(2)), ValueError, "one-element"),
+])
+def test_bad_arguments_leave_tensors_untouched(mutate, error, match):
+    params = [torch.ones(3), torch.full((3,), 2.0)]
+    args = [params, [torch.ones(3), torch.ones(3)], [torch.zeros(3), torch.zeros(3)],
+            [torch.zeros(3), torch.zeros(3)], [torch.tensor(0.0), torch.tensor(0.0)]]
+    mutate(args)
+    snapshot = [[t.clone() for t in lst] for lst in args]
+    with pytest.raises(error, match=match):
+        _adam_call(*args)
+    for lst, old in zip(args, snapshot):
+        for t, o in zip(lst, old):
+            assert torch.equal(t.to_dense(), o.to_dense())
+
+
+@pytest.mark.parametrize("overrides, match", [
+    (dict(lr=-0.1), "learning rate"), (dict(beta1=1.0), "beta1"), (dict(beta2=-0.5), "beta2"),
+    (dict(eps=-1.0), "epsilon"), (dict(weight_decay=-1.0), "weight_decay"),
+])
+def test_bad_hyper_parameters_raise_value_error(overrides, match):
+    p, steps = [torch.ones(3)], [torch.tensor(0.0)]
+    with pytest.raises(ValueError, match=match):
+        _adam_call(p, [torch.ones(3)], [torch.zeros(3)], [torch.zeros(3)], steps, **overrides)
+    assert torch.equal(p[0], torch.ones(3)) and steps[0].item() == 0.0
+
+
+def test_state_lists_must_match_options():
+    p = [torch.ones(2)]
+    with pytest.raises(ValueError, match="max_exp_avg_sqs must be empty"):
+        op("adam_step_")(p, [torch.ones(2)], [torch.zeros(2)], [torch.zeros(2)], [torch.zeros(2)],
+                         [torch.tensor(0.0)], lr=0.1, beta1=0.9, beta2=0.9, weight_decay=0.0, eps=1e-8,
+                         amsgrad=False, maximize=False, decoupled_weight_decay=False)
+    with pytest.raises(ValueError, match="Nesterov"):
+        op("sgd_step_")(p, [torch.ones(2)], [torch.zeros(2)], lr=0.1, momentum=0.0, dampening=0.0,
+                        weight_decay=0.0, nesterov=True, maximize=False, first_step=False)
+
+
+def test_empty_lists_are_a_no_op():
+    from fused_optim import functional as F
+
+    out = F.adam_update([], [], [], [], 1)
+    assert all(len(x) == 0 for x in out)
+
+
+def test_large_and_empty_tensors_in_one_call():
+    # Several chunks per tensor and a zero-element tensor, through the parallel path.
+    params = [torch.randn(100_003), torch.empty(0), torch.randn(7)]
+    grads = [torch.randn_like(p) for p in params]
+    expected = [p - 0.1 * g for p, g in zip(params, grads)]
+    op("sgd_step_")(params, grads, [], lr=0.1, momentum=0.0, dampening=0.0, weight_decay=0.0, nesterov=False,
+                    maximize=False, first_step=False)
+    for p, e in zip(params, expected):
+        torch.testing.assert_close(p, e, rtol=0, atol=0)
+
+
+def test_non_contiguous_tensors_are_updated_in_place():
+    base = torch.randn(4, 6)
+    view = base[:, ::2]  # not contiguous, not dense
+    grad = torch.randn(4, 3)
+    expected = view - 0.5 * grad
+    op("sgd_step_")([view], [grad], [], lr=0.5, momentum=0.0, dampening=0.0, weight_decay=0.0, nesterov=False,
+                    maximize=False, first_step=False)
+    torch.testing.assert_close(base[:, ::2], expected, rtol=0, atol=0)
+
+
+def test_torch_compile_functional_op():
+    case = _FIRST["adam_update"]
+    lists = [[t.float() for t in lst] for lst in case.make()]
+    fn = torch.compile(lambda *ls: op("adam_update")(*ls, **case.kwargs), backend="aot_eager", fullgraph=True)
+    for got, want in zip(fn(*lists), op("adam_update")(*lists, **case.kwargs)):
+        for a, b in zip(got, want):
+            torch.testing.assert_close(a, b)

@@ -1,0 +1,336 @@
+"""The drop-in optimizers against their torch.optim twins: every option combination for 20+ steps
+on several shapes, state_dict round trips both ways, param groups, closures, schedulers, dtypes,
+complex and sparse gradients, NaN/inf propagation."""
+
+# ruff: noqa: B023  (closures run within the loop iteration that defines them)
+from __future__ import annotations
+
+import copy
+import itertools
+
+import pytest
+import torch
+
+import fused_optim
+
+STEPS = 21
+
+
+def _configs():
+    out = []
+    for momentum, nesterov, dampening, wd, maximize in itertools.product(
+            [0.0, 0.9], [False, True], [0.0, 0.2], [0.0, 0.05], [False, True]):
+        if nesterov and (momentum == 0 or dampening != 0):
+            continue
+        if momentum == 0 and dampening != 0:
+            continue
+        out.append(("SGD", dict(lr=0.05, momentum=momentum, nesterov=nesterov, dampening=dampening,
+                                weight_decay=wd, maximize=maximize)))
+    for amsgrad, wd, decoupled, maximize in itertools.product([False, True], [0.0, 0.1], [False, True],
+                                                              [False, True]):
+        if wd == 0 and decoupled:
+            continue
+        out.append(("Adam", dict(lr=0.01, amsgrad=amsgrad, weight_decay=wd, decoupled_weight_decay=decoupled,
+                                 maximize=maximize)))
+    for amsgrad, wd, maximize in itertools.product([False, True], [0.0, 0.1], [False, True]):
+        out.append(("AdamW", dict(lr=0.01, amsgrad=amsgrad, weight_decay=wd, maximize=maximize)))
+    for centered, momentum, wd, maximize in itertools.product([False, True], [0.0, 0.9], [0.0, 0.1],
+                                                              [False, True]):
+        out.append(("RMSprop", dict(lr=0.01, centered=centered, momentum=momentum, weight_decay=wd,
+                                    maximize=maximize)))
+    for lr_decay, wd, init, maximize in itertools.product([0.0, 0.01], [0.0, 0.1], [0.0, 0.1], [False, True]):
+        out.append(("Adagrad", dict(lr=0.1, lr_decay=lr_decay, weight_decay=wd, initial_accumulator_value=init,
+                                    maximize=maximize)))
+    for rho, wd, maximize in itertools.product([0.9, 0.5], [0.0, 0.1], [False, True]):
+        out.append(("Adadelta", dict(lr=1.0, rho=rho, weight_decay=wd, maximize=maximize)))
+    for wd, maximize in itertools.product([0.0, 0.1], [False, True]):
+        out.append(("Adamax", dict(lr=0.02, weight_decay=wd, maximize=maximize)))
+    for wd, decoupled, maximize in itertools.product([0.0, 0.1], [False, True], [False, True]):
+        if wd == 0 and decoupled:
+            continue
+        out.append(("RAdam", dict(lr=0.01, weight_decay=wd, decoupled_weight_decay=decoupled, maximize=maximize)))
+    return out
+
+
+CONFIGS = [pytest.param(name, kw, id=f"{name}-" + "-".join(f"{k}={v}" for k, v in kw.items()))
+           for name, kw in _configs()]
+TOL = {torch.float64: dict(rtol=1e-12, atol=1e-14), torch.float32: dict(rtol=1e-6, atol=1e-6)}
+
+
+def _params(dtype, seed=0):
+    gen = torch.Generator().manual_seed(seed)
+    tensors = [
+        torch.randn((), generator=gen, dtype=dtype),            # 0-d
+        torch.randn(7, generator=gen, dtype=dtype),
+        torch.randn(5, 3, generator=gen, dtype=dtype).t(),      # non-contiguous (transposed)
+        torch.randn(2, 3, 4, generator=gen, dtype=dtype),
+    ]
+    return [t.clone().requires_grad_() if t.is_contiguous() else t.detach().requires_grad_() for t in tensors]
+
+
+def _grads(params, step, seed=100):
+    gen = torch.Generator().manual_seed(seed + step)
+    return [torch.randn(p.shape, generator=gen, dtype=p.dtype) for p in params]
+
+
+def _run_both(name, kwargs, dtype, steps=STEPS, make_params=_params):
+    ref_params = make_params(dtype)
+    our_params = [p.detach().clone().requires_grad_() for p in ref_params]
+    ref = getattr(torch.optim, name)(ref_params, **kwargs)
+    ours = getattr(fused_optim, name)(our_params, **kwargs)
+    for step in range(steps):
+        for a, b, g in zip(ref_params, our_params, _grads(ref_params, step)):
+            a.grad, b.grad = g.clone(), g.clone()
+        ref.step()
+        ours.step()
+    return ref, ours, ref_params, our_params
+
+
+def _assert_state_close(ref, ours, tol):
+    rs, os_ = ref.state_dict(), ours.state_dict()
+    assert rs["param_groups"] == os_["param_groups"]
+    assert rs["state"].keys() == os_["state"].keys()
+    for k in rs["state"]:
+        assert rs["state"][k].keys() == os_["state"][k].keys()
+        for key, a in rs["state"][k].items():
+            b = os_["state"][k][key]
+            if a is None:
+                assert b is None
+            else:
+                assert a.dtype == b.dtype and a.shape == b.shape and a.device == b.device
+                torch.testing.assert_close(b, a, **tol)
+
+
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
+@pytest.mark.parametrize("name, kwargs", CONFIGS)
+def test_matches_torch_optim(name, kwargs, dtype):
+    ref, ours, ref_params, our_params = _run_both(name, kwargs, dtype)
+    tol = dict(TOL[dtype])
+    if dtype == torch.float32 and kwargs.get("centered"):
+        # sqrt(v - grad_avg^2) cancels, amplifying last-bit differences (torch's vectorized lerp
+        # rounds once through an FMA, the portable kernel twice) about tenfold.
+        tol["atol"] = 5e-6
+    for a, b in zip(ref_params, our_params):
+        torch.testing.assert_close(b, a, **tol)
+    _assert_state_close(ref, ours, tol)
+
+
+NAMES = ["SGD", "Adam", "AdamW", "RMSprop", "Adagrad", "Adadelta", "Adamax", "RAdam"]
+RICH = {"SGD": dict(lr=0.05, momentum=0.9), "Adam": dict(lr=0.01, amsgrad=True), "AdamW": dict(lr=0.01),
+        "RMSprop": dict(lr=0.01, centered=True, momentum=0.5), "Adagrad": dict(lr=0.1, lr_decay=0.01),
+        "Adadelta": dict(), "Adamax": dict(lr=0.02), "RAdam": dict(lr=0.01)}
+
+
+@pytest.mark.parametrize("name", NAMES)
+@pytest.mark.parametrize("direction", ["torch->ours", "ours->torch"])
+def test_state_dict_round_trip(name, direction):
+    kwargs = RICH[name]
+    src_cls, dst_cls = ((getattr(torch.optim, name), getattr(fused_optim, name)) if direction == "torch->ours"
+                        else (getattr(fused_optim, name), getattr(torch.optim, name)))
+    params = _params(torch.float64)
+    opt = src_cls(params, **kwargs)
+    for step in range(5):
+        for p, g in zip(params, _grads(params, step)):
+            p.grad = g
+        opt.step()
+    # Continue from the checkpoint with both classes: same numbers.
+    cont = {}
+    for label, cls in (("src", src_cls), ("dst", dst_cls)):
+        ps = [p.detach().clone().requires_grad_() for p in params]
+        o = cls(ps, **kwargs)
+        o.load_state_dict(copy.deepcopy(opt.state_dict()))
+        for step in range(5, 10):
+            for p, g in zip(ps, _grads(ps, step)):
+                p.grad = g
+            o.step()
+        cont[label] = (o, ps)
+    for a, b in zip(cont["src"][1], cont["dst"][1]):
+        torch.testing.assert_close(b, a, rtol=1e-12, atol=1e-14)
+    _assert_state_close(cont["src"][0], cont["dst"][0], dict(rtol=1e-12, atol=1e-14))
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_param_groups_add_param_group_closure_and_scheduler(name):
+    def build(module):
+        torch.manual_seed(0)
+        a = torch.randn(4, dtype=torch.float64, requires_grad=True)
+        b = torch.randn(3, 2, dtype=torch.float64, requires_grad=True)
+        c = torch.randn(5, dtype=torch.float64, requires_grad=True)
+        opt = getattr(module, name)([{"params": [a]}, {"params": [b], "lr": 0.003}], lr=0.01)
+        sched = torch.optim.lr_scheduler.StepLR(opt, step_size=3, gamma=0.5)
+        return opt, sched, (a, b, c)
+
+    results = []
+    for module in (torch.optim, fused_optim):
+        opt, sched, (a, b, c) = build(module)
+        losses = []
+        for step in range(12):
+            if step == 4:
+                opt.add_param_group({"params": [c]})
+
+            def closure():
+                opt.zero_grad()
+                loss = (a.sin().sum() + (b * b).sum() + (c.cos().sum() if step >= 4 else 0)) * (1 + step % 3)
+                loss.backward()
+                return loss
+
+            losses.append(float(opt.step(closure)))
+            sched.step()
+        results.append((losses, [t.detach().clone() for t in (a, b, c)], opt.param_groups[0]["lr"]))
+    assert results[0][0] == pytest.approx(results[1][0], rel=1e-12)
+    for x, y in zip(results[0][1], results[1][1]):
+        torch.testing.assert_close(y, x, rtol=1e-12, atol=1e-14)
+    assert results[0][2] == results[1][2]
+
+
+@pytest.mark.parametrize("name", ["Adam", "SGD", "RMSprop"])
+def test_tensor_lr(name):
+    kw = dict(RICH[name], lr=torch.tensor(0.01, dtype=torch.float64))
+    _, _, rp, op = _run_both(name, kw, torch.float64, steps=5)
+    for a, b in zip(rp, op):
+        torch.testing.assert_close(b, a, rtol=1e-12, atol=1e-14)
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_grad_none_params_are_skipped_and_zero_grad(name):
+    p = [torch.ones(3, requires_grad=True), torch.ones(2, requires_grad=True)]
+    opt = getattr(fused_optim, name)(p, **RICH[name])
+    p[0].grad = torch.ones(3)
+    opt.step()
+    assert torch.equal(p[1].detach(), torch.ones(2))
+    assert p[1] not in opt.state or not opt.state[p[1]] or name == "Adagrad"
+    opt.zero_grad()
+    assert p[0].grad is None
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_mixed_dtypes_in_one_group(name):
+    def make(dtype):
+        del dtype
+        gen = torch.Generator().manual_seed(3)
+        return [torch.randn(4, generator=gen, dtype=torch.float32).requires_grad_(),
+                torch.randn(3, generator=gen, dtype=torch.float64).requires_grad_()]
+
+    _, _, rp, op = _run_both(name, RICH[name], None, steps=5, make_params=make)
+    torch.testing.assert_close(op[0], rp[0], rtol=1e-6, atol=1e-6)
+    torch.testing.assert_close(op[1], rp[1], rtol=1e-12, atol=1e-14)
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("name", NAMES)
+def test_low_precision_params_use_float32_math(name, dtype):
+    # Reference: torch.optim on float32 copies. Our kernel rounds once per state per step, torch
+    # rounds after every elementary op, so compare against float32 with the storage precision.
+    kw = RICH[name]
+    gen = torch.Generator().manual_seed(0)
+    p32 = [torch.randn(64, generator=gen).requires_grad_()]
+    plo = [p32[0].detach().to(dtype).requires_grad_()]
+    ref, ours = getattr(torch.optim, name)(p32, **kw), getattr(fused_optim, name)(plo, **kw)
+    for step in range(5):
+        g = torch.randn(64, generator=torch.Generator().manual_seed(step))
+        p32[0].grad, plo[0].grad = g.clone(), g.to(dtype)
+        ref.step()
+        ours.step()
+    assert plo[0].dtype == dtype
+    tol = 1e-2 if dtype == torch.float16 else 3e-2
+    torch.testing.assert_close(plo[0].float(), p32[0].detach(), rtol=tol, atol=tol)
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_complex_params_match_torch(name):
+    def make(dtype):
+        del dtype
+        gen = torch.Generator().manual_seed(5)
+        return [torch.randn(4, generator=gen, dtype=torch.complex128).requires_grad_()]
+
+    _, _, rp, op = _run_both(name, RICH[name], None, steps=6, make_params=make)
+    torch.testing.assert_close(op[0], rp[0], rtol=1e-12, atol=1e-14)
+
+
+@pytest.mark.parametrize("name", ["Adam", "AdamW", "RMSprop", "Adadelta", "Adamax", "RAdam"])
+def test_sparse_gradients_rejected_like_torch(name):
+    p = torch.ones(3, requires_grad=True)
+    opt = getattr(fused_optim, name)([p])
+    p.grad = torch.ones(3).to_sparse()
+    with pytest.raises(RuntimeError, match="does not support sparse gradients"):
+        opt.step()
+    assert torch.equal(p.detach(), torch.ones(3))
+
+
+@pytest.mark.parametrize("name", ["SGD", "Adagrad"])
+def test_sparse_gradients_supported_where_torch_supports_them(name):
+    def make(dtype):
+        del dtype
+        return [torch.ones(5, dtype=torch.float64, requires_grad=True)]
+
+    ref_p, our_p = make(None), make(None)
+    ref, ours = getattr(torch.optim, name)(ref_p, lr=0.1), getattr(fused_optim, name)(our_p, lr=0.1)
+    for _ in range(3):
+        g = torch.tensor([0.0, 1.0, 0.0, -2.0, 0.0], dtype=torch.float64).to_sparse()
+        ref_p[0].grad, our_p[0].grad = g.clone(), g.clone()
+        ref.step()
+        ours.step()
+    torch.testing.assert_close(our_p[0], ref_p[0], rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_nan_and_inf_propagate_like_torch(name):
+    def make(dtype):
+        del dtype
+        return [torch.linspace(-1, 1, 6, dtype=torch.float64).requires_grad_()]
+
+    ref_p, our_p = make(None), make(None)
+    ref = getattr(torch.optim, name)(ref_p, **RICH[name])
+    ours = getattr(fused_optim, name)(our_p, **RICH[name])
+    grads = [torch.tensor([0.5, float("nan"), -0.5, 1.0, 0.0, 2.0], dtype=torch.float64),
+             torch.tensor([float("inf"), 1.0, 0.0, float("-inf"), 0.3, 0.1], dtype=torch.float64),
+             torch.tensor([0.1, 0.2, 0.3, 0.4, 0.5, 0.6], dtype=torch.float64)]
+    for g in grads:
+        ref_p[0].grad, our_p[0].grad = g.clone(), g.clone()
+        ref.step()
+        ours.step()
+    torch.testing.assert_close(our_p[0], ref_p[0], rtol=1e-12, atol=1e-14, equal_nan=True)
+
+
+def test_constructor_checks_are_torch_optim_s():
+    p = [torch.ones(1, requires_grad=True)]
+    for name, bad in [("Adam", dict(lr=-1.0)), ("Adam", dict(betas=(1.0, 0.9))), ("Adam", dict(eps=-1.0)),
+                      ("SGD", dict(lr=0.1, nesterov=True)), ("RMSprop", dict(alpha=-1.0)),
+                      ("Adagrad", dict(lr_decay=-1.0)), ("Adadelta", dict(rho=1.5)),
+                      ("Adamax", dict(weight_decay=-1.0)), ("RAdam", dict(betas=(0.9, 1.0)))]:
+        with pytest.raises(ValueError) as theirs:
+            getattr(torch.optim, name)(p, **bad)
+        with pytest.raises(ValueError) as ours:
+            getattr(fused_optim, name)(p, **bad)
+        assert str(ours.value) == str(theirs.value)
+
+
+def test_subclasses_of_torch_optim():
+    for name in NAMES:
+        cls = getattr(fused_optim, name)
+        assert issubclass(cls, torch.optim.Optimizer) and issubclass(cls, getattr(torch.optim, name))
+
+
+def test_differentiable_groups_fall_back_to_torch():
+    # differentiable=True updates non-leaf params in place inside the autograd graph: torch's path.
+    leaf = torch.ones(3, dtype=torch.float64, requires_grad=True)
+    results = []
+    for cls in (fused_optim.Adam, torch.optim.Adam):
+        p = leaf * 1.0
+        p.retain_grad()
+        opt = cls([p], lr=0.1, differentiable=True)
+        p.grad = torch.full((3,), 0.5, dtype=torch.float64)
+        opt.step()
+        results.append(torch.autograd.grad(p.sum(), leaf)[0])
+    torch.testing.assert_close(results[0], results[1])
+
+
+def test_step_hooks_run():
+    p = torch.ones(2, requires_grad=True)
+    opt = fused_optim.Adam([p])
+    calls = []
+    opt.register_step_pre_hook(lambda *a: calls.append("pre"))
+    opt.register_step_post_hook(lambda *a: calls.append("post"))
+    p.grad = torch.ones(2)
+    opt.step()
+    assert calls == ["pre", "post"]
