@@ -42,7 +42,7 @@ def test_refuses_older_or_malformed_versions(repo):
 
 
 def test_real_packages_have_one_version_string():
-    for package, name in bump_version.IMPORT_NAMES.items():
+    for package in bump_version.IMPORT_NAMES:
         pkg = ROOT / "packages" / package
         if not pkg.exists():
             continue
