@@ -114,7 +114,13 @@ void BuildTreeSpecSubmodule(nb::module_& m) {
       .value("STRUCTSEQUENCE", PyTreeKind::kStructSequence)
       .value("FROZENDICT", PyTreeKind::kFrozenDict);
 
-  auto spec = nb::class_<PyTreeSpec>(m, "PyTreeSpec");
+  auto spec = nb::class_<PyTreeSpec>(
+      m, "PyTreeSpec",
+      "The structure of a pytree: its nodes (kinds, keys, types, metadata) without the leaves.\n\n"
+      "Immutable, hashable, picklable. Made by tree_flatten / tree_structure or the treespec_*\n"
+      "constructors; rebuilds trees with unflatten(leaves). num_leaves, num_nodes, children(),\n"
+      "paths(), entries(), flatten_up_to(tree), compose(inner), is_prefix(other) and the\n"
+      "comparison operators (a < b: a is a strict prefix of b) describe and relate structures.");
   spec.def("unflatten", &PyTreeSpec::Unflatten, "leaves"_a)
       .def("flatten_up_to", &PyTreeSpec::FlattenUpTo, "tree"_a.none())
       .def("compose", &PyTreeSpec::Compose, "inner"_a)

@@ -33,6 +33,15 @@ class PyTreeKind(enum.IntEnum):
     FROZENDICT = 11
 
 class PyTreeSpec:
+    """
+    The structure of a pytree: its nodes (kinds, keys, types, metadata) without the leaves.
+
+    Immutable, hashable, picklable. Made by tree_flatten / tree_structure or the treespec_*
+    constructors; rebuilds trees with unflatten(leaves). num_leaves, num_nodes, children(),
+    paths(), entries(), flatten_up_to(tree), compose(inner), is_prefix(other) and the
+    comparison operators (a < b: a is a strict prefix of b) describe and relate structures.
+    """
+
     def unflatten(self, leaves: object) -> object: ...
 
     def flatten_up_to(self, tree: object | None) -> list: ...

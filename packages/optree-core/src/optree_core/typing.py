@@ -43,6 +43,11 @@ PyTreeDef = PyTreeSpec  # The name JAX uses.
 
 # Members print as <PyTreeKind.LEAF: 1>, as Python's IntEnum (and optree) do.
 PyTreeKind.__repr__ = enum.Enum.__repr__  # type: ignore[method-assign]
+PyTreeKind.__doc__ = (
+    "The kind of a pytree node (an IntEnum numbered as optree's): CUSTOM, LEAF, NONE, TUPLE, "
+    "LIST, DICT, NAMEDTUPLE, ORDEREDDICT, DEFAULTDICT, DEQUE, STRUCTSEQUENCE (FROZENDICT is "
+    "reserved). ``PyTreeSpec.kind`` is the kind of a spec's root."
+)
 
 # A pytree of T: T itself or any container of pytrees of T. Python's type system cannot say
 # this recursively without a plugin, so it is spelled as a union for readers and checkers.
