@@ -15,6 +15,7 @@ are never run.
 from __future__ import annotations
 
 import re
+import textwrap
 from pathlib import Path
 
 import pytest
@@ -52,7 +53,9 @@ def python_blocks(path: Path) -> list[tuple[int, str, str]]:
             raise AssertionError(f"{path.relative_to(ROOT)}: unclosed code fence")
         if info.split()[:1] == ["python"]:
             start = index - len(body) + 1  # 1-based line of the block's first code line
-            blocks.append((start, info, "\n".join(body) + "\n"))
+            # A fence indented inside a list item indents its code too.
+            code = textwrap.dedent("\n".join(body)) + "\n"
+            blocks.append((start, info, code))
         index += 1
     return blocks
 
@@ -125,9 +128,11 @@ def test_fence_parser_finds_blocks_and_skip_marker(tmp_path):
     sample = tmp_path / "sample.md"
     sample.write_text(
         "text\n```python\nx = 1\n```\n```bash\nls\n```\n```python no-run needs a GPU\ny\n```\n"
+        "- item\n  ```python\n  if x:\n      z = 2\n  ```\n"
     )
     blocks = python_blocks(sample)
     assert [(line, info, code) for line, info, code in blocks] == [
         (3, "python", "x = 1\n"),
         (9, "python no-run needs a GPU", "y\n"),
+        (13, "python", "if x:\n    z = 2\n"),
     ]
