@@ -81,7 +81,8 @@ enum : int { kBc1 = 0, kBc2Sqrt, kRect, kAdaptive };
   }
 
 FUSED_OPTIM_DECLARE_KERNELS(cpu)
-FUSED_OPTIM_DECLARE_KERNELS(cpu_avx2)  // the same loops built for AVX2 (x86-64 only)
+FUSED_OPTIM_DECLARE_KERNELS(cpu_avx2)    // the same loops built for AVX2 (x86-64 only)
+FUSED_OPTIM_DECLARE_KERNELS(cpu_avx512)  // and for AVX-512F
 FUSED_OPTIM_DECLARE_KERNELS(cuda)
 
 #undef FUSED_OPTIM_DECLARE_KERNELS

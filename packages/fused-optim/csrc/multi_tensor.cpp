@@ -1,10 +1,13 @@
 #include "multi_tensor.h"
 
+#include "ops/launch.h"
+
 #include <ATen/ops/empty.h>
 #include <c10/util/Exception.h>
 
 #include <algorithm>
 #include <cstdlib>
+#include <string>
 #include <utility>
 
 namespace fused_optim {
@@ -239,12 +242,23 @@ std::vector<double> IncrementSteps(at::TensorList steps) {
   return out;
 }
 
-bool UseAvx2() {
+CpuIsa SelectedCpuIsa() {
 #if defined(__x86_64__) && defined(__GNUC__)
-  static const bool use = __builtin_cpu_supports("avx2") && std::getenv("FUSED_OPTIM_NO_AVX2") == nullptr;
-  return use;
+  static const CpuIsa isa = [] {
+    CpuIsa best = CpuIsa::kBaseline;
+    if (__builtin_cpu_supports("avx2")) best = CpuIsa::kAvx2;
+    if (__builtin_cpu_supports("avx512f")) best = CpuIsa::kAvx512;
+    const char* cap = std::getenv("FUSED_OPTIM_CPU_ISA");
+    if (cap != nullptr) {
+      const std::string want(cap);
+      const CpuIsa limit = want == "baseline" ? CpuIsa::kBaseline : want == "avx2" ? CpuIsa::kAvx2 : CpuIsa::kAvx512;
+      if (limit < best) best = limit;
+    }
+    return best;
+  }();
+  return isa;
 #else
-  return false;
+  return CpuIsa::kBaseline;
 #endif
 }
 

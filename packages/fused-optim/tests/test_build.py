@@ -97,7 +97,7 @@ def test_import_does_not_need_other_stack_packages():
     subprocess.run([sys.executable, "-c", code], check=True)
 
 
-_AVX2_CHECK = """
+_ISA_CHECK = """
 import sys, torch, fused_optim
 from helpers import FUNCTIONAL_CASES, op
 out = {}
@@ -109,20 +109,19 @@ torch.save(out, sys.argv[1])
 """
 
 
-def test_avx2_and_baseline_loops_agree_bitwise(tmp_path):
-    # The CPU loops are built for the baseline ISA and for AVX2 (picked at run time); without FMA
-    # contraction both must give bit-identical results.
+def test_every_cpu_isa_build_agrees_bitwise(tmp_path):
+    # The CPU loops are built for the baseline ISA, AVX2 and AVX-512F (the widest the CPU has runs);
+    # without FMA contraction all must give bit-identical results. On a CPU without one of the
+    # ISAs the cap simply selects a narrower build again.
     results = []
-    for flag in ("0", "1"):
-        env = dict(os.environ, PYTHONPATH=str(Path(__file__).parent))
-        env.pop("FUSED_OPTIM_NO_AVX2", None)
-        if flag == "1":
-            env["FUSED_OPTIM_NO_AVX2"] = "1"
-        path = tmp_path / f"out{flag}.pt"
-        subprocess.run([sys.executable, "-c", _AVX2_CHECK, str(path)], check=True, env=env)
+    for isa in ("baseline", "avx2", "avx512"):
+        env = dict(os.environ, PYTHONPATH=str(Path(__file__).parent), FUSED_OPTIM_CPU_ISA=isa)
+        path = tmp_path / f"{isa}.pt"
+        subprocess.run([sys.executable, "-c", _ISA_CHECK, str(path)], check=True, env=env)
         results.append(torch.load(path))
-    assert results[0].keys() == results[1].keys()
-    for key in results[0]:
-        for a, b in zip(results[0][key], results[1][key]):
-            for x, y in zip(a, b):
-                assert torch.equal(x, y), key
+    for other in results[1:]:
+        assert other.keys() == results[0].keys()
+        for key in results[0]:
+            for a, b in zip(results[0][key], other[key]):
+                for x, y in zip(a, b):
+                    assert torch.equal(x, y), key

@@ -3,12 +3,16 @@
 #include "cpu/for_each_chunk.h"
 #include "kernels.h"
 
-// Built twice: once for the baseline x86-64 ISA (namespace cpu) and once, with
-// -DFUSED_OPTIM_CPU_AVX2, for AVX2 (namespace cpu_avx2), chosen at run time. The pragma comes
+// Built three times: for the baseline x86-64 ISA (namespace cpu), with -DFUSED_OPTIM_CPU_AVX2 for
+// AVX2 (cpu_avx2) and with -DFUSED_OPTIM_CPU_AVX512 for AVX-512F (cpu_avx512), chosen at run time. The pragma comes
 // after the includes, so only the loops defined below get AVX2 code: header functions keep the
 // baseline ISA (and may still be inlined into the AVX2 loops), and no shared inline function is
 // ever compiled for AVX2, which could otherwise be picked by the linker for the baseline path.
-#ifdef FUSED_OPTIM_CPU_AVX2
+#if defined(FUSED_OPTIM_CPU_AVX512)
+#pragma GCC target("avx512f,prefer-vector-width=512")
+namespace fused_optim::cpu_avx512 {
+using namespace ::fused_optim::cpu;  // the chunk driver in for_each_chunk.h
+#elif defined(FUSED_OPTIM_CPU_AVX2)
 #pragma GCC target("avx2")
 namespace fused_optim::cpu_avx2 {
 using namespace ::fused_optim::cpu;  // the chunk driver in for_each_chunk.h
@@ -89,4 +93,4 @@ void RadamBackward(const KernelTable& table, const math::RadamHyper<double>& hyp
   });
 }
 
-}  // namespace fused_optim::cpu or cpu_avx2
+}  // namespace fused_optim::cpu, cpu_avx2 or cpu_avx512

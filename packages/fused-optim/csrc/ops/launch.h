@@ -18,16 +18,19 @@
 
 namespace fused_optim {
 
-// Whether the AVX2 build of the CPU loops may run: the CPU has AVX2 and FUSED_OPTIM_NO_AVX2 is
-// unset (the switch exists so tests can check both builds give identical results).
-bool UseAvx2();
+// Which build of the CPU loops runs: the widest the CPU supports, capped by the environment
+// variable FUSED_OPTIM_CPU_ISA=baseline|avx2|avx512 (tests use it to check that every build gives
+// identical results).
+enum class CpuIsa { kBaseline, kAvx2, kAvx512 };
+CpuIsa SelectedCpuIsa();
 
 template <typename Hyper>
 using KernelFn = void (*)(const KernelTable&, const Hyper&);
 
 template <typename Hyper>
 void Launch(MultiTensorCall& call, KernelTable& table, KernelFn<Hyper> cpu_kernel,
-            std::type_identity_t<KernelFn<Hyper>> cpu_avx2_kernel, std::type_identity_t<KernelFn<Hyper>> cuda_kernel,
+            std::type_identity_t<KernelFn<Hyper>> cpu_avx2_kernel, std::type_identity_t<KernelFn<Hyper>> cpu_avx512_kernel,
+            std::type_identity_t<KernelFn<Hyper>> cuda_kernel,
             const Hyper& hyper) {
   if (table.num_tensors > 0) {
     if (call.on_cuda()) {
@@ -39,7 +42,9 @@ void Launch(MultiTensorCall& call, KernelTable& table, KernelFn<Hyper> cpu_kerne
       (void)cuda_kernel;
       TORCH_CHECK(false, "fused_optim was built without CUDA kernels (FUSED_OPTIM_CUDA=OFF or a CPU-only torch)");
 #endif
-    } else if (cpu_avx2_kernel != nullptr && UseAvx2()) {
+    } else if (cpu_avx512_kernel != nullptr && SelectedCpuIsa() == CpuIsa::kAvx512) {
+      cpu_avx512_kernel(table, hyper);
+    } else if (cpu_avx2_kernel != nullptr && SelectedCpuIsa() >= CpuIsa::kAvx2) {
       cpu_avx2_kernel(table, hyper);
     } else {
       cpu_kernel(table, hyper);
@@ -50,13 +55,15 @@ void Launch(MultiTensorCall& call, KernelTable& table, KernelFn<Hyper> cpu_kerne
 
 #if defined(__x86_64__) && defined(__GNUC__)
 #define FUSED_OPTIM_CPU_AVX2_KERNEL(name) (&::fused_optim::cpu_avx2::name)
+#define FUSED_OPTIM_CPU_AVX512_KERNEL(name) (&::fused_optim::cpu_avx512::name)
 #else
 #define FUSED_OPTIM_CPU_AVX2_KERNEL(name) nullptr
+#define FUSED_OPTIM_CPU_AVX512_KERNEL(name) nullptr
 #endif
 
 #define FUSED_OPTIM_LAUNCH(call, table, name, hyper)                                                     \
   ::fused_optim::Launch(call, table, &::fused_optim::cpu::name, FUSED_OPTIM_CPU_AVX2_KERNEL(name), \
-                        FUSED_OPTIM_CUDA_KERNEL(name), hyper)
+                        FUSED_OPTIM_CPU_AVX512_KERNEL(name), FUSED_OPTIM_CUDA_KERNEL(name), hyper)
 
 using OptionalTensorList = c10::List<std::optional<at::Tensor>>;
 using TensorVector = std::vector<at::Tensor>;
