@@ -238,14 +238,8 @@ class Flattener {
   void AddLeaf(PyObject* obj) {
     if (PyList_Append(leaves.ptr(), obj) < 0) throw nb::python_error();
     if constexpr (kWithPath) {
-      PyObject* path = PyTuple_New(static_cast<Py_ssize_t>(path_.size()));
-      if (path == nullptr) throw nb::python_error();
-      for (size_t i = 0; i < path_.size(); ++i) {
-        PyTuple_SET_ITEM(path, static_cast<Py_ssize_t>(i), path_[i].inc_ref().ptr());
-      }
-      int rc = PyList_Append(paths.ptr(), path);
-      Py_DECREF(path);
-      if (rc < 0) throw nb::python_error();
+      nb::object path = detail::TupleOf(path_);
+      if (PyList_Append(paths.ptr(), path.ptr()) < 0) throw nb::python_error();
     }
   }
 

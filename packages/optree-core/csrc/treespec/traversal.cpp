@@ -31,6 +31,15 @@ nb::tuple NodeEntries(const Node& node) {
   }
 }
 
+nb::object TupleOf(const std::vector<nb::object>& items) {
+  PyObject* tuple = PyTuple_New(static_cast<Py_ssize_t>(items.size()));
+  if (tuple == nullptr) throw nb::python_error();
+  for (size_t i = 0; i < items.size(); ++i) {
+    PyTuple_SET_ITEM(tuple, static_cast<Py_ssize_t>(i), items[i].inc_ref().ptr());
+  }
+  return nb::steal(tuple);
+}
+
 }  // namespace detail
 
 nb::list PyTreeSpec::Entries() const {
@@ -54,12 +63,8 @@ void CollectPaths(const PyTreeSpec& spec, Py_ssize_t index, std::vector<nb::obje
                   nb::list& out) {
   const Node& node = spec.traversal()[index];
   if (node.kind == PyTreeKind::kLeaf) {
-    PyObject* path = PyTuple_New(static_cast<Py_ssize_t>(prefix.size()));
-    if (path == nullptr) throw nb::python_error();
-    for (size_t i = 0; i < prefix.size(); ++i) {
-      PyTuple_SET_ITEM(path, static_cast<Py_ssize_t>(i), prefix[i].inc_ref().ptr());
-    }
-    out.append(nb::steal(path));
+    nb::object path = detail::TupleOf(prefix);
+    out.append(path);
     return;
   }
   nb::tuple entries = detail::NodeEntries(node);
@@ -80,12 +85,8 @@ void CollectAccessors(const PyTreeSpec& spec, Py_ssize_t index, nb::handle entry
                       std::vector<nb::object>& prefix, nb::list& out) {
   const Node& node = spec.traversal()[index];
   if (node.kind == PyTreeKind::kLeaf) {
-    PyObject* path = PyTuple_New(static_cast<Py_ssize_t>(prefix.size()));
-    if (path == nullptr) throw nb::python_error();
-    for (size_t i = 0; i < prefix.size(); ++i) {
-      PyTuple_SET_ITEM(path, static_cast<Py_ssize_t>(i), prefix[i].inc_ref().ptr());
-    }
-    out.append(accessor_type(nb::steal(path)));
+    nb::object path = detail::TupleOf(prefix);
+    out.append(accessor_type(path));
     return;
   }
   const int kind = static_cast<int>(node.kind);

@@ -142,6 +142,8 @@ bool SortKeyOrder(const nb::object* keys, Py_ssize_t* order, Py_ssize_t n);
 nb::list SortedKeys(PyObject* dict);
 // Python type object of a kind that has a fixed type (tuple, list, dict, ...).
 nb::handle KindType(PyTreeKind kind);
+// A new tuple of the given objects (a path from its entries).
+nb::object TupleOf(const std::vector<nb::object>& items);
 // The Python path entries of the children of `node` (a tuple).
 nb::tuple NodeEntries(const Node& node);
 // The sequence of children produced by calling a custom flatten function, validated.
