@@ -41,6 +41,11 @@ class PyTreeEntry:
         entry: The index, key, field name or custom entry that selects the child.
         type: The Python type of the parent node.
         kind: The :class:`PyTreeKind` of the parent node.
+
+    >>> from optree_core import MappingEntry, PyTreeKind
+    >>> entry = MappingEntry('w', dict, PyTreeKind.DICT)
+    >>> entry({'w': 3}), entry.codify('params')
+    (3, "params['w']")
     """
 
     __slots__ = ("entry", "kind", "type")
@@ -88,7 +93,12 @@ class PyTreeEntry:
 
 
 class GetItemEntry(PyTreeEntry):
-    """An entry fetched with ``obj[entry]``."""
+    """An entry fetched with ``obj[entry]``.
+
+    >>> from optree_core import GetItemEntry, PyTreeKind
+    >>> GetItemEntry(1, list, PyTreeKind.LIST)([10, 20])
+    20
+    """
 
     __slots__ = ()
 
@@ -100,7 +110,13 @@ class GetItemEntry(PyTreeEntry):
 
 
 class GetAttrEntry(PyTreeEntry):
-    """An entry fetched with ``getattr(obj, entry)``."""
+    """An entry fetched with ``getattr(obj, entry)``.
+
+    >>> import types
+    >>> from optree_core import GetAttrEntry, PyTreeKind
+    >>> GetAttrEntry('x', object, PyTreeKind.CUSTOM)(types.SimpleNamespace(x=5))
+    5
+    """
 
     __slots__ = ()
 
@@ -119,7 +135,12 @@ class GetAttrEntry(PyTreeEntry):
 
 
 class FlattenedEntry(PyTreeEntry):
-    """An entry of a custom node that has no way to fetch the child back."""
+    """An entry of a custom node that has no way to fetch the child back.
+
+    >>> from optree_core import FlattenedEntry, PyTreeKind
+    >>> FlattenedEntry(0, object, PyTreeKind.CUSTOM).codify('t')
+    't[<flat index 0>]'
+    """
 
     __slots__ = ()
 
@@ -129,7 +150,12 @@ class FlattenedEntry(PyTreeEntry):
 
 class AutoEntry(PyTreeEntry):
     """Picks the entry class for a custom node: item access for sequences and mappings,
-    attribute access for string entries of other objects, a flattened entry otherwise."""
+    attribute access for string entries of other objects, a flattened entry otherwise.
+
+    >>> from optree_core import AutoEntry, PyTreeKind
+    >>> type(AutoEntry(0, list, PyTreeKind.CUSTOM)).__name__
+    'GetItemEntry'
+    """
 
     __slots__ = ()
 
@@ -148,7 +174,12 @@ class AutoEntry(PyTreeEntry):
 
 
 class SequenceEntry(GetItemEntry):
-    """The ``index``-th child of a tuple, list or deque."""
+    """The ``index``-th child of a tuple, list or deque.
+
+    >>> import optree_core as optree
+    >>> optree.tree_accessors((1, 2))[1][0]
+    SequenceEntry(index=1, type=<class 'tuple'>)
+    """
 
     __slots__ = ()
 
@@ -161,7 +192,12 @@ class SequenceEntry(GetItemEntry):
 
 
 class MappingEntry(GetItemEntry):
-    """The child under ``key`` of a dict, OrderedDict or defaultdict."""
+    """The child under ``key`` of a dict, OrderedDict or defaultdict.
+
+    >>> import optree_core as optree
+    >>> optree.tree_accessors({'k': 1})[0][0].key
+    'k'
+    """
 
     __slots__ = ()
 
@@ -174,7 +210,14 @@ class MappingEntry(GetItemEntry):
 
 
 class NamedTupleEntry(SequenceEntry):
-    """A field of a namedtuple (the entry is its index; ``field`` is its name)."""
+    """A field of a namedtuple (the entry is its index; ``field`` is its name).
+
+    >>> from collections import namedtuple
+    >>> import optree_core as optree
+    >>> P = namedtuple('P', 'x y')
+    >>> optree.tree_accessors(P(1, 2))[1].codify('p')
+    'p.y'
+    """
 
     __slots__ = ()
 
@@ -190,7 +233,13 @@ class NamedTupleEntry(SequenceEntry):
 
 
 class StructSequenceEntry(SequenceEntry):
-    """A field of a PyStructSequence such as ``time.struct_time``."""
+    """A field of a PyStructSequence such as ``time.struct_time``.
+
+    >>> import time
+    >>> import optree_core as optree
+    >>> optree.tree_accessors(time.gmtime(0))[0][0].field
+    'tm_year'
+    """
 
     __slots__ = ()
 
@@ -209,7 +258,16 @@ class StructSequenceEntry(SequenceEntry):
 
 
 class DataclassEntry(GetAttrEntry):
-    """A field of a dataclass (the entry is the field name, or its index among fields)."""
+    """A field of a dataclass (the entry is the field name, or its index among fields).
+
+    >>> from optree_core import dataclasses as odc
+    >>> import optree_core as optree
+    >>> @odc.dataclass(namespace='dc-doc')
+    ... class P:
+    ...     x: int
+    >>> optree.tree_accessors(P(1), namespace='dc-doc')[0].codify('p')
+    'p.x'
+    """
 
     __slots__ = ()
 
@@ -232,6 +290,11 @@ class PyTreeAccessor(tuple):
 
     Args:
         path: The entries, outermost first.
+
+    >>> import optree_core as optree
+    >>> accessor = optree.tree_accessors({'a': [1, 2]})[1]
+    >>> accessor({'a': [7, 8]}), accessor.path
+    (8, ('a', 1))
     """
 
     __slots__ = ()

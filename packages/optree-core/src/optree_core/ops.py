@@ -166,6 +166,10 @@ def tree_flatten_with_accessor(
 
     Returns:
         ``(accessors, leaves, treespec)``.
+
+        >>> accessors, leaves, spec = tree_flatten_with_accessor({'a': (1, 2)})
+        >>> [a.path for a in accessors], leaves
+        ([('a', 0), ('a', 1)], [1, 2])
     """
     leaves, spec = _C.flatten(tree, is_leaf, none_is_leaf, namespace)
     return treespec_accessors(spec), leaves, spec
@@ -259,7 +263,11 @@ def tree_accessors(
     none_is_leaf: bool = False,
     namespace: str = "",
 ) -> list[PyTreeAccessor]:
-    """The :class:`PyTreeAccessor` of each leaf of a tree."""
+    """The :class:`PyTreeAccessor` of each leaf of a tree.
+
+        >>> [a.codify('t') for a in tree_accessors({'a': [1, 2]})]
+        ["t['a'][0]", "t['a'][1]"]
+    """
     return treespec_accessors(tree_structure(tree, is_leaf, none_is_leaf=none_is_leaf,
                                              namespace=namespace))
 
@@ -382,7 +390,14 @@ def tree_map_with_path_(
     none_is_leaf: bool = False,
     namespace: str = "",
 ) -> Any:
-    """Like :func:`tree_map_with_path`, for side effects; returns ``tree``."""
+    """Like :func:`tree_map_with_path`, for side effects; returns ``tree``.
+
+        >>> seen = []
+        >>> tree_map_with_path_(lambda p, x: seen.append((p, x)), {'a': [7]})
+        {'a': [7]}
+        >>> seen
+        [(('a', 0), 7)]
+    """
     paths, leaves, spec = _C.flatten_with_path(tree, is_leaf, none_is_leaf, namespace)
     others = [spec.flatten_up_to(r) for r in rests]
     for _ in map(func, paths, leaves, *others):
@@ -399,7 +414,11 @@ def tree_map_with_accessor(
     none_is_leaf: bool = False,
     namespace: str = "",
 ) -> Any:
-    """Like :func:`tree_map`, with each leaf's :class:`PyTreeAccessor` as first argument."""
+    """Like :func:`tree_map`, with each leaf's :class:`PyTreeAccessor` as first argument.
+
+        >>> tree_map_with_accessor(lambda a, x: a.codify('t'), {'k': [0]})
+        {'k': ["t['k'][0]"]}
+    """
     leaves, spec, others = _flat_args(tree, rests, is_leaf, none_is_leaf, namespace)
     return spec.unflatten(map(func, treespec_accessors(spec), leaves, *others))
 
@@ -413,7 +432,13 @@ def tree_map_with_accessor_(
     none_is_leaf: bool = False,
     namespace: str = "",
 ) -> Any:
-    """Like :func:`tree_map_with_accessor`, for side effects; returns ``tree``."""
+    """Like :func:`tree_map_with_accessor`, for side effects; returns ``tree``.
+
+        >>> seen = []
+        >>> _ = tree_map_with_accessor_(lambda a, x: seen.append(a.path), [1, (2,)])
+        >>> seen
+        [(0,), (1, 0)]
+    """
     leaves, spec, others = _flat_args(tree, rests, is_leaf, none_is_leaf, namespace)
     for _ in map(func, treespec_accessors(spec), leaves, *others):
         pass
@@ -529,7 +554,11 @@ def tree_transpose_map_with_path(
     none_is_leaf: bool = False,
     namespace: str = "",
 ) -> Any:
-    """:func:`tree_transpose_map` with each leaf's path as the first argument of ``func``."""
+    """:func:`tree_transpose_map` with each leaf's path as the first argument of ``func``.
+
+        >>> tree_transpose_map_with_path(lambda p, x: {'at': p[0], 'x': x}, [5, 6])
+        {'at': [0, 1], 'x': [5, 6]}
+    """
     paths, leaves, outer = _C.flatten_with_path(tree, is_leaf, none_is_leaf, namespace)
     others = [outer.flatten_up_to(r) for r in rests]
     results = list(map(func, paths, leaves, *others))
@@ -643,7 +672,11 @@ def broadcast_common(
     none_is_leaf: bool = False,
     namespace: str = "",
 ) -> tuple[list[Any], list[Any]]:
-    """The leaves of :func:`tree_broadcast_common`."""
+    """The leaves of :func:`tree_broadcast_common`.
+
+        >>> broadcast_common([1, (2, 3)], [(4, 5), 6])
+        ([1, 1, 2, 3], [4, 5, 6, 6])
+    """
     a, b = tree_broadcast_common(tree, other_tree, is_leaf, none_is_leaf=none_is_leaf,
                                  namespace=namespace)
     return (tree_leaves(a, is_leaf, none_is_leaf=none_is_leaf, namespace=namespace),
@@ -687,7 +720,11 @@ def tree_broadcast_map_with_path(
     none_is_leaf: bool = False,
     namespace: str = "",
 ) -> Any:
-    """:func:`tree_broadcast_map` with each leaf's path (in the common structure) first."""
+    """:func:`tree_broadcast_map` with each leaf's path (in the common structure) first.
+
+        >>> tree_broadcast_map_with_path(lambda p, x, y: (p, x + y), [1, 2], [(10, 20), 30])
+        [(((0, 0), 11), ((0, 1), 21)), ((1,), 32)]
+    """
     common, flat = _broadcast_all((tree, *rests), is_leaf, none_is_leaf, namespace)
     return common.unflatten(map(func, common.paths(), *flat))
 
@@ -969,37 +1006,65 @@ def _treespec_from_state(state: tuple[Any, ...]) -> PyTreeSpec:
 
 
 def treespec_paths(treespec: PyTreeSpec, /) -> list[tuple[Any, ...]]:
-    """The path of each leaf of ``treespec``."""
+    """The path of each leaf of ``treespec``.
+
+        >>> treespec_paths(tree_structure({'a': [1, 2]}))
+        [('a', 0), ('a', 1)]
+    """
     return treespec.paths()
 
 
 def treespec_accessors(treespec: PyTreeSpec, /) -> list[PyTreeAccessor]:
-    """The :class:`PyTreeAccessor` of each leaf of ``treespec``."""
+    """The :class:`PyTreeAccessor` of each leaf of ``treespec``.
+
+        >>> [a.path for a in treespec_accessors(tree_structure([1, {'k': 2}]))]
+        [(0,), (1, 'k')]
+    """
     return treespec._accessors(ENTRY_CLASSES, PyTreeAccessor, KINDS)
 
 
 def treespec_entries(treespec: PyTreeSpec, /) -> list[Any]:
-    """The entries (keys, indices) of the root's children."""
+    """The entries (keys, indices) of the root's children.
+
+        >>> treespec_entries(tree_structure({'b': 1, 'a': 2}))
+        ['a', 'b']
+    """
     return treespec.entries()
 
 
 def treespec_entry(treespec: PyTreeSpec, index: int, /) -> Any:
-    """The entry of the root's ``index``-th child."""
+    """The entry of the root's ``index``-th child.
+
+        >>> treespec_entry(tree_structure([1, 2, 3]), -1)
+        2
+    """
     return treespec.entry(index)
 
 
 def treespec_children(treespec: PyTreeSpec, /) -> list[PyTreeSpec]:
-    """The specs of the root's children."""
+    """The specs of the root's children.
+
+        >>> treespec_children(tree_structure({'a': 1, 'b': [2]}))
+        [PyTreeSpec(*), PyTreeSpec([*])]
+    """
     return treespec.children()
 
 
 def treespec_child(treespec: PyTreeSpec, index: int, /) -> PyTreeSpec:
-    """The spec of the root's ``index``-th child."""
+    """The spec of the root's ``index``-th child.
+
+        >>> treespec_child(tree_structure([1, (2, 3)]), 1)
+        PyTreeSpec((*, *))
+    """
     return treespec.child(index)
 
 
 def treespec_one_level(treespec: PyTreeSpec, /) -> PyTreeSpec | None:
-    """The root node alone, its children replaced by leaves (``None`` for a leaf)."""
+    """The root node alone, its children replaced by leaves (``None`` for a leaf).
+
+        >>> treespec_one_level(tree_structure({'a': [1, 2], 'b': 3}))
+        PyTreeSpec({'a': *, 'b': *})
+    """
     return treespec.one_level()
 
 
@@ -1033,17 +1098,29 @@ def _transform(spec: PyTreeSpec, f_node: Any, f_leaf: Any) -> PyTreeSpec:
 
 
 def treespec_is_leaf(treespec: PyTreeSpec, /, strict: bool = True) -> bool:
-    """Whether ``treespec`` is a single leaf (``strict=False``: or ``None``)."""
+    """Whether ``treespec`` is a single leaf (``strict=False``: or ``None``).
+
+        >>> treespec_is_leaf(tree_structure(1)), treespec_is_leaf(tree_structure(None), strict=False)
+        (True, True)
+    """
     return treespec.is_leaf(strict=strict)
 
 
 def treespec_is_strict_leaf(treespec: PyTreeSpec, /) -> bool:
-    """Whether ``treespec`` is exactly one leaf."""
+    """Whether ``treespec`` is exactly one leaf.
+
+        >>> treespec_is_strict_leaf(tree_structure(1)), treespec_is_strict_leaf(tree_structure(None))
+        (True, False)
+    """
     return treespec.is_leaf(strict=True)
 
 
 def treespec_is_one_level(treespec: PyTreeSpec, /) -> bool:
-    """Whether ``treespec`` is one node whose children are all leaves."""
+    """Whether ``treespec`` is one node whose children are all leaves.
+
+        >>> treespec_is_one_level(tree_structure([1, 2])), treespec_is_one_level(tree_structure([1, [2]]))
+        (True, False)
+    """
     return treespec.is_one_level()
 
 
@@ -1057,7 +1134,11 @@ def treespec_is_prefix(treespec: PyTreeSpec, other: PyTreeSpec, /, strict: bool 
 
 
 def treespec_is_suffix(treespec: PyTreeSpec, other: PyTreeSpec, /, strict: bool = False) -> bool:
-    """Whether ``treespec`` is a suffix of ``other`` (``other`` is a prefix of it)."""
+    """Whether ``treespec`` is a suffix of ``other`` (``other`` is a prefix of it).
+
+        >>> treespec_is_suffix(tree_structure([(1, 2), 3]), tree_structure([0, 0]))
+        True
+    """
     return treespec.is_suffix(other, strict=strict)
 
 
@@ -1097,13 +1178,21 @@ def treespec_from_collection(collection: Any, /, *, none_is_leaf: bool = False,
 
 def treespec_tuple(iterable: Iterable[PyTreeSpec] = (), /, *, none_is_leaf: bool = False,
                    namespace: str = "") -> PyTreeSpec:
-    """The spec of a tuple of the given specs."""
+    """The spec of a tuple of the given specs.
+
+        >>> treespec_tuple([treespec_leaf(), treespec_leaf()])
+        PyTreeSpec((*, *))
+    """
     return _C.make_from_collection(tuple(iterable), none_is_leaf, namespace)
 
 
 def treespec_list(iterable: Iterable[PyTreeSpec] = (), /, *, none_is_leaf: bool = False,
                   namespace: str = "") -> PyTreeSpec:
-    """The spec of a list of the given specs."""
+    """The spec of a list of the given specs.
+
+        >>> treespec_list([treespec_leaf(), treespec_none()])
+        PyTreeSpec([*, None])
+    """
     return _C.make_from_collection(list(iterable), none_is_leaf, namespace)
 
 
@@ -1119,7 +1208,13 @@ def treespec_dict(mapping: Any = (), /, *, none_is_leaf: bool = False, namespace
 
 def treespec_namedtuple(namedtuple: Any, /, *, none_is_leaf: bool = False,
                         namespace: str = "") -> PyTreeSpec:
-    """The spec of a namedtuple whose fields are specs."""
+    """The spec of a namedtuple whose fields are specs.
+
+        >>> from collections import namedtuple
+        >>> Point = namedtuple('Point', 'x y')
+        >>> treespec_namedtuple(Point(treespec_leaf(), treespec_leaf()))
+        PyTreeSpec(Point(x=*, y=*))
+    """
     from optree_core.typing import is_namedtuple_instance
 
     if not is_namedtuple_instance(namedtuple):
@@ -1129,27 +1224,45 @@ def treespec_namedtuple(namedtuple: Any, /, *, none_is_leaf: bool = False,
 
 def treespec_ordereddict(mapping: Any = (), /, *, none_is_leaf: bool = False,
                          namespace: str = "", **kwargs: PyTreeSpec) -> PyTreeSpec:
-    """The spec of an OrderedDict of the given specs."""
+    """The spec of an OrderedDict of the given specs.
+
+        >>> treespec_ordereddict([('b', treespec_leaf()), ('a', treespec_leaf())])
+        PyTreeSpec(OrderedDict({'b': *, 'a': *}))
+    """
     return _C.make_from_collection(OrderedDict(mapping, **kwargs), none_is_leaf, namespace)
 
 
 def treespec_defaultdict(default_factory: Any = None, mapping: Any = (), /, *,
                          none_is_leaf: bool = False, namespace: str = "",
                          **kwargs: PyTreeSpec) -> PyTreeSpec:
-    """The spec of a defaultdict of the given specs."""
+    """The spec of a defaultdict of the given specs.
+
+        >>> treespec_defaultdict(list, {'a': treespec_leaf()})
+        PyTreeSpec(defaultdict(<class 'list'>, {'a': *}))
+    """
     return _C.make_from_collection(defaultdict(default_factory, mapping, **kwargs), none_is_leaf,
                                    namespace)
 
 
 def treespec_deque(iterable: Iterable[PyTreeSpec] = (), /, maxlen: int | None = None, *,
                    none_is_leaf: bool = False, namespace: str = "") -> PyTreeSpec:
-    """The spec of a deque of the given specs."""
+    """The spec of a deque of the given specs.
+
+        >>> treespec_deque([treespec_leaf(), treespec_none()], maxlen=3)
+        PyTreeSpec(deque([*, None], maxlen=3))
+    """
     return _C.make_from_collection(deque(iterable, maxlen=maxlen), none_is_leaf, namespace)
 
 
 def treespec_structseq(structseq: Any, /, *, none_is_leaf: bool = False,
                        namespace: str = "") -> PyTreeSpec:
-    """The spec of a PyStructSequence whose fields are specs."""
+    """The spec of a PyStructSequence whose fields are specs.
+
+        >>> import time
+        >>> spec = treespec_structseq(time.struct_time([treespec_leaf()] * 9))
+        >>> spec.num_leaves, spec.type
+        (9, <class 'time.struct_time'>)
+    """
     from optree_core.typing import is_structseq_instance
 
     if not is_structseq_instance(structseq):
