@@ -33,3 +33,12 @@ def test_every_public_name_has_a_docstring(dist, module_name):
         if kind in ("class", "function") and not (getattr(obj, "__doc__", None) or "").strip():
             missing.append(name)
     assert not missing, f"{dist}: public names without a docstring: {missing}"
+
+
+def test_readme_feature_table_matches_docs_comparison():
+    readme = (ROOT / "README.md").read_text()
+    comparison = [line for line in (ROOT / "docs" / "comparison.md").read_text().splitlines()
+                  if line.startswith("|")]
+    assert comparison, "docs/comparison.md has no table"
+    for line in comparison:
+        assert line in readme, f"README feature table differs from docs/comparison.md at: {line[:60]}"
