@@ -1,24 +1,12 @@
 // CPU loops for Adam/AdamW and the Adam direction: indexing and dtype only, math in include/fused_optim/math/adam.h.
 // Every loop runs over one chunk with chunk-relative pointers (see for_each_chunk.h).
 #include "cpu/for_each_chunk.h"
+#include "cpu/isa.h"
 #include "kernels.h"
 
-// Built three times: for the baseline x86-64 ISA (namespace cpu), with -DFUSED_OPTIM_CPU_AVX2 for
-// AVX2 (cpu_avx2) and with -DFUSED_OPTIM_CPU_AVX512 for AVX-512F (cpu_avx512), chosen at run time. The pragma comes
-// after the includes, so only the loops defined below get AVX2 code: header functions keep the
-// baseline ISA (and may still be inlined into the AVX2 loops), and no shared inline function is
-// ever compiled for AVX2, which could otherwise be picked by the linker for the baseline path.
-#if defined(FUSED_OPTIM_CPU_AVX512)
-#pragma GCC target("avx512f,prefer-vector-width=512")
-namespace fused_optim::cpu_avx512 {
-using namespace ::fused_optim::cpu;  // the chunk driver in for_each_chunk.h
-#elif defined(FUSED_OPTIM_CPU_AVX2)
-#pragma GCC target("avx2")
-namespace fused_optim::cpu_avx2 {
-using namespace ::fused_optim::cpu;  // the chunk driver in for_each_chunk.h
-#else
-namespace fused_optim::cpu {
-#endif
+FUSED_OPTIM_CPU_ISA_TARGET
+namespace fused_optim::FUSED_OPTIM_CPU_NS {
+using namespace ::fused_optim::cpu;  // the chunk driver in for_each_chunk.h (no-op in cpu itself)
 
 void AdamStep(const KernelTable& table, const math::AdamHyper<double>& hyper) {
   using namespace adam_cols;
