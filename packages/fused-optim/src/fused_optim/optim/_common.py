@@ -9,7 +9,8 @@ import torch
 from torch import Tensor
 from torch.optim.optimizer import _get_scalar_dtype
 
-__all__ = ["call_bucketed", "new_step", "run_closure", "scalar", "torch_path_needed"]
+__all__ = ["call_bucketed", "gather_zero_state", "new_step", "run_closure", "scalar",
+           "torch_path_needed"]
 
 
 def run_closure(closure: Callable[[], Any] | None) -> Any:
@@ -69,3 +70,32 @@ def call_bucketed(op: Callable[..., Any], lists: list[list[Tensor]], real_lists:
                 bucket[k].append(torch.view_as_real(t) if k < real_lists and t.is_complex() else t)
     for bucket in buckets.values():
         op(*bucket, **kwargs)
+
+
+def gather_zero_state(optimizer: torch.optim.Optimizer, name: str,
+                      buffers: tuple[str, ...]) -> list[tuple[dict[str, Any], list[list[Tensor]]]]:
+    """Per param group: ``(group, [params, grads, *buffer lists, steps])`` for the parameters that
+    have a gradient, for optimizers whose state is a step counter plus zero-initialised buffers
+    (created lazily on first use, in torch.optim's key order). Sparse gradients are rejected before
+    any state is touched in that parameter."""
+    work = []
+    for group in optimizer.param_groups:
+        lists: list[list[Tensor]] = [[] for _ in range(len(buffers) + 3)]
+        for p in group["params"]:
+            grad = p.grad
+            if grad is None:
+                continue
+            if grad.is_sparse:
+                raise RuntimeError(f"{name} does not support sparse gradients")
+            state = optimizer.state[p]
+            if len(state) == 0:
+                state["step"] = new_step()
+                for key in buffers:
+                    state[key] = torch.zeros_like(p, memory_format=torch.preserve_format)
+            lists[0].append(p)
+            lists[1].append(grad)
+            for k, key in enumerate(buffers):
+                lists[2 + k].append(state[key])
+            lists[-1].append(state["step"])
+        work.append((group, lists))
+    return work

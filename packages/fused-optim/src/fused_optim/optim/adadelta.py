@@ -10,7 +10,7 @@ import torch
 from fused_optim import ops
 from fused_optim.optim._common import (
     call_bucketed,
-    new_step,
+    gather_zero_state,
     run_closure,
     scalar,
     torch_path_needed,
@@ -39,26 +39,7 @@ class Adadelta(torch.optim.Adadelta):
         if torch_path_needed(self):
             return super().step(closure)
         loss = run_closure(closure)
-        work = []
-        for group in self.param_groups:
-            params, grads, square_avgs, acc_deltas, steps = [], [], [], [], []
-            for p in group["params"]:
-                grad = p.grad
-                if grad is None:
-                    continue
-                if grad.is_sparse:
-                    raise RuntimeError("Adadelta does not support sparse gradients")
-                state = self.state[p]
-                if len(state) == 0:
-                    state["step"] = new_step()
-                    state["square_avg"] = torch.zeros_like(p, memory_format=torch.preserve_format)
-                    state["acc_delta"] = torch.zeros_like(p, memory_format=torch.preserve_format)
-                params.append(p)
-                grads.append(grad)
-                square_avgs.append(state["square_avg"])
-                acc_deltas.append(state["acc_delta"])
-                steps.append(state["step"])
-            work.append((group, [params, grads, square_avgs, acc_deltas, steps]))
+        work = gather_zero_state(self, "Adadelta", ("square_avg", "acc_delta"))
         for group, lists in work:
             kwargs = {"lr": scalar(group["lr"]), "rho": scalar(group["rho"]), "eps": scalar(group["eps"]),
                       "weight_decay": scalar(group["weight_decay"]), "maximize": bool(group["maximize"])}

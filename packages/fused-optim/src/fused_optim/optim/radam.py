@@ -10,7 +10,7 @@ import torch
 from fused_optim import ops
 from fused_optim.optim._common import (
     call_bucketed,
-    new_step,
+    gather_zero_state,
     run_closure,
     scalar,
     torch_path_needed,
@@ -40,26 +40,7 @@ class RAdam(torch.optim.RAdam):
         if torch_path_needed(self):
             return super().step(closure)
         loss = run_closure(closure)
-        work = []
-        for group in self.param_groups:
-            params, grads, exp_avgs, exp_avg_sqs, steps = [], [], [], [], []
-            for p in group["params"]:
-                grad = p.grad
-                if grad is None:
-                    continue
-                if grad.is_sparse:
-                    raise RuntimeError("RAdam does not support sparse gradients")
-                state = self.state[p]
-                if len(state) == 0:
-                    state["step"] = new_step()
-                    state["exp_avg"] = torch.zeros_like(p, memory_format=torch.preserve_format)
-                    state["exp_avg_sq"] = torch.zeros_like(p, memory_format=torch.preserve_format)
-                params.append(p)
-                grads.append(grad)
-                exp_avgs.append(state["exp_avg"])
-                exp_avg_sqs.append(state["exp_avg_sq"])
-                steps.append(state["step"])
-            work.append((group, [params, grads, exp_avgs, exp_avg_sqs, steps]))
+        work = gather_zero_state(self, "RAdam", ("exp_avg", "exp_avg_sq"))
         for group, lists in work:
             beta1, beta2 = group["betas"]
             kwargs = {"lr": scalar(group["lr"]), "beta1": scalar(beta1), "beta2": scalar(beta2),
