@@ -28,6 +28,14 @@ import fused_optim
 from fused_optim import _reference
 from fused_optim import functional as F
 
+# Where the tensors live (--device); CUDA timings wait for the GPU before reading the clock.
+DEVICE = torch.device("cpu")
+
+
+def sync() -> None:
+    if DEVICE.type == "cuda":
+        torch.cuda.synchronize(DEVICE)
+
 
 def median_times(fns: list[Callable[[], object]], repeats: int, warmup: int = 3) -> list[float]:
     """Median time of each callable; the callables run interleaved, round after round, so that a
@@ -38,8 +46,10 @@ def median_times(fns: list[Callable[[], object]], repeats: int, warmup: int = 3)
     times: list[list[float]] = [[] for _ in fns]
     for _ in range(repeats):
         for fn, ts in zip(fns, times):
+            sync()
             t0 = time.perf_counter()
             fn()
+            sync()
             ts.append(time.perf_counter() - t0)
     return [statistics.median(ts) for ts in times]
 
@@ -79,9 +89,9 @@ OPTIMIZERS = {
 def make_step(make: Callable[[list[torch.Tensor]], torch.optim.Optimizer],
               shapes: list[tuple[int, ...]]) -> Callable[[], object]:
     gen = torch.Generator().manual_seed(0)
-    params = [torch.randn(s, generator=gen).requires_grad_() for s in shapes]
+    params = [torch.randn(s, generator=gen).to(DEVICE).requires_grad_() for s in shapes]
     for p in params:
-        p.grad = torch.randn(p.shape, generator=gen) * 1e-3
+        p.grad = (torch.randn(p.shape, generator=gen) * 1e-3).to(DEVICE)
     return make(params).step
 
 
@@ -153,10 +163,10 @@ def bench_differentiable(quick: bool) -> tuple[list[tuple[str, ...]], str]:
     rows = []
     for label, sizes in cases:
         gen = torch.Generator().manual_seed(0)
-        grads = [torch.randn(n, generator=gen).requires_grad_() for n in sizes]
-        mus = [torch.randn(n, generator=gen).mul_(0.01).requires_grad_() for n in sizes]
-        nus = [torch.rand(n, generator=gen).mul_(1e-4).requires_grad_() for n in sizes]
-        weights = [torch.randn(n, generator=gen) for n in sizes]
+        grads = [torch.randn(n, generator=gen).to(DEVICE).requires_grad_() for n in sizes]
+        mus = [torch.randn(n, generator=gen).mul_(0.01).to(DEVICE).requires_grad_() for n in sizes]
+        nus = [torch.rand(n, generator=gen).mul_(1e-4).to(DEVICE).requires_grad_() for n in sizes]
+        weights = [torch.randn(n, generator=gen).to(DEVICE) for n in sizes]
         leaves = grads + mus + nus
         total = sum(sizes)
         repeats = 5 if total >= 5_000_000 else 30
@@ -215,9 +225,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--skip-step", action="store_true")
     parser.add_argument("--skip-diff", action="store_true")
+    parser.add_argument("--device", default="cpu", help="cpu or cuda (timed with torch.cuda.synchronize)")
     args = parser.parse_args(argv)
+    global DEVICE
+    DEVICE = torch.device(args.device)
     torch.set_num_threads(args.threads)
-    print(f"torch {torch.__version__}, fused_optim {fused_optim.__version__}, threads {torch.get_num_threads()}, "
+    where = torch.cuda.get_device_name(DEVICE) if DEVICE.type == "cuda" else f"threads {torch.get_num_threads()}"
+    print(f"torch {torch.__version__}, fused_optim {fused_optim.__version__}, device {DEVICE} ({where}), "
           f"build {fused_optim.BUILD_INFO}")
     if not args.skip_step:
         print("\n## step(): median time, ratio = torch / fused_optim (>1: fused_optim faster)")
