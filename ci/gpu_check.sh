@@ -26,7 +26,8 @@ echo "   built in $((SECONDS - start)) s"
 export PYTHONPATH=$target
 
 echo "== tests"
-"$python" -m pytest -q -p no:cacheprovider packages/fused-optim/tests 2>&1 | tee "$out/tests.log" | tail -25
+parallel=$("$python" -c "import xdist" 2>/dev/null && echo "-n 8")
+"$python" -m pytest -q -p no:cacheprovider -rf $parallel packages/fused-optim/tests 2>&1 | tee "$out/tests.log" | tail -25
 status=${PIPESTATUS[0]}
 
 echo "== benchmark"

@@ -3,6 +3,8 @@ launch: chunking across blocks, several launches per call, dtypes). Skipped with
 
 from __future__ import annotations
 
+import copy
+
 import pytest
 import torch
 from helpers import FUNCTIONAL_CASES, op
@@ -142,7 +144,8 @@ def test_state_dict_moves_between_cpu_and_cuda():
     opt_gpu.step()
     cpu[0].data.copy_(gpu[0].detach().cpu())
     opt_cpu = fused_optim.Adam(cpu, lr=1e-2)
-    opt_cpu.load_state_dict(opt_gpu.state_dict())  # torch.optim moves the state to the param's device
+    # Deep copy: like torch.optim, loading keeps tensors it need not move (the CPU step counter).
+    opt_cpu.load_state_dict(copy.deepcopy(opt_gpu.state_dict()))
     assert opt_cpu.state[cpu[0]]["exp_avg"].device.type == "cpu"
     g = torch.randn(5, 3, generator=gen)
     cpu[0].grad, gpu[0].grad = g, g.cuda()

@@ -149,8 +149,24 @@ def test_state_dict_round_trip(name, direction):
     _assert_state_close(cont["src"][0], cont["dst"][0], dict(rtol=1e-12, atol=1e-14))
 
 
+def _torch_steps_an_added_group(name):
+    # Older torch (2.11 and earlier at least) creates Adagrad's state only in __init__, so its own
+    # Adagrad fails (KeyError 'sum') on a group added later; there is no reference to compare with.
+    p = torch.zeros(1, requires_grad=True)
+    opt = getattr(torch.optim, name)([torch.zeros(1, requires_grad=True)], lr=0.1)
+    opt.add_param_group({"params": [p]})
+    p.grad = torch.ones(1)
+    try:
+        opt.step()
+    except KeyError:
+        return False
+    return True
+
+
 @pytest.mark.parametrize("name", NAMES)
 def test_param_groups_add_param_group_closure_and_scheduler(name):
+    if not _torch_steps_an_added_group(name):
+        pytest.skip(f"torch {torch.__version__}'s {name} cannot step a param group added after construction")
     def build(module):
         torch.manual_seed(0)
         a = torch.randn(4, dtype=torch.float64, requires_grad=True)

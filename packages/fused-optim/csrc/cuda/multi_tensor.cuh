@@ -1,5 +1,5 @@
 // The CUDA multi-tensor launch: one kernel launch updates up to kTensorsPerLaunch tensors of a
-// call (more launches only for very large groups), each block owning one chunk of one tensor.
+// call, each block owning one chunk of one tensor.
 // The per-algorithm .cu files supply an element functor; the math lives in the shared headers.
 // Depends on the CUDA runtime only (no torch headers), so nvcc compiles it in seconds.
 #pragma once
@@ -16,11 +16,14 @@
 
 namespace fused_optim::cuda {
 
-inline constexpr int kBlockSize = 512;
-inline constexpr int64_t kChunkSize = 65536;  // elements per block
+inline constexpr int kBlockSize = 256;
+// Elements per block. Small chunks give many blocks, and many resident threads are what hides
+// memory latency here: an element's loads cannot be hoisted above the previous element's stores
+// (the lists may alias as far as the compiler knows), so each thread has one access in flight.
+inline constexpr int64_t kChunkSize = 2048;
 inline constexpr int kTensorsPerLaunch = 32;
-inline constexpr int kBlocksPerLaunch = 640;
 inline constexpr int kMaxScalars = 4;
+inline constexpr int64_t kMaxGridBlocks = 2147483647;  // gridDim.x limit
 
 // Passed by value as the kernel argument (CUDA >= 12.1 allows 32 KiB of kernel parameters).
 template <int NL>
@@ -29,8 +32,8 @@ struct LaunchMeta {
   const void* src[NL][kTensorsPerLaunch];
   int64_t numel[kTensorsPerLaunch];
   double scalars[kTensorsPerLaunch][kMaxScalars];
-  int block_tensor[kBlocksPerLaunch];
-  int block_chunk[kBlocksPerLaunch];
+  // Block b works on the slot t with first_block[t] <= b < first_block[t + 1].
+  int64_t first_block[kTensorsPerLaunch + 1];
 };
 
 template <typename T, typename S>
@@ -46,8 +49,10 @@ __device__ __forceinline__ void StoreIf(void* p, int64_t i, T value) {
 template <int NL, typename Op>
 __global__ void __launch_bounds__(kBlockSize) MultiTensorKernel(const __grid_constant__ LaunchMeta<NL> meta,
                                                                const Op op) {
-  const int t = meta.block_tensor[blockIdx.x];
-  const int64_t begin = static_cast<int64_t>(meta.block_chunk[blockIdx.x]) * kChunkSize;
+  const int64_t block = blockIdx.x;
+  int t = 0;
+  while (meta.first_block[t + 1] <= block) ++t;  // at most kTensorsPerLaunch steps, uniform per block
+  const int64_t begin = (block - meta.first_block[t]) * kChunkSize;
   const int64_t end = begin + kChunkSize < meta.numel[t] ? begin + kChunkSize : meta.numel[t];
   for (int64_t i = begin + threadIdx.x; i < end; i += blockDim.x) op(meta, t, i);
 }
@@ -60,17 +65,8 @@ inline void CheckLaunch(const char* what) {
   }
 }
 
-template <int NL>
-void CopySlot(LaunchMeta<NL>& meta, int from, int to) {
-  for (int l = 0; l < NL; ++l) {
-    meta.dst[l][to] = meta.dst[l][from];
-    meta.src[l][to] = meta.src[l][from];
-  }
-  meta.numel[to] = meta.numel[from];
-  for (int k = 0; k < kMaxScalars; ++k) meta.scalars[to][k] = meta.scalars[from][k];
-}
-
-// Runs `op` on every element of every tensor of the table, on the table's stream.
+// Runs `op` on every element of every tensor of the table, on the table's stream: one launch per
+// kTensorsPerLaunch non-empty tensors, one block per chunk of each.
 template <int NL, typename Op>
 void LaunchMultiTensor(const KernelTable& table, const Op& op, const char* what) {
   static_assert(sizeof(LaunchMeta<NL>) <= 32000, "kernel parameters over the CUDA limit");
@@ -79,40 +75,30 @@ void LaunchMultiTensor(const KernelTable& table, const Op& op, const char* what)
   cudaStream_t stream = static_cast<cudaStream_t>(table.stream);
   LaunchMeta<NL> meta{};
   int slot = 0;
-  int blocks = 0;
-  const auto run = [&](int num_blocks) {
-    MultiTensorKernel<NL, Op><<<num_blocks, kBlockSize, 0, stream>>>(meta, op);
+  int64_t blocks = 0;
+  const auto run = [&]() {
+    meta.first_block[slot] = blocks;
+    MultiTensorKernel<NL, Op><<<static_cast<unsigned>(blocks), kBlockSize, 0, stream>>>(meta, op);
     CheckLaunch(what);
+    slot = 0;
+    blocks = 0;
   };
   for (int64_t t = 0; t < table.num_tensors; ++t) {
     const int64_t n = table.numel[t];
     if (n == 0) continue;
+    const int64_t chunks = (n + kChunkSize - 1) / kChunkSize;
+    if (blocks + chunks > kMaxGridBlocks && slot > 0) run();  // a grid holds 2^31 - 1 blocks
     for (int l = 0; l < NL; ++l) {
       meta.dst[l][slot] = table.dst[t * NL + l];
       meta.src[l][slot] = table.src[t * NL + l];
     }
     meta.numel[slot] = n;
     for (int k = 0; k < table.num_scalars; ++k) meta.scalars[slot][k] = table.Scalar(t, k);
-    const int64_t chunks = (n + kChunkSize - 1) / kChunkSize;
-    for (int64_t c = 0; c < chunks; ++c) {
-      meta.block_tensor[blocks] = slot;
-      meta.block_chunk[blocks] = static_cast<int>(c);
-      ++blocks;
-      const bool last_chunk = c == chunks - 1;
-      if (blocks == kBlocksPerLaunch || (slot + 1 == kTensorsPerLaunch && last_chunk)) {
-        run(blocks);
-        blocks = 0;
-        if (last_chunk) {
-          slot = -1;  // the next tensor starts a fresh table
-        } else {
-          CopySlot(meta, slot, 0);  // this tensor's remaining chunks continue from slot 0
-          slot = 0;
-        }
-      }
-    }
-    ++slot;
+    meta.first_block[slot] = blocks;
+    blocks += chunks;
+    if (++slot == kTensorsPerLaunch) run();
   }
-  if (blocks > 0) run(blocks);
+  if (slot > 0) run();
 }
 
 // Calls f.template operator()<storage type, math type>() for the table's dtype.
