@@ -42,13 +42,47 @@ OptState = Any  # a pytree (usually NamedTuples) of tensors
 
 
 class TransformInitFn(Protocol):
-    """``init(params) -> state``."""
+    """The type of a transformation's ``init(params) -> state`` function.
+
+    Args:
+        params: the pytree of parameters the optimizer will update.
+
+    Returns:
+        The initial optimizer state (a pytree, usually of NamedTuples of tensors).
+
+    Example:
+        >>> import torch
+        >>> import diffopt
+        >>> init: TransformInitFn = diffopt.adam(lr=0.1).init
+        >>> state = init({'w': torch.ones(2)})  # (weight decay, Adam moments, scaling)
+        >>> state[1].mu['w'], int(state[1].count)
+        (tensor([0., 0.]), 0)
+    """
 
     def __call__(self, params: Params) -> OptState: ...
 
 
 class TransformUpdateFn(Protocol):
-    """``update(updates, state, *, params=None, inplace=True) -> (updates, state)``."""
+    """The type of a transformation's ``update(updates, state, *, params=None, inplace=True)`` function.
+
+    Args:
+        updates: a pytree of gradients (or of updates from an earlier transformation).
+        state: the state returned by ``init`` or by the previous ``update``.
+        params: the current parameters, for transformations that need them (weight decay).
+        inplace: allow reusing the input buffers; pass ``False`` to keep every op differentiable.
+
+    Returns:
+        ``(new_updates, new_state)``.
+
+    Example:
+        >>> import torch
+        >>> import diffopt
+        >>> tx = diffopt.sgd(lr=0.5)
+        >>> update: TransformUpdateFn = tx.update
+        >>> params = [torch.tensor([2.0])]
+        >>> update([torch.tensor([4.0])], tx.init(params), params=params, inplace=False)[0]
+        [tensor([-2.])]
+    """
 
     def __call__(
         self, updates: Updates, state: OptState, *, params: Params | None = None,
@@ -57,7 +91,15 @@ class TransformUpdateFn(Protocol):
 
 
 class EmptyState(NamedTuple):
-    """The state of a stateless transformation."""
+    """The state of a stateless transformation: a NamedTuple with no fields.
+
+    Example:
+        >>> import torch
+        >>> import diffopt
+        >>> state = diffopt.scale(0.5).init([torch.ones(3)])
+        >>> state == EmptyState(), len(state)
+        (True, 0)
+    """
 
 
 class GradientTransformation(NamedTuple):
@@ -87,9 +129,15 @@ class GradientTransformation(NamedTuple):
 def identity() -> GradientTransformation:
     """A stateless transformation that returns the updates unchanged.
 
+    Returns:
+        A :class:`GradientTransformation` whose state is :class:`EmptyState`.
+
     Example:
-        >>> identity().init({'a': 1})
-        EmptyState()
+        >>> import torch
+        >>> tx = identity()
+        >>> state = tx.init({'a': torch.zeros(1)})
+        >>> tx.update({'a': torch.tensor([0.25])}, state)
+        ({'a': tensor([0.2500])}, EmptyState())
     """
 
     def init_fn(params: Params) -> OptState:

@@ -63,10 +63,19 @@ def chain(*transformations: GradientTransformation) -> GradientTransformation:
 def chain_flat(*transformations: GradientTransformation) -> GradientTransformation:
     """Alias of :func:`chain` (TorchOpt's ``chain.flat``; updates are always processed flat here).
 
+    Args:
+        *transformations: the transformations, in the order they act on the updates.
+
+    Returns:
+        The same :class:`~diffopt.base.GradientTransformation` that :func:`chain` builds.
+
     Example:
+        >>> import torch
         >>> import diffopt
-        >>> len(chain_flat(diffopt.scale(1.0)).init([]))
-        1
+        >>> tx = chain_flat(diffopt.scale(2.0), diffopt.scale(-1.0))
+        >>> state = tx.init([torch.zeros(1)])
+        >>> len(state), tx.update([torch.tensor([1.5])], state)[0]
+        (2, [tensor([-3.])])
     """
     return chain(*transformations)
 

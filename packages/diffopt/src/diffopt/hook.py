@@ -28,6 +28,12 @@ __all__ = ["nan_to_num_hook", "register_hook", "zero_nan_hook"]
 def zero_nan_hook(g: torch.Tensor) -> torch.Tensor:
     """A gradient hook that replaces NaN entries of the gradient with zeros.
 
+    Args:
+        g: the gradient flowing into a tensor.
+
+    Returns:
+        ``g`` with every NaN set to 0.
+
     Example:
         >>> import torch
         >>> zero_nan_hook(torch.tensor([float('nan'), 1.0]))
@@ -40,10 +46,19 @@ def nan_to_num_hook(nan: float = 0.0, posinf: float | None = None,
                     neginf: float | None = None) -> Callable[[torch.Tensor], torch.Tensor]:
     """A gradient hook factory: :func:`torch.nan_to_num` of the gradient.
 
+    Args:
+        nan: the value that replaces NaN.
+        posinf: the value that replaces ``+inf`` (``None``: the dtype's largest finite value).
+        neginf: the value that replaces ``-inf`` (``None``: the dtype's lowest finite value).
+
+    Returns:
+        A function ``hook(g) -> g'`` to pass to :func:`register_hook` or ``Tensor.register_hook``.
+
     Example:
         >>> import torch
-        >>> nan_to_num_hook(nan=-1.0)(torch.tensor([float('nan')]))
-        tensor([-1.])
+        >>> hook = nan_to_num_hook(nan=-1.0, posinf=9.0)
+        >>> hook(torch.tensor([float('nan'), float('inf'), 2.0]))
+        tensor([-1.,  9.,  2.])
     """
 
     def hook(g: torch.Tensor) -> torch.Tensor:
@@ -55,14 +70,23 @@ def nan_to_num_hook(nan: float = 0.0, posinf: float | None = None,
 def register_hook(hook: Callable[[torch.Tensor], torch.Tensor | None]) -> GradientTransformation:
     """A stateless transformation that registers ``hook`` on every update tensor needing grad.
 
-    The hook then acts on the gradients flowing back through the updates, e.g. to clean the
-    meta-gradient of NaNs.
+    The updates pass through unchanged; the hook acts on the gradients flowing back through them
+    during the meta-backward, e.g. to clean the meta-gradient of NaNs.
+
+    Args:
+        hook: a function of a gradient tensor returning a replacement (or ``None`` to keep it).
+
+    Returns:
+        A :class:`~diffopt.base.GradientTransformation` with an :class:`~diffopt.base.EmptyState`.
 
     Example:
         >>> import torch
-        >>> tx = register_hook(zero_nan_hook)
-        >>> tx.update([torch.tensor(1.0)], tx.init(None))[0]
-        [tensor(1.)]
+        >>> w = torch.tensor([1.0, 2.0], requires_grad=True)
+        >>> tx = register_hook(nan_to_num_hook(nan=0.0))
+        >>> (u,), state = tx.update([w * 3.0], tx.init(None))
+        >>> (u * torch.tensor([float('nan'), 1.0])).sum().backward()
+        >>> u.detach(), w.grad
+        (tensor([3., 6.]), tensor([0., 3.]))
     """
 
     def init_fn(params):

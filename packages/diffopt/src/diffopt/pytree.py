@@ -64,23 +64,37 @@ __all__ = [
 def tree_flatten_as_tuple(tree: Any) -> tuple[tuple[Any, ...], Any]:
     """Flatten ``tree`` into a tuple of leaves and its treespec.
 
+    Args:
+        tree: a pytree.
+
+    Returns:
+        ``(leaves, treespec)``: the leaves as a tuple (not a list) and the
+        :class:`optree_core.PyTreeSpec` that rebuilds the tree from them.
+
     Example:
         >>> import torch
-        >>> leaves, spec = tree_flatten_as_tuple([torch.tensor(1.0), torch.tensor(2.0)])
-        >>> leaves
-        (tensor(1.), tensor(2.))
+        >>> leaves, spec = tree_flatten_as_tuple({'b': torch.tensor(2.0), 'a': torch.tensor(1.0)})
+        >>> leaves, spec.num_leaves
+        ((tensor(1.), tensor(2.)), 2)
     """
     leaves, treespec = optree_core.tree_flatten(tree)
     return tuple(leaves), treespec
 
 
 def tree_matmul(tree_x: Any, tree_y: Any) -> Any:
-    """Leaf-wise ``x @ y``.
+    """Leaf-wise matrix product ``x @ y``.
+
+    Args:
+        tree_x: a pytree of tensors.
+        tree_y: a pytree with ``tree_x``'s structure whose leaves ``torch.matmul`` accepts with them.
+
+    Returns:
+        A pytree with ``tree_x``'s structure holding the products.
 
     Example:
         >>> import torch
-        >>> tree_matmul([torch.eye(2)], [torch.tensor([1.0, 2.0])])
-        [tensor([1., 2.])]
+        >>> tree_matmul({'a': 2 * torch.eye(2)}, {'a': torch.tensor([1.0, 3.0])})
+        {'a': tensor([2., 6.])}
     """
     from diffopt.tree_math import tree_map_tensors
 
@@ -90,12 +104,18 @@ def tree_matmul(tree_x: Any, tree_y: Any) -> Any:
 def tree_wait(future_tree: Any) -> Any:
     """Wait for every :class:`torch.futures.Future` leaf and return a tree of their values.
 
+    Args:
+        future_tree: a pytree whose leaves are futures (e.g. from ``torch.distributed.rpc.rpc_async``).
+
+    Returns:
+        A pytree with the same structure holding each future's value.
+
     Example:
         >>> import torch
         >>> fut = torch.futures.Future()
         >>> fut.set_result(torch.tensor(1.0))
-        >>> tree_wait({'x': fut})
-        {'x': tensor(1.)}
+        >>> tree_wait({'x': fut, 'y': []})
+        {'x': tensor(1.), 'y': []}
     """
     futures, treespec = optree_core.tree_flatten(future_tree)
     values = torch.futures.wait_all(futures) if futures else []

@@ -105,6 +105,12 @@ def tree_map_tensors(fn: Callable[..., Any], tree: Any, *rests: Any) -> Any:
 def tree_leaves_tensors(tree: Any) -> list[torch.Tensor]:
     """The leaves of ``tree`` (``None`` entries are empty subtrees and do not appear).
 
+    Args:
+        tree: a pytree of tensors.
+
+    Returns:
+        The list of leaves, in optree's traversal order.
+
     Example:
         >>> import torch
         >>> tree_leaves_tensors({'a': torch.tensor(1.0), 'b': None})
@@ -145,12 +151,32 @@ def safe_sqrt(x: torch.Tensor) -> torch.Tensor:
 
 
 def tree_pos(tree: Any) -> Any:
-    """``+tree`` (a new tree holding the same tensors)."""
+    """``+tree``: a new tree holding the same tensor objects.
+
+    Args:
+        tree: a pytree of tensors.
+
+    Returns:
+        A new pytree with ``tree``'s structure whose leaves are ``tree``'s own tensors (not copies).
+
+    Example:
+        >>> import torch
+        >>> x = torch.tensor(1.0)
+        >>> out = tree_pos({'x': x})
+        >>> out, out['x'] is x
+        ({'x': tensor(1.)}, True)
+    """
     return _map("tree_pos", lambda x: x, tree)
 
 
 def tree_neg(tree: Any) -> Any:
     """``-tree``, leaf-wise.
+
+    Args:
+        tree: a pytree of tensors.
+
+    Returns:
+        A pytree with ``tree``'s structure holding the negated leaves.
 
     Example:
         >>> import torch
@@ -161,12 +187,25 @@ def tree_neg(tree: Any) -> Any:
 
 
 def tree_add(*trees: Any, alpha: Scalar | None = None) -> Any:
-    """Leaf-wise sum of one or more trees; with ``alpha``, ``trees[0] + alpha * sum(trees[1:])``.
+    """Leaf-wise sum of one or more trees; with ``alpha``, ``trees[0] + alpha * trees[1]``.
+
+    Args:
+        *trees: one or more pytrees sharing one structure (exactly two when ``alpha`` is given).
+        alpha: optional scale applied to the second tree (a number or a 0-d tensor).
+
+    Returns:
+        A pytree with the common structure holding the leaf-wise sums.
+
+    Raises:
+        TypeError: if no tree is given, or ``alpha`` is given with other than two trees.
+        ValueError: if the trees do not share one structure.
 
     Example:
         >>> import torch
         >>> tree_add([torch.tensor(1.0)], [torch.tensor(2.0)], [torch.tensor(3.0)])
         [tensor(6.)]
+        >>> tree_add([torch.tensor(1.0)], [torch.tensor(2.0)], alpha=-0.5)
+        [tensor(0.)]
     """
     if not trees:
         raise TypeError("tree_add: expected at least one tree")
@@ -181,6 +220,14 @@ def tree_add(*trees: Any, alpha: Scalar | None = None) -> Any:
 
 def tree_add_scalar_mul(tree_x: Any, tree_y: Any, alpha: Scalar | None = None) -> Any:
     """``tree_x + alpha * tree_y``, leaf-wise (``alpha=None`` means 1).
+
+    Args:
+        tree_x: a pytree of tensors.
+        tree_y: a pytree with ``tree_x``'s structure.
+        alpha: a number or 0-d tensor (which may require grad), or ``None`` for 1.
+
+    Returns:
+        A pytree with ``tree_x``'s structure.
 
     Example:
         >>> import torch
@@ -197,6 +244,13 @@ def tree_add_scalar_mul(tree_x: Any, tree_y: Any, alpha: Scalar | None = None) -
 def tree_sub(tree_x: Any, tree_y: Any) -> Any:
     """``tree_x - tree_y``, leaf-wise.
 
+    Args:
+        tree_x: a pytree of tensors.
+        tree_y: a pytree with ``tree_x``'s structure.
+
+    Returns:
+        A pytree with ``tree_x``'s structure holding the differences.
+
     Example:
         >>> import torch
         >>> tree_sub([torch.tensor(3.0)], [torch.tensor(1.0)])
@@ -207,6 +261,14 @@ def tree_sub(tree_x: Any, tree_y: Any) -> Any:
 
 def tree_sub_scalar_mul(tree_x: Any, tree_y: Any, alpha: Scalar | None = None) -> Any:
     """``tree_x - alpha * tree_y``, leaf-wise (``alpha=None`` means 1).
+
+    Args:
+        tree_x: a pytree of tensors.
+        tree_y: a pytree with ``tree_x``'s structure.
+        alpha: a number or 0-d tensor (which may require grad), or ``None`` for 1.
+
+    Returns:
+        A pytree with ``tree_x``'s structure.
 
     Example:
         >>> import torch
@@ -223,6 +285,13 @@ def tree_sub_scalar_mul(tree_x: Any, tree_y: Any, alpha: Scalar | None = None) -
 def tree_scalar_mul(scalar: Scalar, tree: Any) -> Any:
     """``scalar * tree``, leaf-wise.
 
+    Args:
+        scalar: a number or 0-d tensor (which may require grad).
+        tree: a pytree of tensors.
+
+    Returns:
+        A pytree with ``tree``'s structure holding the scaled leaves.
+
     Example:
         >>> import torch
         >>> tree_scalar_mul(2.0, {'a': torch.tensor(1.5)})
@@ -232,7 +301,14 @@ def tree_scalar_mul(scalar: Scalar, tree: Any) -> Any:
 
 
 def tree_mul(tree_x: Any, tree_y: Any) -> Any:
-    """Leaf-wise (Hadamard) product.
+    """Leaf-wise (Hadamard) product ``tree_x * tree_y``.
+
+    Args:
+        tree_x: a pytree of tensors.
+        tree_y: a pytree with ``tree_x``'s structure (leaves broadcast as in ``torch.mul``).
+
+    Returns:
+        A pytree with ``tree_x``'s structure holding the products.
 
     Example:
         >>> import torch
@@ -243,7 +319,14 @@ def tree_mul(tree_x: Any, tree_y: Any) -> Any:
 
 
 def tree_div(tree_x: Any, tree_y: Any) -> Any:
-    """Leaf-wise true division ``tree_x / tree_y``.
+    """Leaf-wise true division ``tree_x / tree_y`` (also exported as ``tree_truediv``).
+
+    Args:
+        tree_x: a pytree of tensors (numerators).
+        tree_y: a pytree with ``tree_x``'s structure (denominators).
+
+    Returns:
+        A pytree with ``tree_x``'s structure holding the quotients.
 
     Example:
         >>> import torch
@@ -257,32 +340,106 @@ tree_truediv = tree_div
 
 
 def tree_abs(tree: Any) -> Any:
-    """Leaf-wise absolute value."""
+    """Leaf-wise absolute value.
+
+    Args:
+        tree: a pytree of tensors.
+
+    Returns:
+        A pytree with ``tree``'s structure holding ``abs`` of each leaf.
+
+    Example:
+        >>> import torch
+        >>> tree_abs({'w': torch.tensor([-1.5, 2.0])})
+        {'w': tensor([1.5000, 2.0000])}
+    """
     return _map("tree_abs", torch.abs, tree)
 
 
 def tree_square(tree: Any) -> Any:
-    """Leaf-wise square."""
+    """Leaf-wise square.
+
+    Args:
+        tree: a pytree of tensors.
+
+    Returns:
+        A pytree with ``tree``'s structure holding the squared leaves.
+
+    Example:
+        >>> import torch
+        >>> tree_square([torch.tensor([-3.0, 0.5])])
+        [tensor([9.0000, 0.2500])]
+    """
     return _map("tree_square", torch.square, tree)
 
 
 def tree_sqrt(tree: Any) -> Any:
-    """Leaf-wise square root, with a zero (not ``NaN``) derivative at 0 (see :func:`safe_sqrt`)."""
+    """Leaf-wise square root, with a zero (not ``NaN``) derivative at 0 (see :func:`safe_sqrt`).
+
+    Args:
+        tree: a pytree of non-negative tensors.
+
+    Returns:
+        A pytree with ``tree``'s structure holding the square roots.
+
+    Example:
+        >>> import torch
+        >>> x = torch.tensor([0.0, 9.0], requires_grad=True)
+        >>> (root,) = tree_sqrt((x,))
+        >>> root.sum().backward()
+        >>> root.detach(), x.grad
+        (tensor([0., 3.]), tensor([0.0000, 0.1667]))
+    """
     return _map("tree_sqrt", safe_sqrt, tree)
 
 
 def tree_max(tree_x: Any, tree_y: Any) -> Any:
-    """Leaf-wise maximum of two trees."""
+    """Leaf-wise maximum of two trees.
+
+    Args:
+        tree_x: a pytree of tensors.
+        tree_y: a pytree with ``tree_x``'s structure.
+
+    Returns:
+        A pytree with ``tree_x``'s structure holding ``torch.maximum`` of each pair of leaves.
+
+    Example:
+        >>> import torch
+        >>> tree_max([torch.tensor([1.0, 5.0])], [torch.tensor([3.0, 2.0])])
+        [tensor([3., 5.])]
+    """
     return _map("tree_max", torch.maximum, tree_x, tree_y)
 
 
 def tree_where(condition: Any, tree_x: Any, tree_y: Any) -> Any:
-    """Leaf-wise ``torch.where(condition, x, y)``."""
+    """Leaf-wise ``torch.where(condition, x, y)``.
+
+    Args:
+        condition: a pytree of boolean tensors.
+        tree_x: a pytree with ``condition``'s structure, chosen where the condition holds.
+        tree_y: a pytree with ``condition``'s structure, chosen elsewhere.
+
+    Returns:
+        A pytree with ``condition``'s structure.
+
+    Example:
+        >>> import torch
+        >>> x = {'a': torch.tensor([1.0, -2.0])}
+        >>> tree_where({'a': x['a'] > 0}, x, {'a': torch.zeros(2)})
+        {'a': tensor([1., 0.])}
+    """
     return _map("tree_where", torch.where, condition, tree_x, tree_y)
 
 
 def tree_zeros_like(tree: Any, *, requires_grad: bool = False) -> Any:
     """A tree of zeros shaped like ``tree`` (same dtypes and devices).
+
+    Args:
+        tree: a pytree of tensors.
+        requires_grad: whether the new leaves require grad.
+
+    Returns:
+        A pytree with ``tree``'s structure holding new zero tensors.
 
     Example:
         >>> import torch
@@ -299,14 +456,42 @@ def tree_zeros_like(tree: Any, *, requires_grad: bool = False) -> Any:
 
 
 def tree_ones_like(tree: Any, *, requires_grad: bool = False) -> Any:
-    """A tree of ones shaped like ``tree``."""
+    """A tree of ones shaped like ``tree`` (same dtypes and devices).
+
+    Args:
+        tree: a pytree of tensors.
+        requires_grad: whether the new leaves require grad.
+
+    Returns:
+        A pytree with ``tree``'s structure holding new tensors of ones.
+
+    Example:
+        >>> import torch
+        >>> out = tree_ones_like({'w': torch.zeros(2, dtype=torch.float64)}, requires_grad=True)
+        >>> out['w'].tolist(), out['w'].dtype, out['w'].requires_grad
+        ([1.0, 1.0], torch.float64, True)
+    """
     return _map(
         "tree_ones_like", lambda x: torch.ones_like(x).requires_grad_(requires_grad), tree
     )
 
 
 def tree_full_like(tree: Any, fill_value: float, *, requires_grad: bool = False) -> Any:
-    """A tree filled with ``fill_value``, shaped like ``tree``."""
+    """A tree filled with ``fill_value``, shaped like ``tree`` (same dtypes and devices).
+
+    Args:
+        tree: a pytree of tensors.
+        fill_value: the value of every element.
+        requires_grad: whether the new leaves require grad.
+
+    Returns:
+        A pytree with ``tree``'s structure holding new filled tensors.
+
+    Example:
+        >>> import torch
+        >>> tree_full_like([torch.zeros(3)], 0.5)
+        [tensor([0.5000, 0.5000, 0.5000])]
+    """
     return _map(
         "tree_full_like",
         lambda x: torch.full_like(x, fill_value).requires_grad_(requires_grad),
@@ -315,20 +500,53 @@ def tree_full_like(tree: Any, fill_value: float, *, requires_grad: bool = False)
 
 
 def tree_clone(tree: Any) -> Any:
-    """Leaf-wise ``clone()`` (differentiable)."""
+    """Leaf-wise ``clone()`` (differentiable: gradients flow back to the originals).
+
+    Args:
+        tree: a pytree of tensors.
+
+    Returns:
+        A pytree with ``tree``'s structure holding copies of the leaves.
+
+    Example:
+        >>> import torch
+        >>> x = torch.tensor([1.0, 2.0])
+        >>> (y,) = tree_clone((x,))
+        >>> _ = y.mul_(10)
+        >>> x, y
+        (tensor([1., 2.]), tensor([10., 20.]))
+    """
     return _map("tree_clone", torch.clone, tree)
 
 
 def tree_detach(tree: Any) -> Any:
-    """Leaf-wise ``detach()``."""
+    """Leaf-wise ``detach()``: the same values, cut from the autograd graph.
+
+    Args:
+        tree: a pytree of tensors.
+
+    Returns:
+        A pytree with ``tree``'s structure holding detached leaves (sharing storage with the inputs).
+
+    Example:
+        >>> import torch
+        >>> w = torch.tensor(2.0, requires_grad=True)
+        >>> out = tree_detach({'w': w * 3})
+        >>> out['w'], out['w'].requires_grad
+        (tensor(6.), False)
+    """
     return _map("tree_detach", torch.detach, tree)
 
 
 def tree_vdot(tree_x: Any, tree_y: Any) -> torch.Tensor:
     """Inner product ``sum_i <x_i, y_i>`` over all leaves (complex leaves are conjugated in x).
 
+    Args:
+        tree_x: a pytree of tensors.
+        tree_y: a pytree with ``tree_x``'s structure and leaf shapes.
+
     Returns:
-        A 0-d tensor.
+        A 0-d tensor (zero for empty trees).
 
     Example:
         >>> import torch
@@ -345,10 +563,19 @@ def tree_vdot(tree_x: Any, tree_y: Any) -> torch.Tensor:
 def tree_vdot_real(tree_x: Any, tree_y: Any) -> torch.Tensor:
     """Real part of :func:`tree_vdot`: ``sum_i Re<x_i, y_i>`` (the inner product CG needs).
 
+    Args:
+        tree_x: a pytree of real or complex tensors.
+        tree_y: a pytree with ``tree_x``'s structure and leaf shapes.
+
+    Returns:
+        A real 0-d tensor (zero for empty trees).
+
     Example:
         >>> import torch
         >>> tree_vdot_real({'a': torch.tensor([1.0, 2.0])}, {'a': torch.tensor([3.0, 4.0])})
         tensor(11.)
+        >>> tree_vdot_real([torch.tensor([1j])], [torch.tensor([1j])])
+        tensor(1.)
     """
     xs, ys = _paired_leaves("tree_vdot_real", tree_x, tree_y)
     if not xs:
@@ -364,6 +591,12 @@ def tree_vdot_real(tree_x: Any, tree_y: Any) -> torch.Tensor:
 
 def tree_sum(tree: Any) -> torch.Tensor:
     """Sum of every element of every leaf, as a 0-d tensor.
+
+    Args:
+        tree: a pytree of tensors.
+
+    Returns:
+        A 0-d tensor (zero for an empty tree).
 
     Example:
         >>> import torch
@@ -381,10 +614,21 @@ def tree_norm(tree: Any, ord: float = 2.0) -> torch.Tensor:
 
     The 2-norm is differentiable at 0 with derivative 0 (see :func:`safe_sqrt`).
 
+    Args:
+        tree: a pytree of tensors.
+        ord: a positive order, or ``math.inf`` for the largest absolute value.
+
+    Returns:
+        A 0-d tensor (zero for an empty tree).
+
+    Raises:
+        ValueError: if ``ord`` is not positive.
+
     Example:
-        >>> import torch
-        >>> tree_norm([torch.tensor([3.0]), torch.tensor([4.0])])
-        tensor(5.)
+        >>> import math, torch
+        >>> tree = [torch.tensor([3.0]), torch.tensor([-4.0])]
+        >>> tree_norm(tree), tree_norm(tree, ord=1), tree_norm(tree, ord=math.inf)
+        (tensor(5.), tensor(7.), tensor(4.))
     """
     leaves = optree_core.tree_leaves(tree)
     if not leaves:
@@ -405,10 +649,17 @@ def tree_norm(tree: Any, ord: float = 2.0) -> torch.Tensor:
 def tree_l2_norm(tree: Any, squared: bool = False) -> torch.Tensor:
     """The 2-norm of all leaves as one vector (its square with ``squared=True``).
 
+    Args:
+        tree: a pytree of tensors.
+        squared: return the squared norm (skips the square root).
+
+    Returns:
+        A 0-d tensor (zero for an empty tree).
+
     Example:
         >>> import torch
-        >>> tree_l2_norm([torch.tensor([3.0, 4.0])], squared=True)
-        tensor(25.)
+        >>> tree_l2_norm([torch.tensor([3.0, 4.0])]), tree_l2_norm([torch.tensor([3.0, 4.0])], squared=True)
+        (tensor(5.), tensor(25.))
     """
     if squared:
         leaves = optree_core.tree_leaves(tree)

@@ -47,11 +47,20 @@ CopyMode = Literal["reference", "copy", "deepcopy", "ref", "clone", "deepclone"]
 class ModuleState(NamedTuple):
     """A snapshot of a module: one ``{name: tensor}`` dict per submodule (in ``modules()`` order).
 
+    Built by :func:`extract_state_dict` and consumed by :func:`recover_state_dict`.
+
     Attributes:
         params: parameter dicts, one per submodule.
         buffers: buffer dicts, one per submodule (empty dicts when saved without buffers).
         visual_contents: reserved for graph visualization (``None``).
         detach_buffers: whether :func:`recover_state_dict` detaches the buffers it restores.
+
+    Example:
+        >>> import torch
+        >>> net = torch.nn.Sequential(torch.nn.Linear(2, 1), torch.nn.BatchNorm1d(1))
+        >>> state = extract_state_dict(net)
+        >>> [sorted(p) for p in state.params], sorted(state.buffers[2])
+        ([[], ['bias', 'weight'], ['bias', 'weight']], ['num_batches_tracked', 'running_mean', 'running_var'])
     """
 
     params: tuple[dict[str, torch.Tensor | None], ...]
@@ -248,6 +257,10 @@ def module_detach_(target: Any) -> Any:
     Each tensor keeps its value and ``requires_grad`` flag but forgets its history, so the next
     unrolled segment starts from leaves (truncated back-propagation).
 
+    Args:
+        target: an :class:`torch.nn.Module`, an optimizer (its state is detached), or a pytree of
+            tensors (detached with ``Tensor.detach_``).
+
     Returns:
         ``target``.
 
@@ -256,8 +269,10 @@ def module_detach_(target: Any) -> Any:
         >>> import diffopt
         >>> net = torch.nn.Linear(1, 1)
         >>> diffopt.MetaSGD(net, lr=0.1).step(net(torch.ones(1, 1)).sum())
-        >>> module_detach_(net).weight.is_leaf
-        True
+        >>> net.weight.is_leaf
+        False
+        >>> module_detach_(net).weight.is_leaf, net.weight.requires_grad
+        (True, True)
     """
     if isinstance(target, nn.Module):
         for module in target.modules():
@@ -282,11 +297,17 @@ def module_detach_(target: Any) -> Any:
 def stop_gradient(target: Any) -> None:
     """Cut the autograd history of a module, an optimizer state, or a pytree of tensors, in place.
 
+    The same as :func:`module_detach_`, without the return value (TorchOpt's name).
+
+    Args:
+        target: an :class:`torch.nn.Module`, an optimizer, or a pytree of tensors.
+
     Example:
         >>> import torch
-        >>> x = torch.ones(1, requires_grad=True) * 2
+        >>> w = torch.ones(1, requires_grad=True)
+        >>> x = w * 2
         >>> stop_gradient(x)
-        >>> x.grad_fn is None
-        True
+        >>> x, x.grad_fn is None
+        (tensor([2.], requires_grad=True), True)
     """
     module_detach_(target)

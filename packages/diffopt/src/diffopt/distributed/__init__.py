@@ -56,7 +56,17 @@ from diffopt.distributed.world import (
 
 
 def is_available() -> bool:
-    """Whether this PyTorch build has RPC and distributed autograd."""
+    """Whether this PyTorch build has RPC and distributed autograd.
+
+    Returns:
+        ``True`` when both :mod:`torch.distributed.rpc` and :mod:`torch.distributed.autograd` are
+        built in; everything else in this package needs them.
+
+    Example:
+        >>> import torch
+        >>> is_available() == (torch.distributed.rpc.is_available() and autograd.is_available())
+        True
+    """
     return rpc.is_available() and autograd.is_available()
 
 

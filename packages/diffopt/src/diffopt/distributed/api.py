@@ -14,8 +14,15 @@ Failures reach the caller, never a hang:
   ``rpc_backend_options`` says otherwise) fails it then, both as :class:`RemoteCallError`.
 
 Example:
-    >>> isinstance(UNSET_RPC_TIMEOUT, float)
-    True
+    >>> import torch
+    >>> from diffopt.distributed import auto_init_rpc, dim_partitioner, mean_reducer
+    >>> @auto_init_rpc()
+    ... def main():  # one call per row, dealt to the workers (here one), then averaged
+    ...     rows = dim_partitioner(0, exclusive=True, keepdim=False)
+    ...     matrix = torch.tensor([[1.0, 2.0], [3.0, 4.0], [5.0, 6.0]])
+    ...     return remote_sync_call(torch.sum, args=(matrix,), partitioner=rows, reducer=mean_reducer)
+    >>> main()  # the mean of the row sums 3, 7 and 11
+    tensor(7.)
 """
 
 from __future__ import annotations
@@ -55,8 +62,24 @@ _PARALLELIZED = "__diffopt_parallelized__"
 
 
 class RemoteCallError(RuntimeError):
-    """A remote call failed for a reason outside the called function: the worker died, closed
-    its connection, or did not answer in time."""
+    """A remote call failed for a reason outside the called function.
+
+    The worker died, closed its connection, or did not answer within the call's timeout. (An
+    exception raised by the function itself reaches the caller with its own type instead.) It is a
+    :class:`RuntimeError`; its message names the function, the worker and the cause.
+
+    Example:
+        >>> import time
+        >>> from diffopt.distributed import auto_init_rpc
+        >>> @auto_init_rpc()
+        ... def main():  # a world of one worker; time.sleep overruns its 10 ms timeout
+        ...     try:
+        ...         remote_sync_call(time.sleep, args=(0.1,), partitioner=0, timeout=0.01)
+        ...     except RemoteCallError as error:
+        ...         return str(error).split(':')[0]
+        >>> main()
+        'sleep on worker 0 did not finish within 0.01 s'
+    """
 
 
 class _RemoteFunction:
@@ -160,6 +183,16 @@ def remote_async_call(func: Callable[..., T], *, args: tuple | None = None,
     Raises:
         RuntimeError: if RPC is not running.
         TypeError: if ``func`` cannot be sent by reference.
+
+    Example:
+        >>> import torch
+        >>> from diffopt.distributed import auto_init_rpc
+        >>> @auto_init_rpc()
+        ... def main():  # a world of one worker, 'worker0'
+        ...     future = remote_async_call(torch.mul, args=(torch.tensor([1.0, 2.0]), 3.0), partitioner=0)
+        ...     return future.wait()
+        >>> main()  # one result per call, in a list (no reducer)
+        [tensor([3., 6.])]
     """
     _require_rpc("remote_async_call")
     if not callable(func):
@@ -207,7 +240,34 @@ def remote_sync_call(func: Callable[..., T], *, args: tuple | None = None,
                      kwargs: dict | None = None, partitioner: Any = None,
                      reducer: Callable[[Iterable[T]], Any] | None = None,
                      timeout: float | None = UNSET_RPC_TIMEOUT) -> Any:
-    """:func:`remote_async_call` and wait for its result (same arguments)."""
+    """:func:`remote_async_call` and wait for its result.
+
+    Args:
+        func: a picklable function (module-level: RPC sends functions by reference).
+        args: positional arguments of the whole call.
+        kwargs: keyword arguments of the whole call.
+        partitioner: a worker id or name, or a partition function (default
+            :data:`batch_partitioner`: the tensors' first dimension is split among the workers).
+        reducer: combines the list of results (default: none, the list is returned).
+        timeout: seconds each remote call may take (default: the RPC agent's).
+
+    Returns:
+        The (reduced) result.
+
+    Raises:
+        RuntimeError: if RPC is not running, or the remote function raised (its own exception type
+            is kept when it is a standard one).
+        RemoteCallError: if a worker died or did not answer in time.
+
+    Example:
+        >>> import torch
+        >>> from diffopt.distributed import auto_init_rpc, sum_reducer
+        >>> @auto_init_rpc()
+        ... def main():  # each worker sums its block of the batch; the reducer adds the sums
+        ...     return remote_sync_call(torch.sum, args=(torch.arange(6.0),), reducer=sum_reducer)
+        >>> main()
+        tensor(15.)
+    """
     return remote_async_call(func, args=args, kwargs=kwargs, partitioner=partitioner,
                              reducer=reducer, timeout=timeout).wait()
 
@@ -252,6 +312,21 @@ def parallelize_async(partitioner: Any = None,
 
     Returns:
         The decorator. The function must be defined at module level.
+
+    Raises:
+        TypeError: (from the decorator) for a lambda or a nested function.
+
+    Example:
+        >>> import torch
+        >>> from diffopt.distributed import auto_init_rpc, sum_reducer
+        >>> from diffopt.tree_math import tree_sum
+        >>> remote_sum = parallelize_async(reducer=sum_reducer)(tree_sum)
+        >>> @auto_init_rpc()
+        ... def main():
+        ...     future = remote_sum(torch.arange(4.0))
+        ...     return future.wait()
+        >>> main()
+        tensor(6.)
     """
     return _parallelizer(partitioner, reducer, timeout, wait=False)
 
@@ -259,8 +334,33 @@ def parallelize_async(partitioner: Any = None,
 def parallelize_sync(partitioner: Any = None,
                      reducer: Callable[[Iterable[Any]], Any] | None = None,
                      timeout: float | None = UNSET_RPC_TIMEOUT) -> Callable[..., Any]:
-    """Decorator: calling the function runs it on remote workers and returns the result
-    (arguments as :func:`parallelize_async`)."""
+    """Decorator: calling the function runs it on remote workers and returns the result.
+
+    Also exported as ``parallelize``.
+
+    Args:
+        partitioner: as in :func:`remote_async_call`; default :data:`batch_partitioner`, and then
+            the default reducer is :func:`mean_reducer`.
+        reducer: as in :func:`remote_async_call`.
+        timeout: seconds each remote call may take.
+
+    Returns:
+        The decorator. The function must be defined at module level.
+
+    Raises:
+        TypeError: (from the decorator) for a lambda or a nested function.
+
+    Example:
+        >>> import torch
+        >>> from diffopt.distributed import auto_init_rpc, sum_reducer
+        >>> from diffopt.tree_math import tree_sum
+        >>> remote_sum = parallelize_sync(reducer=sum_reducer)(tree_sum)
+        >>> @auto_init_rpc()
+        ... def main():  # the batch is split among the workers (here one)
+        ...     return remote_sum(torch.arange(6.0))
+        >>> main()
+        tensor(15.)
+    """
     return _parallelizer(partitioner, reducer, timeout, wait=True)
 
 

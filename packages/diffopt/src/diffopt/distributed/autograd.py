@@ -10,8 +10,17 @@ Send the *caller's* tensors through a differentiable operation (``diffopt.module
 by='clone')``, ``param.clone()``): RPC detaches ``nn.Parameter`` leaves it sends directly.
 
 Example:
-    >>> is_available() in (True, False)
-    True
+    >>> import torch
+    >>> import torch.distributed.rpc as rpc
+    >>> from diffopt.distributed import auto_init_rpc
+    >>> x = torch.tensor([0.5, -1.0], requires_grad=True)
+    >>> @auto_init_rpc()
+    ... def main():  # a world of one worker: worker0 computes 2 * x for us
+    ...     with context() as ctx:
+    ...         y = rpc.rpc_sync('worker0', torch.mul, args=(x, 2.0))
+    ...         return grad(ctx, y.square().sum(), [x])  # d/dx (2x)^2 = 8x
+    >>> main()
+    (tensor([ 4., -8.]),)
 """
 
 from __future__ import annotations
@@ -27,7 +36,16 @@ _GRAD_LOCK = threading.Lock()
 
 
 def is_available() -> bool:
-    """Whether this PyTorch build has distributed autograd."""
+    """Whether this PyTorch build has distributed autograd.
+
+    Returns:
+        ``True`` when ``torch.distributed`` and ``torch.distributed.autograd`` are both built in.
+
+    Example:
+        >>> import torch
+        >>> is_available() == (torch.distributed.is_available() and torch.distributed.autograd.is_available())
+        True
+    """
     import torch.distributed as dist
 
     if not dist.is_available():
@@ -110,6 +128,20 @@ def backward(autograd_ctx_id: int, tensors: torch.Tensor | Sequence[torch.Tensor
     Raises:
         ValueError: if a tensor is not a scalar.
         RuntimeError: if a tensor does not require grad.
+
+    Example:
+        >>> import torch
+        >>> import torch.distributed.rpc as rpc
+        >>> from diffopt.distributed import auto_init_rpc
+        >>> w = torch.tensor([1.0, 2.0], requires_grad=True)
+        >>> @auto_init_rpc()
+        ... def main():  # a world of one worker: worker0 computes w * w for us
+        ...     with context() as ctx:
+        ...         square = rpc.rpc_sync('worker0', torch.mul, args=(w, w))
+        ...         backward(ctx, square.sum())
+        >>> main()
+        >>> w.grad
+        tensor([2., 4.])
     """
     roots = _as_tensors("tensors", tensors)
     _check_roots(roots)
@@ -144,6 +176,19 @@ def grad(autograd_ctx_id: int, outputs: torch.Tensor | Sequence[torch.Tensor],
     Raises:
         ValueError: if an input is not a leaf that requires grad.
         RuntimeError: if an input is unused and ``allow_unused`` is ``False``.
+
+    Example:
+        >>> import torch
+        >>> import torch.distributed.rpc as rpc
+        >>> from diffopt.distributed import auto_init_rpc
+        >>> @auto_init_rpc()
+        ... def main():  # a world of one worker: worker0 computes w ** 3 for us
+        ...     w = torch.tensor([1.0, 2.0], requires_grad=True)
+        ...     with context() as ctx:
+        ...         cube = rpc.rpc_sync('worker0', torch.pow, args=(w, 3))
+        ...         return grad(ctx, cube, [w], grad_outputs=[torch.ones(2)])
+        >>> main()  # 3 w^2, and w.grad is left untouched
+        (tensor([ 3., 12.]),)
     """
     outs = _as_tensors("outputs", outputs)
     _check_roots(outs)

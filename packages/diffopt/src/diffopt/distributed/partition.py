@@ -40,6 +40,10 @@ PartitionFunction = Callable[..., Sequence[tuple[int, Args, KwArgs]]]
 class TensorDimensionPartitioner:
     """Split every tensor argument along dimension ``dim`` and deal the pieces to workers.
 
+    ``batch_partitioner`` is ``TensorDimensionPartitioner(0)`` (contiguous blocks of the first
+    dimension, one per worker) and ``exclusive_batch_partitioner`` is
+    ``TensorDimensionPartitioner(0, exclusive=True)`` (one call per index, slices of length 1).
+
     Args:
         dim: the dimension to split (negative counts from the end).
         exclusive: ``True``: one call per index along ``dim`` (one task per call, dealt to the
@@ -52,6 +56,13 @@ class TensorDimensionPartitioner:
     Raises:
         ValueError: ``keepdim=False`` without ``exclusive=True``; at call time, tensors whose
             sizes along ``dim`` differ, or that have no dimension ``dim``.
+
+    Example:
+        >>> import torch
+        >>> split = TensorDimensionPartitioner(-1, workers=[0, 1, 2])
+        >>> calls = split(torch.arange(8).reshape(2, 4), scale=2.0)
+        >>> [(worker, args[0].tolist(), kwargs) for worker, args, kwargs in calls]
+        [(0, [[0, 1], [4, 5]], {'scale': 2.0}), (1, [[2], [6]], {'scale': 2.0}), (2, [[3], [7]], {'scale': 2.0})]
     """
 
     def __init__(self, dim: int, *, exclusive: bool = False, keepdim: bool = True,
@@ -141,11 +152,20 @@ def _index(dim: int, piece: int | slice) -> tuple[Any, ...]:
 
 def dim_partitioner(dim: int = 0, *, exclusive: bool = False, keepdim: bool = True,
                     workers: Sequence[int | str] | None = None) -> PartitionFunction:
-    """A :class:`TensorDimensionPartitioner` (same arguments).
+    """A :class:`TensorDimensionPartitioner`: split tensor arguments along ``dim`` among workers.
 
     ``dim_partitioner(0, exclusive=True, keepdim=False)`` turns a batch of tasks of shape
     ``(T, B, ...)`` into ``T`` calls on tensors of shape ``(B, ...)``: distributed MAML's inner
     loops, one task per call.
+
+    Args:
+        dim: the dimension to split (negative counts from the end).
+        exclusive: one call per index along ``dim`` (``True``), or one contiguous block per worker.
+        keepdim: keep the split dimension; ``False`` needs ``exclusive=True``.
+        workers: worker ids or names to use (default: every worker in the world).
+
+    Returns:
+        The partition function ``(*args, **kwargs) -> [(worker_id, args, kwargs), ...]``.
 
     Example:
         >>> import torch

@@ -55,10 +55,42 @@ def _reduce(name: str, results: Iterable[Any], op) -> Any:
 
 
 def mean_reducer(results: Iterable[Any]) -> Any:
-    """The element-wise mean of the results (tensors, or pytrees of tensors)."""
+    """The element-wise mean of the results (tensors, or pytrees of tensors).
+
+    Args:
+        results: the per-call results, all with one structure and leaf shapes (numbers are
+            converted to tensors).
+
+    Returns:
+        A result of the same structure holding the leaf-wise means (differentiable).
+
+    Raises:
+        ValueError: if there are no results, or their structures or shapes differ.
+
+    Example:
+        >>> import torch
+        >>> mean_reducer([{'loss': torch.tensor(1.0)}, {'loss': torch.tensor(2.0)}])
+        {'loss': tensor(1.5000)}
+    """
     return _reduce("mean_reducer", results, torch.mean)
 
 
 def sum_reducer(results: Iterable[Any]) -> Any:
-    """The element-wise sum of the results (tensors, or pytrees of tensors)."""
+    """The element-wise sum of the results (tensors, or pytrees of tensors).
+
+    Args:
+        results: the per-call results, all with one structure and leaf shapes (numbers are
+            converted to tensors).
+
+    Returns:
+        A result of the same structure holding the leaf-wise sums (differentiable).
+
+    Raises:
+        ValueError: if there are no results, or their structures or shapes differ.
+
+    Example:
+        >>> import torch
+        >>> sum_reducer([torch.tensor([1.0, 2.0]), torch.tensor([3.0, 4.0]), torch.tensor([5.0, 6.0])])
+        tensor([ 9., 12.])
+    """
     return _reduce("sum_reducer", results, torch.sum)

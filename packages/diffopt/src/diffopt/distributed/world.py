@@ -57,7 +57,21 @@ _FINAL_SHUTDOWN_TIMEOUT_S = 60.0
 
 def default_worker_name_format(*, world_rank: int, world_size: int, local_rank: int,
                                local_world_size: int) -> str:
-    """``'worker{world_rank}'``: the RPC name of each worker (TorchOpt's default)."""
+    """``'worker{world_rank}'``: the RPC name of each worker (TorchOpt's default).
+
+    Args:
+        world_rank: the global rank of the worker.
+        world_size: the number of workers (unused by this format).
+        local_rank: the rank on its machine (unused by this format).
+        local_world_size: the number of workers on its machine (unused by this format).
+
+    Returns:
+        The worker's RPC name.
+
+    Example:
+        >>> default_worker_name_format(world_rank=3, world_size=4, local_rank=1, local_world_size=2)
+        'worker3'
+    """
     del world_size, local_rank, local_world_size
     return f"worker{world_rank}"
 
@@ -66,7 +80,19 @@ _worker_name_format: Callable[..., str] = default_worker_name_format
 
 
 class WorldInfo(NamedTuple):
-    """The ranks of this process, as torchrun describes them."""
+    """The ranks of this process, as torchrun describes them.
+
+    Attributes:
+        world_rank: the global rank (also :attr:`rank`).
+        world_size: the number of processes in the world.
+        local_rank: the rank of this process on its machine.
+        local_world_size: the number of processes on this machine.
+
+    Example:
+        >>> info = WorldInfo(world_rank=2, world_size=4, local_rank=0, local_world_size=2)
+        >>> info.rank, info.worker_name
+        (2, 'worker2')
+    """
 
     world_rank: int
     world_size: int
@@ -98,11 +124,24 @@ def _env_int(name: str, default: int) -> int:
 
 
 def get_world_info() -> WorldInfo:
-    """This process's ranks: from RPC when it is running (whoever started it), else from
-    torchrun's environment (a world of one without it).
+    """This process's ranks: from RPC when it is running, else from torchrun's environment.
+
+    Without RPC and without torchrun's variables (``RANK``, ``WORLD_SIZE``, ``LOCAL_RANK``,
+    ``LOCAL_WORLD_SIZE``) the process is a world of one.
+
+    Returns:
+        A :class:`WorldInfo`.
 
     Raises:
         ValueError: if the variables are malformed or inconsistent.
+
+    Example:
+        >>> import os
+        >>> from unittest import mock
+        >>> env = {'RANK': '1', 'WORLD_SIZE': '4', 'LOCAL_RANK': '1', 'LOCAL_WORLD_SIZE': '2'}  # as torchrun sets
+        >>> with mock.patch.dict(os.environ, env):
+        ...     get_world_info()
+        WorldInfo(world_rank=1, world_size=4, local_rank=1, local_world_size=2)
     """
     if _rpc_running():
         agent = rpc._get_current_rpc_agent()
@@ -119,7 +158,19 @@ def get_world_info() -> WorldInfo:
 
 
 def get_world_rank() -> int:
-    """The global rank of this process."""
+    """The global rank of this process (also exported as ``get_rank``).
+
+    Returns:
+        An int in ``[0, get_world_size())``.
+
+    Example:
+        >>> import os
+        >>> from unittest import mock
+        >>> env = {'RANK': '1', 'WORLD_SIZE': '4', 'LOCAL_RANK': '1', 'LOCAL_WORLD_SIZE': '2'}  # as torchrun sets
+        >>> with mock.patch.dict(os.environ, env):
+        ...     get_world_rank()
+        1
+    """
     return get_world_info().world_rank
 
 
@@ -127,26 +178,77 @@ get_rank = get_world_rank
 
 
 def get_world_size() -> int:
-    """The number of processes in the world."""
+    """The number of processes in the world.
+
+    Returns:
+        A positive int (1 when run without torchrun).
+
+    Example:
+        >>> import os
+        >>> from unittest import mock
+        >>> env = {'RANK': '1', 'WORLD_SIZE': '4', 'LOCAL_RANK': '1', 'LOCAL_WORLD_SIZE': '2'}  # as torchrun sets
+        >>> with mock.patch.dict(os.environ, env):
+        ...     get_world_size()
+        4
+    """
     return get_world_info().world_size
 
 
 def get_local_rank() -> int:
-    """The rank of this process on its machine (e.g. the GPU it should use)."""
+    """The rank of this process on its machine (e.g. the GPU it should use).
+
+    Returns:
+        An int in ``[0, get_local_world_size())``.
+
+    Example:
+        >>> import os
+        >>> from unittest import mock
+        >>> env = {'RANK': '3', 'WORLD_SIZE': '4', 'LOCAL_RANK': '1', 'LOCAL_WORLD_SIZE': '2'}  # as torchrun sets
+        >>> with mock.patch.dict(os.environ, env):
+        ...     f'cuda:{get_local_rank()}'
+        'cuda:1'
+    """
     return get_world_info().local_rank
 
 
 def get_local_world_size() -> int:
-    """The number of processes on this machine."""
+    """The number of processes on this machine.
+
+    Returns:
+        A positive int (1 when run without torchrun).
+
+    Example:
+        >>> import os
+        >>> from unittest import mock
+        >>> env = {'RANK': '1', 'WORLD_SIZE': '4', 'LOCAL_RANK': '1', 'LOCAL_WORLD_SIZE': '2'}  # as torchrun sets
+        >>> with mock.patch.dict(os.environ, env):
+        ...     get_local_world_size()
+        2
+    """
     return get_world_info().local_world_size
 
 
 def get_worker_id(id: str | int | None = None) -> int:  # TorchOpt names the argument id
     """The RPC id (the rank) of a worker given by name or id; this worker's without argument.
 
+    Args:
+        id: a worker name (needs RPC running), a worker id (checked against the world size), or
+            ``None`` for this worker (needs RPC running).
+
+    Returns:
+        The worker's id.
+
     Raises:
         RuntimeError: for a name, or for ``None``, when RPC is not running.
         ValueError: for an id outside the world.
+        TypeError: for anything else.
+
+    Example:
+        >>> @auto_init_rpc()
+        ... def main():  # a world of one worker, 'worker0'
+        ...     return get_worker_id('worker0'), get_worker_id(0), get_worker_id()
+        >>> main()
+        (0, 0, 0)
     """
     if isinstance(id, bool):
         raise TypeError("get_worker_id: id must be a worker name or an int, got a bool")
@@ -183,6 +285,15 @@ def barrier(worker_names: Iterable[str] | None = None, *, timeout: float | None 
 
     Raises:
         RuntimeError: if RPC is not running, or a worker is gone or too late.
+        ValueError: if this worker is not in ``worker_names``.
+
+    Example:
+        >>> @auto_init_rpc()
+        ... def main():  # a world of one: the barrier is passed at once
+        ...     barrier(['worker0'], timeout=10)
+        ...     return 'passed'
+        >>> main()
+        'passed'
     """
     _require_rpc("barrier")
     names = None if worker_names is None else set(worker_names)
@@ -301,10 +412,10 @@ def auto_init_rpc(worker_init_fn: Callable[[], None] | None = None,
 
     Example:
         >>> @auto_init_rpc()
-        ... def main():
-        ...     return get_worker_id()
-        >>> callable(main)
-        True
+        ... def main():  # run without torchrun: a world of one worker
+        ...     return get_world_info().worker_name, get_worker_id()
+        >>> main()
+        ('worker0', 0)
     """
     if not callable(worker_name_format):
         raise TypeError("auto_init_rpc: worker_name_format must be callable, e.g. "
@@ -374,26 +485,104 @@ def _on_ranks(ranks: Iterable[int], inverse: bool) -> Callable[[F], F]:
 def on_rank(*ranks: int) -> Callable[[F], F]:
     """Decorator: run the function only on the given ranks (elsewhere it returns ``None``).
 
+    Args:
+        *ranks: the global ranks that run the function.
+
+    Returns:
+        The decorator.
+
+    Raises:
+        TypeError: if a rank is not a non-negative int.
+
     Example:
-        >>> @on_rank(0)
-        ... def hello():
-        ...     return 'hello from rank 0'
-        >>> hello() if get_world_rank() == 0 else 'hello from rank 0'
-        'hello from rank 0'
+        >>> import os
+        >>> from unittest import mock
+        >>> @on_rank(0, 2)
+        ... def log(message):
+        ...     return f'rank {get_world_rank()}: {message}'
+        >>> for rank in range(3):
+        ...     with mock.patch.dict(os.environ, {'RANK': str(rank), 'WORLD_SIZE': '3'}):
+        ...         print(log('hello'))
+        rank 0: hello
+        None
+        rank 2: hello
     """
     return _on_ranks(ranks, inverse=False)
 
 
 def not_on_rank(*ranks: int) -> Callable[[F], F]:
-    """Decorator: run the function on every rank except the given ones."""
+    """Decorator: run the function on every rank except the given ones (there it returns ``None``).
+
+    Args:
+        *ranks: the global ranks that skip the function.
+
+    Returns:
+        The decorator.
+
+    Raises:
+        TypeError: if a rank is not a non-negative int.
+
+    Example:
+        >>> import os
+        >>> from unittest import mock
+        >>> @not_on_rank(1)
+        ... def work():
+        ...     return get_world_rank()
+        >>> results = []
+        >>> for rank in range(3):
+        ...     with mock.patch.dict(os.environ, {'RANK': str(rank), 'WORLD_SIZE': '3'}):
+        ...         results.append(work())
+        >>> results
+        [0, None, 2]
+    """
     return _on_ranks(ranks, inverse=True)
 
 
 def rank_zero_only(func: F) -> F:
-    """Decorator: run only on rank 0 (logging, checkpoints, the outer training loop)."""
+    """Decorator: run only on rank 0 (logging, checkpoints, the outer training loop).
+
+    Args:
+        func: the function to guard; on other ranks calling it does nothing and returns ``None``.
+
+    Returns:
+        The wrapped function.
+
+    Example:
+        >>> import os
+        >>> from unittest import mock
+        >>> @rank_zero_only
+        ... def save():
+        ...     return 'saved'
+        >>> results = []
+        >>> for rank in range(2):
+        ...     with mock.patch.dict(os.environ, {'RANK': str(rank), 'WORLD_SIZE': '2'}):
+        ...         results.append(save())
+        >>> results
+        ['saved', None]
+    """
     return on_rank(0)(func)
 
 
 def rank_non_zero_only(func: F) -> F:
-    """Decorator: run everywhere but on rank 0."""
+    """Decorator: run everywhere but on rank 0 (there it returns ``None``).
+
+    Args:
+        func: the function to guard.
+
+    Returns:
+        The wrapped function.
+
+    Example:
+        >>> import os
+        >>> from unittest import mock
+        >>> @rank_non_zero_only
+        ... def serve():
+        ...     return 'serving'
+        >>> results = []
+        >>> for rank in range(2):
+        ...     with mock.patch.dict(os.environ, {'RANK': str(rank), 'WORLD_SIZE': '2'}):
+        ...         results.append(serve())
+        >>> results
+        [None, 'serving']
+    """
     return not_on_rank(0)(func)

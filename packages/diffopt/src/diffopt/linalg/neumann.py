@@ -33,7 +33,20 @@ DEFAULT_MAXITER = 100
 
 
 class NeumannDivergenceWarning(RuntimeWarning):
-    """The Neumann series' terms are not shrinking, so its partial sums do not approach A^-1."""
+    """The Neumann series' terms are not shrinking, so its partial sums do not approach A^-1.
+
+    :func:`ns` and :func:`ns_inv` emit it (a :class:`RuntimeWarning`) when the spectral radius of
+    ``I - alpha * A`` is not below 1; pick a smaller ``alpha`` or use CG instead.
+
+    Example:
+        >>> import warnings
+        >>> import torch
+        >>> with warnings.catch_warnings(record=True) as caught:
+        ...     warnings.simplefilter('always')
+        ...     approx = ns_inv(torch.tensor([[3.0]]), maxiter=5)  # |1 - 3| > 1: diverges
+        >>> [w.category.__name__ for w in caught], approx
+        (['NeumannDivergenceWarning'], tensor([[-21.]]))
+    """
 
 
 def _check_arguments(maxiter: int | None, alpha: float | None) -> tuple[int, float]:

@@ -114,6 +114,14 @@ class ImplicitMetaGradientModule(MetaGradientModule):
     solver of the backward pass is chosen with the class keyword ``linear_solve`` (default
     :func:`diffopt.linear_solve.solve_normal_cg`), as in TorchOpt.
 
+    Args:
+        *args: the subclass's constructor arguments; tensors that require grad and modules among
+            them become meta-parameters and meta-modules (see :class:`MetaGradientModule`).
+        **kwargs: the same, for keyword arguments.
+        linear_solve: class keyword (``class Inner(ImplicitMetaGradientModule, linear_solve=...)``):
+            the solver ``(matvec, b) -> x`` of the backward pass's linear system; a subclass that
+            leaves it out inherits its parent's.
+
     Example:
         iMAML's proximal inner problem, ``phi* = argmin L(phi) + lam/2 ||phi - theta||^2``:
 

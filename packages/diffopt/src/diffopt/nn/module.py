@@ -35,7 +35,25 @@ __all__ = ["MetaGradientModule", "MetaInputsContainer"]
 
 
 class MetaInputsContainer:
-    """The tensors and modules passed to a :class:`MetaGradientModule`'s constructor."""
+    """The tensors and modules passed to a :class:`MetaGradientModule`'s constructor.
+
+    :class:`MetaGradientModule` builds one per instance; assigning an attribute checks it to tell
+    meta-inputs from the module's own parameters. The parameters of a meta-module count as
+    meta-parameters too.
+
+    Args:
+        meta_parameters: the tensors (requiring grad) passed to the constructor.
+        meta_modules: the modules passed to the constructor.
+
+    Example:
+        >>> import torch
+        >>> theta, encoder = torch.zeros(2, requires_grad=True), torch.nn.Linear(2, 2)
+        >>> container = MetaInputsContainer([theta], [encoder])
+        >>> id(theta) in container.meta_parameter_ids, id(encoder.weight) in container.meta_parameter_ids
+        (True, True)
+        >>> len(container.meta_parameter_ids), len(container.meta_module_ids)
+        (3, 1)
+    """
 
     def __init__(self, meta_parameters: list[torch.Tensor], meta_modules: list[nn.Module]):
         self.meta_parameter_ids = {id(t) for t in meta_parameters}
@@ -51,6 +69,11 @@ class MetaGradientModule(nn.Module):
     of nesting in lists, tuples and dicts) are meta-inputs. Assigning one of them as an
     attribute registers it as a meta-parameter or meta-module instead of a parameter or
     submodule; :meth:`register_meta_parameter` and :meth:`register_meta_module` do so explicitly.
+
+    Args:
+        *args: the subclass's constructor arguments. Every tensor that requires grad and every
+            module among them, at any depth of nesting, is recorded as a meta-input.
+        **kwargs: the same, for keyword arguments.
 
     Example:
         >>> import torch

@@ -48,6 +48,14 @@ class ZeroOrderGradientModule(MetaGradientModule):
     ``'naive'``), ``num_samples`` (default 100) and ``sigma`` (default 1.0); a subclass that
     leaves one out inherits its parent's.
 
+    Args:
+        *args: the subclass's constructor arguments; tensors that require grad and modules among
+            them become meta-parameters and meta-modules (see :class:`MetaGradientModule`).
+        **kwargs: the same, for keyword arguments.
+        method: class keyword, the estimator: ``'naive'``, ``'forward'`` or ``'antithetic'``.
+        num_samples: class keyword, the number of noise draws per gradient.
+        sigma: class keyword, the smoothing radius (a positive number).
+
     Example:
         >>> import torch
         >>> from diffopt.nn import ZeroOrderGradientModule

@@ -17,15 +17,23 @@ class AdaDelta(Optimizer):
 
     Numerically it follows ``torch.optim.Adadelta`` step by step.
 
+    Args:
+        params: an iterable of tensors (or of parameter-group dicts) to optimize.
+        lr: learning rate (a number, a tensor, or a schedule ``count -> lr``).
+        rho: decay of the running averages of squared gradients and squared updates.
+        eps: added inside both square roots.
+        weight_decay: L2 penalty added to the gradient.
+        maximize: ascend the objective instead of descending it.
+
     Example:
         >>> import torch
         >>> import diffopt
-        >>> w = torch.tensor([1.0], requires_grad=True)
+        >>> w = torch.tensor([1.0, -2.0], requires_grad=True)
         >>> opt = diffopt.AdaDelta([w], lr=1.0)
         >>> (w ** 2).sum().backward()
         >>> opt.step()
-        >>> bool(w < 1.0)
-        True
+        >>> torch.round(w.detach(), decimals=4)
+        tensor([ 0.9968, -1.9968])
     """
 
     def __init__(

@@ -17,15 +17,24 @@ class AdaGrad(Optimizer):
 
     Numerically it follows ``torch.optim.Adagrad`` step by step.
 
+    Args:
+        params: an iterable of tensors (or of parameter-group dicts) to optimize.
+        lr: learning rate (a number, a tensor, or a schedule ``count -> lr``).
+        lr_decay: learning-rate decay: step ``t`` uses ``lr / (1 + (t - 1) * lr_decay)``.
+        weight_decay: L2 penalty added to the gradient.
+        initial_accumulator_value: starting value of the sums of squared gradients.
+        eps: added to the denominator outside the square root.
+        maximize: ascend the objective instead of descending it.
+
     Example:
         >>> import torch
         >>> import diffopt
-        >>> w = torch.tensor([1.0], requires_grad=True)
+        >>> w = torch.tensor([1.0, -2.0], requires_grad=True)
         >>> opt = diffopt.AdaGrad([w], lr=0.1)
         >>> (w ** 2).sum().backward()
         >>> opt.step()
-        >>> bool(w < 1.0)
-        True
+        >>> w.detach()
+        tensor([ 0.9000, -1.9000])
     """
 
     def __init__(

@@ -17,15 +17,27 @@ class AdamW(Optimizer):
 
     Numerically it follows ``torch.optim.AdamW`` step by step.
 
+    Args:
+        params: an iterable of tensors (or of parameter-group dicts) to optimize.
+        lr: learning rate (a number, a tensor, or a schedule ``count -> lr``).
+        betas: decays of the first and second moment estimates.
+        eps: added to the denominator outside the square root.
+        weight_decay: decoupled weight decay factor: ``p -= lr * weight_decay * p`` at every step.
+        eps_root: added to the second moment inside the square root (keeps meta-gradients bounded).
+        mask: a pytree of booleans, or a function of the parameters returning one, choosing which
+            parameters are decayed (``None``: all).
+        maximize: ascend the objective instead of descending it.
+        use_accelerated_op: compute the Adam moments and direction with fused-optim's fused op.
+
     Example:
         >>> import torch
         >>> import diffopt
-        >>> w = torch.tensor([1.0], requires_grad=True)
+        >>> w = torch.tensor([1.0, -2.0], requires_grad=True)
         >>> opt = diffopt.AdamW([w], lr=0.1)
         >>> (w ** 2).sum().backward()
         >>> opt.step()
-        >>> bool(w < 1.0)
-        True
+        >>> w.detach()
+        tensor([ 0.8990, -1.8980])
     """
 
     def __init__(

@@ -17,15 +17,23 @@ class RAdam(Optimizer):
 
     Numerically it follows ``torch.optim.RAdam`` step by step.
 
+    Args:
+        params: an iterable of tensors (or of parameter-group dicts) to optimize.
+        lr: learning rate (a number, a tensor, or a schedule ``count -> lr``).
+        betas: decays of the first and second moment estimates.
+        eps: added to the denominator outside the square root.
+        weight_decay: L2 penalty added to the gradient.
+        maximize: ascend the objective instead of descending it.
+
     Example:
         >>> import torch
         >>> import diffopt
-        >>> w = torch.tensor([1.0], requires_grad=True)
+        >>> w = torch.tensor([1.0, -2.0], requires_grad=True)
         >>> opt = diffopt.RAdam([w], lr=0.1)
         >>> (w ** 2).sum().backward()
         >>> opt.step()
-        >>> bool(w < 1.0)
-        True
+        >>> w.detach()
+        tensor([ 0.8000, -1.6000])
     """
 
     def __init__(

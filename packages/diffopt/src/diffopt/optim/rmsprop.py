@@ -17,15 +17,27 @@ class RMSProp(Optimizer):
 
     Numerically it follows ``torch.optim.RMSprop`` step by step.
 
+    Args:
+        params: an iterable of tensors (or of parameter-group dicts) to optimize.
+        lr: learning rate (a number, a tensor, or a schedule ``count -> lr``).
+        alpha: smoothing constant of the running mean of squared gradients.
+        eps: added to the denominator outside the square root.
+        weight_decay: L2 penalty added to the gradient.
+        momentum: momentum factor (0 disables momentum).
+        centered: normalize by the estimated variance of the gradient instead of its mean square.
+        initial_scale: starting value of the running mean of squared gradients.
+        nesterov: use Nesterov momentum.
+        maximize: ascend the objective instead of descending it.
+
     Example:
         >>> import torch
         >>> import diffopt
-        >>> w = torch.tensor([1.0], requires_grad=True)
-        >>> opt = diffopt.RMSProp([w], lr=0.1)
+        >>> w = torch.tensor([1.0, -2.0], requires_grad=True)
+        >>> opt = diffopt.RMSProp([w], lr=0.01)
         >>> (w ** 2).sum().backward()
         >>> opt.step()
-        >>> bool(w < 1.0)
-        True
+        >>> torch.round(w.detach(), decimals=4)
+        tensor([ 0.9000, -1.9000])
     """
 
     def __init__(

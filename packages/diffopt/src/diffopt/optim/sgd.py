@@ -17,15 +17,24 @@ class SGD(Optimizer):
 
     Numerically it follows ``torch.optim.SGD`` step by step.
 
+    Args:
+        params: an iterable of tensors (or of parameter-group dicts) to optimize.
+        lr: learning rate (a number, a tensor, or a schedule ``count -> lr``).
+        momentum: momentum factor (0 disables momentum).
+        dampening: fraction of each new gradient left out of the momentum buffer.
+        weight_decay: L2 penalty added to the gradient.
+        nesterov: use Nesterov momentum.
+        maximize: ascend the objective instead of descending it.
+
     Example:
         >>> import torch
         >>> import diffopt
-        >>> w = torch.tensor([1.0], requires_grad=True)
+        >>> w = torch.tensor([1.0, -2.0], requires_grad=True)
         >>> opt = diffopt.SGD([w], lr=0.1)
         >>> (w ** 2).sum().backward()
         >>> opt.step()
-        >>> bool(w < 1.0)
-        True
+        >>> w.detach()
+        tensor([ 0.8000, -1.6000])
     """
 
     def __init__(

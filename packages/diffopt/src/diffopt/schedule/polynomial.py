@@ -53,10 +53,22 @@ def polynomial_schedule(init_value: float, end_value: float, power: float,
 
 def linear_schedule(init_value: float, end_value: float, transition_steps: int,
                     transition_begin: int = 0) -> Callable[[Any], float]:
-    """A :func:`polynomial_schedule` of power 1.
+    """Go linearly from ``init_value`` to ``end_value`` over ``transition_steps`` steps.
+
+    This is :func:`polynomial_schedule` with ``power=1``.
+
+    Args:
+        init_value: value before and at ``transition_begin``.
+        end_value: value after ``transition_begin + transition_steps``.
+        transition_steps: length of the transition (``<= 0`` means constant ``init_value``).
+        transition_begin: steps to hold ``init_value`` first.
+
+    Returns:
+        A function of the step count (an int or an integer tensor) returning a float.
 
     Example:
-        >>> linear_schedule(0.0, 1.0, transition_steps=10, transition_begin=5)(10)
-        0.5
+        >>> schedule = linear_schedule(0.0, 1.0, transition_steps=10, transition_begin=5)
+        >>> [schedule(t) for t in (0, 5, 10, 15, 100)]
+        [0.0, 0.0, 0.5, 1.0, 1.0]
     """
     return polynomial_schedule(init_value, end_value, 1, transition_steps, transition_begin)

@@ -25,7 +25,19 @@ __all__ = ["ScaleByAdaDeltaState", "scale_by_adadelta"]
 
 
 class ScaleByAdaDeltaState(NamedTuple):
-    """State of :func:`scale_by_adadelta`: running mean of squared gradients and of updates."""
+    """State of :func:`scale_by_adadelta`: running mean of squared gradients and of squared updates.
+
+    Attributes:
+        mu: exponential moving average of the squared gradients.
+        nu: exponential moving average of the squared updates this transformation produced.
+
+    Example:
+        >>> import torch
+        >>> tx = scale_by_adadelta(rho=0.9, eps=1e-6)
+        >>> _, state = tx.update({'w': torch.tensor([2.0, -1.0])}, tx.init({'w': torch.zeros(2)}))
+        >>> state.mu['w'], [round(v, 8) for v in state.nu['w'].tolist()]
+        (tensor([0.4000, 0.1000]), [1e-06, 1e-06])
+    """
 
     mu: object
     nu: object

@@ -25,7 +25,20 @@ __all__ = ["ScaleByAdamaxState", "scale_by_adamax"]
 
 
 class ScaleByAdamaxState(NamedTuple):
-    """State of :func:`scale_by_adamax`: first moments, infinity norms, step count."""
+    """State of :func:`scale_by_adamax`: first moments, infinity norms, step count.
+
+    Attributes:
+        mu: exponential moving average of the updates.
+        nu: exponentially weighted infinity norm of the updates, ``max(b2 * nu, |g|)``.
+        count: number of updates made so far (an int64 0-d tensor).
+
+    Example:
+        >>> import torch
+        >>> tx = scale_by_adamax()
+        >>> _, state = tx.update({'w': torch.tensor([2.0, -1.0])}, tx.init({'w': torch.zeros(2)}))
+        >>> state.mu['w'], state.nu['w'], int(state.count)
+        (tensor([ 0.2000, -0.1000]), tensor([2., 1.]), 1)
+    """
 
     mu: object
     nu: object

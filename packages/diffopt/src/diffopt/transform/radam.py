@@ -28,7 +28,20 @@ __all__ = ["ScaleByRAdamState", "scale_by_radam"]
 
 
 class ScaleByRAdamState(NamedTuple):
-    """State of :func:`scale_by_radam`: first moments, second moments, step count."""
+    """State of :func:`scale_by_radam`: first moments, second moments, step count.
+
+    Attributes:
+        mu: exponential moving average of the updates.
+        nu: exponential moving average of the squared updates.
+        count: number of updates made so far (an int64 0-d tensor).
+
+    Example:
+        >>> import torch
+        >>> tx = scale_by_radam()
+        >>> _, state = tx.update({'w': torch.tensor([2.0, -1.0])}, tx.init({'w': torch.zeros(2)}))
+        >>> state.mu['w'], state.nu['w'], int(state.count)
+        (tensor([ 0.2000, -0.1000]), tensor([0.0040, 0.0010]), 1)
+    """
 
     mu: object
     nu: object

@@ -25,13 +25,36 @@ __all__ = ["ScaleByRStdDevState", "ScaleByRmsState", "scale_by_rms", "scale_by_s
 
 
 class ScaleByRmsState(NamedTuple):
-    """State of :func:`scale_by_rms`: the running mean of squared updates."""
+    """State of :func:`scale_by_rms`: the running mean of squared updates.
+
+    Attributes:
+        nu: exponential moving average of the squared updates, shaped like the parameters.
+
+    Example:
+        >>> import torch
+        >>> tx = scale_by_rms(alpha=0.9)
+        >>> _, state = tx.update({'w': torch.tensor([2.0, -1.0])}, tx.init({'w': torch.zeros(2)}))
+        >>> state.nu['w']
+        tensor([0.4000, 0.1000])
+    """
 
     nu: object
 
 
 class ScaleByRStdDevState(NamedTuple):
-    """State of :func:`scale_by_stddev`: running mean and running mean of squares."""
+    """State of :func:`scale_by_stddev`: running mean and running mean of squares.
+
+    Attributes:
+        mu: exponential moving average of the updates.
+        nu: exponential moving average of the squared updates.
+
+    Example:
+        >>> import torch
+        >>> tx = scale_by_stddev(alpha=0.9)
+        >>> _, state = tx.update({'w': torch.tensor([2.0, -1.0])}, tx.init({'w': torch.zeros(2)}))
+        >>> state.mu['w'], state.nu['w']
+        (tensor([ 0.2000, -0.1000]), tensor([0.4000, 0.1000]))
+    """
 
     mu: object
     nu: object

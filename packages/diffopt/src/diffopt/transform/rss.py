@@ -22,7 +22,19 @@ __all__ = ["ScaleByRssState", "scale_by_rss"]
 
 
 class ScaleByRssState(NamedTuple):
-    """State of :func:`scale_by_rss`: the sums of squared updates."""
+    """State of :func:`scale_by_rss`: the sums of squared updates.
+
+    Attributes:
+        sum_of_squares: ``initial_accumulator_value`` plus the sum of all past squared updates.
+
+    Example:
+        >>> import torch
+        >>> tx = scale_by_rss(initial_accumulator_value=0.5)
+        >>> state = tx.init({'w': torch.zeros(2)})
+        >>> _, state = tx.update({'w': torch.tensor([2.0, -1.0])}, state)
+        >>> state.sum_of_squares['w']
+        tensor([4.5000, 1.5000])
+    """
 
     sum_of_squares: object
 

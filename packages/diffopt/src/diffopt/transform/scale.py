@@ -23,7 +23,20 @@ ScaleState = EmptyState
 
 
 class ScaleByScheduleState(NamedTuple):
-    """State of :func:`scale_by_schedule`: the number of updates made so far (int64 tensor)."""
+    """State of :func:`scale_by_schedule`: the number of updates made so far (int64 tensor).
+
+    Attributes:
+        count: the step count passed to the schedule at the next update.
+
+    Example:
+        >>> import torch
+        >>> tx = scale_by_schedule(lambda count: 1.0 / (1 + count))
+        >>> state = tx.init([torch.zeros(1)])
+        >>> u1, state = tx.update([torch.ones(1)], state)
+        >>> u2, state = tx.update([torch.ones(1)], state)
+        >>> u1, u2, state.count
+        ([tensor([1.])], [tensor([0.5000])], tensor(2))
+    """
 
     count: torch.Tensor
 

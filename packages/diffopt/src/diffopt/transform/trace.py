@@ -29,7 +29,21 @@ __all__ = ["TraceState", "trace"]
 
 
 class TraceState(NamedTuple):
-    """State of :func:`trace`: the momentum buffers and the number of updates made."""
+    """State of :func:`trace`: the momentum buffers and the number of updates made.
+
+    Attributes:
+        trace: the momentum buffer of each parameter, ``momentum * trace + (1 - dampening) * g``.
+        count: number of updates made so far (an int64 0-d tensor).
+
+    Example:
+        >>> import torch
+        >>> tx = trace(momentum=0.5)
+        >>> state = tx.init({'w': torch.zeros(1)})
+        >>> for _ in range(2):
+        ...     _, state = tx.update({'w': torch.tensor([2.0])}, state)
+        >>> state.trace['w'], int(state.count)
+        (tensor([3.]), 2)
+    """
 
     trace: object
     count: torch.Tensor

@@ -35,7 +35,20 @@ _INSTALL_PY = (
 
 
 def import_graphviz() -> Any:
-    """The ``graphviz`` module, or an :class:`ImportError` that says how to install it."""
+    """The ``graphviz`` module, or an :class:`ImportError` that says how to install it.
+
+    Returns:
+        The imported :mod:`graphviz` module.
+
+    Raises:
+        ImportError: if the ``graphviz`` Python package is not installed; the message gives the
+            ``pip install`` command.
+
+    Example:
+        >>> graphviz = import_graphviz()
+        >>> graphviz.__name__, hasattr(graphviz, 'Digraph')
+        ('graphviz', True)
+    """
     try:
         import graphviz
     except ImportError as error:
@@ -46,8 +59,12 @@ def import_graphviz() -> Any:
 def dot_available() -> bool:
     """Whether Graphviz's ``dot`` executable is on ``PATH`` (needed to render, not to build).
 
+    Returns:
+        ``True`` if ``dot`` can be found on ``PATH``.
+
     Example:
-        >>> dot_available() in (True, False)
+        >>> import shutil
+        >>> dot_available() == (shutil.which('dot') is not None)
         True
     """
     return shutil.which("dot") is not None
@@ -63,8 +80,19 @@ except ImportError:  # pragma: no cover - exercised only without the graphviz pa
 
 
 class GraphvizNotFoundError(_NotFoundBase):
-    """Graphviz's ``dot`` is missing: a :class:`graphviz.ExecutableNotFound` (hence a
-    :class:`RuntimeError`) whose message says how to install Graphviz."""
+    """Graphviz's ``dot`` is missing: a :class:`graphviz.ExecutableNotFound` (hence a :class:`RuntimeError`).
+
+    Raised by ``render``, ``pipe`` and ``view`` of the graphs :func:`~diffopt.visual.make_dot`
+    builds; its default message says how to install Graphviz on common systems.
+
+    Args:
+        message: the error text (default: installation instructions).
+
+    Example:
+        >>> error = GraphvizNotFoundError()
+        >>> isinstance(error, RuntimeError), 'apt-get install graphviz' in str(error)
+        (True, True)
+    """
 
     def __init__(self, message: str = _INSTALL_DOT) -> None:
         RuntimeError.__init__(self, message)  # graphviz's own __init__ formats another text
@@ -83,7 +111,21 @@ def _dot_required():
 
 @functools.cache
 def digraph_class() -> type:
-    """The :class:`graphviz.Digraph` subclass :func:`~diffopt.visual.make_dot` returns."""
+    """The :class:`graphviz.Digraph` subclass :func:`~diffopt.visual.make_dot` returns.
+
+    Its ``render``, ``pipe`` and ``view`` raise :class:`GraphvizNotFoundError` (with install
+    instructions) when ``dot`` is missing; building a graph and reading ``.source`` never need ``dot``.
+
+    Returns:
+        The class (created once, then cached).
+
+    Example:
+        >>> Graph = digraph_class()
+        >>> graph = Graph()
+        >>> graph.edge('loss', 'w')
+        >>> issubclass(Graph, import_graphviz().Digraph), 'loss -> w' in graph.source
+        (True, True)
+    """
     graphviz = import_graphviz()
 
     class GradientGraph(graphviz.Digraph):

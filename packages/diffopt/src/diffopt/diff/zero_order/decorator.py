@@ -38,7 +38,21 @@ METHODS = ("naive", "forward", "antithetic")
 
 @runtime_checkable
 class Samplable(Protocol):
-    """Anything with ``sample(sample_shape)``, e.g. a :class:`torch.distributions.Distribution`."""
+    """Anything with ``sample(sample_shape)``, e.g. a :class:`torch.distributions.Distribution`.
+
+    :func:`zero_order` accepts such an object as its ``distribution``; the check is structural
+    (``isinstance`` works on any object with a ``sample`` method).
+
+    Example:
+        >>> import torch
+        >>> class Rademacher:
+        ...     def sample(self, sample_shape=torch.Size()):
+        ...         return torch.randint(0, 2, sample_shape).float() * 2 - 1
+        >>> isinstance(Rademacher(), Samplable), isinstance(torch.distributions.Normal(0.0, 1.0), Samplable)
+        (True, True)
+        >>> isinstance(lambda shape: torch.randn(shape), Samplable)
+        False
+    """
 
     def sample(self, sample_shape: torch.Size = ...) -> torch.Tensor:
         """Return a tensor of shape ``sample_shape`` of i.i.d. noise."""

@@ -37,10 +37,30 @@ def differentiable_grads(
 ) -> tuple[torch.Tensor | None, ...]:
     """``d loss / d params`` with a graph for higher derivatives; ``None`` for unused params.
 
+    The meta-optimizers call it in ``step(loss)``; its checks turn the usual autograd mistakes
+    (a stale loss, a loss that does not use the parameters) into errors that say what to do.
+
+    Args:
+        loss: a scalar tensor computed from ``params``.
+        params: the tensors to differentiate with respect to.
+        where: the caller's name, used at the start of every error message.
+        create_graph: keep the graph of the derivative (needed to differentiate through the step).
+
+    Returns:
+        A tuple with one gradient per parameter (``None`` for parameters the loss does not use).
+
     Raises:
         TypeError: if ``loss`` is not a tensor.
         ValueError: if ``loss`` is not a scalar.
         RuntimeError: if ``loss`` depends on none of ``params``.
+
+    Example:
+        >>> import torch
+        >>> w = torch.tensor([1.0, 2.0], requires_grad=True)
+        >>> unused = torch.tensor(0.0, requires_grad=True)
+        >>> g, g_unused = differentiable_grads((w ** 3).sum(), [w, unused], 'example')
+        >>> g.detach(), g_unused, g.requires_grad  # 3 w^2, differentiable again
+        (tensor([ 3., 12.]), None, True)
     """
     if not isinstance(loss, torch.Tensor):
         raise TypeError(f"{where}: loss must be a tensor, got {type(loss).__name__}")

@@ -16,16 +16,28 @@ class MetaSGD(MetaOptimizer):
     ``step(loss)`` replaces the module's parameters by new tensors that depend on the old ones,
     so an outer loss can be differentiated through every step.
 
+    Args:
+        module: the module whose parameters are replaced, out of place, at every ``step``.
+        lr: learning rate (a number, a tensor, or a schedule ``count -> lr``).
+        momentum: momentum factor (0 disables momentum).
+        dampening: fraction of each new gradient left out of the momentum buffer.
+        weight_decay: L2 penalty added to the gradient.
+        nesterov: use Nesterov momentum.
+        moment_requires_grad: create the optimizer state with ``requires_grad=True`` so the
+            meta-gradient also flows through it.
+        maximize: ascend the objective instead of descending it.
+
     Example:
         >>> import torch
         >>> import diffopt
-        >>> net = torch.nn.Linear(2, 1)
+        >>> net = torch.nn.Linear(1, 1, bias=False)
         >>> w0 = net.weight
-        >>> opt = diffopt.MetaSGD(net, lr=0.1)
-        >>> opt.step(net(torch.ones(3, 2)).pow(2).mean())
-        >>> net(torch.ones(3, 2)).pow(2).mean().backward()
-        >>> w0.grad is not None
-        True
+        >>> with torch.no_grad():
+        ...     _ = w0.fill_(1.0)
+        >>> diffopt.MetaSGD(net, lr=0.25).step(net.weight.pow(2).sum())
+        >>> net.weight.sum().backward()  # meta-gradient d w1 / d w0 through the step
+        >>> round(net.weight.item(), 4), round(w0.grad.item(), 4)
+        (0.5, 0.5)
     """
 
     def __init__(
