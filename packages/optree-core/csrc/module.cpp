@@ -100,7 +100,17 @@ void BuildRegistrySubmodule(nb::module_& m) {
 }
 
 void BuildTreeSpecSubmodule(nb::module_& m) {
-  nb::enum_<PyTreeKind>(m, "PyTreeKind", nb::is_arithmetic())
+  nb::enum_<PyTreeKind>(
+      m, "PyTreeKind",
+      "The kind of a pytree node: an IntEnum numbered as optree's.\n\n"
+      "CUSTOM, LEAF, NONE, TUPLE, LIST, DICT, NAMEDTUPLE, ORDEREDDICT, DEFAULTDICT, DEQUE and\n"
+      "STRUCTSEQUENCE (FROZENDICT is reserved). PyTreeSpec.kind is the kind of a spec's root.\n\n"
+      ">>> import optree_core as optree\n"
+      ">>> optree.tree_structure([1, (2, 3)]).kind\n"
+      "<PyTreeKind.LIST: 4>\n"
+      ">>> [child.kind.name for child in optree.tree_structure([1, (2, 3)]).children()]\n"
+      "['LEAF', 'TUPLE']",
+      nb::is_arithmetic())
       .value("CUSTOM", PyTreeKind::kCustom)
       .value("LEAF", PyTreeKind::kLeaf)
       .value("NONE", PyTreeKind::kNone)
@@ -120,7 +130,17 @@ void BuildTreeSpecSubmodule(nb::module_& m) {
       "Immutable, hashable, picklable. Made by tree_flatten / tree_structure or the treespec_*\n"
       "constructors; rebuilds trees with unflatten(leaves). num_leaves, num_nodes, children(),\n"
       "paths(), entries(), flatten_up_to(tree), compose(inner), is_prefix(other) and the\n"
-      "comparison operators (a < b: a is a strict prefix of b) describe and relate structures.");
+      "comparison operators (a < b: a is a strict prefix of b) describe and relate structures.\n\n"
+      ">>> import optree_core as optree\n"
+      ">>> spec = optree.tree_structure({'a': 1, 'b': (2, 3)})\n"
+      ">>> spec.num_leaves, spec.num_nodes\n"
+      "(3, 5)\n"
+      ">>> spec.unflatten([10, 20, 30])\n"
+      "{'a': 10, 'b': (20, 30)}\n"
+      ">>> spec.flatten_up_to({'a': [1], 'b': (2, 3)})\n"
+      "[[1], 2, 3]\n"
+      ">>> optree.tree_structure(0) < spec  # a leaf is a prefix of every tree\n"
+      "True");
   spec.def("unflatten", &PyTreeSpec::Unflatten, "leaves"_a)
       .def("flatten_up_to", &PyTreeSpec::FlattenUpTo, "tree"_a.none())
       .def("compose", &PyTreeSpec::Compose, "inner"_a)

@@ -96,3 +96,13 @@ def test_init_false_fields_are_rejected_or_kept_as_metadata():
         class Bad:
             a: int
             b: int = odc.field(default=0, init=False)  # a pytree node must be settable by __init__
+
+
+def test_make_dataclass_registers_the_class_and_names_the_caller_module():
+    ns = fresh_namespace()
+    Point = odc.make_dataclass("Point", ["x", ("y", int, odc.field(pytree_node=False))],
+                               namespace=ns)
+    assert Point.__module__ == __name__
+    leaves, spec = optree_core.tree_flatten(Point(1, 2), namespace=ns)
+    assert leaves == [1]
+    assert optree_core.tree_unflatten(spec, [5]) == Point(5, 2)

@@ -6,6 +6,15 @@
 * Differentiable out-of-place updates for meta-learning: :mod:`fused_optim.functional`
   (``adam_update``, ``adam_direction``...), one fused backward node per call.
 * The custom ops themselves: ``torch.ops.fused_optim.*`` (see :mod:`fused_optim.ops`).
+
+    >>> import torch
+    >>> import fused_optim
+    >>> w = torch.nn.Parameter(torch.tensor([1.0, -1.0]))
+    >>> opt = fused_optim.SGD([w], lr=0.1, momentum=0.9)
+    >>> w.grad = torch.tensor([1.0, 1.0])
+    >>> opt.step()
+    >>> w.detach(), sorted(opt.state[w])
+    (tensor([ 0.9000, -1.1000]), ['momentum_buffer'])
 """
 
 from fused_optim import functional, ops

@@ -44,11 +44,37 @@ __all__ = [
 
 
 class SGDUpdate(NamedTuple):
+    """The result of :func:`sgd_update`: new tensors, one per parameter in each list.
+
+    Attributes:
+        params: The updated parameters.
+        momentum_buffers: The new momentum buffers; empty when ``momentum == 0``.
+
+    >>> import torch
+    >>> out = sgd_update([torch.ones(2)], [torch.ones(2)], lr=0.5)
+    >>> out.params, out.momentum_buffers
+    ([tensor([0.5000, 0.5000])], [])
+    """
+
     params: list[Tensor]
     momentum_buffers: list[Tensor]  # empty when momentum == 0
 
 
 class AdamUpdate(NamedTuple):
+    """The result of :func:`adam_update` and :func:`adamw_update`.
+
+    Attributes:
+        params: The updated parameters.
+        exp_avgs, exp_avg_sqs: The new first and second moments.
+        max_exp_avg_sqs: The new running maxima of the second moments; empty unless ``amsgrad``.
+
+    >>> import torch
+    >>> z = torch.zeros(1)
+    >>> out = adam_update([torch.ones(1)], [torch.ones(1)], [z], [z], 1, lr=0.1)
+    >>> out.exp_avgs, out.max_exp_avg_sqs
+    ([tensor([0.1000])], [])
+    """
+
     params: list[Tensor]
     exp_avgs: list[Tensor]
     exp_avg_sqs: list[Tensor]
@@ -56,6 +82,20 @@ class AdamUpdate(NamedTuple):
 
 
 class RMSpropUpdate(NamedTuple):
+    """The result of :func:`rmsprop_update`.
+
+    Attributes:
+        params: The updated parameters.
+        square_avgs: The new running averages of the squared gradients.
+        grad_avgs: The new running averages of the gradients; empty unless ``centered``.
+        momentum_buffers: The new momentum buffers; empty unless ``momentum > 0``.
+
+    >>> import torch
+    >>> out = rmsprop_update([torch.ones(1)], [torch.ones(1)], [torch.zeros(1)], alpha=0.5)
+    >>> out.square_avgs, out.grad_avgs
+    ([tensor([0.5000])], [])
+    """
+
     params: list[Tensor]
     square_avgs: list[Tensor]
     grad_avgs: list[Tensor]  # empty unless centered
@@ -63,23 +103,76 @@ class RMSpropUpdate(NamedTuple):
 
 
 class AdagradUpdate(NamedTuple):
+    """The result of :func:`adagrad_update`.
+
+    Attributes:
+        params: The updated parameters.
+        state_sums: The new sums of squared gradients.
+
+    >>> import torch
+    >>> out = adagrad_update([torch.ones(1)], [torch.full((1,), 2.0)], [torch.zeros(1)], step=1)
+    >>> out.state_sums
+    [tensor([4.])]
+    """
+
     params: list[Tensor]
     state_sums: list[Tensor]
 
 
 class AdadeltaUpdate(NamedTuple):
+    """The result of :func:`adadelta_update`.
+
+    Attributes:
+        params: The updated parameters.
+        square_avgs: The new running averages of the squared gradients.
+        acc_deltas: The new running averages of the squared updates.
+
+    >>> import torch
+    >>> z = torch.zeros(1)
+    >>> out = adadelta_update([torch.ones(1)], [torch.ones(1)], [z], [z], rho=0.5)
+    >>> out.square_avgs
+    [tensor([0.5000])]
+    """
+
     params: list[Tensor]
     square_avgs: list[Tensor]
     acc_deltas: list[Tensor]
 
 
 class AdamaxUpdate(NamedTuple):
+    """The result of :func:`adamax_update`.
+
+    Attributes:
+        params: The updated parameters.
+        exp_avgs: The new first moments.
+        exp_infs: The new exponentially weighted infinity norms.
+
+    >>> import torch
+    >>> z = torch.zeros(1)
+    >>> out = adamax_update([torch.ones(1)], [torch.full((1,), -3.0)], [z], [z], 1)
+    >>> out.exp_infs
+    [tensor([3.])]
+    """
+
     params: list[Tensor]
     exp_avgs: list[Tensor]
     exp_infs: list[Tensor]
 
 
 class RAdamUpdate(NamedTuple):
+    """The result of :func:`radam_update`.
+
+    Attributes:
+        params: The updated parameters.
+        exp_avgs, exp_avg_sqs: The new first and second moments.
+
+    >>> import torch
+    >>> z = torch.zeros(1)
+    >>> out = radam_update([torch.ones(1)], [torch.ones(1)], [z], [z], 1)
+    >>> out.exp_avgs
+    [tensor([0.1000])]
+    """
+
     params: list[Tensor]
     exp_avgs: list[Tensor]
     exp_avg_sqs: list[Tensor]
@@ -231,6 +324,14 @@ def adamw_update(params: Sequence[Tensor], grads: Sequence[Tensor], exp_avgs: Se
     r"""One AdamW step (Loshchilov & Hutter, 2019): :func:`adam_update` with the weight decay
     decoupled, :math:`p \leftarrow p(1-\eta\lambda)` before the Adam step, as ``torch.optim.AdamW``.
 
+    Args:
+        params, grads, exp_avgs, exp_avg_sqs: Lists of tensors of matching shapes (the state starts
+            at zeros).
+        step: The step count after this update (1 on the first call).
+        lr, betas, eps, weight_decay, amsgrad, maximize: As in ``torch.optim.AdamW``
+            (``weight_decay`` defaults to 1e-2 there too).
+        max_exp_avg_sqs: Running maxima, needed when ``amsgrad``.
+
     >>> import torch
     >>> p = torch.tensor([1.0], requires_grad=True)
     >>> z = torch.zeros(1)
@@ -287,8 +388,8 @@ def rmsprop_update(params: Sequence[Tensor], grads: Sequence[Tensor], square_avg
 
     Args:
         params, grads, square_avgs: lists of tensors of matching shapes.
-        grad_avgs: needed when ``centered``; momentum_buffers: needed when ``momentum > 0``
-            (zeros on the first step, as torch initializes them).
+        grad_avgs: needed when ``centered`` (zeros on the first step, as torch initializes them).
+        momentum_buffers: needed when ``momentum > 0`` (zeros on the first step, likewise).
         lr, alpha, eps, weight_decay, momentum, centered, maximize: as in ``torch.optim.RMSprop``.
 
     Returns:
@@ -351,6 +452,11 @@ def adadelta_update(params: Sequence[Tensor], grads: Sequence[Tensor], square_av
         v' = \rho v + (1-\rho) g'^2,\quad \delta = \frac{\sqrt{u + \epsilon}}{\sqrt{v' + \epsilon}}\, g',\quad
         u' = \rho u + (1-\rho)\delta^2,\quad p' = p - \eta\,\delta
 
+    Args:
+        params, grads, square_avgs, acc_deltas: Lists of tensors of matching shapes (the state
+            starts at zeros).
+        lr, rho, eps, weight_decay, maximize: As in ``torch.optim.Adadelta``.
+
     Returns:
         ``AdadeltaUpdate(params, square_avgs, acc_deltas)``.
 
@@ -376,6 +482,12 @@ def adamax_update(params: Sequence[Tensor], grads: Sequence[Tensor], exp_avgs: S
     .. math::
         m' = \beta_1 m + (1-\beta_1) g',\quad u' = \max(\beta_2 u, |g'| + \epsilon),\quad
         p' = p - \frac{\eta}{1-\beta_1^t}\,\frac{m'}{u'}
+
+    Args:
+        params, grads, exp_avgs, exp_infs: Lists of tensors of matching shapes (the state starts at
+            zeros).
+        step: The step count after this update (1 on the first call).
+        lr, betas, eps, weight_decay, maximize: As in ``torch.optim.Adamax``.
 
     Returns:
         ``AdamaxUpdate(params, exp_avgs, exp_infs)``.
@@ -405,6 +517,12 @@ def radam_update(params: Sequence[Tensor], grads: Sequence[Tensor], exp_avgs: Se
         \rho_\infty = \tfrac{2}{1-\beta_2} - 1,\quad \rho_t = \rho_\infty - \tfrac{2t\beta_2^t}{1-\beta_2^t},\quad
         p' = p - \eta\,\hat m\, r_t \tfrac{\sqrt{1-\beta_2^t}}{\sqrt{v'} + \epsilon} \text{ if } \rho_t > 5
         \text{ else } p - \eta\,\hat m
+
+    Args:
+        params, grads, exp_avgs, exp_avg_sqs: Lists of tensors of matching shapes (the state starts
+            at zeros).
+        step: The step count after this update (1 on the first call).
+        lr, betas, eps, weight_decay, decoupled_weight_decay, maximize: As in ``torch.optim.RAdam``.
 
     Returns:
         ``RAdamUpdate(params, exp_avgs, exp_avg_sqs)``.

@@ -64,6 +64,10 @@ class FunctionalOpSpec:
             (an absent output is an empty list).
         grad_outputs: the same for the backward op's outputs (one per forward input).
         node: name of the autograd node class, shown as ``<node>Backward``.
+
+    >>> spec = FUNCTIONAL_OPS['adam_update']
+    >>> spec.inputs[:2], spec.node, spec.backward_op.name()
+    (('params', 'grads'), 'FusedAdam', 'fused_optim::adam_update_backward')
     """
 
     name: str
@@ -280,7 +284,14 @@ _NODES["FusedRAdamW"] = _make_node(FUNCTIONAL_OPS["radam_update"], "FusedRAdamW"
 
 
 def node_class(name: str) -> type[torch.autograd.Function]:
-    """The autograd.Function behind a named node, e.g. ``node_class("FusedAdam")``."""
+    """The autograd.Function behind a named node, e.g. ``node_class("FusedAdam")``.
+
+    Args:
+        name: The node's name: an op's own (``FusedAdam``...) or an alias such as ``FusedAdamW``.
+
+    >>> node_class('FusedAdam').__name__
+    'FusedAdam'
+    """
     return _NODES[name]
 
 
@@ -296,6 +307,13 @@ def apply_functional(op_name: str, lists: Sequence[Sequence[torch.Tensor]], kwar
 
     Returns:
         The op's output lists.
+
+    >>> p = torch.ones(2, requires_grad=True)
+    >>> kwargs = dict(lr=0.5, momentum=0.0, dampening=0.0, weight_decay=0.0,
+    ...               nesterov=False, maximize=False, first_step=True)
+    >>> new_params, buffers = apply_functional('sgd_update', [[p], [torch.ones(2)], []], kwargs)
+    >>> new_params[0]
+    tensor([0.5000, 0.5000], grad_fn=<FusedSGDBackward>)
     """
     spec = FUNCTIONAL_OPS[op_name]
     lists = [x if type(x) is list else list(x) for x in lists]
@@ -315,7 +333,21 @@ def sgd_step_(params: list[torch.Tensor], grads: list[torch.Tensor], momentum_bu
               lr: float, momentum: float, dampening: float, weight_decay: float, nesterov: bool, maximize: bool,
               first_step: bool) -> None:
     """In-place SGD step; ``momentum_buffers`` is empty when ``momentum == 0`` and is overwritten
-    (started as the gradient) when ``first_step``."""
+    (started as the gradient) when ``first_step``.
+
+    Args:
+        params, grads: Lists of tensors of one device and dtype, updated in place.
+        momentum_buffers: The momentum buffers (empty when ``momentum == 0``).
+        lr, momentum, dampening, weight_decay, nesterov, maximize: As in ``torch.optim.SGD``.
+        first_step: Whether the buffers start as the gradient (torch's first step) instead of being
+            read.
+
+    >>> p = torch.ones(2)
+    >>> sgd_step_([p], [torch.ones(2)], [], lr=0.5, momentum=0.0, dampening=0.0,
+    ...           weight_decay=0.0, nesterov=False, maximize=False, first_step=True)
+    >>> p
+    tensor([0.5000, 0.5000])
+    """
     _lib.sgd_step_.default(params, grads, momentum_buffers, lr=lr, momentum=momentum, dampening=dampening,
                            weight_decay=weight_decay, nesterov=nesterov, maximize=maximize, first_step=first_step)
 
@@ -324,7 +356,25 @@ def adam_step_(params: list[torch.Tensor], grads: list[torch.Tensor], exp_avgs: 
                exp_avg_sqs: list[torch.Tensor], max_exp_avg_sqs: list[torch.Tensor], state_steps: list[torch.Tensor],
                *, lr: float, beta1: float, beta2: float, weight_decay: float, eps: float, amsgrad: bool,
                maximize: bool, decoupled_weight_decay: bool) -> None:
-    """In-place Adam/AdamW step; increments ``state_steps`` (torch.optim's per-parameter counters)."""
+    """In-place Adam/AdamW step; increments ``state_steps`` (torch.optim's per-parameter counters).
+
+    Args:
+        params, grads, exp_avgs, exp_avg_sqs: Lists of tensors of one device and dtype, updated in
+            place.
+        max_exp_avg_sqs: Running maxima (empty unless ``amsgrad``).
+        state_steps: torch.optim's per-parameter step counters (scalar tensors), incremented in
+            place.
+        lr, beta1, beta2, weight_decay, eps, amsgrad, maximize: As in ``torch.optim.Adam``
+            (``betas`` split in two).
+        decoupled_weight_decay: Whether the weight decay is AdamW's.
+
+    >>> p, m, v, step = torch.ones(1), torch.zeros(1), torch.zeros(1), torch.tensor(0.0)
+    >>> adam_step_([p], [torch.ones(1)], [m], [v], [], [step], lr=0.1, beta1=0.9,
+    ...            beta2=0.999, weight_decay=0.0, eps=1e-8, amsgrad=False, maximize=False,
+    ...            decoupled_weight_decay=False)
+    >>> p, step
+    (tensor([0.9000]), tensor(1.))
+    """
     _lib.adam_step_.default(params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, state_steps, lr=lr, beta1=beta1,
                             beta2=beta2, weight_decay=weight_decay, eps=eps, amsgrad=amsgrad, maximize=maximize,
                             decoupled_weight_decay=decoupled_weight_decay)
@@ -334,7 +384,22 @@ def rmsprop_step_(params: list[torch.Tensor], grads: list[torch.Tensor], square_
                   grad_avgs: list[torch.Tensor], momentum_buffers: list[torch.Tensor],
                   state_steps: list[torch.Tensor], *, lr: float, alpha: float, eps: float, weight_decay: float,
                   momentum: float, centered: bool, maximize: bool) -> None:
-    """In-place RMSprop step; ``grad_avgs`` only when centered, ``momentum_buffers`` only when momentum > 0."""
+    """In-place RMSprop step; ``grad_avgs`` only when centered, ``momentum_buffers`` only when momentum > 0.
+
+    Args:
+        params, grads, square_avgs: Lists of tensors of one device and dtype, updated in place.
+        grad_avgs: Gradient averages (empty unless ``centered``).
+        momentum_buffers: Momentum buffers (empty unless ``momentum > 0``).
+        state_steps: torch.optim's per-parameter step counters (scalar tensors), incremented in
+            place.
+        lr, alpha, eps, weight_decay, momentum, centered, maximize: As in ``torch.optim.RMSprop``.
+
+    >>> p, sq, step = torch.ones(1), torch.zeros(1), torch.tensor(0.0)
+    >>> rmsprop_step_([p], [torch.ones(1)], [sq], [], [], [step], lr=0.1, alpha=0.75,
+    ...               eps=0.0, weight_decay=0.0, momentum=0.0, centered=False, maximize=False)
+    >>> p, sq
+    (tensor([0.8000]), tensor([0.2500]))
+    """
     _lib.rmsprop_step_.default(params, grads, square_avgs, grad_avgs, momentum_buffers, state_steps, lr=lr,
                                alpha=alpha, eps=eps, weight_decay=weight_decay, momentum=momentum,
                                centered=centered, maximize=maximize)
@@ -343,7 +408,20 @@ def rmsprop_step_(params: list[torch.Tensor], grads: list[torch.Tensor], square_
 def adagrad_step_(params: list[torch.Tensor], grads: list[torch.Tensor], state_sums: list[torch.Tensor],
                   state_steps: list[torch.Tensor], *, lr: float, lr_decay: float, weight_decay: float, eps: float,
                   maximize: bool) -> None:
-    """In-place Adagrad step."""
+    """In-place Adagrad step.
+
+    Args:
+        params, grads, state_sums: Lists of tensors of one device and dtype, updated in place.
+        state_steps: torch.optim's per-parameter step counters (scalar tensors), incremented in
+            place.
+        lr, lr_decay, weight_decay, eps, maximize: As in ``torch.optim.Adagrad``.
+
+    >>> p, total, step = torch.ones(1), torch.zeros(1), torch.tensor(0.0)
+    >>> adagrad_step_([p], [torch.full((1,), 2.0)], [total], [step], lr=0.1, lr_decay=0.0,
+    ...               weight_decay=0.0, eps=0.0, maximize=False)
+    >>> p, total
+    (tensor([0.9000]), tensor([4.]))
+    """
     _lib.adagrad_step_.default(params, grads, state_sums, state_steps, lr=lr, lr_decay=lr_decay,
                                weight_decay=weight_decay, eps=eps, maximize=maximize)
 
@@ -351,7 +429,21 @@ def adagrad_step_(params: list[torch.Tensor], grads: list[torch.Tensor], state_s
 def adadelta_step_(params: list[torch.Tensor], grads: list[torch.Tensor], square_avgs: list[torch.Tensor],
                    acc_deltas: list[torch.Tensor], state_steps: list[torch.Tensor], *, lr: float, rho: float,
                    eps: float, weight_decay: float, maximize: bool) -> None:
-    """In-place Adadelta step."""
+    """In-place Adadelta step.
+
+    Args:
+        params, grads, square_avgs, acc_deltas: Lists of tensors of one device and dtype, updated in
+            place.
+        state_steps: torch.optim's per-parameter step counters (scalar tensors), incremented in
+            place.
+        lr, rho, eps, weight_decay, maximize: As in ``torch.optim.Adadelta``.
+
+    >>> p, sq, acc, step = torch.ones(1), torch.zeros(1), torch.zeros(1), torch.tensor(0.0)
+    >>> adadelta_step_([p], [torch.ones(1)], [sq], [acc], [step], lr=1.0, rho=0.0, eps=1.0,
+    ...                weight_decay=0.0, maximize=False)
+    >>> p, sq
+    (tensor([0.2929]), tensor([1.]))
+    """
     _lib.adadelta_step_.default(params, grads, square_avgs, acc_deltas, state_steps, lr=lr, rho=rho, eps=eps,
                                 weight_decay=weight_decay, maximize=maximize)
 
@@ -359,7 +451,22 @@ def adadelta_step_(params: list[torch.Tensor], grads: list[torch.Tensor], square
 def adamax_step_(params: list[torch.Tensor], grads: list[torch.Tensor], exp_avgs: list[torch.Tensor],
                  exp_infs: list[torch.Tensor], state_steps: list[torch.Tensor], *, lr: float, beta1: float,
                  beta2: float, eps: float, weight_decay: float, maximize: bool) -> None:
-    """In-place Adamax step."""
+    """In-place Adamax step.
+
+    Args:
+        params, grads, exp_avgs, exp_infs: Lists of tensors of one device and dtype, updated in
+            place.
+        state_steps: torch.optim's per-parameter step counters (scalar tensors), incremented in
+            place.
+        lr, beta1, beta2, eps, weight_decay, maximize: As in ``torch.optim.Adamax`` (``betas`` split
+            in two).
+
+    >>> p, m, u, step = torch.ones(1), torch.zeros(1), torch.zeros(1), torch.tensor(0.0)
+    >>> adamax_step_([p], [torch.ones(1)], [m], [u], [step], lr=0.1, beta1=0.9, beta2=0.999,
+    ...              eps=1e-8, weight_decay=0.0, maximize=False)
+    >>> p
+    tensor([0.9000])
+    """
     _lib.adamax_step_.default(params, grads, exp_avgs, exp_infs, state_steps, lr=lr, beta1=beta1, beta2=beta2,
                               eps=eps, weight_decay=weight_decay, maximize=maximize)
 
@@ -368,7 +475,22 @@ def radam_step_(params: list[torch.Tensor], grads: list[torch.Tensor], exp_avgs:
                 exp_avg_sqs: list[torch.Tensor], state_steps: list[torch.Tensor], *, lr: float, beta1: float,
                 beta2: float, eps: float, weight_decay: float, decoupled_weight_decay: bool,
                 maximize: bool) -> None:
-    """In-place RAdam step."""
+    """In-place RAdam step.
+
+    Args:
+        params, grads, exp_avgs, exp_avg_sqs: Lists of tensors of one device and dtype, updated in
+            place.
+        state_steps: torch.optim's per-parameter step counters (scalar tensors), incremented in
+            place.
+        lr, beta1, beta2, eps, weight_decay, decoupled_weight_decay, maximize: As in
+            ``torch.optim.RAdam`` (``betas`` split in two).
+
+    >>> p, m, v, step = torch.ones(1), torch.zeros(1), torch.zeros(1), torch.tensor(0.0)
+    >>> radam_step_([p], [torch.ones(1)], [m], [v], [step], lr=0.1, beta1=0.9, beta2=0.999,
+    ...             eps=1e-8, weight_decay=0.0, decoupled_weight_decay=False, maximize=False)
+    >>> p, m
+    (tensor([0.9000]), tensor([0.1000]))
+    """
     _lib.radam_step_.default(params, grads, exp_avgs, exp_avg_sqs, state_steps, lr=lr, beta1=beta1, beta2=beta2,
                              eps=eps, weight_decay=weight_decay, decoupled_weight_decay=decoupled_weight_decay,
                              maximize=maximize)

@@ -8,6 +8,19 @@ MAX_RECURSION_DEPTH: int = 1000
 BUILD_INFO: dict = ...
 
 class PyTreeKind(enum.IntEnum):
+    """
+    The kind of a pytree node: an IntEnum numbered as optree's.
+
+    CUSTOM, LEAF, NONE, TUPLE, LIST, DICT, NAMEDTUPLE, ORDEREDDICT, DEFAULTDICT, DEQUE and
+    STRUCTSEQUENCE (FROZENDICT is reserved). PyTreeSpec.kind is the kind of a spec's root.
+
+    >>> import optree_core as optree
+    >>> optree.tree_structure([1, (2, 3)]).kind
+    <PyTreeKind.LIST: 4>
+    >>> [child.kind.name for child in optree.tree_structure([1, (2, 3)]).children()]
+    ['LEAF', 'TUPLE']
+    """
+
     CUSTOM = 0
 
     LEAF = 1
@@ -40,6 +53,17 @@ class PyTreeSpec:
     constructors; rebuilds trees with unflatten(leaves). num_leaves, num_nodes, children(),
     paths(), entries(), flatten_up_to(tree), compose(inner), is_prefix(other) and the
     comparison operators (a < b: a is a strict prefix of b) describe and relate structures.
+
+    >>> import optree_core as optree
+    >>> spec = optree.tree_structure({'a': 1, 'b': (2, 3)})
+    >>> spec.num_leaves, spec.num_nodes
+    (3, 5)
+    >>> spec.unflatten([10, 20, 30])
+    {'a': 10, 'b': (20, 30)}
+    >>> spec.flatten_up_to({'a': [1], 'b': (2, 3)})
+    [[1], 2, 3]
+    >>> optree.tree_structure(0) < spec  # a leaf is a prefix of every tree
+    True
     """
 
     def unflatten(self, leaves: object) -> object: ...

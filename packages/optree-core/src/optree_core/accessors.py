@@ -95,6 +95,11 @@ class PyTreeEntry:
 class GetItemEntry(PyTreeEntry):
     """An entry fetched with ``obj[entry]``.
 
+    Args:
+        entry: The index or key that ``parent[entry]`` looks up.
+        type: The Python type of the parent node.
+        kind: The :class:`PyTreeKind` of the parent node.
+
     >>> from optree_core import GetItemEntry, PyTreeKind
     >>> GetItemEntry(1, list, PyTreeKind.LIST)([10, 20])
     20
@@ -111,6 +116,11 @@ class GetItemEntry(PyTreeEntry):
 
 class GetAttrEntry(PyTreeEntry):
     """An entry fetched with ``getattr(obj, entry)``.
+
+    Args:
+        entry: The name of the attribute that holds the child.
+        type: The Python type of the parent node.
+        kind: The :class:`PyTreeKind` of the parent node.
 
     >>> import types
     >>> from optree_core import GetAttrEntry, PyTreeKind
@@ -137,6 +147,11 @@ class GetAttrEntry(PyTreeEntry):
 class FlattenedEntry(PyTreeEntry):
     """An entry of a custom node that has no way to fetch the child back.
 
+    Args:
+        entry: The entry the custom node's flatten function gave for the child.
+        type: The Python type of the parent node.
+        kind: The :class:`PyTreeKind` of the parent node.
+
     >>> from optree_core import FlattenedEntry, PyTreeKind
     >>> FlattenedEntry(0, object, PyTreeKind.CUSTOM).codify('t')
     't[<flat index 0>]'
@@ -151,6 +166,11 @@ class FlattenedEntry(PyTreeEntry):
 class AutoEntry(PyTreeEntry):
     """Picks the entry class for a custom node: item access for sequences and mappings,
     attribute access for string entries of other objects, a flattened entry otherwise.
+
+    Args:
+        entry: The entry the custom node's flatten function gave for the child.
+        type: The Python type of the parent node.
+        kind: The :class:`PyTreeKind` of the parent node.
 
     >>> from optree_core import AutoEntry, PyTreeKind
     >>> type(AutoEntry(0, list, PyTreeKind.CUSTOM)).__name__
@@ -176,6 +196,11 @@ class AutoEntry(PyTreeEntry):
 class SequenceEntry(GetItemEntry):
     """The ``index``-th child of a tuple, list or deque.
 
+    Args:
+        entry: The index of the child in the sequence.
+        type: The Python type of the parent node.
+        kind: The :class:`PyTreeKind` of the parent node.
+
     >>> import optree_core as optree
     >>> optree.tree_accessors((1, 2))[1][0]
     SequenceEntry(index=1, type=<class 'tuple'>)
@@ -194,6 +219,11 @@ class SequenceEntry(GetItemEntry):
 class MappingEntry(GetItemEntry):
     """The child under ``key`` of a dict, OrderedDict or defaultdict.
 
+    Args:
+        entry: The key of the child in the mapping.
+        type: The Python type of the parent node.
+        kind: The :class:`PyTreeKind` of the parent node.
+
     >>> import optree_core as optree
     >>> optree.tree_accessors({'k': 1})[0][0].key
     'k'
@@ -211,6 +241,11 @@ class MappingEntry(GetItemEntry):
 
 class NamedTupleEntry(SequenceEntry):
     """A field of a namedtuple (the entry is its index; ``field`` is its name).
+
+    Args:
+        entry: The index of the field (its name is read from ``type``).
+        type: The Python type of the parent node.
+        kind: The :class:`PyTreeKind` of the parent node.
 
     >>> from collections import namedtuple
     >>> import optree_core as optree
@@ -234,6 +269,11 @@ class NamedTupleEntry(SequenceEntry):
 
 class StructSequenceEntry(SequenceEntry):
     """A field of a PyStructSequence such as ``time.struct_time``.
+
+    Args:
+        entry: The index of the field (its name is read from ``type``).
+        type: The Python type of the parent node.
+        kind: The :class:`PyTreeKind` of the parent node.
 
     >>> import time
     >>> import optree_core as optree
@@ -259,6 +299,11 @@ class StructSequenceEntry(SequenceEntry):
 
 class DataclassEntry(GetAttrEntry):
     """A field of a dataclass (the entry is the field name, or its index among fields).
+
+    Args:
+        entry: The field name (or the field's index among the pytree fields).
+        type: The Python type of the parent node.
+        kind: The :class:`PyTreeKind` of the parent node.
 
     >>> from optree_core import dataclasses as odc
     >>> import optree_core as optree

@@ -35,7 +35,21 @@ class _PartialEntry(GetAttrEntry):
 
 class partial(_functools.partial):
     """A ``functools.partial`` whose bound arguments are pytree children (the function is
-    metadata), so it can cross tree_map and jit-like transforms."""
+    metadata), so it can cross tree_map and jit-like transforms.
+
+    Args:
+        func: The function to call; it is metadata of the tree (never mapped over).
+        *args: The positional arguments to bind; they are children of the tree.
+        **keywords: The keyword arguments to bind; they are children of the tree.
+
+    >>> import optree_core as optree
+    >>> from optree_core.functools import partial
+    >>> scale = partial(lambda factor, x: factor * x, 3)
+    >>> optree.tree_leaves(scale), scale(2)
+    ([3], 6)
+    >>> optree.tree_map(lambda v: v + 1, scale)(2)
+    8
+    """
 
     __slots__ = ()
 

@@ -145,6 +145,15 @@ def tree_flatten_with_path(
 ) -> tuple[list[tuple[Any, ...]], list[Any], PyTreeSpec]:
     """Flatten a tree, also returning each leaf's path (a tuple of keys and indices).
 
+    Args:
+        tree: The tree to flatten.
+        is_leaf: Optional predicate called on every node before it is taken apart; nodes it returns
+            ``True`` for are leaves.
+        none_is_leaf: Whether ``None`` is a leaf (``True``) or an empty node (``False``, the
+            default).
+        namespace: The namespace whose custom node registrations apply ('' for the global ones
+            only).
+
     Returns:
         ``(paths, leaves, treespec)``.
 
@@ -164,6 +173,15 @@ def tree_flatten_with_accessor(
 ) -> tuple[list[PyTreeAccessor], list[Any], PyTreeSpec]:
     """Flatten a tree, also returning each leaf's :class:`PyTreeAccessor`.
 
+    Args:
+        tree: The tree to flatten.
+        is_leaf: Optional predicate called on every node before it is taken apart; nodes it returns
+            ``True`` for are leaves.
+        none_is_leaf: Whether ``None`` is a leaf (``True``) or an empty node (``False``, the
+            default).
+        namespace: The namespace whose custom node registrations apply ('' for the global ones
+            only).
+
     Returns:
         ``(accessors, leaves, treespec)``.
 
@@ -177,6 +195,10 @@ def tree_flatten_with_accessor(
 
 def tree_unflatten(treespec: PyTreeSpec, leaves: Iterable[Any]) -> Any:
     """Rebuild a tree of structure ``treespec`` from ``leaves``.
+
+    Args:
+        treespec: The structure of the tree to build.
+        leaves: The leaves, in flatten order; exactly ``treespec.num_leaves`` of them.
 
     Raises:
         ValueError: if the number of leaves differs from ``treespec.num_leaves``.
@@ -201,6 +223,15 @@ def tree_iter(
 ) -> Iterable[Any]:
     """An iterator over the leaves of a tree, in flatten order.
 
+    Args:
+        tree: The tree whose leaves to iterate over.
+        is_leaf: Optional predicate called on every node before it is taken apart; nodes it returns
+            ``True`` for are leaves.
+        none_is_leaf: Whether ``None`` is a leaf (``True``) or an empty node (``False``, the
+            default).
+        namespace: The namespace whose custom node registrations apply ('' for the global ones
+            only).
+
         >>> list(tree_iter({'b': 2, 'a': (1, None)}))
         [1, 2]
     """
@@ -216,6 +247,15 @@ def tree_leaves(
     namespace: str = "",
 ) -> list[Any]:
     """The leaves of a tree, in flatten order.
+
+    Args:
+        tree: The tree whose leaves to list.
+        is_leaf: Optional predicate called on every node before it is taken apart; nodes it returns
+            ``True`` for are leaves.
+        none_is_leaf: Whether ``None`` is a leaf (``True``) or an empty node (``False``, the
+            default).
+        namespace: The namespace whose custom node registrations apply ('' for the global ones
+            only).
 
         >>> tree_leaves([1, (2, None), {'c': 3}])
         [1, 2, 3]
@@ -233,6 +273,15 @@ def tree_structure(
 ) -> PyTreeSpec:
     """The structure (treespec) of a tree.
 
+    Args:
+        tree: The tree whose structure to return.
+        is_leaf: Optional predicate called on every node before it is taken apart; nodes it returns
+            ``True`` for are leaves.
+        none_is_leaf: Whether ``None`` is a leaf (``True``) or an empty node (``False``, the
+            default).
+        namespace: The namespace whose custom node registrations apply ('' for the global ones
+            only).
+
         >>> tree_structure([1, (2, None)])
         PyTreeSpec([*, (*, None)])
     """
@@ -249,6 +298,15 @@ def tree_paths(
 ) -> list[tuple[Any, ...]]:
     """The path of each leaf of a tree.
 
+    Args:
+        tree: The tree whose leaf paths to list.
+        is_leaf: Optional predicate called on every node before it is taken apart; nodes it returns
+            ``True`` for are leaves.
+        none_is_leaf: Whether ``None`` is a leaf (``True``) or an empty node (``False``, the
+            default).
+        namespace: The namespace whose custom node registrations apply ('' for the global ones
+            only).
+
         >>> tree_paths({'a': [1, 2], 'b': 3})
         [('a', 0), ('a', 1), ('b',)]
     """
@@ -264,6 +322,15 @@ def tree_accessors(
     namespace: str = "",
 ) -> list[PyTreeAccessor]:
     """The :class:`PyTreeAccessor` of each leaf of a tree.
+
+    Args:
+        tree: The tree to work on.
+        is_leaf: Optional predicate called on every node before it is taken apart; nodes it returns
+            ``True`` for are leaves.
+        none_is_leaf: Whether ``None`` is a leaf (``True``) or an empty node (``False``, the
+            default).
+        namespace: The namespace whose custom node registrations apply ('' for the global ones
+            only).
 
         >>> [a.codify('t') for a in tree_accessors({'a': [1, 2]})]
         ["t['a'][0]", "t['a'][1]"]
@@ -282,6 +349,15 @@ def tree_is_leaf(
 ) -> bool:
     """Whether ``tree`` is a single leaf.
 
+    Args:
+        tree: The object to test.
+        is_leaf: Optional predicate called on every node before it is taken apart; nodes it returns
+            ``True`` for are leaves.
+        none_is_leaf: Whether ``None`` is a leaf (``True``) or an empty node (``False``, the
+            default).
+        namespace: The namespace whose custom node registrations apply ('' for the global ones
+            only).
+
         >>> tree_is_leaf(1), tree_is_leaf([1]), tree_is_leaf(None), tree_is_leaf(None, none_is_leaf=True)
         (True, False, False, True)
     """
@@ -297,6 +373,15 @@ def all_leaves(
     namespace: str = "",
 ) -> bool:
     """Whether every item of ``iterable`` is a leaf.
+
+    Args:
+        iterable: The objects to test, each on its own.
+        is_leaf: Optional predicate called on every node before it is taken apart; nodes it returns
+            ``True`` for are leaves.
+        none_is_leaf: Whether ``None`` is a leaf (``True``) or an empty node (``False``, the
+            default).
+        namespace: The namespace whose custom node registrations apply ('' for the global ones
+            only).
 
         >>> all_leaves([1, 2.0, 'x']), all_leaves([1, [2]])
         (True, False)
@@ -327,6 +412,18 @@ def tree_map(
     ``rests`` must have the structure of ``tree`` or contain it as a prefix (their subtrees at
     ``tree``'s leaves are passed whole).
 
+    Args:
+        func: Called on each leaf (with the matching leaves of ``rests`` as further arguments); its
+            results are the leaves of the output.
+        tree: The tree that sets the structure of the result.
+        *rests: More trees, each with ``tree``'s structure as a prefix.
+        is_leaf: Optional predicate called on every node before it is taken apart; nodes it returns
+            ``True`` for are leaves.
+        none_is_leaf: Whether ``None`` is a leaf (``True``) or an empty node (``False``, the
+            default).
+        namespace: The namespace whose custom node registrations apply ('' for the global ones
+            only).
+
     Raises:
         ValueError: naming the path where a tree in ``rests`` differs from ``tree``.
 
@@ -349,6 +446,18 @@ def tree_map_(
     namespace: str = "",
 ) -> Any:
     """Like :func:`tree_map`, for side effects: calls ``func`` leaf-wise, returns ``tree``.
+
+    Args:
+        func: Called on each leaf (with the matching leaves of ``rests``); its results are
+            discarded.
+        tree: The tree to walk; it is returned unchanged.
+        *rests: More trees, each with ``tree``'s structure as a prefix.
+        is_leaf: Optional predicate called on every node before it is taken apart; nodes it returns
+            ``True`` for are leaves.
+        none_is_leaf: Whether ``None`` is a leaf (``True``) or an empty node (``False``, the
+            default).
+        namespace: The namespace whose custom node registrations apply ('' for the global ones
+            only).
 
         >>> seen = []
         >>> tree_map_(seen.append, [1, (2, 3)])
@@ -373,6 +482,18 @@ def tree_map_with_path(
 ) -> Any:
     """Like :func:`tree_map`, with each leaf's path as the first argument of ``func``.
 
+    Args:
+        func: Called as ``func(path, x, *ys)`` for each leaf ``x``; its results are the leaves of
+            the output.
+        tree: The tree that sets the structure of the result.
+        *rests: More trees, each with ``tree``'s structure as a prefix.
+        is_leaf: Optional predicate called on every node before it is taken apart; nodes it returns
+            ``True`` for are leaves.
+        none_is_leaf: Whether ``None`` is a leaf (``True``) or an empty node (``False``, the
+            default).
+        namespace: The namespace whose custom node registrations apply ('' for the global ones
+            only).
+
         >>> tree_map_with_path(lambda p, x: (p, x), {'a': [7]})
         {'a': [(('a', 0), 7)]}
     """
@@ -391,6 +512,17 @@ def tree_map_with_path_(
     namespace: str = "",
 ) -> Any:
     """Like :func:`tree_map_with_path`, for side effects; returns ``tree``.
+
+    Args:
+        func: Called as ``func(path, x, *ys)`` for each leaf ``x``; its results are discarded.
+        tree: The tree to walk; it is returned unchanged.
+        *rests: More trees, each with ``tree``'s structure as a prefix.
+        is_leaf: Optional predicate called on every node before it is taken apart; nodes it returns
+            ``True`` for are leaves.
+        none_is_leaf: Whether ``None`` is a leaf (``True``) or an empty node (``False``, the
+            default).
+        namespace: The namespace whose custom node registrations apply ('' for the global ones
+            only).
 
         >>> seen = []
         >>> tree_map_with_path_(lambda p, x: seen.append((p, x)), {'a': [7]})
@@ -416,6 +548,18 @@ def tree_map_with_accessor(
 ) -> Any:
     """Like :func:`tree_map`, with each leaf's :class:`PyTreeAccessor` as first argument.
 
+    Args:
+        func: Called as ``func(accessor, x, *ys)`` for each leaf ``x``; its results are the leaves
+            of the output.
+        tree: The tree that sets the structure of the result.
+        *rests: More trees, each with ``tree``'s structure as a prefix.
+        is_leaf: Optional predicate called on every node before it is taken apart; nodes it returns
+            ``True`` for are leaves.
+        none_is_leaf: Whether ``None`` is a leaf (``True``) or an empty node (``False``, the
+            default).
+        namespace: The namespace whose custom node registrations apply ('' for the global ones
+            only).
+
         >>> tree_map_with_accessor(lambda a, x: a.codify('t'), {'k': [0]})
         {'k': ["t['k'][0]"]}
     """
@@ -434,6 +578,17 @@ def tree_map_with_accessor_(
 ) -> Any:
     """Like :func:`tree_map_with_accessor`, for side effects; returns ``tree``.
 
+    Args:
+        func: Called as ``func(accessor, x, *ys)`` for each leaf ``x``; its results are discarded.
+        tree: The tree to walk; it is returned unchanged.
+        *rests: More trees, each with ``tree``'s structure as a prefix.
+        is_leaf: Optional predicate called on every node before it is taken apart; nodes it returns
+            ``True`` for are leaves.
+        none_is_leaf: Whether ``None`` is a leaf (``True``) or an empty node (``False``, the
+            default).
+        namespace: The namespace whose custom node registrations apply ('' for the global ones
+            only).
+
         >>> seen = []
         >>> _ = tree_map_with_accessor_(lambda a, x: seen.append(a.path), [1, (2,)])
         >>> seen
@@ -447,6 +602,12 @@ def tree_map_with_accessor_(
 
 def tree_replace_nones(sentinel: Any, tree: Any, /, namespace: str = "") -> Any:
     """Replace every ``None`` in ``tree`` by ``sentinel``.
+
+    Args:
+        sentinel: The value put in place of each ``None``.
+        tree: The tree to copy with its ``None`` nodes replaced.
+        namespace: The namespace whose custom node registrations apply ('' for the global ones
+            only).
 
         >>> tree_replace_nones(0, {'a': None, 'b': [1, None]})
         {'a': 0, 'b': [1, 0]}
@@ -470,6 +631,17 @@ def tree_partition(
     """Split ``tree`` in two trees of the same structure: leaves where ``predicate`` holds, and
     the others; the missing places hold ``fillvalue``.
 
+    Args:
+        predicate: Called on each leaf; ``True`` puts the leaf in the first tree.
+        tree: The tree to split.
+        is_leaf: Optional predicate called on every node before it is taken apart; nodes it returns
+            ``True`` for are leaves.
+        fillvalue: What fills the places a tree does not keep.
+        none_is_leaf: Whether ``None`` is a leaf (``True``) or an empty node (``False``, the
+            default).
+        namespace: The namespace whose custom node registrations apply ('' for the global ones
+            only).
+
         >>> tree_partition(lambda x: x > 1, [1, 2, (3, 0)])
         ([None, 2, (3, None)], [1, None, (None, 0)])
     """
@@ -490,6 +662,12 @@ def tree_transpose(
     is_leaf: Callable[[Any], bool] | None = None,
 ) -> Any:
     """Turn a tree of structure ``outer(inner)`` into one of structure ``inner(outer)``.
+
+    Args:
+        outer_treespec: The structure of the outer levels of ``tree``.
+        inner_treespec: The structure found at each leaf of ``outer_treespec``.
+        tree: The tree to transpose, of structure ``outer(inner)``.
+        is_leaf: Optional predicate marking the leaves of ``tree``, as in :func:`tree_flatten`.
 
         >>> outer = tree_structure([0, 0])
         >>> inner = tree_structure({'a': 0, 'b': 0})
@@ -531,6 +709,19 @@ def tree_transpose_map(
     """Map ``func`` (which returns trees of structure ``inner_treespec``) and transpose, so the
     result is ``inner(outer)``.
 
+    Args:
+        func: Called on each leaf (with the matching leaves of ``rests``); returns a tree of
+            structure ``inner_treespec``.
+        tree: The tree that sets the outer structure.
+        *rests: More trees, each with ``tree``'s structure as a prefix.
+        inner_treespec: The structure of ``func``'s results (by default that of its first result).
+        is_leaf: Optional predicate called on every node before it is taken apart; nodes it returns
+            ``True`` for are leaves.
+        none_is_leaf: Whether ``None`` is a leaf (``True``) or an empty node (``False``, the
+            default).
+        namespace: The namespace whose custom node registrations apply ('' for the global ones
+            only).
+
         >>> tree_transpose_map(lambda x: {'id': x, 'sq': x * x}, [1, 2])
         {'id': [1, 2], 'sq': [1, 4]}
     """
@@ -556,6 +747,19 @@ def tree_transpose_map_with_path(
 ) -> Any:
     """:func:`tree_transpose_map` with each leaf's path as the first argument of ``func``.
 
+    Args:
+        func: Called as ``func(path, x, *ys)`` for each leaf ``x``; returns a tree of structure
+            ``inner_treespec``.
+        tree: The tree that sets the outer structure.
+        *rests: More trees, each with ``tree``'s structure as a prefix.
+        inner_treespec: The structure of ``func``'s results (by default that of its first result).
+        is_leaf: Optional predicate called on every node before it is taken apart; nodes it returns
+            ``True`` for are leaves.
+        none_is_leaf: Whether ``None`` is a leaf (``True``) or an empty node (``False``, the
+            default).
+        namespace: The namespace whose custom node registrations apply ('' for the global ones
+            only).
+
         >>> tree_transpose_map_with_path(lambda p, x: {'at': p[0], 'x': x}, [5, 6])
         {'at': [0, 1], 'x': [5, 6]}
     """
@@ -580,6 +784,17 @@ def tree_broadcast_prefix(
     namespace: str = "",
 ) -> Any:
     """Repeat each leaf of ``prefix_tree`` over the matching subtree of ``full_tree``.
+
+    Args:
+        prefix_tree: The tree whose leaves are repeated; its structure must be a prefix of
+            ``full_tree``'s.
+        full_tree: The tree whose structure the result takes.
+        is_leaf: Optional predicate called on every node before it is taken apart; nodes it returns
+            ``True`` for are leaves.
+        none_is_leaf: Whether ``None`` is a leaf (``True``) or an empty node (``False``, the
+            default).
+        namespace: The namespace whose custom node registrations apply ('' for the global ones
+            only).
 
     Raises:
         ValueError: if ``prefix_tree`` is not a prefix of ``full_tree``, naming the path.
@@ -609,6 +824,17 @@ def broadcast_prefix(
 ) -> list[Any]:
     """The leaves of :func:`tree_broadcast_prefix`.
 
+    Args:
+        prefix_tree: The tree whose leaves are repeated; its structure must be a prefix of
+            ``full_tree``'s.
+        full_tree: The tree whose structure the result takes.
+        is_leaf: Optional predicate called on every node before it is taken apart; nodes it returns
+            ``True`` for are leaves.
+        none_is_leaf: Whether ``None`` is a leaf (``True``) or an empty node (``False``, the
+            default).
+        namespace: The namespace whose custom node registrations apply ('' for the global ones
+            only).
+
         >>> broadcast_prefix([1, 2], [(0, 0), {'a': 0}])
         [1, 1, 2]
     """
@@ -627,6 +853,16 @@ def tree_broadcast_common(
     namespace: str = "",
 ) -> tuple[Any, Any]:
     """Broadcast two trees to their common suffix structure.
+
+    Args:
+        tree: The first tree.
+        other_tree: The second tree.
+        is_leaf: Optional predicate called on every node before it is taken apart; nodes it returns
+            ``True`` for are leaves.
+        none_is_leaf: Whether ``None`` is a leaf (``True``) or an empty node (``False``, the
+            default).
+        namespace: The namespace whose custom node registrations apply ('' for the global ones
+            only).
 
         >>> tree_broadcast_common([1, (2, 3)], [(4, 5), 6])
         ([(1, 1), (2, 3)], [(4, 5), (6, 6)])
@@ -674,6 +910,16 @@ def broadcast_common(
 ) -> tuple[list[Any], list[Any]]:
     """The leaves of :func:`tree_broadcast_common`.
 
+    Args:
+        tree: The first tree.
+        other_tree: The second tree.
+        is_leaf: Optional predicate called on every node before it is taken apart; nodes it returns
+            ``True`` for are leaves.
+        none_is_leaf: Whether ``None`` is a leaf (``True``) or an empty node (``False``, the
+            default).
+        namespace: The namespace whose custom node registrations apply ('' for the global ones
+            only).
+
         >>> broadcast_common([1, (2, 3)], [(4, 5), 6])
         ([1, 1, 2, 3], [4, 5, 6, 6])
     """
@@ -704,6 +950,17 @@ def tree_broadcast_map(
 ) -> Any:
     """:func:`tree_map` over trees broadcast to their common suffix structure.
 
+    Args:
+        func: Called leaf-wise on the broadcast trees; its results are the leaves of the output.
+        tree: The first tree; ``rests`` are broadcast with it.
+        *rests: More trees, broadcast with ``tree`` to a common structure.
+        is_leaf: Optional predicate called on every node before it is taken apart; nodes it returns
+            ``True`` for are leaves.
+        none_is_leaf: Whether ``None`` is a leaf (``True``) or an empty node (``False``, the
+            default).
+        namespace: The namespace whose custom node registrations apply ('' for the global ones
+            only).
+
         >>> tree_broadcast_map(lambda x, y: x * y, [1, 2], [(3, 4), 5])
         [(3, 4), 10]
     """
@@ -721,6 +978,17 @@ def tree_broadcast_map_with_path(
     namespace: str = "",
 ) -> Any:
     """:func:`tree_broadcast_map` with each leaf's path (in the common structure) first.
+
+    Args:
+        func: Called as ``func(path, x, *ys)`` on the leaves of the broadcast trees.
+        tree: The first tree; ``rests`` are broadcast with it.
+        *rests: More trees, broadcast with ``tree`` to a common structure.
+        is_leaf: Optional predicate called on every node before it is taken apart; nodes it returns
+            ``True`` for are leaves.
+        none_is_leaf: Whether ``None`` is a leaf (``True``) or an empty node (``False``, the
+            default).
+        namespace: The namespace whose custom node registrations apply ('' for the global ones
+            only).
 
         >>> tree_broadcast_map_with_path(lambda p, x, y: (p, x + y), [1, 2], [(10, 20), 30])
         [(((0, 0), 11), ((0, 1), 21)), ((1,), 32)]
@@ -744,6 +1012,18 @@ def tree_reduce(
 ) -> Any:
     """``functools.reduce`` over the leaves of a tree.
 
+    Args:
+        func: Two-argument function folding the leaves from left to right.
+        tree: The tree whose leaves to fold.
+        initial: Optional first value of the fold (without it, a tree with no leaves raises
+            ``TypeError``).
+        is_leaf: Optional predicate called on every node before it is taken apart; nodes it returns
+            ``True`` for are leaves.
+        none_is_leaf: Whether ``None`` is a leaf (``True``) or an empty node (``False``, the
+            default).
+        namespace: The namespace whose custom node registrations apply ('' for the global ones
+            only).
+
         >>> tree_reduce(lambda a, b: a * b, [2, (3, 4)])
         24
     """
@@ -763,6 +1043,16 @@ def tree_sum(
     namespace: str = "",
 ) -> Any:
     """The sum of the leaves (plus ``start``).
+
+    Args:
+        tree: The tree whose leaves to add.
+        start: The value the leaves are added to.
+        is_leaf: Optional predicate called on every node before it is taken apart; nodes it returns
+            ``True`` for are leaves.
+        none_is_leaf: Whether ``None`` is a leaf (``True``) or an empty node (``False``, the
+            default).
+        namespace: The namespace whose custom node registrations apply ('' for the global ones
+            only).
 
         >>> tree_sum({'a': 1, 'b': [2, 3]})
         6
@@ -785,6 +1075,18 @@ def tree_max(
     namespace: str = "",
 ) -> Any:
     """The largest leaf (``default`` for a tree without leaves).
+
+    Args:
+        tree: The tree to work on.
+        default: Returned when the tree has no leaves (without it, such a tree raises
+            ``ValueError``).
+        key: Optional one-argument function the leaves are compared by, as for the builtin ``max``.
+        is_leaf: Optional predicate called on every node before it is taken apart; nodes it returns
+            ``True`` for are leaves.
+        none_is_leaf: Whether ``None`` is a leaf (``True``) or an empty node (``False``, the
+            default).
+        namespace: The namespace whose custom node registrations apply ('' for the global ones
+            only).
 
         >>> tree_max([1, (5, 2)])
         5
@@ -809,6 +1111,18 @@ def tree_min(
 ) -> Any:
     """The smallest leaf (``default`` for a tree without leaves).
 
+    Args:
+        tree: The tree to work on.
+        default: Returned when the tree has no leaves (without it, such a tree raises
+            ``ValueError``).
+        key: Optional one-argument function the leaves are compared by, as for the builtin ``min``.
+        is_leaf: Optional predicate called on every node before it is taken apart; nodes it returns
+            ``True`` for are leaves.
+        none_is_leaf: Whether ``None`` is a leaf (``True``) or an empty node (``False``, the
+            default).
+        namespace: The namespace whose custom node registrations apply ('' for the global ones
+            only).
+
         >>> tree_min([4, (5, 2)])
         2
     """
@@ -830,6 +1144,15 @@ def tree_all(
 ) -> bool:
     """Whether every leaf is truthy.
 
+    Args:
+        tree: The tree to work on.
+        is_leaf: Optional predicate called on every node before it is taken apart; nodes it returns
+            ``True`` for are leaves.
+        none_is_leaf: Whether ``None`` is a leaf (``True``) or an empty node (``False``, the
+            default).
+        namespace: The namespace whose custom node registrations apply ('' for the global ones
+            only).
+
         >>> tree_all([1, (True, 'x')]), tree_all([1, 0])
         (True, False)
     """
@@ -845,6 +1168,15 @@ def tree_any(
     namespace: str = "",
 ) -> bool:
     """Whether any leaf is truthy.
+
+    Args:
+        tree: The tree to work on.
+        is_leaf: Optional predicate called on every node before it is taken apart; nodes it returns
+            ``True`` for are leaves.
+        none_is_leaf: Whether ``None`` is a leaf (``True``) or an empty node (``False``, the
+            default).
+        namespace: The namespace whose custom node registrations apply ('' for the global ones
+            only).
 
         >>> tree_any([0, (False, '')]), tree_any([0, 1])
         (False, True)
@@ -895,6 +1227,15 @@ def tree_flatten_one_level(
 ) -> FlattenOneLevelOutputEx:
     """Take apart the outermost node of ``tree``.
 
+    Args:
+        tree: The node to take apart (not a leaf).
+        is_leaf: Optional predicate called on every node before it is taken apart; nodes it returns
+            ``True`` for are leaves.
+        none_is_leaf: Whether ``None`` is a leaf (``True``) or an empty node (``False``, the
+            default).
+        namespace: The namespace whose custom node registrations apply ('' for the global ones
+            only).
+
     Returns:
         ``(children, metadata, entries, unflatten_func)`` with
         ``unflatten_func(metadata, children)`` rebuilding the node.
@@ -929,6 +1270,16 @@ def prefix_errors(
 ) -> list[Callable[[str], ValueError]]:
     """Why ``prefix_tree`` is not a prefix of ``full_tree``: one error factory per mismatch,
     each taking the name of the tree to mention (empty when it is a prefix).
+
+    Args:
+        prefix_tree: The tree whose structure must be a prefix of ``full_tree``'s.
+        full_tree: The tree whose structure is the target.
+        is_leaf: Optional predicate called on every node before it is taken apart; nodes it returns
+            ``True`` for are leaves.
+        none_is_leaf: Whether ``None`` is a leaf (``True``) or an empty node (``False``, the
+            default).
+        namespace: The namespace whose custom node registrations apply ('' for the global ones
+            only).
 
         >>> prefix_errors([1, 2], [3, (4, 5)])
         []
@@ -1008,6 +1359,9 @@ def _treespec_from_state(state: tuple[Any, ...]) -> PyTreeSpec:
 def treespec_paths(treespec: PyTreeSpec, /) -> list[tuple[Any, ...]]:
     """The path of each leaf of ``treespec``.
 
+    Args:
+        treespec: The structure to inspect.
+
         >>> treespec_paths(tree_structure({'a': [1, 2]}))
         [('a', 0), ('a', 1)]
     """
@@ -1016,6 +1370,9 @@ def treespec_paths(treespec: PyTreeSpec, /) -> list[tuple[Any, ...]]:
 
 def treespec_accessors(treespec: PyTreeSpec, /) -> list[PyTreeAccessor]:
     """The :class:`PyTreeAccessor` of each leaf of ``treespec``.
+
+    Args:
+        treespec: The structure to inspect.
 
         >>> [a.path for a in treespec_accessors(tree_structure([1, {'k': 2}]))]
         [(0,), (1, 'k')]
@@ -1026,6 +1383,9 @@ def treespec_accessors(treespec: PyTreeSpec, /) -> list[PyTreeAccessor]:
 def treespec_entries(treespec: PyTreeSpec, /) -> list[Any]:
     """The entries (keys, indices) of the root's children.
 
+    Args:
+        treespec: The structure to inspect.
+
         >>> treespec_entries(tree_structure({'b': 1, 'a': 2}))
         ['a', 'b']
     """
@@ -1034,6 +1394,10 @@ def treespec_entries(treespec: PyTreeSpec, /) -> list[Any]:
 
 def treespec_entry(treespec: PyTreeSpec, index: int, /) -> Any:
     """The entry of the root's ``index``-th child.
+
+    Args:
+        treespec: The structure to inspect.
+        index: The position of the child among the root's children (negative counts from the end).
 
         >>> treespec_entry(tree_structure([1, 2, 3]), -1)
         2
@@ -1044,6 +1408,9 @@ def treespec_entry(treespec: PyTreeSpec, index: int, /) -> Any:
 def treespec_children(treespec: PyTreeSpec, /) -> list[PyTreeSpec]:
     """The specs of the root's children.
 
+    Args:
+        treespec: The structure to inspect.
+
         >>> treespec_children(tree_structure({'a': 1, 'b': [2]}))
         [PyTreeSpec(*), PyTreeSpec([*])]
     """
@@ -1053,6 +1420,10 @@ def treespec_children(treespec: PyTreeSpec, /) -> list[PyTreeSpec]:
 def treespec_child(treespec: PyTreeSpec, index: int, /) -> PyTreeSpec:
     """The spec of the root's ``index``-th child.
 
+    Args:
+        treespec: The structure to inspect.
+        index: The position of the child among the root's children (negative counts from the end).
+
         >>> treespec_child(tree_structure([1, (2, 3)]), 1)
         PyTreeSpec((*, *))
     """
@@ -1061,6 +1432,9 @@ def treespec_child(treespec: PyTreeSpec, index: int, /) -> PyTreeSpec:
 
 def treespec_one_level(treespec: PyTreeSpec, /) -> PyTreeSpec | None:
     """The root node alone, its children replaced by leaves (``None`` for a leaf).
+
+    Args:
+        treespec: The structure to inspect.
 
         >>> treespec_one_level(tree_structure({'a': [1, 2], 'b': 3}))
         PyTreeSpec({'a': *, 'b': *})
@@ -1076,6 +1450,12 @@ def treespec_transform(
 ) -> PyTreeSpec:
     """Rebuild ``treespec`` bottom-up: each leaf spec goes through ``f_leaf`` and each inner
     node's one-level spec through ``f_node`` (which must keep the number of children).
+
+    Args:
+        treespec: The structure to rebuild.
+        f_node: Optional; called on each inner node's one-level spec, returns its replacement (same
+            number of children).
+        f_leaf: Optional; called on each leaf spec, returns the spec put in its place.
 
         >>> pair = tree_structure((0, 0))
         >>> treespec_transform(tree_structure([1, 2]), f_leaf=lambda _: pair)
@@ -1100,6 +1480,10 @@ def _transform(spec: PyTreeSpec, f_node: Any, f_leaf: Any) -> PyTreeSpec:
 def treespec_is_leaf(treespec: PyTreeSpec, /, strict: bool = True) -> bool:
     """Whether ``treespec`` is a single leaf (``strict=False``: or ``None``).
 
+    Args:
+        treespec: The structure to inspect.
+        strict: Whether only a true leaf counts (``False``: ``None`` does too).
+
         >>> treespec_is_leaf(tree_structure(1)), treespec_is_leaf(tree_structure(None), strict=False)
         (True, True)
     """
@@ -1108,6 +1492,9 @@ def treespec_is_leaf(treespec: PyTreeSpec, /, strict: bool = True) -> bool:
 
 def treespec_is_strict_leaf(treespec: PyTreeSpec, /) -> bool:
     """Whether ``treespec`` is exactly one leaf.
+
+    Args:
+        treespec: The structure to inspect.
 
         >>> treespec_is_strict_leaf(tree_structure(1)), treespec_is_strict_leaf(tree_structure(None))
         (True, False)
@@ -1118,6 +1505,9 @@ def treespec_is_strict_leaf(treespec: PyTreeSpec, /) -> bool:
 def treespec_is_one_level(treespec: PyTreeSpec, /) -> bool:
     """Whether ``treespec`` is one node whose children are all leaves.
 
+    Args:
+        treespec: The structure to inspect.
+
         >>> treespec_is_one_level(tree_structure([1, 2])), treespec_is_one_level(tree_structure([1, [2]]))
         (True, False)
     """
@@ -1126,6 +1516,11 @@ def treespec_is_one_level(treespec: PyTreeSpec, /) -> bool:
 
 def treespec_is_prefix(treespec: PyTreeSpec, other: PyTreeSpec, /, strict: bool = False) -> bool:
     """Whether ``treespec`` is a prefix of ``other``.
+
+    Args:
+        treespec: The candidate prefix.
+        other: The structure to compare with.
+        strict: Whether equal structures are excluded.
 
         >>> treespec_is_prefix(tree_structure([0, 0]), tree_structure([(1, 2), 3]))
         True
@@ -1136,6 +1531,11 @@ def treespec_is_prefix(treespec: PyTreeSpec, other: PyTreeSpec, /, strict: bool 
 def treespec_is_suffix(treespec: PyTreeSpec, other: PyTreeSpec, /, strict: bool = False) -> bool:
     """Whether ``treespec`` is a suffix of ``other`` (``other`` is a prefix of it).
 
+    Args:
+        treespec: The candidate suffix.
+        other: The structure to compare with.
+        strict: Whether equal structures are excluded.
+
         >>> treespec_is_suffix(tree_structure([(1, 2), 3]), tree_structure([0, 0]))
         True
     """
@@ -1144,6 +1544,10 @@ def treespec_is_suffix(treespec: PyTreeSpec, other: PyTreeSpec, /, strict: bool 
 
 def treespec_leaf(*, none_is_leaf: bool = False, namespace: str = "") -> PyTreeSpec:
     """The spec of a single leaf.
+
+    Args:
+        none_is_leaf: Whether the spec treats ``None`` as a leaf.
+        namespace: The registry namespace the spec records.
 
         >>> treespec_leaf()
         PyTreeSpec(*)
@@ -1154,6 +1558,10 @@ def treespec_leaf(*, none_is_leaf: bool = False, namespace: str = "") -> PyTreeS
 def treespec_none(*, none_is_leaf: bool = False, namespace: str = "") -> PyTreeSpec:
     """The spec of ``None``.
 
+    Args:
+        none_is_leaf: Whether the spec treats ``None`` as a leaf (then this is a leaf spec).
+        namespace: The registry namespace the spec records.
+
         >>> treespec_none(), treespec_none(none_is_leaf=True)
         (PyTreeSpec(None), PyTreeSpec(*, NoneIsLeaf))
     """
@@ -1163,6 +1571,12 @@ def treespec_none(*, none_is_leaf: bool = False, namespace: str = "") -> PyTreeS
 def treespec_from_collection(collection: Any, /, *, none_is_leaf: bool = False,
                              namespace: str = "") -> PyTreeSpec:
     """The spec of a container whose children are specs.
+
+    Args:
+        collection: A container (tuple, list, dict, namedtuple, registered node...) whose children
+            are PyTreeSpecs.
+        none_is_leaf: Whether the spec treats ``None`` as a leaf; every child must agree.
+        namespace: The registry namespace the spec records; children must use it or none.
 
         >>> treespec_from_collection({'a': treespec_leaf(), 'b': [treespec_leaf()]})
         Traceback (most recent call last):
@@ -1180,6 +1594,11 @@ def treespec_tuple(iterable: Iterable[PyTreeSpec] = (), /, *, none_is_leaf: bool
                    namespace: str = "") -> PyTreeSpec:
     """The spec of a tuple of the given specs.
 
+    Args:
+        iterable: The children, PyTreeSpecs in order.
+        none_is_leaf: Whether the spec treats ``None`` as a leaf; every child must agree.
+        namespace: The registry namespace the spec records; children must use it or none.
+
         >>> treespec_tuple([treespec_leaf(), treespec_leaf()])
         PyTreeSpec((*, *))
     """
@@ -1189,6 +1608,11 @@ def treespec_tuple(iterable: Iterable[PyTreeSpec] = (), /, *, none_is_leaf: bool
 def treespec_list(iterable: Iterable[PyTreeSpec] = (), /, *, none_is_leaf: bool = False,
                   namespace: str = "") -> PyTreeSpec:
     """The spec of a list of the given specs.
+
+    Args:
+        iterable: The children, PyTreeSpecs in order.
+        none_is_leaf: Whether the spec treats ``None`` as a leaf; every child must agree.
+        namespace: The registry namespace the spec records; children must use it or none.
 
         >>> treespec_list([treespec_leaf(), treespec_none()])
         PyTreeSpec([*, None])
@@ -1200,6 +1624,11 @@ def treespec_dict(mapping: Any = (), /, *, none_is_leaf: bool = False, namespace
                   **kwargs: PyTreeSpec) -> PyTreeSpec:
     """The spec of a dict of the given specs.
 
+    Args:
+        mapping: The children: a mapping (or iterable of key/spec pairs) from keys to PyTreeSpecs.
+        none_is_leaf: Whether the spec treats ``None`` as a leaf; every child must agree.
+        namespace: The registry namespace the spec records; children must use it or none.
+
         >>> treespec_dict(b=treespec_leaf(), a=treespec_none())
         PyTreeSpec({'a': None, 'b': *})
     """
@@ -1209,6 +1638,11 @@ def treespec_dict(mapping: Any = (), /, *, none_is_leaf: bool = False, namespace
 def treespec_namedtuple(namedtuple: Any, /, *, none_is_leaf: bool = False,
                         namespace: str = "") -> PyTreeSpec:
     """The spec of a namedtuple whose fields are specs.
+
+    Args:
+        namedtuple: A namedtuple instance whose fields are PyTreeSpecs.
+        none_is_leaf: Whether the spec treats ``None`` as a leaf; every child must agree.
+        namespace: The registry namespace the spec records; children must use it or none.
 
         >>> from collections import namedtuple
         >>> Point = namedtuple('Point', 'x y')
@@ -1226,6 +1660,11 @@ def treespec_ordereddict(mapping: Any = (), /, *, none_is_leaf: bool = False,
                          namespace: str = "", **kwargs: PyTreeSpec) -> PyTreeSpec:
     """The spec of an OrderedDict of the given specs.
 
+    Args:
+        mapping: The children: a mapping (or iterable of key/spec pairs) from keys to PyTreeSpecs.
+        none_is_leaf: Whether the spec treats ``None`` as a leaf; every child must agree.
+        namespace: The registry namespace the spec records; children must use it or none.
+
         >>> treespec_ordereddict([('b', treespec_leaf()), ('a', treespec_leaf())])
         PyTreeSpec(OrderedDict({'b': *, 'a': *}))
     """
@@ -1236,6 +1675,12 @@ def treespec_defaultdict(default_factory: Any = None, mapping: Any = (), /, *,
                          none_is_leaf: bool = False, namespace: str = "",
                          **kwargs: PyTreeSpec) -> PyTreeSpec:
     """The spec of a defaultdict of the given specs.
+
+    Args:
+        default_factory: The defaultdict's ``default_factory``.
+        mapping: The children: a mapping (or iterable of key/spec pairs) from keys to PyTreeSpecs.
+        none_is_leaf: Whether the spec treats ``None`` as a leaf; every child must agree.
+        namespace: The registry namespace the spec records; children must use it or none.
 
         >>> treespec_defaultdict(list, {'a': treespec_leaf()})
         PyTreeSpec(defaultdict(<class 'list'>, {'a': *}))
@@ -1248,6 +1693,12 @@ def treespec_deque(iterable: Iterable[PyTreeSpec] = (), /, maxlen: int | None = 
                    none_is_leaf: bool = False, namespace: str = "") -> PyTreeSpec:
     """The spec of a deque of the given specs.
 
+    Args:
+        iterable: The children, PyTreeSpecs in order.
+        maxlen: The deque's ``maxlen`` (``None``: unbounded).
+        none_is_leaf: Whether the spec treats ``None`` as a leaf; every child must agree.
+        namespace: The registry namespace the spec records; children must use it or none.
+
         >>> treespec_deque([treespec_leaf(), treespec_none()], maxlen=3)
         PyTreeSpec(deque([*, None], maxlen=3))
     """
@@ -1257,6 +1708,11 @@ def treespec_deque(iterable: Iterable[PyTreeSpec] = (), /, maxlen: int | None = 
 def treespec_structseq(structseq: Any, /, *, none_is_leaf: bool = False,
                        namespace: str = "") -> PyTreeSpec:
     """The spec of a PyStructSequence whose fields are specs.
+
+    Args:
+        structseq: A PyStructSequence instance whose fields are PyTreeSpecs.
+        none_is_leaf: Whether the spec treats ``None`` as a leaf; every child must agree.
+        namespace: The registry namespace the spec records; children must use it or none.
 
         >>> import time
         >>> spec = treespec_structseq(time.struct_time([treespec_leaf()] * 9))

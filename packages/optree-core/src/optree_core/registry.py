@@ -58,7 +58,28 @@ _REGISTRY_LOCK = threading.Lock()
 
 
 class PyTreeNodeRegistryEntry(NamedTuple):
-    """What was registered for a type."""
+    """What was registered for a type.
+
+    Args:
+        type: The registered class.
+        flatten_func: Takes an instance apart: returns ``(children, metadata)`` or ``(children,
+            metadata, entries)``.
+        unflatten_func: Rebuilds an instance: ``unflatten_func(metadata, children)``.
+        path_entry_type: The :class:`PyTreeEntry` subclass that builds the paths of its children.
+        kind: The :class:`PyTreeKind` of the node (``CUSTOM`` for user registrations).
+        namespace: The namespace of the registration ('' for a global one).
+
+    >>> import optree_core as optree
+    >>> class Box:
+    ...     def __init__(self, item):
+    ...         self.item = item
+    >>> _ = optree.register_pytree_node(Box, lambda b: ((b.item,), None),
+    ...                                 lambda meta, children: Box(*children),
+    ...                                 namespace='entry-doc')
+    >>> entry = optree.unregister_pytree_node(Box, namespace='entry-doc')
+    >>> entry.type is Box, entry.namespace, entry.kind
+    (True, 'entry-doc', <PyTreeKind.CUSTOM: 0>)
+    """
 
     type: type
     flatten_func: Callable[..., Any]
@@ -181,6 +202,10 @@ def methodcaller_flatten(obj: Any) -> Any:
 
 def unregister_pytree_node(cls: type, /, *, namespace: str) -> PyTreeNodeRegistryEntry:
     """Remove the registration of ``cls`` in ``namespace``.
+
+    Args:
+        cls: The class whose registration to remove.
+        namespace: The namespace it was registered in (required, as for registering).
 
     Returns:
         The removed registration.

@@ -1,5 +1,10 @@
 """Type aliases and structural type checks (namedtuple, PyStructSequence).
 
+The aliases are for annotations: ``PyTree[T]`` is a tree whose leaves are ``T``;
+``FlattenFunc`` is what ``register_pytree_node`` takes apart an instance with (it returns
+``(children, metadata)`` or ``(children, metadata, entries)``), and ``UnflattenFunc`` rebuilds
+one from ``(metadata, children)``.
+
     >>> from collections import namedtuple
     >>> import optree_core as optree
     >>> Point = namedtuple('Point', ['x', 'y'])
@@ -43,11 +48,6 @@ PyTreeDef = PyTreeSpec  # The name JAX uses.
 
 # Members print as <PyTreeKind.LEAF: 1>, as Python's IntEnum (and optree) do.
 PyTreeKind.__repr__ = enum.Enum.__repr__  # type: ignore[method-assign]
-PyTreeKind.__doc__ = (
-    "The kind of a pytree node (an IntEnum numbered as optree's): CUSTOM, LEAF, NONE, TUPLE, "
-    "LIST, DICT, NAMEDTUPLE, ORDEREDDICT, DEFAULTDICT, DEQUE, STRUCTSEQUENCE (FROZENDICT is "
-    "reserved). ``PyTreeSpec.kind`` is the kind of a spec's root."
-)
 
 # A pytree of T: T itself or any container of pytrees of T. Python's type system cannot say
 # this recursively without a plugin, so it is spelled as a union for readers and checkers.
@@ -55,7 +55,19 @@ PyTree = Union[T, tuple[Any, ...], list[Any], dict[Any, Any], None]  # noqa: UP0
 
 
 def PyTreeTypeVar(name: str, param: type) -> Any:
-    """A type alias for pytrees whose leaves are ``param`` (documentation only)."""
+    """A type alias for pytrees whose leaves are ``param`` (documentation only).
+
+    Args:
+        name: The name the alias stands for (kept for optree compatibility; must be a string).
+        param: The type of the leaves.
+
+    >>> import optree_core as optree
+    >>> TensorTree = optree.PyTreeTypeVar('TensorTree', float)
+    >>> def total(tree: TensorTree) -> float:
+    ...     return optree.tree_sum(tree)
+    >>> total({'a': 1.5, 'b': [2.0, 0.5]})
+    4.0
+    """
     if not isinstance(name, str):
         raise TypeError(f"The name of the type variable must be a string, got {name!r}.")
     return PyTree[param]  # type: ignore[index]
@@ -63,7 +75,23 @@ def PyTreeTypeVar(name: str, param: type) -> Any:
 
 @runtime_checkable
 class CustomTreeNode(Protocol[T]):
-    """The protocol of classes that flatten themselves (see ``register_pytree_node_class``)."""
+    """The protocol of classes that flatten themselves (see ``register_pytree_node_class``).
+
+    >>> import optree_core as optree
+    >>> @optree.register_pytree_node_class(namespace='ctn-doc')
+    ... class Pair:
+    ...     def __init__(self, left, right):
+    ...         self.left, self.right = left, right
+    ...     def tree_flatten(self):
+    ...         return (self.left, self.right), None
+    ...     @classmethod
+    ...     def tree_unflatten(cls, metadata, children):
+    ...         return cls(*children)
+    >>> isinstance(Pair(1, 2), optree.CustomTreeNode), isinstance(3, optree.CustomTreeNode)
+    (True, False)
+    >>> optree.tree_leaves(Pair(1, [2, 3]), namespace='ctn-doc')
+    [1, 2, 3]
+    """
 
     def tree_flatten(self) -> tuple[Iterable[T], Hashable] | tuple[Iterable[T], Hashable,
                                                                         Iterable[Any] | None]:
@@ -79,25 +107,69 @@ UnflattenFunc = Callable[[Hashable, Iterable[Any]], Any]
 
 
 def is_namedtuple_class(cls: object, /) -> bool:
-    """Whether ``cls`` is a namedtuple class (collections.namedtuple or typing.NamedTuple)."""
+    """Whether ``cls`` is a namedtuple class (collections.namedtuple or typing.NamedTuple).
+
+    Args:
+        cls: The object to test; instances are not classes, so they give ``False``.
+
+    >>> from typing import NamedTuple
+    >>> from optree_core import is_namedtuple_class
+    >>> class Point(NamedTuple):
+    ...     x: int
+    ...     y: int
+    >>> is_namedtuple_class(Point), is_namedtuple_class(Point(1, 2)), is_namedtuple_class(tuple)
+    (True, False, False)
+    """
     return isinstance(cls, type) and _C.is_namedtuple_class(cls)
 
 
 def is_namedtuple_instance(obj: object, /) -> bool:
-    """Whether ``obj`` is an instance of a namedtuple class."""
+    """Whether ``obj`` is an instance of a namedtuple class.
+
+    Args:
+        obj: The object to test; a namedtuple class itself gives ``False``.
+
+    >>> from collections import namedtuple
+    >>> from optree_core import is_namedtuple_instance
+    >>> Point = namedtuple('Point', 'x y')
+    >>> is_namedtuple_instance(Point(1, 2)), is_namedtuple_instance(Point)
+    (True, False)
+    """
     return is_namedtuple_class(type(obj))
 
 
 def is_namedtuple(obj: object, /) -> bool:
-    """Whether ``obj`` is a namedtuple class or an instance of one."""
+    """Whether ``obj`` is a namedtuple class or an instance of one.
+
+    Args:
+        obj: The object to test: a class or an instance.
+
+    >>> from collections import namedtuple
+    >>> from optree_core import is_namedtuple
+    >>> Point = namedtuple('Point', 'x y')
+    >>> is_namedtuple(Point), is_namedtuple(Point(1, 2)), is_namedtuple((1, 2))
+    (True, True, False)
+    """
     return is_namedtuple_class(obj if isinstance(obj, type) else type(obj))
 
 
 def namedtuple_fields(obj: object, /) -> tuple[str, ...]:
     """The field names of a namedtuple class or instance.
 
+    Args:
+        obj: A namedtuple class or instance.
+
     Raises:
         TypeError: if ``obj`` is not a namedtuple class or instance.
+
+    >>> from collections import namedtuple
+    >>> from optree_core import namedtuple_fields
+    >>> namedtuple_fields(namedtuple('Point', 'x y')(1, 2))
+    ('x', 'y')
+    >>> namedtuple_fields((1, 2))
+    Traceback (most recent call last):
+        ...
+    TypeError: Expected a collections.namedtuple type or instance, got (1, 2).
     """
     cls = obj if isinstance(obj, type) else type(obj)
     if not is_namedtuple_class(cls):
@@ -106,25 +178,60 @@ def namedtuple_fields(obj: object, /) -> tuple[str, ...]:
 
 
 def is_structseq_class(cls: object, /) -> bool:
-    """Whether ``cls`` is a PyStructSequence class such as ``time.struct_time``."""
+    """Whether ``cls`` is a PyStructSequence class such as ``time.struct_time``.
+
+    Args:
+        cls: The object to test; instances are not classes, so they give ``False``.
+
+    >>> import os
+    >>> from optree_core import is_structseq_class
+    >>> is_structseq_class(os.stat_result), is_structseq_class(os.stat('.'))
+    (True, False)
+    """
     return isinstance(cls, type) and _C.is_structseq_class(cls)
 
 
 def is_structseq_instance(obj: object, /) -> bool:
-    """Whether ``obj`` is an instance of a PyStructSequence class."""
+    """Whether ``obj`` is an instance of a PyStructSequence class.
+
+    Args:
+        obj: The object to test; a PyStructSequence class itself gives ``False``.
+
+    >>> import time
+    >>> from optree_core import is_structseq_instance
+    >>> is_structseq_instance(time.gmtime(0)), is_structseq_instance(time.struct_time)
+    (True, False)
+    """
     return is_structseq_class(type(obj))
 
 
 def is_structseq(obj: object, /) -> bool:
-    """Whether ``obj`` is a PyStructSequence class or an instance of one."""
+    """Whether ``obj`` is a PyStructSequence class or an instance of one.
+
+    Args:
+        obj: The object to test: a class or an instance.
+
+    >>> import time
+    >>> from optree_core import is_structseq
+    >>> is_structseq(time.struct_time), is_structseq(time.gmtime(0)), is_structseq((1, 2))
+    (True, True, False)
+    """
     return is_structseq_class(obj if isinstance(obj, type) else type(obj))
 
 
 def structseq_fields(obj: object, /) -> tuple[str, ...]:
     """The names of the sequence fields of a PyStructSequence class or instance.
 
+    Args:
+        obj: A PyStructSequence class or instance.
+
     Raises:
         TypeError: if ``obj`` is not a PyStructSequence class or instance.
+
+    >>> import time
+    >>> from optree_core import structseq_fields
+    >>> structseq_fields(time.gmtime(0))[:3]
+    ('tm_year', 'tm_mon', 'tm_mday')
     """
     cls = obj if isinstance(obj, type) else type(obj)
     if not is_structseq_class(cls):

@@ -26,6 +26,19 @@ class Adagrad(torch.optim.Adagrad):
     groups, state keys and ``state_dict()`` layout as ``torch.optim.Adagrad``. Sparse gradients,
     which torch's Adagrad supports, run torch's implementation.
 
+    Args:
+        params: The parameters to optimize: an iterable of tensors or of parameter-group dicts.
+        lr: The learning rate (a float, or a tensor as torch allows).
+        lr_decay: The learning rate decay: the step size is ``lr / (1 + (step - 1) * lr_decay)``.
+        weight_decay: The L2 penalty coefficient.
+        initial_accumulator_value: The starting value of the sums of squared gradients.
+        eps: Added to the denominator for numerical stability.
+        maximize: Whether to maximize the objective instead of minimizing it.
+        foreach, fused: Accepted for torch compatibility and ignored: the step is always the fused
+            kernel.
+        differentiable: A torch.optim feature a fused kernel cannot offer; groups that set it run
+            torch's own implementation.
+
     >>> w = torch.nn.Parameter(torch.ones(1))
     >>> opt = Adagrad([w], lr=0.1, eps=0.0)
     >>> w.grad = torch.full((1,), 2.0)

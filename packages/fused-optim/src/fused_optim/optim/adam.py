@@ -70,6 +70,20 @@ class Adam(torch.optim.Adam):
     ``foreach``/``fused`` are accepted and ignored (the step is always fused); groups with
     ``differentiable=True`` or ``capturable=True`` run torch's own implementation.
 
+    Args:
+        params: The parameters to optimize: an iterable of tensors or of parameter-group dicts.
+        lr: The learning rate (a float, or a tensor as torch allows).
+        betas: The decay rates of the first and second moment averages.
+        eps: Added to the denominator for numerical stability.
+        weight_decay: The L2 penalty coefficient.
+        amsgrad: Whether to use the AMSGrad variant (the running maximum of the second moment).
+        maximize: Whether to maximize the objective instead of minimizing it.
+        foreach, fused: Accepted for torch compatibility and ignored: the step is always the fused
+            kernel.
+        differentiable, capturable: torch.optim features a fused kernel cannot offer; groups that
+            set either run torch's own implementation.
+        decoupled_weight_decay: Whether the weight decay is decoupled, as in AdamW.
+
     >>> w = torch.nn.Parameter(torch.ones(3))
     >>> opt = Adam([w], lr=0.1)
     >>> w.grad = torch.ones(3)

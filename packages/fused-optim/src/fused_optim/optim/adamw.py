@@ -15,6 +15,19 @@ __all__ = ["AdamW"]
 class AdamW(torch.optim.AdamW):
     """``torch.optim.AdamW`` with a fused multi-tensor step; see :class:`fused_optim.Adam`.
 
+    Args:
+        params: The parameters to optimize: an iterable of tensors or of parameter-group dicts.
+        lr: The learning rate (a float, or a tensor as torch allows).
+        betas: The decay rates of the first and second moment averages.
+        eps: Added to the denominator for numerical stability.
+        weight_decay: The decoupled weight decay coefficient (``p *= 1 - lr * weight_decay``).
+        amsgrad: Whether to use the AMSGrad variant (the running maximum of the second moment).
+        maximize: Whether to maximize the objective instead of minimizing it.
+        foreach, fused: Accepted for torch compatibility and ignored: the step is always the fused
+            kernel.
+        differentiable, capturable: torch.optim features a fused kernel cannot offer; groups that
+            set either run torch's own implementation.
+
     >>> w = torch.nn.Parameter(torch.ones(2))
     >>> opt = AdamW([w], lr=0.1, weight_decay=0.5)
     >>> w.grad = torch.zeros(2)

@@ -26,6 +26,18 @@ class RAdam(torch.optim.RAdam):
     Same constructor, defaults, argument checks, param groups, state keys and ``state_dict()``
     layout as ``torch.optim.RAdam``; see :class:`fused_optim.Adam` for the fallbacks.
 
+    Args:
+        params: The parameters to optimize: an iterable of tensors or of parameter-group dicts.
+        lr: The learning rate (a float, or a tensor as torch allows).
+        betas: The decay rates of the first and second moment averages.
+        eps: Added to the denominator for numerical stability.
+        weight_decay: The L2 penalty coefficient.
+        decoupled_weight_decay: Whether the weight decay is decoupled, as in AdamW.
+        maximize: Whether to maximize the objective instead of minimizing it.
+        foreach: Accepted for torch compatibility and ignored: the step is always the fused kernel.
+        differentiable, capturable: torch.optim features a fused kernel cannot offer; groups that
+            set either run torch's own implementation.
+
     >>> w = torch.nn.Parameter(torch.ones(1))
     >>> opt = RAdam([w], lr=0.1)
     >>> w.grad = torch.full((1,), 3.0)

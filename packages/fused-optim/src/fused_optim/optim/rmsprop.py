@@ -25,6 +25,19 @@ class RMSprop(torch.optim.RMSprop):
     Same constructor, defaults, argument checks, param groups, state keys and ``state_dict()``
     layout as ``torch.optim.RMSprop``; see :class:`fused_optim.Adam` for the fallbacks.
 
+    Args:
+        params: The parameters to optimize: an iterable of tensors or of parameter-group dicts.
+        lr: The learning rate (a float, or a tensor as torch allows).
+        alpha: The smoothing constant of the squared-gradient average.
+        eps: Added to the denominator for numerical stability.
+        weight_decay: The L2 penalty coefficient.
+        momentum: The momentum factor (0: none).
+        centered: Whether to normalize by the estimated variance of the gradient.
+        maximize: Whether to maximize the objective instead of minimizing it.
+        foreach: Accepted for torch compatibility and ignored: the step is always the fused kernel.
+        differentiable, capturable: torch.optim features a fused kernel cannot offer; groups that
+            set either run torch's own implementation.
+
     >>> w = torch.nn.Parameter(torch.ones(1))
     >>> opt = RMSprop([w], lr=0.01, alpha=0.75, eps=0.0)
     >>> w.grad = torch.ones(1)

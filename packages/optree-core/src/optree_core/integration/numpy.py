@@ -32,8 +32,23 @@ def tree_ravel(
     """Concatenate the array leaves of ``tree`` into one 1-D array (dtype: their promotion);
     ``unravel`` restores each leaf's shape and dtype.
 
+    Args:
+        tree: The tree of arrays to ravel.
+        is_leaf: Optional predicate called on every node before it is taken apart; nodes it returns
+            ``True`` for are leaves.
+        none_is_leaf: Whether ``None`` is a leaf (then it must be array-like, so this fails) or an
+            empty node.
+        namespace: The namespace whose custom node registrations apply.
+
     Raises:
         ValueError: if a leaf is not array-like.
+
+    >>> import numpy as np
+    >>> flat, unravel = tree_ravel([np.zeros(2, np.float32), np.ones((1, 2))])
+    >>> flat.dtype, flat.shape
+    (dtype('float64'), (4,))
+    >>> [a.dtype for a in unravel(flat * 2)]
+    [dtype('float32'), dtype('float64')]
     """
     leaves, spec = tree_flatten(tree, is_leaf, none_is_leaf=none_is_leaf, namespace=namespace)
     arrays = []

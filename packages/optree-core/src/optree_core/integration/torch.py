@@ -35,11 +35,27 @@ def tree_ravel(
     The dtype is the promotion of the leaves' dtypes; ``unravel`` casts each piece back to its
     leaf's dtype, shape and device. Gradients flow through both directions.
 
+    Args:
+        tree: The tree of tensors to ravel.
+        is_leaf: Optional predicate called on every node before it is taken apart; nodes it returns
+            ``True`` for are leaves.
+        none_is_leaf: Whether ``None`` is a leaf (then it must be a tensor, so this fails) or an
+            empty node.
+        namespace: The namespace whose custom node registrations apply.
+
     Returns:
         ``(flat, unravel)`` with ``unravel(flat)`` a tree like ``tree``.
 
     Raises:
         ValueError: if a leaf is not a tensor.
+
+    >>> import torch
+    >>> w = torch.ones(2, requires_grad=True)
+    >>> flat, unravel = tree_ravel({'w': w, 'steps': torch.arange(2)})
+    >>> flat
+    tensor([0., 1., 1., 1.], grad_fn=<CatBackward0>)
+    >>> unravel(flat)['steps'].dtype
+    torch.int64
     """
     leaves, spec = tree_flatten(tree, is_leaf, none_is_leaf=none_is_leaf, namespace=namespace)
     for leaf in leaves:
