@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import re
+import time
 from pathlib import Path
 
 import matplotlib
@@ -127,8 +128,13 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     args.out.mkdir(parents=True, exist_ok=True)
     results = args.results.read_text()
+    started = time.perf_counter()
+    written = []
     for plot in (plot_pytree, plot_fused_step):
-        print(f"wrote {plot(results, args.out)}")
+        written.append(plot(results, args.out))
+        print(f"wrote {written[-1]}")
+    print(f"{len(written)} charts from {args.results} in {args.out} "
+          f"({time.perf_counter() - started:.1f} s)")
     return 0
 
 

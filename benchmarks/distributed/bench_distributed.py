@@ -26,6 +26,10 @@ The machine is shared with other work, so wall time is only half the story:
 Before timing, each distributed run checks its meta-gradient against the sequential one.
 
     python benchmarks/distributed/bench_distributed.py [--rounds 5] [--steps 15] [--tasks 16]
+    python benchmarks/distributed/bench_distributed.py --quick    # 1 round of 3 steps, a smoke run
+
+A progress bar over the launches (rounds x configurations) runs on stderr (``--no-progress`` or
+``NO_PROGRESS=1`` turns it off); the markdown table ends with a summary against issue 6's target.
 """
 
 from __future__ import annotations
@@ -48,6 +52,9 @@ from torch import nn
 
 import diffopt
 import diffopt.distributed as todist
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+import _report  # benchmarks/_report.py: the progress bar and the summary table
 
 
 def make_model(width: int) -> nn.Module:
@@ -226,7 +233,12 @@ def main() -> int:
                         help="one RPC per worker (block) or per task")
     parser.add_argument("--torch-transports", action="store_true",
                         help="TensorPipe's default transports (shared memory) instead of TCP")
+    parser.add_argument("--quick", action="store_true",
+                        help="1 round of 3 timed steps after 1 warm-up (a smoke run)")
+    _report.add_progress_flag(parser)
     args = parser.parse_args()
+    if args.quick:
+        args.rounds, args.steps, args.warmup = 1, 3, 1
 
     if args.role != "driver":
         torch.set_num_threads(args.threads)
@@ -246,12 +258,16 @@ def main() -> int:
           f"{'worker' if args.partition == 'block' else 'task'}; TensorPipe transports: "
           f"{'torch defaults (shm)' if args.torch_transports else 'diffopt default (uv/TCP)'}",
           flush=True)
+    bar = _report.progress(desc="distributed MAML", total=args.rounds * len(configs),
+                           unit="run", no_progress=args.no_progress)
     for round_ in range(args.rounds):
         for name, role, workers, threads in configs:
+            bar.set_postfix_str(f"round {round_ + 1}: {name}")
             results[name].append(launch(args, role, workers, threads))
-        print(f"round {round_ + 1}: " + ", ".join(
-            f"{name} {results[name][-1]['wall'] * 1e3:.1f} ms" for name, *_ in configs),
-            flush=True)
+            bar.update()
+        _report.write(f"round {round_ + 1}: " + ", ".join(
+            f"{name} {results[name][-1]['wall'] * 1e3:.1f} ms" for name, *_ in configs))
+    bar.close()
 
     seq_cpu = statistics.median(r["cpu_per_rank"][0] for r in results["sequential, 1 thread"])
     base = min(r["wall"] for r in results["sequential, 1 thread"])
@@ -260,6 +276,8 @@ def main() -> int:
           "speed-up (median) | CPU ms/step per rank | CPU-bound speed-up | load avg | "
           "meta-grad max diff |")
     print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+    wall = _report.Comparison("wall-clock speed-up (median)", 1.7, scope="2 workers")
+    cpu_bound = _report.Comparison("CPU-bound speed-up", 1.7, scope="2 workers")
     for name, *_ in configs:
         walls = [r["wall"] for r in results[name]]
         best, median = min(walls), statistics.median(walls)
@@ -273,6 +291,16 @@ def main() -> int:
         print(f"| {name} | {best * 1e3:.1f} | {median * 1e3:.1f} | {base / best:.2f}x | "
               f"{base_median / median:.2f}x | {cpu_text} | {seq_cpu / max(cpu):.2f}x | "
               f"{load:.1f} | {diff_text} |")
+        if name != "sequential, 1 thread":  # the baseline itself
+            wall.add(name, base_median / median, targeted=name == "distributed, 2 workers")
+            cpu_bound.add(name, seq_cpu / max(cpu), targeted=name == "distributed, 2 workers")
+    diffs = [r["grad_diff"] for rs in results.values() for r in rs if "grad_diff" in r]
+    print(f"\nMeta-gradient check: the distributed runs differ from the sequential one by at "
+          f"most {max(diffs):.1e} (max abs difference over every entry).")
+    print()
+    print(_report.summary_table(
+        [wall, cpu_bound], title="Summary against issue 6's target",
+        note="ratio = sequential (1 thread) time / the configuration's; above 1: it is faster"))
     return 0
 
 

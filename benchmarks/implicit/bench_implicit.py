@@ -25,6 +25,9 @@ also timed through ``torchopt.diff.implicit.custom_root``, and a last table comp
 ``'forward'`` zero-order estimators of diffopt and TorchOpt on a quadratic as samples grow.
 
 Run: ``.venv/bin/python benchmarks/implicit/bench_implicit.py`` (``--quick`` for a smoke run).
+The tables (stdout) are markdown; a progress bar over the values of ``T`` runs on stderr
+(``--no-progress`` or ``NO_PROGRESS=1`` turns it off), and a summary against issue 4's targets
+closes the run.
 """
 
 from __future__ import annotations
@@ -36,12 +39,16 @@ import re
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import torch
 
 from diffopt import linear_solve
 from diffopt.diff.implicit import custom_root
 from diffopt.diff.zero_order import zero_order
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+import _report  # benchmarks/_report.py: the progress bar and the summary table
 
 try:  # the peer, present only in the benchmarks' nox session
     import torchopt
@@ -152,7 +159,10 @@ def torchopt_hypergradient(problem, steps, cg_iterations):
 
 
 def zero_order_forward_check(num_samples=(100, 1000, 10000)):
-    """Relative error of the 'forward' ES estimator on a quadratic, diffopt vs TorchOpt."""
+    """Relative error of the 'forward' ES estimator on a quadratic, diffopt vs TorchOpt.
+
+    Prints a markdown table; returns ``(samples, diffopt error, TorchOpt error)`` rows.
+    """
     g = torch.Generator().manual_seed(0)
     A = torch.randn(4, 4, generator=g, dtype=torch.float64)
     A = A @ A.T / 4 + torch.eye(4, dtype=torch.float64)
@@ -170,8 +180,10 @@ def zero_order_forward_check(num_samples=(100, 1000, 10000)):
         return float(torch.linalg.norm(grad - true_gradient) / torch.linalg.norm(true_gradient))
 
     normal = torch.distributions.Normal(torch.tensor(0.0, dtype=torch.float64), 1.0)
-    print("\n'forward' zero-order estimator on a quadratic, sigma=0.5: relative gradient error")
-    print(f"{'samples':>8} | {'diffopt':>8} | {'TorchOpt':>8}")
+    print("\n'forward' zero-order estimator on a quadratic, sigma=0.5: relative gradient error\n")
+    print(f"| {'samples':>8} | {'diffopt':>8} | {'TorchOpt':>8} |")
+    print("|---------:|---------:|---------:|")
+    rows = []
     for n in num_samples:
         ours = error(zero_order(normal, method="forward", num_samples=n, sigma=0.5), n)
         peer = float("nan")
@@ -182,7 +194,9 @@ def zero_order_forward_check(num_samples=(100, 1000, 10000)):
                 ),
                 n,
             )
-        print(f"{n:>8} | {ours:>8.3f} | {peer:>8.3f}", flush=True)
+        print(f"| {n:>8} | {ours:>8.3f} | {peer:>8.3f} |", flush=True)
+        rows.append((n, ours, peer))
+    return rows
 
 
 def reference_hypergradient():
@@ -264,6 +278,7 @@ def main():
     parser.add_argument("--threads", type=int, default=1, help="torch intra-op threads")
     parser.add_argument("--quick", action="store_true", help="a fast smoke run")
     parser.add_argument("--child", nargs=3, help=argparse.SUPPRESS)
+    _report.add_progress_flag(parser)
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     if args.child:
@@ -281,14 +296,16 @@ def main():
     reference = reference_hypergradient()
     problem = make_problem()
     rows = []
-    header = (
-        f"{'T':>4} | {'unrolled s':>10} {'MiB':>7} {'rel.err':>8} | {'K':>3} "
-        f"{'implicit s':>10} {'MiB':>7} {'rel.err':>8} | {'speed-up':>8} {'mem ratio':>9} | "
-        f"{'TorchOpt s':>10} {'rel.err':>8}"
-    )
-    print(header)
-    print("-" * len(header))
+    columns = [("T", 4), ("unrolled s", 10), ("unrolled MiB", 12), ("unrolled rel. err", 17),
+               ("K", 3), ("diffopt implicit s", 18), ("implicit MiB", 12),
+               ("implicit rel. err", 17), ("speed-up", 8), ("memory ratio", 12),
+               ("TorchOpt implicit s", 19), ("TorchOpt rel. err", 17)]
+    print("\n| " + " | ".join(f"{name:>{width}}" for name, width in columns) + " |")
+    print("|" + "|".join("-" * (width + 1) + ":" for _, width in columns) + "|", flush=True)
+    bar = _report.progress(desc="implicit vs unrolled", total=len(args.steps),
+                           no_progress=args.no_progress)
     for steps in args.steps:
+        bar.set_postfix_str(f"T={steps}: accuracy")
         unrolled_error = relative_error(unrolled_hypergradient(problem, steps), reference)
         for cg_iterations in CG_GRID:
             implicit_error = relative_error(
@@ -296,6 +313,7 @@ def main():
             )
             if implicit_error <= unrolled_error:
                 break
+        bar.set_postfix_str(f"T={steps}, K={cg_iterations}: timing")
         unrolled_time = best_time(
             functools.partial(unrolled_hypergradient, problem, steps), args.repeats
         )
@@ -311,6 +329,7 @@ def main():
                 functools.partial(torchopt_hypergradient, problem, steps, cg_iterations),
                 args.repeats,
             )
+        bar.set_postfix_str(f"T={steps}, K={cg_iterations}: memory")
         unrolled_mem = peak_memory("unrolled", steps, 0, args.threads)
         implicit_mem = peak_memory("implicit", steps, cg_iterations, args.threads)
         row = {
@@ -326,16 +345,46 @@ def main():
             "torchopt_err": torchopt_error,
         }
         rows.append(row)
-        print(
-            f"{steps:>4} | {unrolled_time:>10.3f} {unrolled_mem:>7.1f} {unrolled_error:>8.1e} | "
-            f"{cg_iterations:>3} {implicit_time:>10.3f} {implicit_mem:>7.1f} "
-            f"{implicit_error:>8.1e} | {unrolled_time / implicit_time:>7.1f}x "
-            f"{unrolled_mem / max(implicit_mem, 1e-9):>8.1f}x | {torchopt_time:>10.3f} "
-            f"{torchopt_error:>8.1e}",
-            flush=True,
+        _report.write(
+            f"| {steps:>4} | {unrolled_time:>10.3f} | {unrolled_mem:>12.1f} | "
+            f"{unrolled_error:>17.1e} | {cg_iterations:>3} | {implicit_time:>18.3f} | "
+            f"{implicit_mem:>12.1f} | {implicit_error:>17.1e} | "
+            f"{unrolled_time / implicit_time:>7.1f}x | "
+            f"{unrolled_mem / max(implicit_mem, 1e-9):>11.1f}x | {torchopt_time:>19.3f} | "
+            f"{torchopt_error:>17.1e} |"
         )
-    zero_order_forward_check((100, 1000) if args.quick else (100, 1000, 10000))
+        bar.update()
+    bar.close()
+    zero_order = zero_order_forward_check((100, 1000) if args.quick else (100, 1000, 10000))
+    print()
+    print(summary(rows, zero_order))
     return rows
+
+
+def summary(rows, zero_order) -> str:
+    """Issue 4's targets (>= 5x faster at T=100, memory flat in T) and the peers' ratios."""
+    speed = _report.Comparison("time: unrolled / implicit, same accuracy", 5.0, scope="T=100")
+    memory = _report.Comparison("peak MiB: unrolled / implicit")
+    peer = _report.Comparison("time: TorchOpt implicit / diffopt implicit")
+    estimator = _report.Comparison("'forward' ES error: TorchOpt / diffopt")
+    for row in rows:
+        label = f"T={row['T']}"
+        speed.add(label, row["unrolled_s"] / row["implicit_s"], targeted=row["T"] == 100)
+        memory.add(label, row["unrolled_mib"] / max(row["implicit_mib"], 1e-9))
+        peer.add(label, row["torchopt_s"] / row["implicit_s"])
+    for samples, ours, theirs in zero_order:
+        estimator.add(f"{samples} samples", theirs / ours)
+    table = _report.summary_table(
+        [speed, memory, peer, estimator], title="Summary against issue 4's targets",
+        note="ratio = peer / diffopt implicit in time, memory or error; above 1: diffopt "
+        "implicit is better")
+    implicit = [row["implicit_mib"] for row in rows]
+    unrolled = [row["unrolled_mib"] for row in rows]
+    if rows:
+        table += (f"\nPeak memory over T = {', '.join(str(row['T']) for row in rows)}: implicit "
+                  f"{min(implicit):.1f}-{max(implicit):.1f} MiB, unrolled "
+                  f"{min(unrolled):.1f}-{max(unrolled):.1f} MiB.")
+    return table
 
 
 if __name__ == "__main__":

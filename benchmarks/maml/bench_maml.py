@@ -22,6 +22,10 @@ which is what MAML's peak memory scales with. Peers are imported
 lazily and skipped with a message when not installed.
 
     python benchmarks/maml/bench_maml.py [--repeats 10] [--threads 1] [--device cpu] [--quick]
+
+A progress bar over the (problem, inner optimizer, steps) cases runs on stderr (``--no-progress``
+or ``NO_PROGRESS=1`` turns it off); the run ends with the markdown table and a summary of the
+speed-ups and graph memory against issue 5's targets.
 """
 
 from __future__ import annotations
@@ -34,10 +38,14 @@ import statistics
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import torch
 import torch.nn.functional as F
 from torch import nn
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+import _report  # benchmarks/_report.py: the progress bar and the summary table
 
 LIBRARIES = ["diffopt", "diffopt-accel", "torchopt", "torchopt-accel", "higher"]
 INNER_LR = {"sgd": 0.1, "adam": 0.01}
@@ -352,6 +360,7 @@ def main(argv=None) -> int:
     parser.add_argument("--check-only", action="store_true",
                         help="only the meta-gradient agreement checks, no timing")
     parser.add_argument("--worker", help=argparse.SUPPRESS)
+    _report.add_progress_flag(parser)
     args = parser.parse_args(argv)
     torch.set_num_threads(args.threads)
     device = torch.device(args.device)
@@ -377,9 +386,15 @@ def main(argv=None) -> int:
         for problem in args.problems.split(","):
             finite_difference_check(libraries, problem, device)
     rows = []
-    for problem in args.problems.split(","):
-        for inner in args.inner.split(","):
-            for steps in map(int, args.steps.split(",")):
+    checks: list[str] = []  # each meta-gradient check's status
+    problems, inners = args.problems.split(","), args.inner.split(",")
+    step_counts = [int(n) for n in args.steps.split(",")]
+    bar = _report.progress(desc="MAML", total=len(problems) * len(inners) * len(step_counts),
+                           no_progress=args.no_progress)
+    for problem in problems:
+        for inner in inners:
+            for steps in step_counts:
+                bar.set_postfix_str(f"{problem}/{inner}/{steps}")
                 libs = [lib for lib in libraries if inner == "adam" or "accel" not in lib]
                 reference = meta_gradient("diffopt", problem, inner, steps, device)
                 for library in libs[1:]:
@@ -389,9 +404,12 @@ def main(argv=None) -> int:
                     status = "OK" if err < 1e-6 else "MISMATCH"
                     if bad:
                         status += " on the finite entries"
-                    print(f"  meta-gradient {problem}/{inner}/{steps}: {library} vs diffopt: "
-                          f"max err {err:.1e} (relative to the largest entry){note} [{status}]")
+                    checks.append(status)
+                    _report.write(f"  meta-gradient {problem}/{inner}/{steps}: {library} vs "
+                                  f"diffopt: max err {err:.1e} (relative to the largest entry)"
+                                  f"{note} [{status}]")
                 if args.check_only:
+                    bar.update()
                     continue
                 results = time_interleaved(libs, problem, inner, steps, args.repeats,
                                            args.warmup, device)
@@ -406,7 +424,9 @@ def main(argv=None) -> int:
                 rows.append((problem, inner, steps, results))
                 cells = "  ".join(f"{lib} {r['seconds'] * 1e3:.2f} (median {r['median'] * 1e3:.2f}) ms"
                                   for lib, r in results.items())
-                print(f"{problem:4s} {inner:4s} {steps}  {cells}", flush=True)
+                _report.write(f"{problem:4s} {inner:4s} {steps}  {cells}")
+                bar.update()
+    bar.close()
 
     print("\n| problem | inner | steps | " + " | ".join(f"{lib} ms (graph / RSS MiB)" for lib in libraries)
           + " | speed-up vs torchopt | vs higher |")
@@ -423,7 +443,35 @@ def main(argv=None) -> int:
             vs.append(f"{min(theirs) / ours:.2f}x" if theirs else "-")
         print(f"| {problem} | {inner} | {steps} | " + " | ".join(cells) + " | "
               + " | ".join(vs) + " |")
+    print(f"\nMeta-gradients: {checks.count('OK')} of {len(checks)} peer checks agree with diffopt"
+          + "".join(f"; {checks.count(status)} {status}"
+                    for status in sorted(set(checks) - {"OK"}))
+          + (" (the float64 finite-difference check above says which side is right)."
+             if set(checks) - {"OK"} else "."))
+    if rows:
+        print()
+        print(_report.summary_table(comparisons(rows), title="Summary against issue 5's targets",
+                                    note="ratio = peer / diffopt, each library's best "
+                                    "configuration; above 1: diffopt is faster or smaller"))
     return 0
+
+
+def comparisons(rows) -> list[_report.Comparison]:
+    """Time and graph memory of each peer's best configuration over diffopt's best."""
+    out = []
+    for peer, target in (("torchopt", 1.2), ("higher", 1.5)):
+        speed = _report.Comparison(f"time: {peer} / diffopt", target)
+        memory = _report.Comparison(f"graph MiB: {peer} / diffopt", 1.0)
+        for problem, inner, steps, results in rows:
+            theirs = [r for lib, r in results.items() if lib.startswith(peer)]
+            ours = [r for lib, r in results.items() if lib.startswith("diffopt")]
+            if theirs and ours:
+                row = f"{problem} {inner} {steps}"
+                speed.add(row, min(r["seconds"] for r in theirs) / min(r["seconds"] for r in ours))
+                memory.add(row, min(r["graph_mib"] for r in theirs)
+                           / min(r["graph_mib"] for r in ours))
+        out += [speed, memory]
+    return out
 
 
 if __name__ == "__main__":

@@ -9,7 +9,10 @@ update, forward + backward, against op-by-op PyTorch and TorchOpt's accelerated 
 Every figure is the median of many repeats after a warm-up, with ``torch.set_num_threads`` set
 by ``--threads`` (default 2). Ratios are time(peer) / time(fused_optim): above 1 means we win.
 
-    python benchmarks/optim/bench_optim.py [--quick] [--threads 2]
+    python benchmarks/optim/bench_optim.py [--quick] [--threads 2] [--device cuda]
+
+The tables (stdout) are markdown; a progress bar runs on stderr (``--no-progress`` or
+``NO_PROGRESS=1`` turns it off) and a summary of the ratios against the targets closes the run.
 """
 
 # ruff: noqa: B023  (each closure is timed within the loop iteration that defines it)
@@ -21,12 +24,16 @@ import statistics
 import sys
 import time
 from collections.abc import Callable
+from pathlib import Path
 
 import torch
 
 import fused_optim
 from fused_optim import _reference
 from fused_optim import functional as F
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+import _report  # benchmarks/_report.py: the progress bar and the summary table
 
 # Where the tensors live (--device); CUDA timings wait for the GPU before reading the clock.
 DEVICE = torch.device("cpu")
@@ -55,7 +62,11 @@ def median_times(fns: list[Callable[[], object]], repeats: int, warmup: int = 3)
 
 
 def fmt(seconds: float) -> str:
-    return f"{seconds * 1e6:9.0f} us" if seconds < 1e-2 else f"{seconds * 1e3:9.2f} ms"
+    return f"{seconds * 1e6:.0f} us" if seconds < 1e-2 else f"{seconds * 1e3:.2f} ms"
+
+
+def markdown_row(cells: list[str] | tuple[str, ...]) -> str:
+    return "| " + " | ".join(cells) + " |"
 
 
 # --- part 1: step() ---------------------------------------------------------------------------
@@ -95,17 +106,35 @@ def make_step(make: Callable[[list[torch.Tensor]], torch.optim.Optimizer],
     return make(params).step
 
 
-def bench_steps(quick: bool) -> list[tuple[str, ...]]:
+def torch_has_fused(torch_cls: type[torch.optim.Optimizer]) -> bool:
+    """Whether torch has a fused=True path for this optimizer on DEVICE (none for RMSprop; some
+    are CPU-only), found by one step on a probe tensor."""
+    probe = torch.zeros(2, device=DEVICE, requires_grad=True)
+    probe.grad = torch.ones_like(probe)
+    try:
+        torch_cls([probe], fused=True).step()
+    except (TypeError, RuntimeError, ValueError):
+        return False
+    return True
+
+
+def bench_steps(quick: bool, no_progress: bool = False) -> list[_report.Comparison]:
+    """Prints the step() table row by row; returns the ratios against issue 3's targets."""
     cases = [("200 x 1k", shapes_many_small(), 200), ("4 x 4M", shapes_few_large(), 10),
              ("MLP 2.9M", shapes_mlp(), 30)]
     names = ["Adam", "SGD"] if quick else list(OPTIMIZERS)
-    rows = []
+    vs_foreach = _report.Comparison("step(): foreach / fused_optim", 2.0, scope="200 x 1k")
+    vs_loop = _report.Comparison("step(): foreach=False / fused_optim")
+    vs_fused = _report.Comparison("step(): fused=True / fused_optim", 1.0)
+    bar = _report.progress(desc="step()", total=len(names) * len(cases),
+                           no_progress=no_progress)
     for name in names:
         kw = OPTIMIZERS[name]
         torch_cls, ours_cls = getattr(torch.optim, name), getattr(fused_optim, name)
         for label, shapes, repeats in cases:
+            bar.set_postfix_str(f"{name} {label}")
             repeats = max(3, repeats // (4 if quick else 1))
-            has_fused = name != "RMSprop"
+            has_fused = torch_has_fused(torch_cls)
             steps = [make_step(lambda p: ours_cls(p, **kw), shapes),
                      make_step(lambda p: torch_cls(p, foreach=True, **kw), shapes),
                      make_step(lambda p: torch_cls(p, foreach=False, **kw), shapes)]
@@ -113,11 +142,17 @@ def bench_steps(quick: bool) -> list[tuple[str, ...]]:
                 steps.append(make_step(lambda p: torch_cls(p, fused=True, **kw), shapes))
             ours, foreach, loop, *rest = median_times(steps, repeats)
             fused = rest[0] if has_fused else None
-            rows.append((name, label, fmt(ours), fmt(foreach), f"{foreach / ours:6.2f}", fmt(loop),
-                         f"{loop / ours:6.2f}", fmt(fused) if fused else "      n/a",
-                         f"{fused / ours:6.2f}" if fused else "   n/a"))
-            print(" | ".join(rows[-1]), flush=True)
-    return rows
+            _report.write(markdown_row((
+                name, label, fmt(ours), fmt(foreach), f"{foreach / ours:.2f}", fmt(loop),
+                f"{loop / ours:.2f}", fmt(fused) if fused else "n/a",
+                f"{fused / ours:.2f}" if fused else "n/a")))
+            row = f"{name} {label}"
+            vs_foreach.add(row, foreach / ours, targeted=label == "200 x 1k")
+            vs_loop.add(row, loop / ours)
+            vs_fused.add(row, fused / ours if fused else None)
+            bar.update()
+    bar.close()
+    return [vs_foreach, vs_loop, vs_fused]
 
 
 # --- part 2: differentiable forward + backward -------------------------------------------------
@@ -152,7 +187,9 @@ def torchopt_scale_by_adam():
     return torchopt.transform.scale_by_adam
 
 
-def bench_differentiable(quick: bool) -> tuple[list[tuple[str, ...]], str]:
+def bench_differentiable(quick: bool,
+                         no_progress: bool = False) -> tuple[list[_report.Comparison], str]:
+    """Prints the forward + backward table row by row; returns the ratios and the peer's note."""
     b1, b2, eps = 0.9, 0.999, 1e-8
     adam_op_cls, peer_note = torchopt_adam_op()
     scale_by_adam = torchopt_scale_by_adam()
@@ -160,8 +197,12 @@ def bench_differentiable(quick: bool) -> tuple[list[tuple[str, ...]], str]:
              ("50 x 2e3", [2000] * 50), ("50 x 2e5", [200_000] * 50)]
     if quick:
         cases = cases[:2] + cases[3:4]
-    rows = []
+    vs_op_by_op = _report.Comparison("fwd+bwd: op-by-op torch / fused_optim", 2.0)
+    vs_adam_op = _report.Comparison("fwd+bwd: TorchOpt AdamOp / fused_optim", 1.3)
+    vs_scale_by_adam = _report.Comparison("fwd+bwd: TorchOpt scale_by_adam / fused_optim")
+    bar = _report.progress(desc="differentiable Adam", total=len(cases), no_progress=no_progress)
     for label, sizes in cases:
+        bar.set_postfix_str(label)
         gen = torch.Generator().manual_seed(0)
         grads = [torch.randn(n, generator=gen).to(DEVICE).requires_grad_() for n in sizes]
         mus = [torch.randn(n, generator=gen).mul_(0.01).to(DEVICE).requires_grad_() for n in sizes]
@@ -203,20 +244,24 @@ def bench_differentiable(quick: bool) -> tuple[list[tuple[str, ...]], str]:
 
             fns.append(peer_plain)
         t_ours, t_ref, *peers = median_times(fns, repeats)
-        row = [label, fmt(t_ours), fmt(t_ref), f"{t_ref / t_ours:6.2f}"]
+        row = [label, fmt(t_ours), fmt(t_ref), f"{t_ref / t_ours:.2f}"]
+        vs_op_by_op.add(label, t_ref / t_ours)
         if adam_op_cls is not None:
             t_peer = peers.pop(0)
-            row += [fmt(t_peer), f"{t_peer / t_ours:6.2f}"]
+            row += [fmt(t_peer), f"{t_peer / t_ours:.2f}"]
+            vs_adam_op.add(label, t_peer / t_ours)
         else:
-            row += ["      n/a", "   n/a"]
+            row += ["n/a", "n/a"]
         if scale_by_adam is not None:
             t_plain = peers.pop(0)
-            row += [fmt(t_plain), f"{t_plain / t_ours:6.2f}"]
+            row += [fmt(t_plain), f"{t_plain / t_ours:.2f}"]
+            vs_scale_by_adam.add(label, t_plain / t_ours)
         else:
-            row += ["      n/a", "   n/a"]
-        rows.append(tuple(row))
-        print(" | ".join(row), flush=True)
-    return rows, peer_note
+            row += ["n/a", "n/a"]
+        _report.write(markdown_row(row))
+        bar.update()
+    bar.close()
+    return [vs_op_by_op, vs_adam_op, vs_scale_by_adam], peer_note
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -226,6 +271,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--skip-step", action="store_true")
     parser.add_argument("--skip-diff", action="store_true")
     parser.add_argument("--device", default="cpu", help="cpu or cuda (timed with torch.cuda.synchronize)")
+    _report.add_progress_flag(parser)
     args = parser.parse_args(argv)
     global DEVICE
     DEVICE = torch.device(args.device)
@@ -233,17 +279,28 @@ def main(argv: list[str] | None = None) -> int:
     where = torch.cuda.get_device_name(DEVICE) if DEVICE.type == "cuda" else f"threads {torch.get_num_threads()}"
     print(f"torch {torch.__version__}, fused_optim {fused_optim.__version__}, device {DEVICE} ({where}), "
           f"build {fused_optim.BUILD_INFO}")
+    comparisons: list[_report.Comparison] = []
     if not args.skip_step:
-        print("\n## step(): median time, ratio = torch / fused_optim (>1: fused_optim faster)")
-        print("optimizer | shapes | fused_optim | foreach | ratio | foreach=False | ratio | fused=True | ratio")
-        bench_steps(args.quick)
+        print("\n## step(): median time, ratio = torch / fused_optim (>1: fused_optim faster)\n")
+        header = ("optimizer", "shapes", "fused_optim", "foreach", "ratio", "foreach=False", "ratio",
+                  "fused=True", "ratio")
+        print(markdown_row(header))
+        print(markdown_row(["---"] * len(header)), flush=True)
+        comparisons += bench_steps(args.quick, args.no_progress)
     if not args.skip_diff:
-        print("\n## differentiable Adam direction, forward + backward (grads, exp_avgs, exp_avg_sqs)")
-        header = ("tensors | fused_optim | op-by-op torch | ratio | TorchOpt AdamOp (accelerated) | ratio | "
-                  "TorchOpt scale_by_adam (plain torch) | ratio")
-        print(header)
-        _, note = bench_differentiable(args.quick)
-        print(f"(peer: {note})")
+        print("\n## differentiable Adam direction, forward + backward (grads, exp_avgs, exp_avg_sqs)\n")
+        header = ("tensors", "fused_optim", "op-by-op torch", "ratio", "TorchOpt AdamOp (accelerated)",
+                  "ratio", "TorchOpt scale_by_adam (plain torch)", "ratio")
+        print(markdown_row(header))
+        print(markdown_row(["---"] * len(header)), flush=True)
+        diff_comparisons, note = bench_differentiable(args.quick, args.no_progress)
+        comparisons += diff_comparisons
+        print(f"\n(peer: {note})")
+    if comparisons:
+        print()
+        print(_report.summary_table(comparisons, title="Summary against issue 3's targets",
+                                    note="ratio = peer time / fused_optim time; above 1: "
+                                    "fused_optim is faster"))
     return 0
 
 

@@ -32,6 +32,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, NamedTuple
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+import _report  # benchmarks/_report.py: the progress bar and the summary table
+
 OPS = ("flatten", "unflatten", "map")
 SWEEP_SIZES = (10, 100, 1_000, 10_000, 100_000)
 QUICK_SWEEP_SIZES = (10, 1_000, 100_000)
@@ -224,7 +227,7 @@ def measure_row(
             fns[lib.name] = _callable(lib, tree, op)
             loops[lib.name] = calibrate(fns[lib.name], min_time)
         except Exception as exc:  # a peer that cannot handle a tree is reported, not fatal
-            print(f"[skip] {lib.name} {op}: {type(exc).__name__}: {exc}", file=sys.stderr)
+            _report.write(f"[skip] {lib.name} {op}: {type(exc).__name__}: {exc}", file=sys.stderr)
             fns.pop(lib.name, None)
     samples: dict[str, list[float]] = {name: [] for name in fns}
     names = list(fns)
@@ -251,7 +254,8 @@ def check_same_leaves(libs: list[Library], name: str, tree: Any) -> None:
     """Every peer must see the same leaf count, or the comparison is meaningless."""
     counts = {lib.name: len(lib.flatten(tree)[0]) for lib in libs}
     if len(set(counts.values())) > 1:
-        print(f"[warn] {name}: leaf counts differ between libraries: {counts}", file=sys.stderr)
+        _report.write(f"[warn] {name}: leaf counts differ between libraries: {counts}",
+                      file=sys.stderr)
 
 
 # -- report -----------------------------------------------------------------------------------------
@@ -280,43 +284,20 @@ def report(rows: list[dict[str, Any]], libs: list[Library]) -> str:
     return "\n".join(lines)
 
 
-def _ratios(rows: list[dict[str, Any]], peer: str, op: str | None) -> list[float]:
+def comparisons(rows: list[dict[str, Any]], libs: list[Library]) -> list[_report.Comparison]:
+    """peer/ours per peer and op, with the targets of issue 2 on the ops they name."""
     out = []
-    for row in rows:
-        ours, theirs = row["times"].get("optree_core"), row["times"].get(peer)
-        if ours and theirs is not None and (op is None or row["op"] == op):
-            out.append(theirs / ours)
-    return out
-
-
-def target_summary(rows: list[dict[str, Any]]) -> str:
-    """Per peer and op: min / median / max of peer/ours, then the verdict on each target."""
-    peers = sorted({p for row in rows for p in row["times"] if p != "optree_core"})
-    lines = ["peer/ours by op (min / median / max over all trees):"]
-    for peer in peers:
-        cells = []
+    for peer in (lib.name for lib in libs if lib.name != "optree_core"):
+        scope, target = TARGETS.get(peer, ("all", None))
         for op in OPS:
-            r = _ratios(rows, peer, op)
-            if r:
-                cells.append(f"{op} {min(r):.2f} / {statistics.median(r):.2f} / {max(r):.2f}")
-        lines.append(f"  {peer:<8} " + "; ".join(cells))
-    lines.append("targets of issue 2:")
-    for peer, (scope, target) in TARGETS.items():
-        r = _ratios(rows, peer, None if scope == "all" else scope)
-        if not r:
-            lines.append(f"  {peer}: not measured")
-            continue
-        misses = [
-            f"{row['tree']} {row['op']}"
-            for row in rows
-            if row["times"].get(peer) is not None
-            and row["times"].get("optree_core")
-            and (scope == "all" or row["op"] == scope)
-            and row["times"][peer] / row["times"]["optree_core"] < target
-        ]
-        verdict = "met" if not misses else f"NOT met in {len(misses)}/{len(r)} rows"
-        lines.append(f"  {peer}/ours >= {target} on {scope} ops: min {min(r):.2f} ({verdict})")
-    return "\n".join(lines)
+            covered = target is not None and scope in ("all", op)
+            comparison = _report.Comparison(f"{peer}/ours {op}", target if covered else None)
+            for row in rows:
+                ours, theirs = row["times"].get("optree_core"), row["times"].get(peer)
+                if row["op"] == op and ours and theirs is not None:
+                    comparison.add(row["tree"], theirs / ours)
+            out.append(comparison)
+    return out
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -331,6 +312,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--no-models", action="store_true", help="skip the ResNet trees")
     parser.add_argument("--json", type=Path, help="also write the raw timings here")
+    _report.add_progress_flag(parser)
     args = parser.parse_args(argv)
 
     repeats = args.repeats or (5 if args.quick else 15)
@@ -347,18 +329,22 @@ def main(argv: list[str] | None = None) -> int:
     trees += sweep_trees(QUICK_SWEEP_SIZES if args.quick else SWEEP_SIZES)
 
     rows = []
+    bar = _report.progress(desc="pytree", total=len(trees) * len(OPS), unit="row",
+                           no_progress=args.no_progress)
     for tree_name, tree in trees:
         check_same_leaves(libs, tree_name, tree)
         n_leaves = len(libs[0].flatten(tree)[0])
         for op in OPS:
+            bar.set_postfix_str(f"{tree_name} {op}")
             times = measure_row(libs, tree, op, repeats, min_time)
             rows.append({"tree": tree_name, "leaves": n_leaves, "op": op, "times": times})
-            print(
+            _report.write(
                 f"  {tree_name:<24} {op:<9} "
                 + "  ".join(f"{k}={_fmt_time(v)}" for k, v in times.items()),
                 file=sys.stderr,
-                flush=True,
             )
+            bar.update()
+    bar.close()
 
     versions = {}
     for mod in ("optree_core", "optree", "jax", "torch", "tree"):
@@ -374,7 +360,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     print(report(rows, libs))
     print()
-    print(target_summary(rows))
+    print(_report.summary_table(comparisons(rows, libs), title="Summary against issue 2's targets"))
     if args.json:
         args.json.write_text(json.dumps({"versions": versions, "rows": rows}, indent=1))
     return 0

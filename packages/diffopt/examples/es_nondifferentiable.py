@@ -9,12 +9,16 @@ compares the three estimators (``naive``, ``forward``, ``antithetic``) on the sa
 objective evaluations.
 
 Run: ``python packages/diffopt/examples/es_nondifferentiable.py`` (well under a minute on a CPU).
+A progress bar per estimator (on stderr; ``--no-progress``, ``NO_PROGRESS=1`` or
+``TQDM_DISABLE=1`` hides it) follows the training, and a summary table compares the estimators.
 """
 
 from __future__ import annotations
 
 import argparse
 import math
+import os
+import sys
 import time
 
 import torch
@@ -22,6 +26,7 @@ import torch
 import diffopt as torchopt  # a drop-in for TorchOpt's API
 
 HIDDEN = 16
+NUM_PARAMS = 2 * HIDDEN + HIDDEN + HIDDEN * HIDDEN + HIDDEN + 2 * HIDDEN + 2
 
 
 def disc_and_ring(n: int, generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
@@ -47,10 +52,22 @@ def accuracy(theta: torch.Tensor, x: torch.Tensor, labels: torch.Tensor) -> floa
     return (predictions == labels).float().mean().item()  # a Python float: no graph at all
 
 
-def train(method: str, args, x, labels, x_test, labels_test, verbose: bool) -> float:
+def progress_bar(iterable, no_progress: bool, **kwargs):
+    """A tqdm bar on stderr, so stdout keeps only the results."""
+    try:
+        from tqdm import tqdm
+    except ImportError as error:
+        raise ImportError("the progress bar needs tqdm: pip install 'diffopt[examples]'") from error
+    if no_progress or os.environ.get("NO_PROGRESS", "") not in ("", "0"):
+        kwargs["disable"] = True  # never pass disable=False: it would override TQDM_DISABLE=1
+    return tqdm(iterable, file=sys.stderr, dynamic_ncols=True, **kwargs)
+
+
+def train(method: str, args, x, labels, x_test, labels_test,
+          verbose: bool) -> tuple[float, float, float]:
+    """Train with one estimator; returns the final train and test accuracy and the seconds."""
     torch.manual_seed(args.seed)
-    num_params = 2 * HIDDEN + HIDDEN + HIDDEN * HIDDEN + HIDDEN + 2 * HIDDEN + 2
-    theta = (0.5 * torch.randn(num_params)).requires_grad_()
+    theta = (0.5 * torch.randn(NUM_PARAMS)).requires_grad_()
     # Antithetic pairs cost two evaluations per draw: give every method the same budget.
     samples = args.evaluations // 2 if method == "antithetic" else args.evaluations
 
@@ -62,19 +79,24 @@ def train(method: str, args, x, labels, x_test, labels_test, verbose: bool) -> f
 
     optimizer = torch.optim.Adam([theta], lr=args.lr)
     start = time.perf_counter()
-    for step in range(1, args.steps + 1):
+    bar = progress_bar(range(1, args.steps + 1), args.no_progress, desc=f"ES {method:>10s}",
+                       unit="step")
+    for step in bar:
         optimizer.zero_grad()
         loss = error_rate(theta, x, labels)
         loss.backward()
         optimizer.step()
+        bar.set_postfix(train_accuracy=f"{1 - loss.item():.3f}")
         if verbose and (step % 25 == 0 or step == 1):
-            print(
+            bar.write(
                 f"  [{method:>10s} {step:4d}/{args.steps}] {time.perf_counter() - start:5.1f}s "
                 f"train accuracy {1 - loss.item():.3f}  test accuracy "
-                f"{accuracy(theta.detach(), x_test, labels_test):.3f}",
-                flush=True,
+                f"{accuracy(theta.detach(), x_test, labels_test):.3f}"
             )
-    return accuracy(theta.detach(), x_test, labels_test)
+    bar.close()
+    elapsed = time.perf_counter() - start
+    return (accuracy(theta.detach(), x, labels), accuracy(theta.detach(), x_test, labels_test),
+            elapsed)
 
 
 def main() -> None:
@@ -84,6 +106,7 @@ def main() -> None:
     parser.add_argument("--sigma", type=float, default=0.1)
     parser.add_argument("--lr", type=float, default=0.05)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--no-progress", action="store_true", help="no progress bar")
     args = parser.parse_args()
     torch.set_num_threads(1)  # tiny tensors: threading overhead would dominate
 
@@ -96,14 +119,19 @@ def main() -> None:
         f"ES with {args.evaluations} objective evaluations per step, sigma={args.sigma}, "
         f"Adam lr={args.lr}, {args.steps} steps:"
     )
+    torch.manual_seed(args.seed)  # the initialization every run starts from (as in train)
+    initial = accuracy(0.5 * torch.randn(NUM_PARAMS), x_test, labels_test)
     results = {}
     for method in ("antithetic", "forward", "naive"):
         results[method] = train(
             method, args, x, labels, x_test, labels_test, verbose=method == "antithetic"
         )
-    print("final test accuracy with the same evaluation budget:")
-    for method, value in results.items():
-        print(f"  {method:>10s}: {value:.3f}")
+    print(f"\nfinal accuracy with the same budget of {args.evaluations} evaluations per step "
+          f"(the initialization: {initial:.3f} on the test set):\n")
+    print("| estimator | train accuracy | test accuracy | wall time |")
+    print("|---|---:|---:|---:|")
+    for method, (train_accuracy, test_accuracy, seconds) in results.items():
+        print(f"| {method} | {train_accuracy:.3f} | {test_accuracy:.3f} | {seconds:.1f} s |")
     print(
         "('naive' weights each draw by the error rate itself, about 0.5 here, so its estimate is\n"
         " dominated by noise of size f/sigma; 'forward' and 'antithetic' weight by differences.)"

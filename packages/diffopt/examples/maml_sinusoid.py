@@ -7,17 +7,21 @@ a few SGD steps on the K support points fit the task's query points. The inner l
 ``diffopt.MetaSGD``, whose steps are differentiable, so the query loss back-propagates through
 them to the initialization; the outer loop is a plain ``torch.optim.Adam``.
 
-The script prints a progress bar with the meta-train loss and, every ``--eval-every`` iterations,
-the meta-test loss (query MSE after adaptation on held-out tasks), then saves a plot of adapted
-sinusoids and of the learning curves to the file it names. Defaults run in about a minute on CPU:
+The script shows a progress bar (on stderr) with the meta-train loss and, every ``--eval-every``
+iterations, the meta-test loss (query MSE after adaptation on held-out tasks), prints a summary
+table, then saves a plot of adapted sinusoids and of the learning curves to the file it names.
+Defaults run in about a minute on CPU:
 
     python packages/diffopt/examples/maml_sinusoid.py [--iterations 5000] [--plot PATH]
+
+``--no-progress`` (or ``NO_PROGRESS=1``, or tqdm's ``TQDM_DISABLE=1``) hides the bar.
 """
 
 from __future__ import annotations
 
 import argparse
 import math
+import os
 import sys
 import time
 from pathlib import Path
@@ -69,6 +73,24 @@ def meta_test_loss(net: nn.Module, tasks: tuple[torch.Tensor, ...], steps: int,
             total += F.mse_loss(net(x_q[i]), y_q[i]).item()
         diffopt.recover_state_dict(net, saved)
     return total / x_s.shape[0]
+
+
+def progress_bar(iterable, no_progress: bool, **kwargs):
+    """A tqdm bar on stderr, so stdout keeps only the results."""
+    try:
+        from tqdm import tqdm
+    except ImportError as error:
+        raise ImportError("the progress bar needs tqdm: pip install 'diffopt[examples]'") from error
+    if no_progress or os.environ.get("NO_PROGRESS", "") not in ("", "0"):
+        kwargs["disable"] = True  # never pass disable=False: it would override TQDM_DISABLE=1
+    return tqdm(iterable, file=sys.stderr, dynamic_ncols=True, **kwargs)
+
+
+def print_summary(rows: list[tuple[str, str]]) -> None:
+    """The key metrics as a markdown table."""
+    print("\n| metric | value |\n|---|---|")
+    for name, value in rows:
+        print(f"| {name} | {value} |")
 
 
 def save_plot(path: Path, net: nn.Module, tasks, history, args) -> None:
@@ -127,9 +149,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--plot", type=Path, default=Path("out/maml_sinusoid.png"),
                         help="where to save the figure (default: %(default)s)")
+    parser.add_argument("--no-progress", action="store_true", help="no progress bar")
     args = parser.parse_args(argv)
-
-    from tqdm import tqdm
 
     torch.manual_seed(args.seed)
     torch.set_num_threads(1)  # tiny tensors: threading costs more than it saves
@@ -144,11 +165,12 @@ def main(argv: list[str] | None = None) -> int:
                   *sample_points(test_amp, test_phase, args.k, test_generator))
 
     initial_test = meta_test_loss(net, test_tasks, args.test_inner_steps, args.inner_lr)
+    initial_unadapted = meta_test_loss(net, test_tasks, 0, args.inner_lr)
     history = []
-    running = None
+    running = first_train = None
     started = time.perf_counter()
-    bar = tqdm(range(1, args.iterations + 1), desc="MAML sinusoid", unit="it",
-               dynamic_ncols=True, file=sys.stdout)
+    bar = progress_bar(range(1, args.iterations + 1), args.no_progress, desc="MAML sinusoid",
+                       unit="it")
     test_loss = initial_test
     for it in bar:
         amplitude, phase = sample_tasks(args.meta_batch, generator)
@@ -164,16 +186,26 @@ def main(argv: list[str] | None = None) -> int:
             diffopt.recover_state_dict(net, saved)
         meta_opt.step()
         running = train_loss if running is None else 0.95 * running + 0.05 * train_loss
+        first_train = train_loss if first_train is None else first_train
         if it % args.eval_every == 0 or it == args.iterations:
             test_loss = meta_test_loss(net, test_tasks, args.test_inner_steps, args.inner_lr)
             history.append((it, running, test_loss))
         bar.set_postfix(meta_train=f"{running:.3f}", meta_test=f"{test_loss:.3f}")
     bar.close()
     elapsed = time.perf_counter() - started
+    unadapted = meta_test_loss(net, test_tasks, 0, args.inner_lr)
 
-    print(f"meta-test MSE after {args.test_inner_steps} adaptation steps: "
-          f"{initial_test:.3f} before meta-training -> {test_loss:.3f} after "
-          f"({args.iterations} outer steps in {elapsed:.1f} s)")
+    print_summary([
+        (f"meta-train query MSE after {args.inner_steps} SGD step(s), first batch -> last "
+         "(running mean)",
+         f"{first_train:.3f} -> {running:.3f}"),
+        (f"meta-test query MSE, {args.test_tasks} held-out tasks, no adaptation",
+         f"{initial_unadapted:.3f} (random init) -> {unadapted:.3f} (meta-learned init)"),
+        (f"meta-test query MSE after {args.test_inner_steps} SGD steps",
+         f"{initial_test:.3f} (random init) -> {test_loss:.3f} (meta-learned init)"),
+        ("outer steps, wall time", f"{args.iterations} in {elapsed:.1f} s "
+         f"({args.iterations / elapsed:.0f} it/s)"),
+    ])
     plot_tasks = (test_amp, test_phase, test_tasks[0], test_tasks[1])
     save_plot(args.plot, net, plot_tasks, history, args)
     print(f"saved plot of adapted sinusoids and learning curves to {args.plot.resolve()}")

@@ -10,13 +10,16 @@ and, with matplotlib, one PNG showing them side by side, then prints the node co
 
     python packages/diffopt/examples/visualize_maml.py [--out-dir maml_graphs]
 
-Rendering needs Graphviz's ``dot`` (``sudo apt-get install graphviz``).
+Rendering needs Graphviz's ``dot`` (``sudo apt-get install graphviz``). A progress bar over the
+renders runs on stderr (``--no-progress``, ``NO_PROGRESS=1`` or ``TQDM_DISABLE=1`` hides it); a
+summary table of the two graphs closes the run.
 """
 
 from __future__ import annotations
 
 import argparse
 import math
+import os
 import sys
 from pathlib import Path
 
@@ -42,6 +45,17 @@ def outer_loss(accelerated: bool, inner_steps: int, seed: int = 0):
         names.append({f"step{step + 1}.{n}": p for n, p in net.named_parameters()})
     loss = F.mse_loss(net(x[5:]), y[5:])
     return loss, names
+
+
+def progress_bar(iterable, no_progress: bool, **kwargs):
+    """A tqdm bar on stderr, so stdout keeps only the results."""
+    try:
+        from tqdm import tqdm
+    except ImportError as error:
+        raise ImportError("the progress bar needs tqdm: pip install 'diffopt[examples]'") from error
+    if no_progress or os.environ.get("NO_PROGRESS", "") not in ("", "0"):
+        kwargs["disable"] = True  # never pass disable=False: it would override TQDM_DISABLE=1
+    return tqdm(iterable, file=sys.stderr, dynamic_ncols=True, **kwargs)
 
 
 def side_by_side(left: Path, right: Path, titles: tuple[str, str], path: Path) -> bool:
@@ -73,6 +87,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out-dir", type=Path, default=Path("maml_graphs"))
     parser.add_argument("--inner-steps", type=int, default=2)
+    parser.add_argument("--no-progress", action="store_true", help="no progress bar")
     args = parser.parse_args(argv)
     if not diffopt.accelerated_op_available("cpu"):
         print("fused-optim is not installed: only the op-by-op graph can be drawn", file=sys.stderr)
@@ -82,15 +97,20 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     args.out_dir.mkdir(parents=True, exist_ok=True)
 
-    counts, pngs = {}, {}
+    counts, pngs, written = {}, {}, {}
+    bar = progress_bar(None, args.no_progress, total=4, desc="rendering", unit="file")
     for accelerated, tag in ((False, "unfused"), (True, "fused")):
         loss, names = outer_loss(accelerated, args.inner_steps)
         graph = make_dot(loss, params=(*names, {"outer loss": loss}))
         counts[tag] = sum(1 for line in graph.body if " [label=" in line and "->" not in line)
         for fmt in ("svg", "png"):
-            written = graph.render(args.out_dir / f"maml_{tag}", format=fmt, cleanup=True)
-            print(f"wrote {written}")
+            bar.set_postfix_str(f"{tag} {fmt}")
+            path = graph.render(args.out_dir / f"maml_{tag}", format=fmt, cleanup=True)
+            written.setdefault(tag, []).append(path)
+            bar.write(f"wrote {path}")
+            bar.update()
         pngs[tag] = args.out_dir / f"maml_{tag}.png"
+    bar.close()
 
     combined = args.out_dir / "maml_fused_vs_unfused.png"
     titles = (f"op-by-op Adam: {counts['unfused']} nodes",
@@ -99,6 +119,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"wrote {combined}")
     print(f"{args.inner_steps} inner Adam steps: {counts['unfused']} nodes op-by-op, "
           f"{counts['fused']} with fused-optim ({counts['unfused'] / counts['fused']:.1f}x fewer)")
+    print("\n| inner Adam update | graph nodes | files |\n|---|---:|---|")
+    for tag, label in (("unfused", "op-by-op"), ("fused", "fused-optim (use_accelerated_op=True)")):
+        print(f"| {label} | {counts[tag]} | {', '.join(str(p) for p in written[tag])} |")
     return 0
 
 

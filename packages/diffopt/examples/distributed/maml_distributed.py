@@ -17,12 +17,17 @@ in turn; on its worker each call adapts a copy of the network with a few differe
 through every worker's inner loop to the meta-parameters on rank 0, which a plain
 ``torch.optim.Adam`` then updates. The network is sent as ``module_clone(net, by='clone')``: RPC
 would detach ``nn.Parameter`` leaves sent as they are.
+
+Rank 0 shows a progress bar on stderr (``--no-progress``, ``NO_PROGRESS=1`` or ``TQDM_DISABLE=1``
+hides it), logs every ``--log-every`` steps and ends with a summary table.
 """
 
 from __future__ import annotations
 
 import argparse
 import math
+import os
+import sys
 import time
 
 import torch
@@ -61,6 +66,17 @@ def inner_loop(net: nn.Module, x_support, y_support, x_query, y_query, steps: in
     return F.mse_loss(net(x_query), y_query)
 
 
+def progress_bar(iterable, no_progress: bool, **kwargs):
+    """A tqdm bar on stderr, so stdout keeps only the results."""
+    try:
+        from tqdm import tqdm
+    except ImportError as error:
+        raise ImportError("the progress bar needs tqdm: pip install 'diffopt[examples]'") from error
+    if no_progress or os.environ.get("NO_PROGRESS", "") not in ("", "0"):
+        kwargs["disable"] = True  # never pass disable=False: it would override TQDM_DISABLE=1
+    return tqdm(iterable, file=sys.stderr, dynamic_ncols=True, **kwargs)
+
+
 def worker_init() -> None:
     torch.set_num_threads(1)  # one process per core: no intra-op threads fighting over cores
 
@@ -81,8 +97,11 @@ def train(args: argparse.Namespace) -> None:
         return inner_loop(clone, *test_tasks, args.inner_steps, args.inner_lr).item()
 
     first_test = meta_test()
+    train_losses = []
     start = time.perf_counter()
-    for iteration in range(1, args.iterations + 1):
+    bar = progress_bar(range(1, args.iterations + 1), args.no_progress, desc="distributed MAML",
+                       unit="step")
+    for iteration in bar:
         tasks = sample_tasks(args.tasks, args.k, generator)
         with todist.autograd.context() as context_id:
             loss = inner_loop(diffopt.module_clone(net, by="clone"), *tasks, args.inner_steps,
@@ -90,11 +109,23 @@ def train(args: argparse.Namespace) -> None:
             meta_opt.zero_grad()
             todist.autograd.backward(context_id, loss)
         meta_opt.step()
+        train_losses.append(loss.item())
+        bar.set_postfix(meta_train=f"{train_losses[-1]:.4f}")
         if iteration % args.log_every == 0 or iteration == args.iterations:
             elapsed = time.perf_counter() - start
-            print(f"iteration {iteration:5d}  meta-train loss {loss.item():8.4f}  "
-                  f"{elapsed / iteration * 1e3:7.1f} ms/step", flush=True)
-    print(f"meta-test loss after adaptation: {first_test:.4f} -> {meta_test():.4f}", flush=True)
+            bar.write(f"iteration {iteration:5d}  meta-train loss {loss.item():8.4f}  "
+                      f"{elapsed / iteration * 1e3:7.1f} ms/step")
+    bar.close()
+    elapsed = time.perf_counter() - start
+    last_test = meta_test()
+    print(f"meta-test loss after adaptation: {first_test:.4f} -> {last_test:.4f}", flush=True)
+    print("\n| metric | value |\n|---|---|")
+    print(f"| meta-train query MSE (mean over {args.tasks} tasks), first -> last step | "
+          f"{train_losses[0]:.4f} -> {train_losses[-1]:.4f} |")
+    print(f"| meta-test query MSE after {args.inner_steps} inner step(s), {args.tasks} held-out "
+          f"tasks | {first_test:.4f} -> {last_test:.4f} |")
+    print(f"| outer steps on {world.world_size} worker(s), wall time | {args.iterations} in "
+          f"{elapsed:.1f} s ({elapsed / args.iterations * 1e3:.1f} ms/step) |", flush=True)
 
 
 @todist.auto_init_rpc(worker_init)
@@ -108,6 +139,7 @@ def main() -> None:
     parser.add_argument("--meta-lr", type=float, default=1e-3)
     parser.add_argument("--log-every", type=int, default=50)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--no-progress", action="store_true", help="no progress bar")
     train(parser.parse_args())
 
 
