@@ -86,7 +86,7 @@ def train(method: str, args, x, labels, x_test, labels_test,
         loss = error_rate(theta, x, labels)
         loss.backward()
         optimizer.step()
-        bar.set_postfix(train_accuracy=f"{1 - loss.item():.3f}")
+        bar.set_postfix(refresh=False, train_accuracy=f"{1 - loss.item():.3f}")
         if verbose and (step % 25 == 0 or step == 1):
             bar.write(
                 f"  [{method:>10s} {step:4d}/{args.steps}] {time.perf_counter() - start:5.1f}s "

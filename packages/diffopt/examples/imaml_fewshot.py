@@ -165,7 +165,7 @@ def main() -> None:
                 f"meta-train query MSE {running:.3f}  meta-test query MSE {adapted:.3f} "
                 f"after adaptation ({unadapted:.3f} without)"
             )
-        bar.set_postfix(meta_train=f"{running:.3f}", meta_test=f"{adapted:.3f}")
+        bar.set_postfix(refresh=False, meta_train=f"{running:.3f}", meta_test=f"{adapted:.3f}")
     bar.close()
     elapsed = time.perf_counter() - start
     print("\n| metric | value |\n|---|---|")

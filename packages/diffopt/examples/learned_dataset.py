@@ -106,7 +106,7 @@ def main(argv: list[str] | None = None) -> int:
         diffopt.recover_state_dict(net, start)
         outer_opt.step()
         outer_losses.append(outer.item())
-        bar.set_postfix(outer_loss=f"{outer_losses[-1]:.3f}")
+        bar.set_postfix(refresh=False, outer_loss=f"{outer_losses[-1]:.3f}")
     bar.close()
     elapsed = time.perf_counter() - started
     after = evaluate(points.detach())

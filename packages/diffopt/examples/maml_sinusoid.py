@@ -190,7 +190,7 @@ def main(argv: list[str] | None = None) -> int:
         if it % args.eval_every == 0 or it == args.iterations:
             test_loss = meta_test_loss(net, test_tasks, args.test_inner_steps, args.inner_lr)
             history.append((it, running, test_loss))
-        bar.set_postfix(meta_train=f"{running:.3f}", meta_test=f"{test_loss:.3f}")
+        bar.set_postfix(refresh=False, meta_train=f"{running:.3f}", meta_test=f"{test_loss:.3f}")
     bar.close()
     elapsed = time.perf_counter() - started
     unadapted = meta_test_loss(net, test_tasks, 0, args.inner_lr)
