@@ -22,16 +22,19 @@ Example:
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable
 from typing import Any, NamedTuple, Protocol
 
 __all__ = [
+    "ChainedGradientTransformation",
     "EmptyState",
     "GradientTransformation",
     "OptState",
     "Params",
     "TransformInitFn",
     "TransformUpdateFn",
+    "UninitializedState",
     "Updates",
     "identity",
 ]
@@ -54,8 +57,8 @@ class TransformInitFn(Protocol):
         >>> import torch
         >>> import diffopt
         >>> init: TransformInitFn = diffopt.adam(lr=0.1).init
-        >>> state = init({'w': torch.ones(2)})  # (weight decay, Adam moments, scaling)
-        >>> state[1].mu['w'], int(state[1].count)
+        >>> state = init({'w': torch.ones(2)})  # (Adam moments, scaling by -lr)
+        >>> state[0].mu['w'], int(state[0].count)
         (tensor([0., 0.]), 0)
     """
 
@@ -102,6 +105,18 @@ class EmptyState(NamedTuple):
     """
 
 
+class UninitializedState(NamedTuple):
+    """The placeholder state of a transformation whose ``init`` has not run yet: no fields.
+
+    Wrappers that build their state lazily (on the first ``update``) can hold this until then.
+
+    Example:
+        >>> state = UninitializedState()
+        >>> state == (), isinstance(state, UninitializedState), state == EmptyState()
+        (True, True, True)
+    """
+
+
 class GradientTransformation(NamedTuple):
     """A pair of pure functions ``(init, update)`` that together form an optimizer.
 
@@ -119,18 +134,149 @@ class GradientTransformation(NamedTuple):
     init: Callable[..., OptState]
     update: Callable[..., tuple[Updates, OptState]]
 
-    def chain(self, *others: GradientTransformation) -> GradientTransformation:
-        """This transformation followed by ``others`` (see :func:`diffopt.chain`)."""
-        from diffopt.combine import chain
+    def chain(self, *others: GradientTransformation) -> ChainedGradientTransformation:
+        """This transformation followed by ``others``, as one :class:`ChainedGradientTransformation`.
 
-        return chain(self, *others)
+        Args:
+            *others: the transformations that act on the updates after this one.
+
+        Returns:
+            The chain; nested chains are flattened into it and identities dropped.
+
+        Example:
+            >>> import torch
+            >>> import diffopt
+            >>> tx = diffopt.scale(2.0).chain(diffopt.scale(3.0))
+            >>> type(tx).__name__, tx.update([torch.tensor(1.0)], tx.init(None))[0]
+            ('ChainedGradientTransformation', [tensor(6.)])
+        """
+        return ChainedGradientTransformation(self, *others)
+
+
+def _check_transformation(index: int, transformation: Any) -> None:
+    if not (isinstance(transformation, tuple) and len(transformation) == 2
+            and callable(transformation[0]) and callable(transformation[1])):
+        raise TypeError(
+            f"chain: argument {index} is not a GradientTransformation: {transformation!r}"
+        )
+
+
+class ChainedGradientTransformation(GradientTransformation):
+    """Several transformations applied one after the other, as one :class:`GradientTransformation`.
+
+    The state is a flat tuple with one entry per member. Members that are themselves chains are
+    spliced in (``chain(a, chain(b, c))`` has the members ``(a, b, c)`` and a state of three
+    entries) and identities are dropped, as TorchOpt does; :func:`diffopt.chain` builds one
+    from two or more transformations. Two chains are equal when their members are.
+
+    Args:
+        *transformations: the transformations, in the order they act on the updates.
+
+    Attributes:
+        transformations: the flattened members, a tuple of :class:`GradientTransformation`.
+
+    Example:
+        >>> import torch
+        >>> import diffopt
+        >>> inner = ChainedGradientTransformation(diffopt.scale(2.0), diffopt.scale(3.0))
+        >>> tx = ChainedGradientTransformation(diffopt.trace(momentum=0.0), inner)
+        >>> len(tx.transformations), len(tx.init([torch.zeros(1)]))
+        (3, 3)
+        >>> tx.update([torch.ones(1)], tx.init([torch.zeros(1)]))[0]
+        [tensor([6.])]
+    """
+
+    transformations: tuple[GradientTransformation, ...]
+
+    def __new__(cls, *transformations: GradientTransformation) -> ChainedGradientTransformation:
+        for index, transformation in enumerate(transformations):
+            _check_transformation(index, transformation)
+        members = tuple(itertools.chain.from_iterable(
+            t.transformations if isinstance(t, ChainedGradientTransformation)
+            else () if isinstance(t, IdentityGradientTransformation)
+            else (t,)
+            for t in transformations
+        ))
+        if not members:  # a chain of identities still needs a state of its own
+            members = (IdentityGradientTransformation(),)
+        init_fns = tuple(t.init for t in members)
+        update_fns = tuple(t.update for t in members)
+
+        def init_fn(params):
+            return tuple(fn(params) for fn in init_fns)
+
+        def update_fn(updates, state, *, params=None, inplace=True):
+            if not isinstance(state, tuple) or len(state) != len(update_fns):
+                size = len(state) if isinstance(state, tuple) else type(state).__name__
+                raise ValueError(
+                    f"chain: expected a state with {len(update_fns)} entries (one per chained "
+                    f"transformation, as init returns), got {size}"
+                )
+            new_state = []
+            for fn, inner_state in zip(update_fns, state):
+                updates, inner_state = fn(updates, inner_state, params=params, inplace=inplace)
+                new_state.append(inner_state)
+            return updates, tuple(new_state)
+
+        instance = super().__new__(cls, init_fn, update_fn)
+        instance.transformations = members
+        return instance
+
+    def __repr__(self) -> str:
+        members = ",\n    ".join(repr(t) for t in self.transformations)
+        return f"{type(self).__name__}(\n    {members},\n)"
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, ChainedGradientTransformation):
+            return self.transformations == other.transformations
+        if isinstance(other, GradientTransformation):
+            return self.transformations == (other,)
+        return False
+
+    def __ne__(self, other: object) -> bool:
+        return not self == other
+
+    def __hash__(self) -> int:
+        return hash(self.transformations)
+
+    def __reduce__(self):
+        return type(self), self.transformations
+
+
+def _identity_init(params: Params) -> OptState:
+    del params
+    return EmptyState()
+
+
+def _identity_update(updates, state, *, params=None, inplace=True):
+    del params, inplace
+    return updates, state
+
+
+class IdentityGradientTransformation(GradientTransformation):
+    """The transformation that returns the updates unchanged (what :func:`identity` returns).
+
+    Chains drop it, so ``chain(identity(), tx)`` has the state of ``chain(tx)``.
+
+    Example:
+        >>> import torch
+        >>> tx = IdentityGradientTransformation()
+        >>> tx.update([torch.tensor(4.0)], tx.init(None))
+        ([tensor(4.)], EmptyState())
+    """
+
+    def __new__(cls) -> IdentityGradientTransformation:
+        return super().__new__(cls, _identity_init, _identity_update)
+
+    def __getnewargs__(self) -> tuple:
+        return ()
 
 
 def identity() -> GradientTransformation:
     """A stateless transformation that returns the updates unchanged.
 
     Returns:
-        A :class:`GradientTransformation` whose state is :class:`EmptyState`.
+        A :class:`GradientTransformation` whose state is :class:`EmptyState`; chains drop it.
 
     Example:
         >>> import torch
@@ -139,13 +285,4 @@ def identity() -> GradientTransformation:
         >>> tx.update({'a': torch.tensor([0.25])}, state)
         ({'a': tensor([0.2500])}, EmptyState())
     """
-
-    def init_fn(params: Params) -> OptState:
-        del params
-        return EmptyState()
-
-    def update_fn(updates, state, *, params=None, inplace=True):
-        del params, inplace
-        return updates, state
-
-    return GradientTransformation(init_fn, update_fn)
+    return IdentityGradientTransformation()

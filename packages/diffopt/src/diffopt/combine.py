@@ -12,7 +12,12 @@ Example:
 
 from __future__ import annotations
 
-from diffopt.base import GradientTransformation
+from diffopt.base import (
+    ChainedGradientTransformation,
+    GradientTransformation,
+    _check_transformation,
+    identity,
+)
 
 __all__ = ["chain", "chain_flat"]
 
@@ -20,12 +25,16 @@ __all__ = ["chain", "chain_flat"]
 def chain(*transformations: GradientTransformation) -> GradientTransformation:
     """Apply ``transformations`` one after the other; the state is the tuple of their states.
 
+    As in TorchOpt: with no argument the result is :func:`~diffopt.base.identity`, with one it is
+    that transformation itself, and with more a
+    :class:`~diffopt.base.ChainedGradientTransformation` into which nested chains are flattened
+    (``chain(a, chain(b, c))`` has a state of three entries) and identities dropped.
+
     Args:
         *transformations: the transformations, in the order they act on the updates.
 
     Returns:
-        A :class:`~diffopt.base.GradientTransformation` whose state is a tuple with one entry per
-        transformation.
+        A :class:`~diffopt.base.GradientTransformation`.
 
     Example:
         >>> import torch
@@ -33,31 +42,16 @@ def chain(*transformations: GradientTransformation) -> GradientTransformation:
         >>> tx = chain(diffopt.scale(2.0), diffopt.scale(3.0))
         >>> tx.update([torch.tensor(1.0)], tx.init([torch.tensor(0.0)]))[0]
         [tensor(6.)]
+        >>> len(chain(diffopt.scale(2.0), tx).init(None)), chain(tx) is tx
+        (3, True)
     """
-    for i, transformation in enumerate(transformations):
-        if not (isinstance(transformation, tuple) and len(transformation) == 2
-                and callable(transformation[0]) and callable(transformation[1])):
-            raise TypeError(
-                f"chain: argument {i} is not a GradientTransformation: {transformation!r}"
-            )
-    init_fns = tuple(t.init for t in transformations)
-    update_fns = tuple(t.update for t in transformations)
-
-    def init_fn(params):
-        return tuple(fn(params) for fn in init_fns)
-
-    def update_fn(updates, state, *, params=None, inplace=True):
-        if len(state) != len(update_fns):
-            raise ValueError(
-                f"chain: expected a state with {len(update_fns)} entries, got {len(state)}"
-            )
-        new_state = []
-        for fn, inner_state in zip(update_fns, state):
-            updates, inner_state = fn(updates, inner_state, params=params, inplace=inplace)
-            new_state.append(inner_state)
-        return updates, tuple(new_state)
-
-    return GradientTransformation(init_fn, update_fn)
+    for index, transformation in enumerate(transformations):
+        _check_transformation(index, transformation)
+    if not transformations:
+        return identity()
+    if len(transformations) == 1:
+        return transformations[0]
+    return ChainedGradientTransformation(*transformations)
 
 
 def chain_flat(*transformations: GradientTransformation) -> GradientTransformation:

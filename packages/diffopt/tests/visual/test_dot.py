@@ -255,3 +255,15 @@ def test_missing_dot_builds_but_does_not_render(tmp_path, monkeypatch):
         assert isinstance(info.value, graphviz.ExecutableNotFound)
         assert isinstance(info.value, RuntimeError)
     assert not (tmp_path / "g.svg").exists()
+
+
+def test_resize_graph_scales_with_the_body():
+    graph = graphviz.Digraph()
+    for i in range(40):
+        graph.node(str(i))
+    visual.resize_graph(graph)  # 40 rows * 0.5 inch
+    assert graph.graph_attr["size"] == "20.0,20.0"
+    visual.resize_graph(graph, size_per_element=0.1, min_size=5.0)
+    assert graph.graph_attr["size"] == "5.0,5.0"
+    with pytest.raises(ValueError, match="min_size"):
+        visual.resize_graph(graph, min_size=float("nan"))

@@ -1,11 +1,13 @@
 """Routing of ``use_accelerated_op=True`` to fused-optim's fused, differentiable kernels.
 
 The fused ops live in the separate ``fused-optim`` package; this module is the only place diffopt
-touches them, so the plain and accelerated paths differ in one call.
+touches them, so the plain and accelerated paths differ in one call. TorchOpt's names are here
+too: :class:`AdamOp` (in :mod:`diffopt.accelerated_op.adam_op`) and :func:`is_available`, an
+alias of :func:`accelerated_op_available`.
 
 Example:
-    >>> isinstance(accelerated_op_available(), bool)
-    True
+    >>> isinstance(accelerated_op_available(), bool), is_available is accelerated_op_available
+    (True, True)
 """
 
 from __future__ import annotations
@@ -14,7 +16,11 @@ from collections.abc import Iterable
 
 import torch
 
-__all__ = ["accelerated_op_available", "adam_direction"]
+from diffopt.accelerated_op import adam_op
+from diffopt.accelerated_op.adam_op import AdamOp
+from diffopt.typing import Device
+
+__all__ = ["AdamOp", "accelerated_op_available", "adam_direction", "adam_op", "is_available"]
 
 _MISSING = (
     "use_accelerated_op=True needs the fused-optim package, which is not installed; "
@@ -30,11 +36,12 @@ def _functional():
     return functional
 
 
-def accelerated_op_available(devices: torch.device | str | Iterable | None = None) -> bool:
+def accelerated_op_available(devices: Device | Iterable[Device] | None = None) -> bool:
     """Whether the fused ops can run on ``devices`` (default: CPU, and CUDA when present).
 
     Args:
-        devices: a device or devices to check.
+        devices: a device or devices to check (a :class:`torch.device`, a string such as
+            ``'cuda:0'``, or a CUDA device index).
 
     Returns:
         ``True`` if fused-optim is installed and its Adam op runs on every device given.
@@ -49,10 +56,13 @@ def accelerated_op_available(devices: torch.device | str | Iterable | None = Non
         return False
     if devices is None:
         devices = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
-    elif isinstance(devices, (str, torch.device)):
+    elif isinstance(devices, (str, int, torch.device)):
         devices = [devices]
     try:
         for device in devices:
+            device = torch.device(device)  # an int is a CUDA index, as in torch
+            if device.type == "cuda" and not torch.cuda.is_available():
+                return False
             g = torch.ones(1, device=device)
             functional.adam_direction([g], [torch.zeros_like(g)], [torch.zeros_like(g)], 1,
                                       beta1=0.9, beta2=0.999, eps=1e-8, eps_root=0.0)
@@ -94,3 +104,6 @@ def adam_direction(grads: list, exp_avgs: list, exp_avg_sqs: list, step: int, *,
     return _functional().adam_direction(
         grads, exp_avgs, exp_avg_sqs, step, beta1=beta1, beta2=beta2, eps=eps, eps_root=eps_root
     )
+
+
+is_available = accelerated_op_available

@@ -37,18 +37,28 @@ from typing import Any, TypeVar
 import torch
 import torch.distributed.rpc as rpc
 
-from diffopt.distributed.partition import batch_partitioner
-from diffopt.distributed.reduce import mean_reducer
+from diffopt.distributed.partition import (
+    TensorDimensionPartitioner,
+    batch_partitioner,
+    dim_partitioner,
+)
+from diffopt.distributed.reduce import mean_reducer, sum_reducer
 from diffopt.distributed.world import _require_rpc, get_worker_id
 
+# The partitioners and reducers are re-exported here because torchopt.distributed.api lists them.
 __all__ = [
     "UNSET_RPC_TIMEOUT",
     "RemoteCallError",
+    "TensorDimensionPartitioner",
+    "batch_partitioner",
+    "dim_partitioner",
+    "mean_reducer",
     "parallelize",
     "parallelize_async",
     "parallelize_sync",
     "remote_async_call",
     "remote_sync_call",
+    "sum_reducer",
 ]
 
 T = TypeVar("T")

@@ -1,7 +1,8 @@
 """Modules for meta-learning.
 
 ``MetaGradientModule`` is defined here; ``ImplicitMetaGradientModule`` and
-``ZeroOrderGradientModule`` are exported when their modules are present.
+``ZeroOrderGradientModule`` are exported when their modules are present. :mod:`diffopt.nn.stateless`
+swaps tensors into a module by name (:func:`reparametrize`, :func:`swap_state`).
 
 Example:
     >>> import diffopt
@@ -12,9 +13,11 @@ Example:
 import importlib as _importlib
 import importlib.util as _importlib_util
 
+from diffopt.nn import stateless
 from diffopt.nn.module import MetaGradientModule
+from diffopt.nn.stateless import reparameterize, reparametrize, swap_state
 
-__all__ = ["MetaGradientModule"]
+__all__ = ["MetaGradientModule", "reparameterize", "reparametrize", "stateless", "swap_state"]
 
 for _module, _name in (("implicit", "ImplicitMetaGradientModule"),
                        ("zero_order", "ZeroOrderGradientModule")):

@@ -3,8 +3,8 @@
 Example:
     >>> import diffopt
     >>> tx = diffopt.sgd(lr=diffopt.schedule.linear_schedule(0.1, 0.0, transition_steps=10))
-    >>> type(tx).__name__
-    'GradientTransformation'
+    >>> isinstance(tx, diffopt.GradientTransformation), type(tx).__name__
+    (True, 'ChainedGradientTransformation')
 """
 
 from diffopt.schedule.exponential_decay import exponential_decay

@@ -6,13 +6,14 @@ state, a ``<Name>State`` NamedTuple.
 Example:
     >>> import diffopt
     >>> tx = diffopt.chain(diffopt.transform.scale_by_adam(), diffopt.transform.scale(-1e-3))
-    >>> type(tx).__name__
-    'GradientTransformation'
+    >>> isinstance(tx, diffopt.GradientTransformation), type(tx).__name__
+    (True, 'ChainedGradientTransformation')
 """
 
 from diffopt.transform.adadelta import ScaleByAdaDeltaState, scale_by_adadelta
 from diffopt.transform.adam import ScaleByAdamState, scale_by_accelerated_adam, scale_by_adam
 from diffopt.transform.adamax import ScaleByAdamaxState, scale_by_adamax
+from diffopt.transform.masked import MaskedNode, MaskedState, masked
 from diffopt.transform.nan_to_num import NanToNumState, nan_to_num
 from diffopt.transform.radam import ScaleByRAdamState, scale_by_radam
 from diffopt.transform.rms import (
@@ -28,6 +29,8 @@ from diffopt.transform.weight_decay import AddDecayedWeightsState, add_decayed_w
 
 __all__ = [
     "AddDecayedWeightsState",
+    "MaskedNode",
+    "MaskedState",
     "NanToNumState",
     "ScaleByAdaDeltaState",
     "ScaleByAdamState",
@@ -40,6 +43,7 @@ __all__ = [
     "ScaleState",
     "TraceState",
     "add_decayed_weights",
+    "masked",
     "nan_to_num",
     "scale",
     "scale_by_accelerated_adam",

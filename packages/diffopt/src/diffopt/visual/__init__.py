@@ -13,7 +13,7 @@ Example:
     1
 """
 
-from diffopt.visual.dot import make_dot
+from diffopt.visual.dot import make_dot, resize_graph
 from diffopt.visual.render import GraphvizNotFoundError, dot_available
 
-__all__ = ["GraphvizNotFoundError", "dot_available", "make_dot"]
+__all__ = ["GraphvizNotFoundError", "dot_available", "make_dot", "resize_graph"]

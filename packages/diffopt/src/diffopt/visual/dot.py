@@ -26,7 +26,7 @@ import torch
 
 from diffopt.visual.render import digraph_class, import_graphviz
 
-__all__ = ["make_dot"]
+__all__ = ["make_dot", "resize_graph"]
 
 _SAVED_PREFIX = "_saved_"
 
@@ -320,9 +320,39 @@ def _tensors(value: Any) -> list[torch.Tensor]:
     return []
 
 
+def resize_graph(dot: Any, size_per_element: float = 0.5, min_size: float = 12.0) -> None:
+    """Set a Graphviz graph's drawing size from how much it holds, in place.
+
+    The drawing is a square of side ``max(min_size, size_per_element * rows)`` inches, ``rows``
+    being the number of statements (nodes, edges) in ``dot.body``, so big graphs stay legible.
+
+    Args:
+        dot: a ``graphviz.Digraph`` (or ``Graph``), e.g. from :func:`make_dot`.
+        size_per_element: inches per statement.
+        min_size: the smallest side, in inches.
+
+    Raises:
+        ValueError: if ``size_per_element`` or ``min_size`` is negative or not finite.
+
+    Example:
+        >>> import graphviz
+        >>> graph = graphviz.Digraph()
+        >>> for i in range(30):
+        ...     graph.node(str(i))
+        >>> resize_graph(graph)
+        >>> graph.graph_attr['size']
+        '15.0,15.0'
+        >>> resize_graph(graph, size_per_element=0.1)
+        >>> graph.graph_attr['size']
+        '12.0,12.0'
+    """
+    for name, value in (("size_per_element", size_per_element), ("min_size", min_size)):
+        if not (0.0 <= float(value) < float("inf")):
+            raise ValueError(f"resize_graph: {name} must be finite and >= 0, got {value!r}")
+    side = round(max(float(min_size), len(dot.body) * float(size_per_element)), 6)
+    dot.graph_attr.update(size=f"{side},{side}")
+
+
 def _resize(graph: Any) -> None:
     """Grow the drawing with the graph so that big graphs stay legible."""
-    size_per_element = 0.15
-    rows = len(graph.body)
-    side = max(12.0, rows * size_per_element)
-    graph.graph_attr.update(size=f"{side:.1f},{side:.1f}")
+    resize_graph(graph, size_per_element=0.15)
