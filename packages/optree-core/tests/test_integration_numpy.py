@@ -49,3 +49,12 @@ def test_ravel_does_not_modify_input(tree_ravel):
     flat, _ = tree_ravel([a])
     flat[:] = -1
     np.testing.assert_array_equal(a, [0.0, 1.0, 2.0])
+
+
+def test_unravel_rejects_a_dtype_that_loses_information(tree_ravel):
+    # A complex vector cast to the real leaves would silently drop the imaginary parts.
+    _, unravel = tree_ravel([np.ones(2), np.zeros(1)])
+    with pytest.raises(TypeError, match="complex"):
+        unravel(np.ones(3, dtype=np.complex128))
+    back = unravel(np.arange(3))  # an integer vector casts to float within its kind
+    assert [a.tolist() for a in back] == [[0.0, 1.0], [2.0]]

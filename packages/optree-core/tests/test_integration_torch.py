@@ -59,3 +59,20 @@ def test_ravel_empty_tree(tree_ravel):
     flat, unravel = tree_ravel({})
     assert flat.shape == (0,)
     assert unravel(flat) == {}
+
+
+def test_unravel_rejects_a_dtype_that_loses_information(tree_ravel):
+    # A complex vector cast to the real leaves would silently drop the imaginary parts.
+    _, unravel = tree_ravel([torch.ones(2), torch.zeros(1)])
+    with pytest.raises(TypeError, match="complex"):
+        unravel(torch.ones(3, dtype=torch.complex64))
+    back = unravel(torch.arange(3))  # an integer vector casts to float without loss of kind
+    assert [t.tolist() for t in back] == [[0.0, 1.0], [2.0]]
+
+
+def test_unravel_of_an_empty_tree_checks_its_argument(tree_ravel):
+    _, unravel = tree_ravel([])
+    with pytest.raises(ValueError, match="shape"):
+        unravel(torch.zeros(2))
+    with pytest.raises(ValueError, match="shape"):
+        unravel("not a tensor")

@@ -41,7 +41,9 @@ def tree_ravel(
         namespace: The namespace whose custom node registrations apply.
 
     Raises:
-        ValueError: if a leaf is not array-like.
+        ValueError: if a leaf is not array-like; ``unravel`` raises ValueError for an array of
+            another shape and TypeError for one whose dtype does not cast to the flat dtype within
+            its kind (complex to real).
 
     >>> import numpy as np
     >>> flat, unravel = tree_ravel([np.zeros(2, np.float32), np.ones((1, 2))])
@@ -69,6 +71,10 @@ def tree_ravel(
         flat_array = np.asarray(flat_array)
         if flat_array.shape != flat.shape:
             raise ValueError(f"Expected an array of shape {flat.shape}, got {flat_array.shape}.")
+        # Casting across kinds (complex to real) would silently drop the imaginary parts.
+        if not np.can_cast(flat_array.dtype, flat.dtype, casting="same_kind"):
+            raise TypeError(f"Expected an array of dtype {flat.dtype} (or one that casts to it), got "
+                            f"{flat_array.dtype}.")
         return spec.unflatten([flat_array[offsets[i]:offsets[i + 1]].reshape(s).astype(d)
                                for i, (s, d) in enumerate(zip(shapes, dtypes))])
 

@@ -47,7 +47,9 @@ def tree_ravel(
         ``(flat, unravel)`` with ``unravel(flat)`` a tree like ``tree``.
 
     Raises:
-        ValueError: if a leaf is not a tensor.
+        ValueError: if a leaf is not a tensor; ``unravel`` raises ValueError for a tensor of
+            another shape and TypeError for one whose dtype does not cast to the flat dtype within
+            its kind (complex to real).
 
     >>> import torch
     >>> w = torch.ones(2, requires_grad=True)
@@ -62,7 +64,13 @@ def tree_ravel(
         if not isinstance(leaf, torch.Tensor):
             raise ValueError(f"All leaves must be tensors, got {type(leaf).__name__}: {leaf!r}.")
     if not leaves:
-        return torch.zeros(0), lambda flat: spec.unflatten([])
+        empty = torch.zeros(0)
+
+        def unravel_empty(flat_vector: torch.Tensor) -> Any:
+            _check_flat(flat_vector, empty)
+            return spec.unflatten([])
+
+        return empty, unravel_empty
     dtype = leaves[0].dtype
     for leaf in leaves[1:]:
         dtype = torch.promote_types(dtype, leaf.dtype)
@@ -74,11 +82,20 @@ def tree_ravel(
     flat = torch.cat([leaf.reshape(-1).to(dtype=dtype, device=device) for leaf in leaves])
 
     def unravel(flat_vector: torch.Tensor) -> Any:
-        if not isinstance(flat_vector, torch.Tensor) or flat_vector.shape != flat.shape:
-            raise ValueError(f"Expected a tensor of shape {tuple(flat.shape)}, got "
-                             f"{getattr(flat_vector, 'shape', flat_vector)!r}.")
+        _check_flat(flat_vector, flat)
         pieces = torch.split(flat_vector, sizes)
         return spec.unflatten([p.reshape(s).to(dtype=d, device=dev)
                                for p, s, d, dev in zip(pieces, shapes, dtypes, devices)])
 
     return flat, unravel
+
+
+def _check_flat(flat_vector: Any, flat: torch.Tensor) -> None:
+    if not isinstance(flat_vector, torch.Tensor) or flat_vector.shape != flat.shape:
+        raise ValueError(f"Expected a tensor of shape {tuple(flat.shape)}, got "
+                         f"{getattr(flat_vector, 'shape', flat_vector)!r}.")
+    # torch.can_cast is torch's same-kind rule: a complex vector cast to real would silently
+    # lose its imaginary part.
+    if not torch.can_cast(flat_vector.dtype, flat.dtype):
+        raise TypeError(f"Expected a tensor of dtype {flat.dtype} (or one that casts to it), got "
+                        f"{flat_vector.dtype}.")
