@@ -2,11 +2,18 @@
 
 #include "ops/launch.h"
 
+#include <ATen/MemoryOverlap.h>
+#include <ATen/core/grad_mode.h>
 #include <ATen/ops/empty.h>
+#include <ATen/ops/zeros.h>
+#include <c10/core/InferenceMode.h>
 #include <c10/util/Exception.h>
 
 #include <algorithm>
+#include <cmath>
+#include <cstdint>
 #include <cstdlib>
+#include <limits>
 #include <string>
 #include <utility>
 
@@ -30,6 +37,54 @@ DType ToDType(at::ScalarType t) {
 
 bool IsSupportedFloating(at::ScalarType t) {
   return t == at::kFloat || t == at::kDouble || t == at::kHalf || t == at::kBFloat16;
+}
+
+// What a tensor updated in place must satisfy, checked before anything is modified: torch's own
+// in-place rules (autograd, inference tensors) and no element stored twice (an expanded view),
+// which the kernel would update once per alias and the copy-back of a staged view would reject.
+void CheckWritable(const char* op, const char* name, int64_t t, const at::Tensor& x) {
+  TORCH_CHECK(!(x.requires_grad() && at::GradMode::is_enabled()), op, ": ", name, "[", t,
+              "] requires grad and grad mode is enabled; an in-place step is not differentiable: call it "
+              "under torch.no_grad(), or use fused_optim.functional for a differentiable update");
+  TORCH_CHECK(!x.is_inference() || c10::InferenceMode::is_enabled(), op, ": ", name, "[", t,
+              "] is an inference tensor; an in-place update to an inference tensor outside InferenceMode is not "
+              "allowed (clone() it first)");
+  TORCH_CHECK_VALUE(at::has_internal_overlap(x) != at::MemOverlap::Yes, op, ": ", name, "[", t,
+                    "] has elements that share memory (an expanded or stride-0 view); an updated tensor needs "
+                    "one memory location per element: clone() it first");
+}
+
+// The byte range [lo, hi) a non-empty strided tensor spans.
+std::pair<std::uintptr_t, std::uintptr_t> ByteRange(const at::Tensor& x) {
+  int64_t last = 0;
+  for (int64_t d = 0; d < x.dim(); ++d) last += (x.size(d) - 1) * x.stride(d);
+  const auto lo = reinterpret_cast<std::uintptr_t>(x.const_data_ptr());
+  return {lo, lo + static_cast<std::uintptr_t>((last + 1) * static_cast<int64_t>(x.element_size()))};
+}
+
+// Whether two tensors whose byte ranges intersect have an element in common. Views torch cannot
+// decide cheaply (interleaved strided views of one buffer) are settled exactly by marking the
+// elements of one on a scratch mask over the shared range; views at a misaligned offset or of
+// different element sizes count as overlapping.
+bool ElementsOverlap(const at::Tensor& a, const at::Tensor& b) {
+  switch (at::get_overlap_status(a, b)) {
+    case at::MemOverlapStatus::Full:
+    case at::MemOverlapStatus::Partial:
+      return true;
+    case at::MemOverlapStatus::No:
+      return false;
+    case at::MemOverlapStatus::TooHard:
+      break;
+  }
+  const auto [a_lo, a_hi] = ByteRange(a);
+  const auto [b_lo, b_hi] = ByteRange(b);
+  const auto item = static_cast<std::uintptr_t>(a.element_size());
+  const std::uintptr_t lo = std::min(a_lo, b_lo);
+  if (b.element_size() != a.element_size() || (a_lo - lo) % item != 0 || (b_lo - lo) % item != 0) return true;
+  const auto elements = static_cast<int64_t>((std::max(a_hi, b_hi) - lo + item - 1) / item);
+  const at::Tensor mask = at::zeros({elements}, at::TensorOptions().dtype(at::kBool));
+  mask.as_strided(a.sizes(), a.strides(), static_cast<int64_t>((a_lo - lo) / item)).fill_(true);
+  return mask.as_strided(b.sizes(), b.strides(), static_cast<int64_t>((b_lo - lo) / item)).any().item<bool>();
 }
 
 }  // namespace
@@ -80,6 +135,7 @@ void MultiTensorCall::AddInput(const char* name, at::TensorList list) {
   std::vector<const void*> src(num_tensors_);
   for (int64_t t = 0; t < num_tensors_; ++t) {
     CheckLike(name, t, list[t]);
+    Record(name, t, list[t], /*writes=*/false);
     at::Tensor c = list[t].contiguous();
     src[t] = c.const_data_ptr();
     if (!c.is_same(list[t])) keep_alive_.push_back(std::move(c));
@@ -97,6 +153,8 @@ void MultiTensorCall::AddMutable(const char* name, at::TensorList list) {
   for (int64_t t = 0; t < num_tensors_; ++t) {
     const at::Tensor& x = list[t];
     CheckLike(name, t, x);
+    CheckWritable(op_, name, t, x);
+    Record(name, t, x, /*writes=*/true);
     if (x.is_contiguous()) {
       dst[t] = x.numel() ? x.mutable_data_ptr() : nullptr;
     } else {
@@ -119,6 +177,7 @@ void MultiTensorCall::AddOptionalInput(const char* name, const c10::List<std::op
     std::optional<at::Tensor> x = list.get(t);
     if (!x.has_value() || !x->defined()) continue;
     CheckLike(name, t, *x);
+    Record(name, t, *x, /*writes=*/false);
     at::Tensor c = x->contiguous();
     src[t] = c.const_data_ptr();
     keep_alive_.push_back(std::move(c));
@@ -161,28 +220,45 @@ std::vector<at::Tensor> MultiTensorCall::AddOutput() {
   return out;
 }
 
+void MultiTensorCall::Record(const char* name, int64_t t, const at::Tensor& x, bool writes) {
+  if (x.numel() > 0) arguments_.push_back({name, t, x, writes});
+}
+
 void MultiTensorCall::CheckNoAliasing() const {
-  // A list written in place must not share memory with another list (the kernels read and
-  // write each element once) nor appear twice in one list (two threads would race on it).
-  const size_t lists = dst_.size();
-  for (size_t l = 0; l < lists; ++l) {
-    if (!mutable_[l]) continue;
-    for (int64_t t = 0; t < num_tensors_; ++t) {
-      void* p = dst_[l][t];
-      if (p == nullptr) continue;
-      for (size_t k = 0; k < lists; ++k) {
-        if (k == l) continue;
-        TORCH_CHECK_VALUE(src_[k][t] != p && dst_[k][t] != p, op_, ": tensor ", t,
-                          " of an updated list shares memory with the same index of another list");
-      }
+  // A tensor written in place must not share any element with another argument, in any list and
+  // at any index, nor appear twice: the kernels read and write each element once, and staged
+  // (non-contiguous) tensors are copied back one after the other. Read-only arguments may alias
+  // each other. A sweep over the arguments sorted by address compares only those whose memory
+  // ranges intersect.
+  struct Span {
+    std::uintptr_t lo, hi;
+    size_t arg;
+  };
+  std::vector<Span> spans;
+  spans.reserve(arguments_.size());
+  for (size_t i = 0; i < arguments_.size(); ++i) {
+    const auto [lo, hi] = ByteRange(arguments_[i].tensor);
+    spans.push_back({lo, hi, i});
+  }
+  std::sort(spans.begin(), spans.end(), [](const Span& a, const Span& b) { return a.lo < b.lo; });
+  std::vector<Span> open;  // spans that may still intersect the next one
+  for (const Span& s : spans) {
+    open.erase(std::remove_if(open.begin(), open.end(), [&](const Span& o) { return o.hi <= s.lo; }), open.end());
+    const Argument& a = arguments_[s.arg];
+    for (const Span& o : open) {
+      const Argument& b = arguments_[o.arg];
+      if (!a.writes && !b.writes) continue;
+      if (!ElementsOverlap(a.tensor, b.tensor)) continue;
+      const Argument& first = o.arg < s.arg ? b : a;
+      const Argument& second = o.arg < s.arg ? a : b;
+      TORCH_CHECK_VALUE(!(first.list == second.list && first.tensor.is_same(second.tensor)), op_,
+                        ": the same tensor appears twice in ", first.list, " (at ", first.index, " and ", second.index,
+                        "), a list that is updated in place");
+      TORCH_CHECK_VALUE(false, op_, ": ", first.list, "[", first.index, "] shares memory with ", second.list, "[",
+                        second.index, "]; a tensor updated in place must not overlap any other argument (clone() "
+                        "one of them)");
     }
-    std::vector<void*> sorted;
-    sorted.reserve(num_tensors_);
-    for (int64_t t = 0; t < num_tensors_; ++t)
-      if (dst_[l][t] != nullptr) sorted.push_back(dst_[l][t]);
-    std::sort(sorted.begin(), sorted.end());
-    TORCH_CHECK_VALUE(std::adjacent_find(sorted.begin(), sorted.end()) == sorted.end(), op_,
-                      ": the same tensor appears twice in a list that is updated in place");
+    open.push_back(s);
   }
 }
 
@@ -208,17 +284,47 @@ KernelTable MultiTensorCall::Table() const {
 void MultiTensorCall::Finish() {
   for (auto& [staged, original] : staged_) original.copy_(staged);
   staged_.clear();
+  // Writes through data pointers bypass the dispatcher, so tell autograd about them as torch's
+  // in-place ops do: a graph that saved one of these tensors then refuses to run backward.
+  for (const Argument& a : arguments_)
+    if (a.writes) a.tensor.unsafeGetTensorImpl()->bump_version();
 }
+
+namespace {
+
+// A step counter's value; torch.optim's CPU float32 counters are read directly (item() goes through
+// the dispatcher, which costs more than the rest of a small step).
+double StepValue(const at::Tensor& s) {
+  if (s.is_cpu() && s.scalar_type() == at::kFloat) return static_cast<double>(*s.const_data_ptr<float>());
+  if (s.is_cpu() && s.scalar_type() == at::kDouble) return *s.const_data_ptr<double>();
+  return s.item<double>();
+}
+
+}  // namespace
 
 void CheckStepTensors(const char* op, at::TensorList steps, int64_t n) {
   TORCH_CHECK_VALUE(static_cast<int64_t>(steps.size()) == n, op, ": state_steps has ", steps.size(),
                     " tensors but params has ", n);
+  std::vector<const void*> seen;
+  seen.reserve(n);
   for (int64_t t = 0; t < n; ++t) {
     const at::Tensor& s = steps[t];
-    TORCH_CHECK_VALUE(s.defined() && s.numel() == 1, op, ": state_steps[", t, "] must be a one-element tensor");
+    TORCH_CHECK_VALUE(s.defined() && s.layout() == at::kStrided && s.numel() == 1, op, ": state_steps[", t,
+                      "] must be a dense one-element tensor");
     TORCH_CHECK_TYPE(s.is_floating_point() || s.scalar_type() == at::kLong || s.scalar_type() == at::kInt, op,
                      ": state_steps[", t, "] has dtype ", s.scalar_type());
+    CheckWritable(op, "state_steps", t, s);
+    const double value = StepValue(s);
+    TORCH_CHECK_VALUE(std::isfinite(value) && value >= 0.0, op, ": state_steps[", t, "] is ", value,
+                      "; a step counter must be a finite count >= 0");
+    TORCH_CHECK_VALUE(s.scalar_type() != at::kInt || value < std::numeric_limits<int32_t>::max(), op,
+                      ": state_steps[", t, "] is ", value, " and would overflow int32 when incremented");
+    seen.push_back(s.const_data_ptr());
   }
+  std::sort(seen.begin(), seen.end());
+  TORCH_CHECK_VALUE(std::adjacent_find(seen.begin(), seen.end()) == seen.end(), op,
+                    ": the same step counter appears twice in state_steps (each parameter needs its own; is a parameter "
+                    "listed twice?)");
 }
 
 std::vector<double> IncrementSteps(at::TensorList steps) {
@@ -230,10 +336,12 @@ std::vector<double> IncrementSteps(at::TensorList steps) {
       float* p = s.mutable_data_ptr<float>();
       *p += 1.0f;
       out[t] = static_cast<double>(*p);
+      s.unsafeGetTensorImpl()->bump_version();
     } else if (s.is_cpu() && s.scalar_type() == at::kDouble) {
       double* p = s.mutable_data_ptr<double>();
       *p += 1.0;
       out[t] = *p;
+      s.unsafeGetTensorImpl()->bump_version();
     } else {
       const_cast<at::Tensor&>(s).add_(1);
       out[t] = s.item<double>();

@@ -41,12 +41,14 @@ class MultiTensorCall {
 
   KernelTable Table() const;
   // The table checks aliasing, the last check before a tensor may be modified.
-  // Copies staged (non-contiguous) in-place lists back into the caller's tensors.
+  // Copies staged (non-contiguous) in-place lists back into the caller's tensors and bumps the
+  // version counters of every tensor updated in place (so autograd sees the modification).
   void Finish();
 
  private:
   void CheckLike(const char* name, int64_t t, const at::Tensor& x) const;
   void CheckNoAliasing() const;
+  void Record(const char* name, int64_t t, const at::Tensor& x, bool writes);
 
   const char* op_;
   int64_t num_tensors_;
@@ -61,10 +63,20 @@ class MultiTensorCall {
   std::vector<std::pair<at::Tensor, at::Tensor>> staged_;
   // Keeps contiguous copies of read-only inputs alive for the kernel.
   std::vector<at::Tensor> keep_alive_;
+  // Every caller tensor the kernel reads or writes, as passed (before staging), for the memory
+  // overlap check; the written ones also get their version counters bumped by Finish().
+  struct Argument {
+    const char* list;
+    int64_t index;
+    at::Tensor tensor;
+    bool writes;
+  };
+  std::vector<Argument> arguments_;
 };
 
 // Checks and increments torch.optim's per-parameter step counters (scalar float tensors on the
-// CPU) and returns the new step values. `Check` runs before any tensor is touched.
+// CPU) and returns the new step values. `Check` runs before any tensor is touched: each counter
+// must be a distinct, dense one-element tensor holding a finite count >= 0 that can be incremented.
 void CheckStepTensors(const char* op, at::TensorList steps, int64_t n);
 std::vector<double> IncrementSteps(at::TensorList steps);
 

@@ -181,3 +181,116 @@ def test_torch_compile_functional_op():
     for got, want in zip(fn(*lists), op("adam_update")(*lists, **case.kwargs)):
         for a, b in zip(got, want):
             torch.testing.assert_close(a, b)
+
+
+def _adam_args(n=2, size=3):
+    return [[torch.ones(size) for _ in range(n)], [torch.ones(size) for _ in range(n)],
+            [torch.zeros(size) for _ in range(n)], [torch.zeros(size) for _ in range(n)],
+            [torch.tensor(0.0) for _ in range(n)]]
+
+
+def _expanded(args):
+    args[2][1] = torch.zeros(1).expand(3)  # stride 0: three elements, one memory location
+
+
+def _transposed_twice(args):
+    base = torch.ones(3, 3)
+    args[0][:] = [base.t(), torch.ones(3, 3)]
+    args[1][:] = [torch.ones(3, 3), torch.ones(3, 3)]
+    args[2][:] = [base.t(), torch.zeros(3, 3)]  # the same non-contiguous view in two updated lists
+    args[3][:] = [torch.zeros(3, 3), torch.zeros(3, 3)]
+
+
+def _overlapping_views(args):
+    base = torch.zeros(4)
+    args[0][:] = [base[0:3], base[1:4]]
+
+
+def _cross_index(args):
+    args[2][0] = args[0][1]  # params[1] is also exp_avgs[0]
+
+
+def _grad_overlaps_param(args):
+    base = torch.ones(4)
+    args[0][0], args[1][0] = base[1:], base[:3]
+
+
+def _same_step_twice(args):
+    args[4][1] = args[4][0]
+
+
+@pytest.mark.parametrize("mutate, error, match", [
+    (_expanded, ValueError, "share memory.*expanded"),
+    (_transposed_twice, ValueError, r"params\[0\] shares memory with exp_avgs\[0\]"),
+    (_overlapping_views, ValueError, r"params\[0\] shares memory with params\[1\]"),
+    (_cross_index, ValueError, r"params\[1\] shares memory with exp_avgs\[0\]"),
+    (_grad_overlaps_param, ValueError, "shares memory"),
+    (_same_step_twice, ValueError, "same step counter"),
+    (lambda a: a[4].__setitem__(0, torch.tensor(-1.0)), ValueError, "finite count"),
+    (lambda a: a[4].__setitem__(0, torch.tensor(float("nan"))), ValueError, "finite count"),
+    (lambda a: a[4].__setitem__(0, torch.tensor(2**31 - 1, dtype=torch.int32)), ValueError, "overflow"),
+    (lambda a: a[4].__setitem__(1, torch.tensor([0.0]).to_sparse()), ValueError, "dense one-element"),
+    (lambda a: a[4].__setitem__(1, torch.tensor(0.0, device="meta")), ValueError, "meta"),
+    (lambda a: a[1].__setitem__(1, torch.ones(3, device="meta")), ValueError, "meta"),
+])
+def test_aliasing_and_bad_step_counters_are_rejected_before_any_update(mutate, error, match):
+    # Each of these used to update silently with wrong numbers (aliased memory written twice or
+    # read after it was written, a step counter incremented twice or to a NaN bias correction)
+    # or to fail after part of the update had been written.
+    args = _adam_args()
+    mutate(args)
+    snapshot = [[t.clone() for t in lst] for lst in args]
+    with pytest.raises(error, match=match):
+        _adam_call(*args)
+    for lst, old in zip(args, snapshot):
+        for t, o in zip(lst, old):
+            if not t.is_meta:
+                assert torch.equal(t.to_dense(), o.to_dense()) or (t.isnan().all() and o.isnan().all())
+
+
+def test_interleaved_views_of_one_buffer_are_not_aliases():
+    base = torch.zeros(4, 6)
+    even, odd = base[:, ::2], base[:, 1::2]
+    op("sgd_step_")([even, odd], [torch.ones(4, 3), torch.full((4, 3), 2.0)], [], lr=0.1, momentum=0.0,
+                    dampening=0.0, weight_decay=0.0, nesterov=False, maximize=False, first_step=False)
+    assert base[0].tolist() == pytest.approx([-0.1, -0.2] * 3)
+
+
+def _sgd_call(params, grads):
+    op("sgd_step_")(params, grads, [], lr=0.1, momentum=0.0, dampening=0.0, weight_decay=0.0, nesterov=False,
+                    maximize=False, first_step=False)
+
+
+def test_in_place_step_bumps_versions_so_autograd_sees_it():
+    w = torch.ones(3, requires_grad=True)
+    loss = (w * w).sum()  # saves w for backward
+    with torch.no_grad():
+        version = w._version
+        _sgd_call([w], [torch.ones(3)])
+    assert w._version > version
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        loss.backward()
+
+
+def test_in_place_step_on_a_tensor_that_requires_grad_needs_no_grad():
+    w = torch.ones(3, requires_grad=True)
+    with pytest.raises(RuntimeError, match=r"requires grad.*no_grad"):
+        _sgd_call([w], [torch.ones(3)])
+    assert torch.equal(w.detach(), torch.ones(3))
+
+
+def test_in_place_step_on_an_inference_tensor_outside_inference_mode():
+    with torch.inference_mode():
+        p = torch.ones(3)
+    with pytest.raises(RuntimeError, match="inference tensor"):
+        _sgd_call([p], [torch.ones(3)])
+    with torch.inference_mode():
+        _sgd_call([p], [torch.ones(3)])
+    assert p.tolist() == pytest.approx([0.9] * 3)
+
+
+def test_functional_op_mixing_meta_and_real_tensors_raises():
+    # It used to return uninitialized memory (the meta fake ran for a CPU call).
+    with pytest.raises(ValueError, match=r"grads\[0\] is on meta"):
+        op("sgd_update")([torch.ones(3)], [torch.ones(3, device="meta")], [], lr=0.1, momentum=0.0,
+                         dampening=0.0, weight_decay=0.0, nesterov=False, maximize=False, first_step=False)

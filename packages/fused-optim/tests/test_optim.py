@@ -350,3 +350,65 @@ def test_step_hooks_run():
     p.grad = torch.ones(2)
     opt.step()
     assert calls == ["pre", "post"]
+
+
+def _two_groups(name):
+    a, b = torch.nn.Parameter(torch.ones(3)), torch.nn.Parameter(torch.ones(3))
+    opt = getattr(fused_optim, name)([{"params": [a]}, {"params": [b]}], lr=0.1, **(
+        dict(momentum=0.9) if name in ("SGD", "RMSprop") else {}))
+    a.grad, b.grad = torch.ones(3), torch.ones(3)
+    return opt, a, b
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_a_bad_second_group_leaves_the_first_untouched(name):
+    # One kernel call per group: the second group's error used to come after the first group
+    # (and its freshly created state) had been updated.
+    opt, a, b = _two_groups(name)
+    opt.param_groups[1]["lr"] = -1.0
+    before = copy.deepcopy(opt.state_dict()["state"])  # Adagrad creates its state up front
+    with pytest.raises(ValueError, match="learning rate"):
+        opt.step()
+    assert torch.equal(a.detach(), torch.ones(3)) and torch.equal(b.detach(), torch.ones(3))
+    after = opt.state_dict()["state"]
+    assert after.keys() == before.keys()
+    for k in before:
+        assert after[k].keys() == before[k].keys()
+        assert all(torch.equal(after[k][key], before[k][key]) for key in before[k])
+    opt.param_groups[1]["lr"] = 0.1
+    opt.step()  # and the optimizer still works, from a clean first step
+    ref = getattr(torch.optim, name)([torch.nn.Parameter(torch.ones(3))], lr=0.1, **(
+        dict(momentum=0.9) if name in ("SGD", "RMSprop") else {}))
+    ref.param_groups[0]["params"][0].grad = torch.ones(3)
+    ref.step()
+    torch.testing.assert_close(a.detach(), ref.param_groups[0]["params"][0].detach())
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_state_of_the_wrong_shape_in_a_second_group_is_rejected_first(name):
+    opt, a, b = _two_groups(name)
+    opt.step()
+    key = next(k for k, v in opt.state[b].items() if torch.is_tensor(v) and v.dim() == 1)
+    opt.state[b][key] = torch.zeros(5)  # e.g. a state_dict loaded for other parameters
+    before = copy.deepcopy(opt.state_dict()), a.detach().clone()
+    with pytest.raises(ValueError, match="shape"):
+        opt.step()
+    assert torch.equal(a.detach(), before[1])
+    after = opt.state_dict()["state"]
+    for k, v in before[0]["state"][0].items():
+        assert torch.equal(torch.as_tensor(after[0][k]), torch.as_tensor(v))
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_a_parameter_listed_twice_in_a_group_is_rejected(name):
+    # SGD used to apply a second update from an uninitialized momentum buffer (values ~1e28).
+    w = torch.nn.Parameter(torch.ones(3))
+    with pytest.warns(UserWarning, match="duplicate"):
+        opt = getattr(fused_optim, name)([w, w], lr=0.1, **(dict(momentum=0.9) if name in ("SGD", "RMSprop")
+                                                            else {}))
+    w.grad = torch.ones(3)
+    steps = [s["step"].item() for s in opt.state.values() if "step" in s]
+    with pytest.raises(ValueError, match="twice"):
+        opt.step()
+    assert torch.equal(w.detach(), torch.ones(3))
+    assert [s["step"].item() for s in opt.state.values() if "step" in s] == steps

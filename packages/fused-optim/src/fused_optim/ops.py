@@ -142,20 +142,44 @@ def _like(reference: Sequence[torch.Tensor]) -> list[torch.Tensor]:
     return [torch.empty(t.shape, dtype=t.dtype, device=t.device) for t in reference]
 
 
+def _check_devices(name: str, args: Sequence[Any], reference: int) -> None:
+    """The device check of the compiled kernels, for the fakes.
+
+    A call mixing meta tensors with real ones dispatches to the fake, which must reject it as the
+    kernels reject mixed devices, rather than do nothing (a step) or return uninitialized memory
+    (a functional op). Step counters may stay on the CPU, as torch.optim keeps them.
+    """
+    arguments = getattr(_lib, name).default._schema.arguments
+    lists = [(a.name, v) for a, v in zip(arguments, args) if isinstance(v, (list, tuple))]
+    if not lists[reference][1]:
+        return
+    ref_name, ref = lists[reference]
+    device = next((t.device for t in ref if t is not None), None)
+    for list_name, values in lists:
+        for i, t in enumerate(values):
+            if t is None or t.device == device or (list_name == "state_steps" and t.device.type == "cpu"):
+                continue
+            raise ValueError(f"fused_optim::{name}: {list_name}[{i}] is on {t.device} but {ref_name} are on "
+                             f"{device}")
+
+
 def _register_step_fake(name: str) -> None:
     @torch.library.register_fake(f"fused_optim::{name}")
     def _fake(*args: Any, **kwargs: Any) -> None:
+        _check_devices(name, args, 0)
         return None
 
 
 def _register_functional_fakes(spec: FunctionalOpSpec) -> None:
     @torch.library.register_fake(f"fused_optim::{spec.name}")
     def _fake_forward(*args: Any, **kwargs: Any) -> tuple[list[torch.Tensor], ...]:
+        _check_devices(spec.name, args, 0)
         reference = args[0]
         return tuple(_like(reference) if present(kwargs) else [] for present in spec.outputs)
 
     @torch.library.register_fake(f"fused_optim::{spec.name}_backward")
     def _fake_backward(*args: Any, **kwargs: Any) -> tuple[list[torch.Tensor], ...]:
+        _check_devices(spec.name + "_backward", args, len(spec.outputs))
         reference = args[len(spec.outputs)]  # the first saved input: params (or grads)
         return tuple(_like(reference) if present(kwargs) else [] for present in spec.grad_outputs)
 

@@ -9,7 +9,7 @@ import torch
 
 from fused_optim import ops
 from fused_optim.optim._common import (
-    call_bucketed,
+    StepPlan,
     gather_zero_state,
     run_closure,
     scalar,
@@ -50,9 +50,11 @@ class Adadelta(torch.optim.Adadelta):
         if torch_path_needed(self):
             return super().step(closure)
         loss = run_closure(closure)
-        work = gather_zero_state(self, "Adadelta", ("square_avg", "acc_delta"))
-        for group, lists in work:
-            kwargs = {"lr": scalar(group["lr"]), "rho": scalar(group["rho"]), "eps": scalar(group["eps"]),
-                      "weight_decay": scalar(group["weight_decay"]), "maximize": bool(group["maximize"])}
-            call_bucketed(ops.adadelta_step_, lists, 4, kwargs)
+        with StepPlan(self, "Adadelta") as plan:
+            work = gather_zero_state(self, "Adadelta", ("square_avg", "acc_delta"), plan)
+            for group, lists in work:
+                kwargs = {"lr": scalar(group["lr"]), "rho": scalar(group["rho"]), "eps": scalar(group["eps"]),
+                          "weight_decay": scalar(group["weight_decay"]), "maximize": bool(group["maximize"])}
+                plan.add(ops.adadelta_step_, lists, 4, kwargs)
+            plan.run()
         return loss

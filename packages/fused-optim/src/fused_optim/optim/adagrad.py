@@ -9,7 +9,7 @@ import torch
 
 from fused_optim import ops
 from fused_optim.optim._common import (
-    call_bucketed,
+    StepPlan,
     new_step,
     run_closure,
     scalar,
@@ -55,26 +55,29 @@ class Adagrad(torch.optim.Adagrad):
         ):
             return super().step(closure)
         loss = run_closure(closure)
-        work = []
-        for group in self.param_groups:
-            params, grads, sums, steps = [], [], [], []
-            for p in group["params"]:
-                grad = p.grad
-                if grad is None:
-                    continue
-                state = self.state[p]
-                if "sum" not in state:  # params added after construction
-                    state["step"] = new_step()
-                    init = group["initial_accumulator_value"]
-                    state["sum"] = torch.full_like(p, init, memory_format=torch.preserve_format)
-                params.append(p)
-                grads.append(grad)
-                sums.append(state["sum"])
-                steps.append(state["step"])
-            work.append((group, [params, grads, sums, steps]))
-        for group, lists in work:
-            kwargs = {"lr": scalar(group["lr"]), "lr_decay": scalar(group["lr_decay"]),
-                      "weight_decay": scalar(group["weight_decay"]), "eps": scalar(group["eps"]),
-                      "maximize": bool(group["maximize"])}
-            call_bucketed(ops.adagrad_step_, lists, 3, kwargs)
+        with StepPlan(self, "Adagrad") as plan:
+            work = []
+            for group in self.param_groups:
+                params, grads, sums, steps = [], [], [], []
+                for p in group["params"]:
+                    grad = p.grad
+                    if grad is None:
+                        continue
+                    state = self.state[p]
+                    if "sum" not in state:  # params added after construction
+                        plan.note_new_state(p, "step", "sum")
+                        state["step"] = new_step()
+                        init = group["initial_accumulator_value"]
+                        state["sum"] = torch.full_like(p, init, memory_format=torch.preserve_format)
+                    params.append(p)
+                    grads.append(grad)
+                    sums.append(state["sum"])
+                    steps.append(state["step"])
+                work.append((group, [params, grads, sums, steps]))
+            for group, lists in work:
+                kwargs = {"lr": scalar(group["lr"]), "lr_decay": scalar(group["lr_decay"]),
+                          "weight_decay": scalar(group["weight_decay"]), "eps": scalar(group["eps"]),
+                          "maximize": bool(group["maximize"])}
+                plan.add(ops.adagrad_step_, lists, 3, kwargs)
+            plan.run()
         return loss

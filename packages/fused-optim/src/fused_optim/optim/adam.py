@@ -9,7 +9,7 @@ import torch
 
 from fused_optim import ops
 from fused_optim.optim._common import (
-    call_bucketed,
+    StepPlan,
     new_step,
     run_closure,
     scalar,
@@ -26,39 +26,42 @@ def adam_step(optimizer: torch.optim.Optimizer, closure: Callable[[], Any] | Non
     if torch_path_needed(optimizer):
         return super_step(closure)
     loss = run_closure(closure)
-    state_of = optimizer.state
-    work = []
-    for group in optimizer.param_groups:
-        amsgrad = group["amsgrad"]
-        params, grads, exp_avgs, exp_avg_sqs, maxes, steps = [], [], [], [], [], []
-        for p in group["params"]:
-            grad = p.grad
-            if grad is None:
-                continue
-            if grad.is_sparse:
-                raise RuntimeError(f"{name} does not support sparse gradients, please consider SparseAdam instead")
-            state = state_of[p]
-            if len(state) == 0:
-                state["step"] = new_step()
-                state["exp_avg"] = torch.zeros_like(p, memory_format=torch.preserve_format)
-                state["exp_avg_sq"] = torch.zeros_like(p, memory_format=torch.preserve_format)
+    with StepPlan(optimizer, name) as plan:
+        state_of = optimizer.state
+        work = []
+        for group in optimizer.param_groups:
+            amsgrad = group["amsgrad"]
+            params, grads, exp_avgs, exp_avg_sqs, maxes, steps = [], [], [], [], [], []
+            for p in group["params"]:
+                grad = p.grad
+                if grad is None:
+                    continue
+                if grad.is_sparse:
+                    raise RuntimeError(f"{name} does not support sparse gradients, please consider SparseAdam instead")
+                state = state_of[p]
+                if len(state) == 0:
+                    plan.note_new_state(p)
+                    state["step"] = new_step()
+                    state["exp_avg"] = torch.zeros_like(p, memory_format=torch.preserve_format)
+                    state["exp_avg_sq"] = torch.zeros_like(p, memory_format=torch.preserve_format)
+                    if amsgrad:
+                        state["max_exp_avg_sq"] = torch.zeros_like(p, memory_format=torch.preserve_format)
+                params.append(p)
+                grads.append(grad)
+                exp_avgs.append(state["exp_avg"])
+                exp_avg_sqs.append(state["exp_avg_sq"])
                 if amsgrad:
-                    state["max_exp_avg_sq"] = torch.zeros_like(p, memory_format=torch.preserve_format)
-            params.append(p)
-            grads.append(grad)
-            exp_avgs.append(state["exp_avg"])
-            exp_avg_sqs.append(state["exp_avg_sq"])
-            if amsgrad:
-                maxes.append(state["max_exp_avg_sq"])
-            steps.append(state["step"])
-        work.append((group, [params, grads, exp_avgs, exp_avg_sqs, maxes, steps]))
-    for group, lists in work:
-        beta1, beta2 = group["betas"]
-        kwargs = {"lr": scalar(group["lr"]), "beta1": scalar(beta1), "beta2": scalar(beta2),
-                  "weight_decay": scalar(group["weight_decay"]), "eps": scalar(group["eps"]),
-                  "amsgrad": bool(group["amsgrad"]), "maximize": bool(group["maximize"]),
-                  "decoupled_weight_decay": bool(group.get("decoupled_weight_decay", False))}
-        call_bucketed(ops.adam_step_, lists, 5, kwargs)
+                    maxes.append(state["max_exp_avg_sq"])
+                steps.append(state["step"])
+            work.append((group, [params, grads, exp_avgs, exp_avg_sqs, maxes, steps]))
+        for group, lists in work:
+            beta1, beta2 = group["betas"]
+            kwargs = {"lr": scalar(group["lr"]), "beta1": scalar(beta1), "beta2": scalar(beta2),
+                      "weight_decay": scalar(group["weight_decay"]), "eps": scalar(group["eps"]),
+                      "amsgrad": bool(group["amsgrad"]), "maximize": bool(group["maximize"]),
+                      "decoupled_weight_decay": bool(group.get("decoupled_weight_decay", False))}
+            plan.add(ops.adam_step_, lists, 5, kwargs)
+        plan.run()
     return loss
 
 

@@ -9,7 +9,7 @@ import torch
 
 from fused_optim import ops
 from fused_optim.optim._common import (
-    call_bucketed,
+    StepPlan,
     gather_zero_state,
     run_closure,
     scalar,
@@ -50,11 +50,13 @@ class Adamax(torch.optim.Adamax):
         if torch_path_needed(self):
             return super().step(closure)
         loss = run_closure(closure)
-        work = gather_zero_state(self, "Adamax", ("exp_avg", "exp_inf"))
-        for group, lists in work:
-            beta1, beta2 = group["betas"]
-            kwargs = {"lr": scalar(group["lr"]), "beta1": scalar(beta1), "beta2": scalar(beta2),
-                      "eps": scalar(group["eps"]), "weight_decay": scalar(group["weight_decay"]),
-                      "maximize": bool(group["maximize"])}
-            call_bucketed(ops.adamax_step_, lists, 4, kwargs)
+        with StepPlan(self, "Adamax") as plan:
+            work = gather_zero_state(self, "Adamax", ("exp_avg", "exp_inf"), plan)
+            for group, lists in work:
+                beta1, beta2 = group["betas"]
+                kwargs = {"lr": scalar(group["lr"]), "beta1": scalar(beta1), "beta2": scalar(beta2),
+                          "eps": scalar(group["eps"]), "weight_decay": scalar(group["weight_decay"]),
+                          "maximize": bool(group["maximize"])}
+                plan.add(ops.adamax_step_, lists, 4, kwargs)
+            plan.run()
         return loss

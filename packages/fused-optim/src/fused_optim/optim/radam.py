@@ -9,7 +9,7 @@ import torch
 
 from fused_optim import ops
 from fused_optim.optim._common import (
-    call_bucketed,
+    StepPlan,
     gather_zero_state,
     run_closure,
     scalar,
@@ -52,12 +52,14 @@ class RAdam(torch.optim.RAdam):
         if torch_path_needed(self):
             return super().step(closure)
         loss = run_closure(closure)
-        work = gather_zero_state(self, "RAdam", ("exp_avg", "exp_avg_sq"))
-        for group, lists in work:
-            beta1, beta2 = group["betas"]
-            kwargs = {"lr": scalar(group["lr"]), "beta1": scalar(beta1), "beta2": scalar(beta2),
-                      "eps": scalar(group["eps"]), "weight_decay": scalar(group["weight_decay"]),
-                      "decoupled_weight_decay": bool(group.get("decoupled_weight_decay", False)),
-                      "maximize": bool(group["maximize"])}
-            call_bucketed(ops.radam_step_, lists, 4, kwargs)
+        with StepPlan(self, "RAdam") as plan:
+            work = gather_zero_state(self, "RAdam", ("exp_avg", "exp_avg_sq"), plan)
+            for group, lists in work:
+                beta1, beta2 = group["betas"]
+                kwargs = {"lr": scalar(group["lr"]), "beta1": scalar(beta1), "beta2": scalar(beta2),
+                          "eps": scalar(group["eps"]), "weight_decay": scalar(group["weight_decay"]),
+                          "decoupled_weight_decay": bool(group.get("decoupled_weight_decay", False)),
+                          "maximize": bool(group["maximize"])}
+                plan.add(ops.radam_step_, lists, 4, kwargs)
+            plan.run()
         return loss

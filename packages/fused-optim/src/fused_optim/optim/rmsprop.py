@@ -9,7 +9,7 @@ import torch
 
 from fused_optim import ops
 from fused_optim.optim._common import (
-    call_bucketed,
+    StepPlan,
     new_step,
     run_closure,
     scalar,
@@ -52,36 +52,39 @@ class RMSprop(torch.optim.RMSprop):
         if torch_path_needed(self):
             return super().step(closure)
         loss = run_closure(closure)
-        work = []
-        for group in self.param_groups:
-            centered, has_momentum = group["centered"], group["momentum"] > 0
-            params, grads, square_avgs, grad_avgs, bufs, steps = [], [], [], [], [], []
-            for p in group["params"]:
-                grad = p.grad
-                if grad is None:
-                    continue
-                if grad.is_sparse:
-                    raise RuntimeError("RMSprop does not support sparse gradients")
-                state = self.state[p]
-                if len(state) == 0:
-                    state["step"] = new_step()
-                    state["square_avg"] = torch.zeros_like(p, memory_format=torch.preserve_format)
-                    if has_momentum:
-                        state["momentum_buffer"] = torch.zeros_like(p, memory_format=torch.preserve_format)
+        with StepPlan(self, "RMSprop") as plan:
+            work = []
+            for group in self.param_groups:
+                centered, has_momentum = group["centered"], group["momentum"] > 0
+                params, grads, square_avgs, grad_avgs, bufs, steps = [], [], [], [], [], []
+                for p in group["params"]:
+                    grad = p.grad
+                    if grad is None:
+                        continue
+                    if grad.is_sparse:
+                        raise RuntimeError("RMSprop does not support sparse gradients")
+                    state = self.state[p]
+                    if len(state) == 0:
+                        plan.note_new_state(p)
+                        state["step"] = new_step()
+                        state["square_avg"] = torch.zeros_like(p, memory_format=torch.preserve_format)
+                        if has_momentum:
+                            state["momentum_buffer"] = torch.zeros_like(p, memory_format=torch.preserve_format)
+                        if centered:
+                            state["grad_avg"] = torch.zeros_like(p, memory_format=torch.preserve_format)
+                    params.append(p)
+                    grads.append(grad)
+                    square_avgs.append(state["square_avg"])
                     if centered:
-                        state["grad_avg"] = torch.zeros_like(p, memory_format=torch.preserve_format)
-                params.append(p)
-                grads.append(grad)
-                square_avgs.append(state["square_avg"])
-                if centered:
-                    grad_avgs.append(state["grad_avg"])
-                if has_momentum:
-                    bufs.append(state["momentum_buffer"])
-                steps.append(state["step"])
-            work.append((group, [params, grads, square_avgs, grad_avgs, bufs, steps]))
-        for group, lists in work:
-            kwargs = {"lr": scalar(group["lr"]), "alpha": scalar(group["alpha"]), "eps": scalar(group["eps"]),
-                      "weight_decay": scalar(group["weight_decay"]), "momentum": scalar(group["momentum"]),
-                      "centered": bool(group["centered"]), "maximize": bool(group["maximize"])}
-            call_bucketed(ops.rmsprop_step_, lists, 5, kwargs)
+                        grad_avgs.append(state["grad_avg"])
+                    if has_momentum:
+                        bufs.append(state["momentum_buffer"])
+                    steps.append(state["step"])
+                work.append((group, [params, grads, square_avgs, grad_avgs, bufs, steps]))
+            for group, lists in work:
+                kwargs = {"lr": scalar(group["lr"]), "alpha": scalar(group["alpha"]), "eps": scalar(group["eps"]),
+                          "weight_decay": scalar(group["weight_decay"]), "momentum": scalar(group["momentum"]),
+                          "centered": bool(group["centered"]), "maximize": bool(group["maximize"])}
+                plan.add(ops.rmsprop_step_, lists, 5, kwargs)
+            plan.run()
         return loss

@@ -8,7 +8,7 @@ from typing import Any
 import torch
 
 from fused_optim import ops
-from fused_optim.optim._common import call_bucketed, run_closure, scalar, torch_path_needed
+from fused_optim.optim._common import StepPlan, run_closure, scalar, torch_path_needed
 
 __all__ = ["SGD"]
 
@@ -49,34 +49,37 @@ class SGD(torch.optim.SGD):
         ):
             return super().step(closure)
         loss = run_closure(closure)
-        work = []
-        for group in self.param_groups:
-            has_momentum = group["momentum"] != 0
-            # Buffers that exist already, and fresh ones that torch starts as the (decayed) gradient.
-            existing: list[list[torch.Tensor]] = [[], [], []]
-            fresh: list[list[torch.Tensor]] = [[], [], []]
-            for p in group["params"]:
-                grad = p.grad
-                if grad is None:
-                    continue
-                if not has_momentum:
-                    existing[0].append(p)
-                    existing[1].append(grad)
-                    continue
-                state = self.state[p]
-                buf = state.get("momentum_buffer")
-                lists = existing
-                if buf is None:
-                    buf = state["momentum_buffer"] = torch.empty_like(grad, memory_format=torch.preserve_format)
-                    lists = fresh
-                lists[0].append(p)
-                lists[1].append(grad)
-                lists[2].append(buf)
-            work.append((group, existing, fresh))
-        for group, existing, fresh in work:
-            kwargs = {"lr": scalar(group["lr"]), "momentum": scalar(group["momentum"]),
-                      "dampening": scalar(group["dampening"]), "weight_decay": scalar(group["weight_decay"]),
-                      "nesterov": bool(group["nesterov"]), "maximize": bool(group["maximize"])}
-            call_bucketed(ops.sgd_step_, existing, 3, dict(kwargs, first_step=False))
-            call_bucketed(ops.sgd_step_, fresh, 3, dict(kwargs, first_step=True))
+        with StepPlan(self, "SGD") as plan:
+            work = []
+            for group in self.param_groups:
+                has_momentum = group["momentum"] != 0
+                # Buffers that exist already, and fresh ones that torch starts as the (decayed) gradient.
+                existing: list[list[torch.Tensor]] = [[], [], []]
+                fresh: list[list[torch.Tensor]] = [[], [], []]
+                for p in group["params"]:
+                    grad = p.grad
+                    if grad is None:
+                        continue
+                    if not has_momentum:
+                        existing[0].append(p)
+                        existing[1].append(grad)
+                        continue
+                    state = self.state[p]
+                    buf = state.get("momentum_buffer")
+                    lists = existing
+                    if buf is None:
+                        plan.note_new_state(p, "momentum_buffer")
+                        buf = state["momentum_buffer"] = torch.empty_like(grad, memory_format=torch.preserve_format)
+                        lists = fresh
+                    lists[0].append(p)
+                    lists[1].append(grad)
+                    lists[2].append(buf)
+                work.append((group, existing, fresh))
+            for group, existing, fresh in work:
+                kwargs = {"lr": scalar(group["lr"]), "momentum": scalar(group["momentum"]),
+                          "dampening": scalar(group["dampening"]), "weight_decay": scalar(group["weight_decay"]),
+                          "nesterov": bool(group["nesterov"]), "maximize": bool(group["maximize"])}
+                plan.add(ops.sgd_step_, existing, 3, dict(kwargs, first_step=False), has_steps=False)
+                plan.add(ops.sgd_step_, fresh, 3, dict(kwargs, first_step=True), has_steps=False)
+            plan.run()
         return loss
