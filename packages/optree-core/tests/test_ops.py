@@ -526,6 +526,38 @@ def test_tree_broadcast_map_either_side_may_be_the_prefix():
     ]
 
 
+def test_tree_broadcast_map_with_accessor_passes_the_common_structures_accessors():
+    point = Point(1, [2, 3])
+    result = optree_core.tree_broadcast_map_with_accessor(
+        lambda a, x, y: (a.codify("t"), a(big), x + y), [1, {"k": 2}], big := [[10, 20], {"k": point}])
+    assert result == [
+        [("t[0][0]", 10, 11), ("t[0][1]", 20, 21)],
+        {"k": Point(("t[1]['k'].x", 1, 3), [("t[1]['k'].y[0]", 2, 4), ("t[1]['k'].y[1]", 3, 5)])},
+    ]
+    # The accessors' paths are the paths tree_broadcast_map_with_path passes, leaf for leaf.
+    paths, accessor_paths = [], []
+    optree_core.tree_broadcast_map_with_path(lambda p, x, y: paths.append(p), [1, {"k": 2}], big)
+    optree_core.tree_broadcast_map_with_accessor(lambda a, x, y: accessor_paths.append(a.path), [1, {"k": 2}], big)
+    assert accessor_paths == paths and len(paths) == 5
+
+
+def test_tree_transpose_map_with_accessor():
+    tree = {"b": (2, [3, 4]), "a": 1}
+    result = optree_core.tree_transpose_map_with_accessor(lambda a, x, y: {"at": a.codify("t"), "sum": x + y},
+                                                          tree, {"b": (10, [20, 30]), "a": 40})
+    assert result == {
+        "at": {"a": "t['a']", "b": ("t['b'][0]", ["t['b'][1][0]", "t['b'][1][1]"])},
+        "sum": {"a": 41, "b": (12, [23, 34])},
+    }
+    with pytest.raises(ValueError, match="at least one leaf"):
+        optree_core.tree_transpose_map_with_accessor(lambda a, x: {"x": x}, {})
+
+
+def test_treespec_frozendict_is_unsupported_with_a_clear_error():
+    with pytest.raises(RuntimeError, match="frozendict"):
+        optree_core.treespec_frozendict(a=optree_core.treespec_leaf())
+
+
 def test_tree_replace_nones():
     assert optree_core.tree_replace_nones(0, {"a": None, "b": [1, None, (None,)]}) == {
         "a": 0,

@@ -55,12 +55,14 @@ __all__ = [
     "tree_transpose",
     "tree_transpose_map",
     "tree_transpose_map_with_path",
+    "tree_transpose_map_with_accessor",
     "tree_broadcast_prefix",
     "broadcast_prefix",
     "tree_broadcast_common",
     "broadcast_common",
     "tree_broadcast_map",
     "tree_broadcast_map_with_path",
+    "tree_broadcast_map_with_accessor",
     "tree_reduce",
     "tree_sum",
     "tree_max",
@@ -87,6 +89,7 @@ __all__ = [
     "treespec_tuple",
     "treespec_list",
     "treespec_dict",
+    "treespec_frozendict",
     "treespec_namedtuple",
     "treespec_ordereddict",
     "treespec_defaultdict",
@@ -726,7 +729,12 @@ def tree_transpose_map(
         {'id': [1, 2], 'sq': [1, 4]}
     """
     leaves, outer, others = _flat_args(tree, rests, is_leaf, none_is_leaf, namespace)
-    results = list(map(func, leaves, *others))
+    return _transpose_results(outer, list(map(func, leaves, *others)), inner_treespec, none_is_leaf, namespace)
+
+
+def _transpose_results(outer: PyTreeSpec, results: list[Any], inner_treespec: PyTreeSpec | None,
+                       none_is_leaf: bool, namespace: str) -> Any:
+    """``inner(outer)`` from one ``inner``-shaped result per leaf of ``outer``."""
     if inner_treespec is None:
         if not results:
             raise ValueError("The outer structure must have at least one leaf.")
@@ -765,13 +773,41 @@ def tree_transpose_map_with_path(
     """
     paths, leaves, outer = _C.flatten_with_path(tree, is_leaf, none_is_leaf, namespace)
     others = [outer.flatten_up_to(r) for r in rests]
-    results = list(map(func, paths, leaves, *others))
-    if inner_treespec is None:
-        if not results:
-            raise ValueError("The outer structure must have at least one leaf.")
-        inner_treespec = tree_structure(results[0], none_is_leaf=none_is_leaf,
-                                        namespace=namespace)
-    return tree_transpose(outer, inner_treespec, outer.unflatten(results))
+    return _transpose_results(outer, list(map(func, paths, leaves, *others)), inner_treespec, none_is_leaf,
+                              namespace)
+
+
+def tree_transpose_map_with_accessor(
+    func: Callable[..., Any],
+    tree: Any,
+    /,
+    *rests: Any,
+    inner_treespec: PyTreeSpec | None = None,
+    is_leaf: Callable[[Any], bool] | None = None,
+    none_is_leaf: bool = False,
+    namespace: str = "",
+) -> Any:
+    """:func:`tree_transpose_map` with each leaf's :class:`PyTreeAccessor` as the first argument.
+
+    Args:
+        func: Called as ``func(accessor, x, *ys)`` for each leaf ``x``; returns a tree of structure
+            ``inner_treespec``.
+        tree: The tree that sets the outer structure.
+        *rests: More trees, each with ``tree``'s structure as a prefix.
+        inner_treespec: The structure of ``func``'s results (by default that of its first result).
+        is_leaf: Optional predicate called on every node before it is taken apart; nodes it returns
+            ``True`` for are leaves.
+        none_is_leaf: Whether ``None`` is a leaf (``True``) or an empty node (``False``, the
+            default).
+        namespace: The namespace whose custom node registrations apply ('' for the global ones
+            only).
+
+        >>> tree_transpose_map_with_accessor(lambda a, x: {'at': a.codify('t'), 'x': x}, {'k': [5]})
+        {'at': {'k': ["t['k'][0]"]}, 'x': {'k': [5]}}
+    """
+    leaves, outer, others = _flat_args(tree, rests, is_leaf, none_is_leaf, namespace)
+    results = list(map(func, treespec_accessors(outer), leaves, *others))
+    return _transpose_results(outer, results, inner_treespec, none_is_leaf, namespace)
 
 
 def tree_broadcast_prefix(
@@ -995,6 +1031,36 @@ def tree_broadcast_map_with_path(
     """
     common, flat = _broadcast_all((tree, *rests), is_leaf, none_is_leaf, namespace)
     return common.unflatten(map(func, common.paths(), *flat))
+
+
+def tree_broadcast_map_with_accessor(
+    func: Callable[..., Any],
+    tree: Any,
+    /,
+    *rests: Any,
+    is_leaf: Callable[[Any], bool] | None = None,
+    none_is_leaf: bool = False,
+    namespace: str = "",
+) -> Any:
+    """:func:`tree_broadcast_map` with each leaf's :class:`PyTreeAccessor` (in the common
+    structure) as the first argument of ``func``.
+
+    Args:
+        func: Called as ``func(accessor, x, *ys)`` on the leaves of the broadcast trees.
+        tree: The first tree; ``rests`` are broadcast with it.
+        *rests: More trees, broadcast with ``tree`` to a common structure.
+        is_leaf: Optional predicate called on every node before it is taken apart; nodes it returns
+            ``True`` for are leaves.
+        none_is_leaf: Whether ``None`` is a leaf (``True``) or an empty node (``False``, the
+            default).
+        namespace: The namespace whose custom node registrations apply ('' for the global ones
+            only).
+
+        >>> tree_broadcast_map_with_accessor(lambda a, x, y: (a.path, x * y), [1, 2], [(3, 4), 5])
+        [(((0, 0), 3), ((0, 1), 4)), ((1,), 10)]
+    """
+    common, flat = _broadcast_all((tree, *rests), is_leaf, none_is_leaf, namespace)
+    return common.unflatten(map(func, treespec_accessors(common), *flat))
 
 
 # --- reductions ---------------------------------------------------------------------------
@@ -1633,6 +1699,34 @@ def treespec_dict(mapping: Any = (), /, *, none_is_leaf: bool = False, namespace
         PyTreeSpec({'a': None, 'b': *})
     """
     return _C.make_from_collection(dict(mapping, **kwargs), none_is_leaf, namespace)
+
+
+def treespec_frozendict(mapping: Any = (), /, *, none_is_leaf: bool = False, namespace: str = "",
+                        **kwargs: PyTreeSpec) -> PyTreeSpec:
+    """The spec of a ``frozendict`` (PEP 814, Python 3.15+) of the given specs; not supported yet.
+
+    Present so that code written against ``optree`` imports; it always raises, since
+    optree-core has no frozendict node kind (and older Pythons have no ``frozendict``).
+
+    Args:
+        mapping: The children: a mapping (or iterable of key/spec pairs) from keys to PyTreeSpecs.
+        none_is_leaf: Whether the spec treats ``None`` as a leaf; every child must agree.
+        namespace: The registry namespace the spec records; children must use it or none.
+        **kwargs: More children, by key.
+
+    Raises:
+        RuntimeError: always.
+
+        >>> treespec_frozendict(a=treespec_leaf())
+        Traceback (most recent call last):
+          ...
+        RuntimeError: treespec_frozendict: ...
+    """
+    import builtins
+
+    if not hasattr(builtins, "frozendict"):
+        raise RuntimeError("treespec_frozendict: needs Python 3.15+ with the built-in frozendict (PEP 814)")
+    raise RuntimeError("treespec_frozendict: optree-core has no frozendict node kind yet; use treespec_dict")
 
 
 def treespec_namedtuple(namedtuple: Any, /, *, none_is_leaf: bool = False,
