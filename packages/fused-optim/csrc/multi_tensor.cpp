@@ -94,7 +94,7 @@ MultiTensorCall::MultiTensorCall(const char* op, at::TensorList params)
       num_tensors_(static_cast<int64_t>(params.size())),
       dtype_(at::kFloat),
       device_(at::kCPU),
-      reference_(params.begin(), params.end()) {
+      reference_(params) {
   for (int64_t t = 0; t < num_tensors_; ++t) {
     const at::Tensor& p = params[t];
     TORCH_CHECK_VALUE(p.defined(), op_, ": params[", t, "] is None");
@@ -134,11 +134,15 @@ void MultiTensorCall::AddInput(const char* name, at::TensorList list) {
                     " tensors but params has ", num_tensors_);
   std::vector<const void*> src(num_tensors_);
   for (int64_t t = 0; t < num_tensors_; ++t) {
-    CheckLike(name, t, list[t]);
-    Record(name, t, list[t], /*writes=*/false);
-    at::Tensor c = list[t].contiguous();
-    src[t] = c.const_data_ptr();
-    if (!c.is_same(list[t])) keep_alive_.push_back(std::move(c));
+    const at::Tensor& x = list[t];
+    CheckLike(name, t, x);
+    Record(name, t, x, /*writes=*/false);
+    if (x.is_contiguous()) {
+      src[t] = x.const_data_ptr();
+    } else {
+      keep_alive_.push_back(x.contiguous());
+      src[t] = keep_alive_.back().const_data_ptr();
+    }
   }
   dst_.emplace_back(src.size(), nullptr);
   for (int64_t t = 0; t < num_tensors_; ++t) dst_.back()[t] = const_cast<void*>(src[t]);
@@ -177,10 +181,15 @@ void MultiTensorCall::AddOptionalInput(const char* name, const c10::List<std::op
     std::optional<at::Tensor> x = list.get(t);
     if (!x.has_value() || !x->defined()) continue;
     CheckLike(name, t, *x);
-    Record(name, t, *x, /*writes=*/false);
-    at::Tensor c = x->contiguous();
-    src[t] = c.const_data_ptr();
-    keep_alive_.push_back(std::move(c));
+    owned_.push_back(std::move(*x));
+    const at::Tensor& kept = owned_.back();
+    Record(name, t, kept, /*writes=*/false);
+    if (kept.is_contiguous()) {
+      src[t] = kept.const_data_ptr();
+    } else {
+      keep_alive_.push_back(kept.contiguous());
+      src[t] = keep_alive_.back().const_data_ptr();
+    }
   }
   dst_.emplace_back(num_tensors_, nullptr);
   for (int64_t t = 0; t < num_tensors_; ++t) dst_.back()[t] = const_cast<void*>(src[t]);
@@ -221,7 +230,7 @@ std::vector<at::Tensor> MultiTensorCall::AddOutput() {
 }
 
 void MultiTensorCall::Record(const char* name, int64_t t, const at::Tensor& x, bool writes) {
-  if (x.numel() > 0) arguments_.push_back({name, t, x, writes});
+  if (x.numel() > 0) arguments_.push_back({name, t, &x, writes});
 }
 
 void MultiTensorCall::CheckNoAliasing() const {
@@ -237,7 +246,7 @@ void MultiTensorCall::CheckNoAliasing() const {
   std::vector<Span> spans;
   spans.reserve(arguments_.size());
   for (size_t i = 0; i < arguments_.size(); ++i) {
-    const auto [lo, hi] = ByteRange(arguments_[i].tensor);
+    const auto [lo, hi] = ByteRange(*arguments_[i].tensor);
     spans.push_back({lo, hi, i});
   }
   std::sort(spans.begin(), spans.end(), [](const Span& a, const Span& b) { return a.lo < b.lo; });
@@ -248,10 +257,10 @@ void MultiTensorCall::CheckNoAliasing() const {
     for (const Span& o : open) {
       const Argument& b = arguments_[o.arg];
       if (!a.writes && !b.writes) continue;
-      if (!ElementsOverlap(a.tensor, b.tensor)) continue;
+      if (!ElementsOverlap(*a.tensor, *b.tensor)) continue;
       const Argument& first = o.arg < s.arg ? b : a;
       const Argument& second = o.arg < s.arg ? a : b;
-      TORCH_CHECK_VALUE(!(first.list == second.list && first.tensor.is_same(second.tensor)), op_,
+      TORCH_CHECK_VALUE(!(first.list == second.list && first.tensor->is_same(*second.tensor)), op_,
                         ": the same tensor appears twice in ", first.list, " (at ", first.index, " and ", second.index,
                         "), a list that is updated in place");
       TORCH_CHECK_VALUE(false, op_, ": ", first.list, "[", first.index, "] shares memory with ", second.list, "[",
@@ -287,7 +296,7 @@ void MultiTensorCall::Finish() {
   // Writes through data pointers bypass the dispatcher, so tell autograd about them as torch's
   // in-place ops do: a graph that saved one of these tensors then refuses to run backward.
   for (const Argument& a : arguments_)
-    if (a.writes) a.tensor.unsafeGetTensorImpl()->bump_version();
+    if (a.writes) a.tensor->unsafeGetTensorImpl()->bump_version();
 }
 
 namespace {

@@ -6,6 +6,7 @@
 #include <ATen/core/List.h>
 #include <ATen/core/Tensor.h>
 
+#include <deque>
 #include <optional>
 #include <string>
 #include <vector>
@@ -54,7 +55,9 @@ class MultiTensorCall {
   int64_t num_tensors_;
   at::ScalarType dtype_;
   at::Device device_;
-  std::vector<at::Tensor> reference_;
+  // Views of the op's own arguments, which outlive this object. No at::Tensor copies here: with
+  // torch's PyObject preservation every copy of a Python-owned tensor takes the GIL twice.
+  at::TensorList reference_;
   // Column-major: one entry per list, each of length num_tensors_.
   std::vector<std::vector<const void*>> src_;
   std::vector<std::vector<void*>> dst_;
@@ -68,10 +71,12 @@ class MultiTensorCall {
   struct Argument {
     const char* list;
     int64_t index;
-    at::Tensor tensor;
+    const at::Tensor* tensor;  // an op argument, or an entry of owned_
     bool writes;
   };
   std::vector<Argument> arguments_;
+  // Optional inputs arrive as copies; a deque keeps the addresses arguments_ points at stable.
+  std::deque<at::Tensor> owned_;
 };
 
 // Checks and increments torch.optim's per-parameter step counters (scalar float tensors on the
