@@ -27,12 +27,13 @@ void AdamStep(const KernelTable& table, const math::AdamHyper<double>& hyper) {
         hc.amsgrad = c0; hc.maximize = c1; hc.has_l2 = c2; hc.has_decay = c3; hc.lerp_small = c4;
         const auto& h = hc;  // the options, now compile-time constants
         const int64_t n = end - begin;
+        const bool ams = c0;  // a constant in the float/double loops: no max stream without amsgrad
         #pragma GCC ivdep  // elementwise: iteration i touches index i only
         for (int64_t i = 0; i < n; ++i) {
-          T pi = p[i], mi = m[i], vi = v[i], vmi = vmax_r[i];
+          T pi = p[i], mi = m[i], vi = v[i], vmi = ams ? static_cast<T>(vmax_r[i]) : T(0);
           math::AdamStep(pi, static_cast<T>(g[i]), mi, vi, vmi, h, s);
           p[i] = static_cast<scalar_t>(pi), m[i] = static_cast<scalar_t>(mi), v[i] = static_cast<scalar_t>(vi);
-          vmax_w[i] = static_cast<scalar_t>(vmi);
+          if (ams) vmax_w[i] = static_cast<scalar_t>(vmi);
         }
           },
           h.amsgrad, h.maximize, h.has_l2, h.has_decay, h.lerp_small);

@@ -27,12 +27,16 @@ void RmspropStep(const KernelTable& table, const math::RmspropHyper<double>& hyp
         hc.centered = c0; hc.has_momentum = c1; hc.maximize = c2; hc.has_l2 = c3; hc.lerp_small = c4;
         const auto& h = hc;  // the options, now compile-time constants
         const int64_t n = end - begin;
+        // Constants in the float/double loops: the optional streams only when their option is on.
+        const bool centered = c0, has_momentum = c1;
         #pragma GCC ivdep  // elementwise: iteration i touches index i only
         for (int64_t i = 0; i < n; ++i) {
-          T pi = p[i], vi = v[i], gai = ga_r[i], bi = buf_r[i];
+          T pi = p[i], vi = v[i];
+          T gai = centered ? static_cast<T>(ga_r[i]) : T(0), bi = has_momentum ? static_cast<T>(buf_r[i]) : T(0);
           math::RmspropStep(pi, static_cast<T>(g[i]), vi, gai, bi, h);
           p[i] = static_cast<scalar_t>(pi), v[i] = static_cast<scalar_t>(vi);
-          ga_w[i] = static_cast<scalar_t>(gai), buf_w[i] = static_cast<scalar_t>(bi);
+          if (centered) ga_w[i] = static_cast<scalar_t>(gai);
+          if (has_momentum) buf_w[i] = static_cast<scalar_t>(bi);
         }
           },
           h.centered, h.has_momentum, h.maximize, h.has_l2, h.lerp_small);
