@@ -1130,6 +1130,17 @@ def tree_sum(
                             start)
 
 
+def _extreme(pick: Callable[..., Any], name: str, tree: Any, default: Any, key: Any, is_leaf: Any,
+             none_is_leaf: bool, namespace: str) -> Any:
+    """``pick`` (the builtin max or min) over the leaves, with builtins' ``default`` semantics."""
+    leaves = tree_leaves(tree, is_leaf, none_is_leaf=none_is_leaf, namespace=namespace)
+    if default is _MISSING:
+        if not leaves:
+            raise ValueError(f"{name}() arg is an empty pytree: {tree!r}.")
+        return pick(leaves, key=key)
+    return pick(leaves, default=default, key=key)
+
+
 def tree_max(
     tree: Any,
     /,
@@ -1157,12 +1168,7 @@ def tree_max(
         >>> tree_max([1, (5, 2)])
         5
     """
-    leaves = tree_leaves(tree, is_leaf, none_is_leaf=none_is_leaf, namespace=namespace)
-    if default is _MISSING:
-        if not leaves:
-            raise ValueError(f"tree_max() arg is an empty pytree: {tree!r}.")
-        return max(leaves, key=key)
-    return max(leaves, default=default, key=key)
+    return _extreme(max, "tree_max", tree, default, key, is_leaf, none_is_leaf, namespace)
 
 
 def tree_min(
@@ -1192,12 +1198,7 @@ def tree_min(
         >>> tree_min([4, (5, 2)])
         2
     """
-    leaves = tree_leaves(tree, is_leaf, none_is_leaf=none_is_leaf, namespace=namespace)
-    if default is _MISSING:
-        if not leaves:
-            raise ValueError(f"tree_min() arg is an empty pytree: {tree!r}.")
-        return min(leaves, key=key)
-    return min(leaves, default=default, key=key)
+    return _extreme(min, "tree_min", tree, default, key, is_leaf, none_is_leaf, namespace)
 
 
 def tree_all(
