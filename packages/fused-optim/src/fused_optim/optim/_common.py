@@ -22,11 +22,16 @@ def run_closure(closure: Callable[[], Any] | None) -> Any:
 
 
 def torch_path_needed(optimizer: torch.optim.Optimizer) -> bool:
-    """``differentiable=True`` and ``capturable=True`` are torch.optim features outside a fused
-    kernel's reach (autograd through in-place updates, CUDA-graph capture): such groups run
-    torch.optim's own implementation, so the class still accepts every torch argument."""
+    """``differentiable=True`` and, for CUDA parameters, ``capturable=True`` are torch.optim
+    features outside a fused kernel's reach (autograd through in-place updates, CUDA-graph
+    capture): such groups run torch.optim's own implementation, so the class still accepts every
+    torch argument."""
     for group in optimizer.param_groups:
-        if group.get("differentiable") or group.get("capturable"):
+        if group.get("differentiable"):
+            return True
+        # capturable asks for no host synchronisation, which CPU parameters never need (and
+        # torch.compile sets it on every group): only CUDA graph capture needs torch's path.
+        if group.get("capturable") and any(p.device.type != "cpu" for p in group["params"]):
             return True
         lr = group.get("lr")
         if isinstance(lr, Tensor) and lr.requires_grad:

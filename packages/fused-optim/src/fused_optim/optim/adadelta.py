@@ -33,8 +33,9 @@ class Adadelta(torch.optim.Adadelta):
         weight_decay: The L2 penalty coefficient.
         maximize: Whether to maximize the objective instead of minimizing it.
         foreach: Accepted for torch compatibility and ignored: the step is always the fused kernel.
-        differentiable, capturable: torch.optim features a fused kernel cannot offer; groups that
-            set either run torch's own implementation.
+        differentiable, capturable: torch.optim features a fused kernel cannot offer: groups with
+            ``differentiable=True``, or ``capturable=True`` and CUDA parameters, run torch's own
+            implementation (capturable changes nothing for CPU parameters).
 
     >>> w = torch.nn.Parameter(torch.ones(1))
     >>> opt = Adadelta([w], rho=0.0, eps=1.0)

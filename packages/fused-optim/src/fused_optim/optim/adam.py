@@ -71,7 +71,8 @@ class Adam(torch.optim.Adam):
     Same constructor, defaults, argument checks, param groups, state keys and ``state_dict()``
     layout as ``torch.optim.Adam``: checkpoints move between the two in both directions.
     ``foreach``/``fused`` are accepted and ignored (the step is always fused); groups with
-    ``differentiable=True`` or ``capturable=True`` run torch's own implementation.
+    ``differentiable=True``, or ``capturable=True`` and CUDA parameters, run torch's own
+    implementation.
 
     Args:
         params: The parameters to optimize: an iterable of tensors or of parameter-group dicts.
@@ -83,8 +84,9 @@ class Adam(torch.optim.Adam):
         maximize: Whether to maximize the objective instead of minimizing it.
         foreach, fused: Accepted for torch compatibility and ignored: the step is always the fused
             kernel.
-        differentiable, capturable: torch.optim features a fused kernel cannot offer; groups that
-            set either run torch's own implementation.
+        differentiable, capturable: torch.optim features a fused kernel cannot offer: groups with
+            ``differentiable=True``, or ``capturable=True`` and CUDA parameters, run torch's own
+            implementation (capturable changes nothing for CPU parameters).
         decoupled_weight_decay: Whether the weight decay is decoupled, as in AdamW.
 
     >>> w = torch.nn.Parameter(torch.ones(3))

@@ -25,8 +25,9 @@ class AdamW(torch.optim.AdamW):
         maximize: Whether to maximize the objective instead of minimizing it.
         foreach, fused: Accepted for torch compatibility and ignored: the step is always the fused
             kernel.
-        differentiable, capturable: torch.optim features a fused kernel cannot offer; groups that
-            set either run torch's own implementation.
+        differentiable, capturable: torch.optim features a fused kernel cannot offer: groups with
+            ``differentiable=True``, or ``capturable=True`` and CUDA parameters, run torch's own
+            implementation (capturable changes nothing for CPU parameters).
 
     >>> w = torch.nn.Parameter(torch.ones(2))
     >>> opt = AdamW([w], lr=0.1, weight_decay=0.5)

@@ -35,8 +35,9 @@ class RAdam(torch.optim.RAdam):
         decoupled_weight_decay: Whether the weight decay is decoupled, as in AdamW.
         maximize: Whether to maximize the objective instead of minimizing it.
         foreach: Accepted for torch compatibility and ignored: the step is always the fused kernel.
-        differentiable, capturable: torch.optim features a fused kernel cannot offer; groups that
-            set either run torch's own implementation.
+        differentiable, capturable: torch.optim features a fused kernel cannot offer: groups with
+            ``differentiable=True``, or ``capturable=True`` and CUDA parameters, run torch's own
+            implementation (capturable changes nothing for CPU parameters).
 
     >>> w = torch.nn.Parameter(torch.ones(1))
     >>> opt = RAdam([w], lr=0.1)
