@@ -9,7 +9,7 @@ update, forward + backward, against op-by-op PyTorch and TorchOpt's accelerated 
 Every figure is the median of many repeats after a warm-up, with ``torch.set_num_threads`` set
 by ``--threads`` (default 2). Ratios are time(peer) / time(fused_optim): above 1 means we win.
 
-    python benchmarks/optim/bench_optim.py [--quick] [--threads 2] [--device cuda]
+    python benchmarks/optim/bench_optim.py [--quick] [--threads 2] [--compiled] [--device cuda]
 
 The tables (stdout) are markdown; a progress bar runs on stderr (``--no-progress`` or
 ``NO_PROGRESS=1`` turns it off) and a summary of the ratios against the targets closes the run.
@@ -155,6 +155,30 @@ def bench_steps(quick: bool, no_progress: bool = False) -> list[_report.Comparis
     return [vs_foreach, vs_loop, vs_fused]
 
 
+# --- part 1b (opt-in, --compiled): torch.compile of step() ------------------------------------
+
+def bench_compiled(quick: bool, no_progress: bool = False) -> list[_report.Comparison]:
+    """torch.compile(opt.step) (default inductor backend) of fused_optim.Adam against the same of
+    torch.optim.Adam (foreach), with the eager steps of both fused implementations beside them."""
+    cases = [("200 x 1k", shapes_many_small(), 50), ("MLP 2.9M", shapes_mlp(), 20)]
+    vs_compiled = _report.Comparison("compiled step(): torch.compile(torch Adam) / compiled fused_optim")
+    bar = _report.progress(desc="compiled step()", total=len(cases), no_progress=no_progress)
+    for label, shapes, repeats in cases:
+        bar.set_postfix_str(f"Adam {label} (compiling)")
+        ours = torch.compile(make_step(lambda p: fused_optim.Adam(p, lr=1e-3), shapes))
+        theirs = torch.compile(make_step(lambda p: torch.optim.Adam(p, lr=1e-3), shapes))
+        eager_fused = make_step(lambda p: torch.optim.Adam(p, lr=1e-3, fused=True), shapes)
+        eager_ours = make_step(lambda p: fused_optim.Adam(p, lr=1e-3), shapes)
+        t_ours, t_theirs, t_fused, t_eager = median_times([ours, theirs, eager_fused, eager_ours],
+                                                          max(5, repeats // (4 if quick else 1)))
+        _report.write(markdown_row(("Adam", label, fmt(t_ours), fmt(t_theirs), f"{t_theirs / t_ours:.2f}",
+                                    fmt(t_fused), fmt(t_eager))))
+        vs_compiled.add(f"Adam {label}", t_theirs / t_ours)
+        bar.update()
+    bar.close()
+    return [vs_compiled]
+
+
 # --- part 2: differentiable forward + backward -------------------------------------------------
 
 def torchopt_adam_op():
@@ -271,6 +295,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--skip-step", action="store_true")
     parser.add_argument("--skip-diff", action="store_true")
     parser.add_argument("--device", default="cpu", help="cpu or cuda (timed with torch.cuda.synchronize)")
+    parser.add_argument("--compiled", action="store_true",
+                        help="also time torch.compile(step) (inductor; compiling takes minutes)")
     _report.add_progress_flag(parser)
     args = parser.parse_args(argv)
     global DEVICE
@@ -287,6 +313,13 @@ def main(argv: list[str] | None = None) -> int:
         print(markdown_row(header))
         print(markdown_row(["---"] * len(header)), flush=True)
         comparisons += bench_steps(args.quick, args.no_progress)
+    if args.compiled:
+        print("\n## torch.compile(step): median time, ratio = compiled torch / compiled fused_optim\n")
+        header = ("optimizer", "shapes", "compiled fused_optim", "compiled torch (foreach)", "ratio",
+                  "eager torch fused=True", "eager fused_optim")
+        print(markdown_row(header))
+        print(markdown_row(["---"] * len(header)), flush=True)
+        comparisons += bench_compiled(args.quick, args.no_progress)
     if not args.skip_diff:
         print("\n## differentiable Adam direction, forward + backward (grads, exp_avgs, exp_avg_sqs)\n")
         header = ("tensors", "fused_optim", "op-by-op torch", "ratio", "TorchOpt AdamOp (accelerated)",
