@@ -147,7 +147,6 @@ void MultiTensorCall::AddInput(const char* name, at::TensorList list) {
   dst_.emplace_back(src.size(), nullptr);
   for (int64_t t = 0; t < num_tensors_; ++t) dst_.back()[t] = const_cast<void*>(src[t]);
   src_.push_back(std::move(src));
-  mutable_.push_back(false);
 }
 
 void MultiTensorCall::AddMutable(const char* name, at::TensorList list) {
@@ -169,7 +168,6 @@ void MultiTensorCall::AddMutable(const char* name, at::TensorList list) {
   }
   src_.emplace_back(dst.begin(), dst.end());
   dst_.push_back(std::move(dst));
-  mutable_.push_back(true);
 }
 
 void MultiTensorCall::AddOptionalInput(const char* name, const c10::List<std::optional<at::Tensor>>& list) {
@@ -194,13 +192,11 @@ void MultiTensorCall::AddOptionalInput(const char* name, const c10::List<std::op
   dst_.emplace_back(num_tensors_, nullptr);
   for (int64_t t = 0; t < num_tensors_; ++t) dst_.back()[t] = const_cast<void*>(src[t]);
   src_.push_back(std::move(src));
-  mutable_.push_back(false);
 }
 
 void MultiTensorCall::AddAbsent() {
   src_.emplace_back(num_tensors_, nullptr);
   dst_.emplace_back(num_tensors_, nullptr);
-  mutable_.push_back(false);
 }
 
 std::vector<at::Tensor> MultiTensorCall::AddOutputFrom(const char* name, at::TensorList source) {
@@ -211,7 +207,6 @@ std::vector<at::Tensor> MultiTensorCall::AddOutputFrom(const char* name, at::Ten
     out.push_back(at::empty(reference_[t].sizes(), reference_[t].options().memory_format(at::MemoryFormat::Contiguous)));
     dst_.back()[t] = out.back().mutable_data_ptr();
   }
-  mutable_.back() = true;
   return out;
 }
 
@@ -225,7 +220,6 @@ std::vector<at::Tensor> MultiTensorCall::AddOutput() {
   }
   src_.emplace_back(num_tensors_, nullptr);
   dst_.push_back(std::move(dst));
-  mutable_.push_back(true);
   return out;
 }
 

@@ -61,7 +61,6 @@ class MultiTensorCall {
   // Column-major: one entry per list, each of length num_tensors_.
   std::vector<std::vector<const void*>> src_;
   std::vector<std::vector<void*>> dst_;
-  std::vector<bool> mutable_;
   // (staged copy, caller's tensor) pairs to copy back.
   std::vector<std::pair<at::Tensor, at::Tensor>> staged_;
   // Keeps contiguous copies of read-only inputs alive for the kernel.

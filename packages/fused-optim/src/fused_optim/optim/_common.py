@@ -10,8 +10,8 @@ import torch
 from torch import Tensor
 from torch.optim.optimizer import _get_scalar_dtype
 
-__all__ = ["StepPlan", "bucket_lists", "call_bucketed", "gather_zero_state", "new_step", "run_closure",
-           "scalar", "torch_path_needed"]
+__all__ = ["StepPlan", "bucket_lists", "gather_zero_state", "new_step", "run_closure", "scalar",
+           "torch_path_needed"]
 
 
 def run_closure(closure: Callable[[], Any] | None) -> Any:
@@ -73,13 +73,6 @@ def bucket_lists(lists: list[list[Tensor]], real_lists: int) -> list[list[list[T
                 t = lst[i]
                 bucket[k].append(torch.view_as_real(t) if k < real_lists and t.is_complex() else t)
     return list(buckets.values())
-
-
-def call_bucketed(op: Callable[..., Any], lists: list[list[Tensor]], real_lists: int,
-                  kwargs: dict[str, Any]) -> None:
-    """Calls a ``*_step_`` op once per (device, dtype) of ``lists[0]`` (see :func:`bucket_lists`)."""
-    for bucket in bucket_lists(lists, real_lists):
-        op(*bucket, **kwargs)
 
 
 class StepPlan:
