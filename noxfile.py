@@ -19,6 +19,11 @@ ROOT = Path(__file__).parent
 PACKAGES = ["optree-core", "fused-optim", "diffopt"]
 PEERS = ["optree", "jax[cpu]", "dm-tree", "torchopt", "higher", "pytest-benchmark"]
 CONSTRAINTS = str(ROOT / "ci" / "constraints.txt")
+# The released peer each drop-in claim is measured against, with what its own tests import.
+COMPAT_PEERS = {
+    "optree": ["optree==0.20.0", "pytest", "attrs", "numpy", "jax[cpu]"],
+    "torchopt": ["torchopt==0.7.3", "pytest", "jax[cpu]", "jaxopt", "optax"],
+}
 
 nox.options.sessions = ["tests", "tests_tooling"]
 nox.options.reuse_existing_virtualenvs = True
@@ -116,16 +121,36 @@ def bump(session: nox.Session) -> None:
     session.run(sys.executable, str(ROOT / "ci" / "bump_version.py"), *session.posargs)
 
 
-@nox.session(reuse_venv=True)
-def benchmarks(session: nox.Session) -> None:
-    """Peers-side-by-side benchmarks, in a venv of their own that sees .venv's packages."""
+def _see_main_venv(session: nox.Session) -> None:
+    """Our stack comes from the main venv through a .pth file; only peers are installed here."""
     venv_site = Path(os.environ.get("DIFFOPT_VENV", ROOT / ".venv"))
     site = next(venv_site.glob("lib/python*/site-packages"))
     own_site = Path(session.run(
         "python", "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])",
         silent=True).strip())
-    # Our stack comes from the main venv through a .pth file; only the peers are installed here.
     (own_site / "_diffopt_stack.pth").write_text(f"{site}\n")
+
+
+@nox.session(reuse_venv=True)
+def compat(session: nox.Session) -> None:
+    """A peer's own tests through the import alias: nox -s compat -- optree|torchopt CHECKOUT
+
+    CHECKOUT is a clone of metaopt/optree or metaopt/torchopt. The peer is installed in this
+    session's own virtualenv (never in .venv) so its native pass count is measured in the same
+    run; see ci/compat/run.py.
+    """
+    if len(session.posargs) < 2:
+        session.error("usage: nox -s compat -- optree|torchopt PATH_TO_PEER_CHECKOUT [pytest args]")
+    _see_main_venv(session)
+    peer = session.posargs[0]
+    session.install("-c", CONSTRAINTS, *COMPAT_PEERS[peer])
+    session.run("python", str(ROOT / "ci" / "compat" / "run.py"), *session.posargs)
+
+
+@nox.session(reuse_venv=True)
+def benchmarks(session: nox.Session) -> None:
+    """Peers-side-by-side benchmarks, in a venv of their own that sees .venv's packages."""
+    _see_main_venv(session)
     session.install("-c", CONSTRAINTS, *PEERS)
     suite = session.posargs or ["pytree", "optim", "maml", "implicit", "distributed"]
     for name in suite:

@@ -1,0 +1,102 @@
+"""pytest plugin: run a peer's own test suite against our package through an import alias.
+
+Loaded with ``-p alias_plugin`` by ``ci/compat/run.py``. ``COMPAT_ALIAS=optree:optree_core``
+makes ``import optree`` (and every ``optree.x`` submodule) return the very module objects of
+``optree_core`` (``optree_core.x``); nothing in the peer's files is edited. Without the variable
+the plugin only records outcomes, which is how the peer's native run is measured.
+
+``COMPAT_FORGIVE_WORDING=1`` drops the ``match=`` pattern of ``pytest.raises``/``pytest.warns``
+so a failure that differs from the peer only in an error message's words counts as a pass (the
+exception type is still checked). ``COMPAT_OUTCOMES=FILE`` receives one JSON object:
+{nodeid: "passed" | "failed" | "skipped"} plus ``"<collect>::<path>"`` keys for collection errors.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.abc
+import importlib.util
+import json
+import os
+import sys
+
+import pytest
+
+
+class _AliasFinder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
+    """Resolve ``alias`` and ``alias.*`` to ``target`` and ``target.*`` (same module objects)."""
+
+    def __init__(self, alias: str, target: str) -> None:
+        self.alias, self.target = alias, target
+
+    def find_spec(self, fullname, path=None, target=None):
+        if fullname != self.alias and not fullname.startswith(self.alias + "."):
+            return None
+        real_name = self.target + fullname[len(self.alias):]
+        try:
+            real = importlib.import_module(real_name)
+        except ModuleNotFoundError as exc:
+            if exc.name == real_name:
+                return None  # the peer's module has no counterpart: a plain ImportError
+            raise
+        is_package = hasattr(real, "__path__")
+        return importlib.util.spec_from_loader(fullname, self, is_package=is_package)
+
+    def create_module(self, spec):
+        real = importlib.import_module(self.target + spec.name[len(self.alias):])
+        # importlib overwrites __spec__ on the module it is handed; keep the real one.
+        self._saved_spec = real.__spec__
+        return real
+
+    def exec_module(self, module):
+        module.__spec__ = self._saved_spec
+
+
+def _install_alias() -> None:
+    pair = os.environ.get("COMPAT_ALIAS")
+    if not pair:
+        return
+    alias, target = pair.split(":")
+    for name in [n for n in sys.modules if n == alias or n.startswith(alias + ".")]:
+        del sys.modules[name]  # a peer imported earlier (e.g. by torch) must not shadow ours
+    sys.meta_path.insert(0, _AliasFinder(alias, target))
+
+
+def _forgive_wording() -> None:
+    if os.environ.get("COMPAT_FORGIVE_WORDING") != "1":
+        return
+    for name in ("raises", "warns"):
+        original = getattr(pytest, name)
+
+        def lenient(*args, __original=original, **kwargs):
+            kwargs.pop("match", None)
+            return __original(*args, **kwargs)
+
+        setattr(pytest, name, lenient)
+
+
+_install_alias()
+_forgive_wording()
+_OUTCOMES: dict[str, str] = {}
+
+
+def pytest_collectreport(report):
+    if report.failed:
+        _OUTCOMES[f"<collect>::{report.nodeid}"] = "failed"
+
+
+def pytest_runtest_logreport(report):
+    previous = _OUTCOMES.get(report.nodeid)
+    if report.failed:
+        _OUTCOMES[report.nodeid] = "failed"
+    elif report.skipped and previous is None:
+        _OUTCOMES[report.nodeid] = "skipped"
+    elif report.when == "call" and report.passed and previous != "failed":
+        _OUTCOMES[report.nodeid] = "passed"
+
+
+def pytest_sessionfinish(session, exitstatus):
+    out = os.environ.get("COMPAT_OUTCOMES")
+    if out:
+        with open(out, "w", encoding="utf-8") as f:
+            json.dump(_OUTCOMES, f, indent=0, sort_keys=True)
