@@ -414,3 +414,40 @@ def test_register_pytree_node_class_without_methods_raises_type_error():
 
     with pytest.raises(TypeError, match="Plain"):
         optree_core.register_pytree_node_class(Plain, namespace=fresh_namespace())
+
+
+def test_register_pytree_node_class_prefers_the_dunder_protocol():
+    @optree_core.register_pytree_node_class(namespace="dunder-protocol")
+    class Both:
+        def __init__(self, a, b):
+            self.a, self.b = a, b
+
+        def __tree_flatten__(self):
+            return (self.a, self.b), "dunder"
+
+        @classmethod
+        def __tree_unflatten__(cls, metadata, children):
+            assert metadata == "dunder"
+            return cls(*children)
+
+        def tree_flatten(self):  # the older names lose when both are defined
+            raise AssertionError("the plain-name protocol must not be used")
+
+        tree_unflatten = tree_flatten
+
+    try:
+        leaves, spec = optree_core.tree_flatten(Both(1, [2, 3]), namespace="dunder-protocol")
+        assert leaves == [1, 2, 3]
+        rebuilt = optree_core.tree_unflatten(spec, [10, 20, 30])
+        assert (rebuilt.a, rebuilt.b) == (10, [20, 30])
+    finally:
+        optree_core.unregister_pytree_node(Both, namespace="dunder-protocol")
+
+
+def test_register_pytree_node_class_without_either_protocol_names_both():
+    class Half:
+        def __tree_flatten__(self):
+            return (), None
+
+    with pytest.raises(TypeError, match="__tree_unflatten__"):
+        optree_core.register_pytree_node_class(Half, namespace="dunder-protocol")

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import operator
 import threading
 from collections.abc import Callable, Generator
 from typing import Any, NamedTuple
@@ -154,7 +155,10 @@ def register_pytree_node_class(
     path_entry_type: type[PyTreeEntry] | None = None,
     namespace: str | None = None,
 ) -> Any:
-    """Class decorator registering a class that defines ``tree_flatten``/``tree_unflatten``.
+    """Class decorator registering a class that defines ``__tree_flatten__``/``__tree_unflatten__``.
+
+    The older method names ``tree_flatten``/``tree_unflatten`` are accepted too; when a class
+    defines both pairs, the dunder pair is used.
 
     Usable as ``@register_pytree_node_class(namespace='ns')`` or
     ``@register_pytree_node_class('ns')``.
@@ -185,19 +189,25 @@ def register_pytree_node_class(
                                  namespace=namespace)
     if namespace is None:
         raise ValueError("Must specify the namespace (use GLOBAL_NAMESPACE for all).")
-    for method in ("tree_flatten", "tree_unflatten"):
-        if not callable(getattr(cls, method, None)):
-            raise TypeError(f"{cls!r} must define a {method}() method to be registered with "
-                            f"register_pytree_node_class.")
+    flatten_name, unflatten_name = _node_protocol(cls)
     entry_type = path_entry_type or getattr(cls, "TREE_PATH_ENTRY_TYPE", AutoEntry)
-    register_pytree_node(cls, methodcaller_flatten, cls.tree_unflatten,  # type: ignore[attr-defined]
+    register_pytree_node(cls, operator.methodcaller(flatten_name), getattr(cls, unflatten_name),
                          path_entry_type=entry_type, namespace=namespace)
     return cls
 
 
-def methodcaller_flatten(obj: Any) -> Any:
-    """Flatten function of classes registered with :func:`register_pytree_node_class`."""
-    return obj.tree_flatten()
+# The method pairs a class registered with register_pytree_node_class may define, preferred first:
+# the dunder protocol of optree >= 0.18, then the older plain names (still common in user code).
+_NODE_PROTOCOLS = (("__tree_flatten__", "__tree_unflatten__"), ("tree_flatten", "tree_unflatten"))
+
+
+def _node_protocol(cls: type) -> tuple[str, str]:
+    """The (flatten, unflatten) method names ``cls`` implements, or a TypeError naming both."""
+    for flatten_name, unflatten_name in _NODE_PROTOCOLS:
+        if callable(getattr(cls, flatten_name, None)) and callable(getattr(cls, unflatten_name, None)):
+            return flatten_name, unflatten_name
+    raise TypeError(f"{cls!r} cannot be registered with register_pytree_node_class: it must define "
+                    f"__tree_flatten__ and __tree_unflatten__ (or tree_flatten and tree_unflatten).")
 
 
 def unregister_pytree_node(cls: type, /, *, namespace: str) -> PyTreeNodeRegistryEntry:
