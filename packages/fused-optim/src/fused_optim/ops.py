@@ -310,9 +310,10 @@ def _register_functional_autograd(spec: FunctionalOpSpec) -> None:
     _IMPL.impl(spec.name, autograd_kernel, "Autograd", with_keyset=True)
 
 
-def _output_sizes(spec: FunctionalOpSpec, kwargs: dict[str, Any], n: int) -> list[int]:
-    """Lengths of the op's output lists for ``n`` tensors per input list (absent outputs are empty)."""
-    return [n if present(kwargs) else 0 for present in spec.outputs]
+def _output_sizes(outputs: tuple[Callable[[dict[str, Any]], bool], ...], kwargs: dict[str, Any],
+                  n: int) -> list[int]:
+    """Lengths of an op's output lists (``FunctionalOpSpec.outputs``) for ``n`` tensors per input list."""
+    return [n if present(kwargs) else 0 for present in outputs]
 
 
 def _make_node(spec: FunctionalOpSpec, node_name: str) -> type[torch.autograd.Function]:
@@ -324,26 +325,31 @@ def _make_node(spec: FunctionalOpSpec, node_name: str) -> type[torch.autograd.Fu
     below) run one kernel over the whole batch.
     """
 
+    # The node's methods close over plain values only (ops, tuples, functions): Dynamo traces them
+    # when a compiled function applies the node, and it cannot wrap a FunctionalOpSpec.
+    op, backward_op, name = spec.op, spec.backward_op, spec.name
+    saved_inputs, outputs = spec.saved, spec.outputs
+
     def forward(kwargs, sizes, *flat):  # type: ignore[no-untyped-def]
         lists = _unflatten(flat, sizes)
         if torch._C._are_functorch_transforms_active() or torch.compiler.is_compiling():
             # The transforms (and Dynamo) must see the op itself, with its vmap rule and fake.
-            outputs = spec.op(*lists, **kwargs)
+            results = op(*lists, **kwargs)
         else:
             # Eager: straight to the CPU/CUDA kernel, skipping the op's own (Python) autograd
             # kernel, which would only redispatch (this node is the call's autograd).
             with torch._C._AutoDispatchBelowAutograd():
-                outputs = spec.op(*lists, **kwargs)
-        return tuple(_flatten(outputs)[0])
+                results = op(*lists, **kwargs)
+        return tuple(_flatten(results)[0])
 
     def setup_context(ctx, inputs, output):  # type: ignore[no-untyped-def]
         kwargs, sizes, *flat = inputs
         lists = _unflatten(flat, sizes)
-        saved_flat, ctx.saved_sizes = _flatten([lists[i] for i in spec.saved])
+        saved_flat, ctx.saved_sizes = _flatten([lists[i] for i in saved_inputs])
         ctx.save_for_backward(*saved_flat)
         ctx.kwargs = kwargs
         ctx.input_sizes = sizes
-        ctx.output_sizes = _output_sizes(spec, kwargs, sizes[0])
+        ctx.output_sizes = _output_sizes(outputs, kwargs, sizes[0])
         ctx.set_materialize_grads(False)
 
     def backward(ctx, *grads):  # type: ignore[no-untyped-def]
@@ -351,11 +357,11 @@ def _make_node(spec: FunctionalOpSpec, node_name: str) -> type[torch.autograd.Fu
         saved = _unflatten(saved_flat, ctx.saved_sizes)
         grad_lists = _unflatten(grads, ctx.output_sizes)
         with torch.no_grad():
-            results = spec.backward_op(*grad_lists, *saved, **ctx.kwargs)
+            results = backward_op(*grad_lists, *saved, **ctx.kwargs)
         results = _guard_second_order(node_name, results, [*saved_flat, *grads])
         flat, sizes = _flatten(results)
         if sizes != tuple(ctx.input_sizes):  # an absent state's gradient: nothing to return
-            raise AssertionError(f"{spec.name}_backward returned lists of sizes {sizes}, expected {ctx.input_sizes}")
+            raise AssertionError(f"{name}_backward returned lists of sizes {sizes}, expected {ctx.input_sizes}")
         return (None, None, *flat)
 
     doc = (f"Fused {spec.name} with a hand-written one-pass backward "
@@ -370,6 +376,12 @@ def _apply_node(node_cls: type[torch.autograd.Function], spec: FunctionalOpSpec,
                 kwargs: dict[str, Any]) -> tuple[list[torch.Tensor], ...]:
     """``spec``'s op on ``lists`` through the autograd node ``node_cls``."""
     flat, sizes = _flatten(lists)
+    if torch.compiler.is_compiling():
+        # Dynamo cannot trace a Function applied to one tensor in two argument slots (amsgrad's
+        # maxima given as the second moments, say); a view of the repeat is the same value to
+        # autograd, whose gradients add up on the tensor as before.
+        seen: set[int] = set()
+        flat = [t.view_as(t) if id(t) in seen else (seen.add(id(t)) or t) for t in flat]
     if torch._C._are_functorch_transforms_active() or torch.compiler.is_compiling():
         out_flat = node_cls.apply(kwargs, sizes, *flat)
     else:
@@ -378,7 +390,7 @@ def _apply_node(node_cls: type[torch.autograd.Function], spec: FunctionalOpSpec,
         # small tensors. Tensors escaping a transform are unwrapped as apply would.
         flat = torch._functorch.utils.unwrap_dead_wrappers(flat)
         out_flat = super(torch.autograd.Function, node_cls).apply(kwargs, sizes, *flat)  # type: ignore[misc]
-    return tuple(_unflatten(out_flat, _output_sizes(spec, kwargs, len(lists[0]))))
+    return tuple(_unflatten(out_flat, _output_sizes(spec.outputs, kwargs, len(lists[0]))))
 
 
 _IMPL = torch.library.Library("fused_optim", "IMPL")
