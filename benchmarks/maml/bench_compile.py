@@ -248,7 +248,7 @@ def main(argv: list[str] | None = None) -> int:
             run(x, y)
             times[name].append(time.perf_counter() - started)
     base = statistics.median(times["func eager"])
-    print(f"\n| variant | median ms | min ms | eager func / this (medians) |\n|---|---|---|---|")
+    print("\n| variant | median ms | min ms | eager func / this (medians) |\n|---|---|---|---|")
     for name, ts in times.items():
         print(f"| {name} | {1e3 * statistics.median(ts):.2f} | {1e3 * min(ts):.2f} | "
               f"{base / statistics.median(ts):.2f}x |")

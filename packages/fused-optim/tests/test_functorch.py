@@ -56,19 +56,22 @@ def test_vmap_of_op_equals_per_sample_loop(case, share_state):
     _assert_lists_close(got, want, **tolerances(torch.float64))
 
 
+@pytest.mark.parametrize("share_saved", [False, True], ids=["all-batched", "shared-saved"])
 @pytest.mark.parametrize("case", CASES)
-def test_vmap_of_backward_op_equals_per_sample_loop(case):
+def test_vmap_of_backward_op_equals_per_sample_loop(case, share_saved):
     spec = FUNCTIONAL_OPS[case.op]
     samples, stacked = _batched(case)
     outputs = op(case.op)(*samples[0], **case.kwargs)
     gen = torch.Generator().manual_seed(3)
-    # Batched cotangents against unbatched saved inputs: what jacrev and vmap(vjp) produce.
+    # Batched cotangents against shared saved inputs is what jacrev and vmap(vjp) produce.
     cotangents = [[torch.randn((B, *t.shape), generator=gen, dtype=t.dtype) for t in out] for out in outputs]
-    saved = [samples[0][i] for i in spec.saved]
-    in_dims = (*([0] * len(c) for c in cotangents), *([None] * len(saved)))
+    saved = [samples[0][i] if share_saved else stacked[i] for i in spec.saved]
+    in_dims = (*([0] * len(c) for c in cotangents), *(None if share_saved else [0] * len(s) for s in saved))
     got = torch.vmap(lambda *args: op(case.op + "_backward")(*args, **case.kwargs),
                      in_dims=in_dims)(*cotangents, *saved)
-    per_sample = [op(case.op + "_backward")(*[[t[b] for t in c] for c in cotangents], *saved, **case.kwargs)
+    per_sample = [op(case.op + "_backward")(*[[t[b] for t in c] for c in cotangents],
+                                            *[samples[0 if share_saved else b][i] for i in spec.saved],
+                                            **case.kwargs)
                   for b in range(B)]
     want = [[torch.stack([per_sample[b][k][i] for b in range(B)]) for i in range(len(per_sample[0][k]))]
             for k in range(len(per_sample[0]))]
@@ -172,6 +175,6 @@ def test_raw_op_under_grad_transform_points_to_the_functional_api():
 
 def test_raw_op_records_named_node():
     g = torch.randn(3, requires_grad=True)
-    directions, m, v = op("adam_direction")([g], [torch.zeros(3)], [torch.zeros(3)], step=1, beta1=0.9, beta2=0.999,
+    directions, _, _ = op("adam_direction")([g], [torch.zeros(3)], [torch.zeros(3)], step=1, beta1=0.9, beta2=0.999,
                                             eps=1e-8, eps_root=0.0)
     assert directions[0].grad_fn.name() == "FusedAdamDirectionBackward"
