@@ -4,11 +4,13 @@ The schemas live in ``csrc/registration.cpp``. This module
 
 * loads the compiled library (``fused_optim._C``),
 * registers a fake (meta) kernel for every op, so they trace under ``torch.compile``,
-* registers autograd for the functional ``*_update`` ops and ``adam_direction`` (their backward
-  is the matching ``*_backward`` op, one fused pass), and
+* registers a vmap rule for the functional ops and their backward ops (element-wise: the batch
+  is only more elements, one kernel call serves it),
 * builds the named :class:`torch.autograd.Function` nodes (``FusedAdam``...) that
   :mod:`fused_optim.functional` applies, so a graph shows one ``FusedAdamBackward`` node per
-  update instead of dozens of element-wise nodes.
+  update instead of dozens of element-wise nodes; their backward is the matching ``*_backward``
+  op (one fused pass), and they run under ``torch.func`` transforms and ``torch.compile``, and
+* makes the same node the autograd of the raw functional ops (``*_update``, ``adam_direction``).
 
 The in-place ``*_step_`` ops mutate their arguments and therefore get no autograd (torch forbids
 it); the drop-in optimizers call them under ``torch.no_grad()``.
