@@ -9,6 +9,7 @@ example trains under torchrun.
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -25,9 +26,13 @@ pytestmark = pytest.mark.skipif(not dist.is_available() or not dist.is_gloo_avai
 
 
 def torchrun(args: list[str], cwd: Path) -> subprocess.Popen:
-    # --standalone: a rendezvous on localhost at a free port, nothing beyond loopback.
+    # --standalone: the rendezvous on localhost at a free port; gloo's own connections go through
+    # the loopback interface too (on Linux, where it is `lo`), so nothing leaves the machine.
+    env = dict(os.environ, OMP_NUM_THREADS="1")
+    if Path("/sys/class/net/lo").exists():
+        env["GLOO_SOCKET_IFNAME"] = "lo"
     return subprocess.Popen([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
-                             *args], cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                             *args], cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             start_new_session=True)
 
 
