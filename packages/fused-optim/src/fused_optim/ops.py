@@ -4,11 +4,13 @@ The schemas live in ``csrc/registration.cpp``. This module
 
 * loads the compiled library (``fused_optim._C``),
 * registers a fake (meta) kernel for every op, so they trace under ``torch.compile``,
-* registers autograd for the functional ``*_update`` ops and ``adam_direction`` (their backward
-  is the matching ``*_backward`` op, one fused pass), and
+* registers a vmap rule for the functional ops and their backward ops (element-wise: the batch
+  is only more elements, one kernel call serves it),
 * builds the named :class:`torch.autograd.Function` nodes (``FusedAdam``...) that
   :mod:`fused_optim.functional` applies, so a graph shows one ``FusedAdamBackward`` node per
-  update instead of dozens of element-wise nodes.
+  update instead of dozens of element-wise nodes; their backward is the matching ``*_backward``
+  op (one fused pass), and they run under ``torch.func`` transforms and ``torch.compile``, and
+* makes the same node the autograd of the raw functional ops (``*_update``, ``adam_direction``).
 
 The in-place ``*_step_`` ops mutate their arguments and therefore get no autograd (torch forbids
 it); the drop-in optimizers call them under ``torch.no_grad()``.
@@ -188,12 +190,63 @@ for _name in STEP_OPS:
     _register_step_fake(_name)
 
 
+# --- vmap --------------------------------------------------------------------------------------------
+
+def _vmap_elementwise(op: torch._ops.OpOverload) -> Callable[..., Any]:
+    """A vmap rule for an element-wise op over parallel tensor lists.
+
+    Every functional op and its backward treat the ``i``-th tensor of each list as one parameter's
+    values, element by element. A batch dimension is therefore only more elements: the rule moves
+    it to the front, expands the unbatched tensors of a parameter whose other tensors are batched
+    (a view, no copy), and makes one kernel call for the whole batch. A parameter none of whose
+    tensors is batched stays unbatched, as a per-sample loop would leave it.
+    """
+
+    def rule(info, in_dims, *args, **kwargs):  # type: ignore[no-untyped-def]
+        batched = {i for dims in in_dims for i, d in enumerate(dims) if d is not None}
+
+        def to_front(t: torch.Tensor | None, d: int | None, i: int) -> torch.Tensor | None:
+            if t is None or i not in batched:
+                return t
+            return t.movedim(d, 0) if d is not None else t.expand(info.batch_size, *t.shape)
+
+        lists = [[to_front(t, d, i) for i, (t, d) in enumerate(zip(values, dims))]
+                 for values, dims in zip(args, in_dims)]
+        outputs = op(*lists, **kwargs)
+        return outputs, tuple([0 if i in batched else None for i in range(len(out))] for out in outputs)
+
+    return rule
+
+
 # --- autograd --------------------------------------------------------------------------------------
 
 _DOUBLE_BACKWARD = (
     "fused_optim: the backward of {op} is not itself differentiable (second-order gradients through a "
     "fused update are not supported); use the pure-PyTorch update for higher-order meta-gradients"
 )
+
+
+class _NotTwiceDifferentiable(torch.autograd.Function):
+    """Passes the fused backward's results through; differentiating them raises ``message``.
+
+    A ``torch.autograd.Function`` rather than torch's C++ ``DelayedError`` node so that it also
+    works inside ``torch.func`` transforms (whose ``grad`` always builds the backward's graph).
+    The outputs are detached aliases, not views, so callers may still modify them in place.
+    """
+
+    generate_vmap_rule = True
+
+    @staticmethod
+    def forward(message: str, n: int, *tensors: torch.Tensor) -> tuple[torch.Tensor, ...]:  # type: ignore[override]
+        return tuple(t.detach() for t in tensors[:n])
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):  # type: ignore[no-untyped-def]
+        ctx.message = inputs[0]
+
+    @staticmethod
+    def backward(ctx, *grads):  # type: ignore[no-untyped-def]
+        raise RuntimeError(ctx.message)
 
 
 def _guard_second_order(op_name: str, results: Sequence[Sequence[torch.Tensor]],
@@ -206,17 +259,13 @@ def _guard_second_order(op_name: str, results: Sequence[Sequence[torch.Tensor]],
     out = [list(r) for r in results]
     if not torch.is_grad_enabled() or not any(t is not None and t.requires_grad for t in inputs):
         return out
-    # The error node takes the differentiable inputs as extra inputs so that it lies on every
-    # path autograd.grad walks back to them (a detached alias alone would be pruned away).
-    flat = [t.detach().requires_grad_() for r in out for t in r]
+    flat = [t for r in out for t in r]
     if not flat:
         return out
+    # The guard takes the differentiable inputs as extra inputs so that it lies on every path
+    # autograd walks back to them (a node fed only by constants would be pruned away).
     linked = [t for t in inputs if t is not None and t.requires_grad]
-    wrapped = torch._C._functions.DelayedError(_DOUBLE_BACKWARD.format(op=op_name), len(flat) + len(linked))(
-        *flat, *linked)
-    if isinstance(wrapped, torch.Tensor):
-        wrapped = (wrapped,)
-    wrapped = wrapped[:len(flat)]
+    wrapped = _NotTwiceDifferentiable.apply(_DOUBLE_BACKWARD.format(op=op_name), len(flat), *flat, *linked)
     return _unflatten(list(wrapped), [len(r) for r in out])
 
 
@@ -239,69 +288,122 @@ def _unflatten(flat: Sequence[Any], sizes: Sequence[int]) -> list[list[Any]]:
 
 
 def _register_functional_autograd(spec: FunctionalOpSpec) -> None:
-    """Autograd for calls of the raw op ``torch.ops.fused_optim.<name>``."""
+    """Autograd for calls of the raw op ``torch.ops.fused_optim.<name>``: its named node.
 
-    def setup_context(ctx, inputs, keyword_only_inputs, output):  # type: ignore[no-untyped-def]
-        saved = [inputs[i] for i in spec.saved]
-        flat, sizes = _flatten(saved)
-        ctx.save_for_backward(*flat)
-        ctx.saved_sizes = sizes
-        ctx.kwargs = dict(keyword_only_inputs)
+    Registered directly as the op's ``Autograd`` kernel, so one node class serves both the raw op
+    and :func:`apply_functional`. Under a ``torch.func`` gradient transform the dispatcher reaches
+    this kernel below the transform's own layer, where no ``autograd.Function`` can be entered
+    (torch's ``register_autograd`` fails there too, less clearly); the functional API, which
+    applies the node before dispatch, is the way in, and the error says so.
+    """
+    node = _NODES[spec.node]
 
-    def backward(ctx, *grads):  # type: ignore[no-untyped-def]
-        saved_flat = ctx.saved_tensors
-        saved = _unflatten(saved_flat, ctx.saved_sizes)
-        grad_lists = [list(g) if g is not None else [] for g in grads]
-        with torch.no_grad():
-            results = spec.backward_op(*grad_lists, *saved, **ctx.kwargs)
-        inputs = [*saved_flat, *(t for g in grad_lists for t in g)]
-        return tuple(_guard_second_order(f"fused_optim::{spec.name}", results, inputs))
+    def autograd_kernel(keyset, *lists, **kwargs):  # type: ignore[no-untyped-def]
+        if torch.is_grad_enabled() and any(t is not None and t.requires_grad for x in lists for t in x):
+            if torch._C._are_functorch_transforms_active():
+                raise RuntimeError(
+                    f"fused_optim::{spec.name} was called directly, with inputs that need a gradient, inside "
+                    f"a torch.func transform; call it through fused_optim.functional (or fused_optim.ops.apply_functional("
+                    f"{spec.name!r}, ...)), whose autograd node supports torch.func")
+            return _apply_node(node, spec, [list(x) for x in lists], kwargs)
+        with torch._C._AutoDispatchBelowAutograd():
+            return spec.op.redispatch(keyset & torch._C._after_autograd_keyset, *lists, **kwargs)
 
-    torch.library.register_autograd(f"fused_optim::{spec.name}", backward, setup_context=setup_context)
+    _IMPL.impl(spec.name, autograd_kernel, "Autograd", with_keyset=True)
+
+
+def _output_sizes(outputs: tuple[Callable[[dict[str, Any]], bool], ...], kwargs: dict[str, Any],
+                  n: int) -> list[int]:
+    """Lengths of an op's output lists (``FunctionalOpSpec.outputs``) for ``n`` tensors per input list."""
+    return [n if present(kwargs) else 0 for present in outputs]
 
 
 def _make_node(spec: FunctionalOpSpec, node_name: str) -> type[torch.autograd.Function]:
-    """An autograd.Function named ``node_name`` running ``spec``'s op and its fused backward."""
+    """An autograd.Function named ``node_name`` running ``spec``'s op and its fused backward.
 
-    def forward(ctx, kwargs, sizes, *flat):  # type: ignore[no-untyped-def]
+    It is written in the ``setup_context`` style with ``generate_vmap_rule``, so ``torch.func``
+    transforms (``grad``, ``vmap``, ``jacrev``...) and ``torch.compile`` see through it: under
+    ``vmap`` the forward and the backward simply call the ops, whose own vmap rules (registered
+    below) run one kernel over the whole batch.
+    """
+
+    # The node's methods close over plain values only (ops, tuples, functions): Dynamo traces them
+    # when a compiled function applies the node, and it cannot wrap a FunctionalOpSpec.
+    op, backward_op, name = spec.op, spec.backward_op, spec.name
+    saved_inputs, outputs = spec.saved, spec.outputs
+
+    def forward(kwargs, sizes, *flat):  # type: ignore[no-untyped-def]
         lists = _unflatten(flat, sizes)
-        # Straight to the CPU/CUDA kernel: this node is the autograd of the call, so the op's own
-        # (Python) autograd kernel registered above is skipped.
-        with torch._C._AutoDispatchBelowAutograd():
-            outputs = spec.op(*lists, **kwargs)
-        saved = [lists[i] for i in spec.saved]
-        saved_flat, ctx.saved_sizes = _flatten(saved)
+        if torch._C._are_functorch_transforms_active() or torch.compiler.is_compiling():
+            # The transforms (and Dynamo) must see the op itself, with its vmap rule and fake.
+            results = op(*lists, **kwargs)
+        else:
+            # Eager: straight to the CPU/CUDA kernel, skipping the op's own (Python) autograd
+            # kernel, which would only redispatch (this node is the call's autograd).
+            with torch._C._AutoDispatchBelowAutograd():
+                results = op(*lists, **kwargs)
+        return tuple(_flatten(results)[0])
+
+    def setup_context(ctx, inputs, output):  # type: ignore[no-untyped-def]
+        kwargs, sizes, *flat = inputs
+        lists = _unflatten(flat, sizes)
+        saved_flat, ctx.saved_sizes = _flatten([lists[i] for i in saved_inputs])
         ctx.save_for_backward(*saved_flat)
         ctx.kwargs = kwargs
         ctx.input_sizes = sizes
-        out_flat, ctx.output_sizes = _flatten(outputs)
+        ctx.output_sizes = _output_sizes(outputs, kwargs, sizes[0])
         ctx.set_materialize_grads(False)
-        return tuple(out_flat)
 
     def backward(ctx, *grads):  # type: ignore[no-untyped-def]
         saved_flat = ctx.saved_tensors
         saved = _unflatten(saved_flat, ctx.saved_sizes)
         grad_lists = _unflatten(grads, ctx.output_sizes)
         with torch.no_grad():
-            results = spec.backward_op(*grad_lists, *saved, **ctx.kwargs)
+            results = backward_op(*grad_lists, *saved, **ctx.kwargs)
         results = _guard_second_order(node_name, results, [*saved_flat, *grads])
         flat, sizes = _flatten(results)
         if sizes != tuple(ctx.input_sizes):  # an absent state's gradient: nothing to return
-            raise AssertionError(f"{spec.name}_backward returned lists of sizes {sizes}, expected {ctx.input_sizes}")
+            raise AssertionError(f"{name}_backward returned lists of sizes {sizes}, expected {ctx.input_sizes}")
         return (None, None, *flat)
 
     doc = (f"Fused {spec.name} with a hand-written one-pass backward "
            f"(``torch.ops.fused_optim.{spec.name}_backward``).")
     return type(node_name, (torch.autograd.Function,),
-                {"forward": staticmethod(forward), "backward": staticmethod(backward), "__doc__": doc})
+                {"forward": staticmethod(forward), "setup_context": staticmethod(setup_context),
+                 "backward": staticmethod(backward), "generate_vmap_rule": True, "__doc__": doc})
 
 
+
+def _apply_node(node_cls: type[torch.autograd.Function], spec: FunctionalOpSpec, lists: list[list[torch.Tensor]],
+                kwargs: dict[str, Any]) -> tuple[list[torch.Tensor], ...]:
+    """``spec``'s op on ``lists`` through the autograd node ``node_cls``."""
+    flat, sizes = _flatten(lists)
+    if torch.compiler.is_compiling():
+        # Dynamo cannot trace a Function applied to one tensor in two argument slots (amsgrad's
+        # maxima given as the second moments, say); a view of the repeat is the same value to
+        # autograd, whose gradients add up on the tensor as before.
+        seen: set[int] = set()
+        flat = [t.view_as(t) if id(t) in seen else (seen.add(id(t)) or t) for t in flat]
+    if torch._C._are_functorch_transforms_active() or torch.compiler.is_compiling():
+        out_flat = node_cls.apply(kwargs, sizes, *flat)
+    else:
+        # What Function.apply does outside the transforms, minus its per-call inspect.signature
+        # binding of default arguments (forward has none), which costs as much as the kernel on
+        # small tensors. Tensors escaping a transform are unwrapped as apply would.
+        flat = torch._functorch.utils.unwrap_dead_wrappers(flat)
+        out_flat = super(torch.autograd.Function, node_cls).apply(kwargs, sizes, *flat)  # type: ignore[misc]
+    return tuple(_unflatten(out_flat, _output_sizes(spec.outputs, kwargs, len(lists[0]))))
+
+
+_IMPL = torch.library.Library("fused_optim", "IMPL")
 _NODES: dict[str, type[torch.autograd.Function]] = {}
 
 for _spec in FUNCTIONAL_OPS.values():
     _register_functional_fakes(_spec)
-    _register_functional_autograd(_spec)
+    torch.library.register_vmap(f"fused_optim::{_spec.name}", _vmap_elementwise(_spec.op))
+    torch.library.register_vmap(f"fused_optim::{_spec.name}_backward", _vmap_elementwise(_spec.backward_op))
     _NODES[_spec.node] = _make_node(_spec, _spec.node)
+    _register_functional_autograd(_spec)
 # AdamW runs the Adam op with decoupled weight decay; its own node name keeps graphs readable.
 _NODES["FusedAdamW"] = _make_node(FUNCTIONAL_OPS["adam_update"], "FusedAdamW")
 _NODES["FusedRAdamW"] = _make_node(FUNCTIONAL_OPS["radam_update"], "FusedRAdamW")
@@ -344,10 +446,7 @@ def apply_functional(op_name: str, lists: Sequence[Sequence[torch.Tensor]], kwar
     if not lists[0]:  # nothing to update (an op call without tensors has no device to dispatch on)
         return tuple([] for _ in spec.outputs)
     if torch.is_grad_enabled() and any(t.requires_grad for x in lists for t in x):
-        flat, sizes = _flatten(lists)
-        out_flat = _NODES[node or spec.node].apply(kwargs, sizes, *flat)
-        output_sizes = [len(lists[0]) if present(kwargs) else 0 for present in spec.outputs]
-        return tuple(_unflatten(out_flat, output_sizes))
+        return _apply_node(_NODES[node or spec.node], spec, lists, kwargs)
     return tuple(list(x) for x in spec.op(*lists, **kwargs))
 
 

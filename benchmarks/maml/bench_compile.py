@@ -1,0 +1,263 @@
+#!/usr/bin/env python3
+"""torch.compile against eager on the MAML sinusoid MLP, and what still keeps diffopt out of a graph.
+
+The problem is bench_maml.py's ``mlp``: the 1-40-40-1 ReLU MLP, 10 tasks of K=10 support and 10
+query points per outer step, 3 differentiable inner Adam steps (lr 0.01), float32, 1 thread. One
+outer step computes every task's inner loop and the mean meta-gradient, then takes an outer Adam
+step (``fused_optim.Adam``, eager in every variant). Variants, timed interleaved in one process:
+
+- ``func eager``: the step written with ``torch.func`` (inner gradients by ``torch.func.grad``,
+  updates by ``fused_optim.functional.adam_update``, the meta-gradient by an outer
+  ``torch.func.grad_and_value`` per task);
+- ``func compiled``: the same function under ``torch.compile`` (inductor, ``fullgraph=True``:
+  one graph, no break);
+- ``MetaAdam eager``: what diffopt users run today, ``diffopt.MetaAdam(use_accelerated_op=True)``
+  on the ``nn.Module`` with ``loss.backward()`` (autograd, ``create_graph`` inner gradients).
+
+The compiled and eager ``func`` meta-gradients are compared first. Then each blocker met on the
+way to compiling diffopt's own code runs as a minimal reproduction and prints what torch says.
+
+    python benchmarks/maml/bench_compile.py [--repeats 15] [--tasks 10] [--skip-blockers | --blockers-only]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+import traceback
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+import diffopt
+import fused_optim
+from fused_optim import functional as FF
+
+NAMES = ("0.weight", "0.bias", "2.weight", "2.bias", "4.weight", "4.bias")
+K, INNER_STEPS, INNER_LR = 10, 3, 0.01
+
+
+def make_mlp() -> nn.Module:
+    torch.manual_seed(0)
+    return nn.Sequential(nn.Linear(1, 40), nn.ReLU(), nn.Linear(40, 40), nn.ReLU(), nn.Linear(40, 1))
+
+
+def sample_tasks(n_tasks: int, generator: torch.Generator):
+    amplitude = 0.1 + 4.9 * torch.rand(n_tasks, 1, 1, generator=generator)
+    phase = torch.pi * torch.rand(n_tasks, 1, 1, generator=generator)
+    x = 10 * torch.rand(n_tasks, 2 * K, 1, generator=generator) - 5
+    return x, amplitude * torch.sin(x + phase)
+
+
+def func_step_fn(net: nn.Module, n_tasks: int):
+    """The meta-gradient (mean over tasks) and query loss of one outer step, in torch.func."""
+
+    def task_loss(params, x, y):
+        m = [torch.zeros_like(params[n]) for n in NAMES]
+        v = [torch.zeros_like(params[n]) for n in NAMES]
+        for step in range(1, INNER_STEPS + 1):
+            g = torch.func.grad(lambda q: F.mse_loss(torch.func.functional_call(net, q, (x[:K],)), y[:K]))(params)
+            new = FF.adam_update([params[n] for n in NAMES], [g[n] for n in NAMES], m, v, step, lr=INNER_LR)
+            params, m, v = dict(zip(NAMES, new.params)), new.exp_avgs, new.exp_avg_sqs
+        return F.mse_loss(torch.func.functional_call(net, params, (x[K:],)), y[K:])
+
+    def step(params, x, y):
+        results = [torch.func.grad_and_value(task_loss)(params, x[t], y[t]) for t in range(n_tasks)]
+        grads = {n: sum(g[n] for g, _ in results) / n_tasks for n in NAMES}
+        return grads, sum(loss for _, loss in results) / n_tasks
+
+    return step
+
+
+def make_func_runner(step_fn, net: nn.Module):
+    outer = fused_optim.Adam(net.parameters(), lr=1e-3)
+    params = dict(net.named_parameters())
+
+    def run(x, y):
+        grads, loss = step_fn({n: p.detach() for n, p in params.items()}, x, y)
+        for n, p in params.items():
+            p.grad = grads[n]
+        outer.step()
+        return loss
+
+    return run
+
+
+def make_meta_adam_runner(net: nn.Module, n_tasks: int):
+    outer = fused_optim.Adam(net.parameters(), lr=1e-3)
+    start = diffopt.extract_state_dict(net)
+
+    def run(x, y):
+        outer.zero_grad()
+        total = 0.0
+        for t in range(n_tasks):
+            inner = diffopt.MetaAdam(net, lr=INNER_LR, use_accelerated_op=True)
+            for _ in range(INNER_STEPS):
+                inner.step(F.mse_loss(net(x[t, :K]), y[t, :K]))
+            loss = F.mse_loss(net(x[t, K:]), y[t, K:]) / n_tasks
+            loss.backward()
+            total += loss.detach()
+            diffopt.recover_state_dict(net, start)
+        outer.step()
+        return total
+
+    return run
+
+
+# --- the blockers, each as small as it gets ------------------------------------------------------
+
+def blocker_optree_core():
+    import optree_core
+
+    def f(tree):
+        leaves, _ = optree_core.tree_flatten({"b": tree["a"] + 1})
+        return [leaf * 2 for leaf in leaves]
+
+    return torch._dynamo.explain(f)({"a": torch.ones(2)})
+
+
+def blocker_nanobind_method():
+    import optree_core
+
+    def f(tree):
+        leaves, spec = optree_core.tree_flatten(tree)
+        return spec.unflatten([leaf * 2 for leaf in leaves])  # type(spec).unflatten(spec, ...) works
+
+    return torch.compile(f, backend="eager")({"a": torch.ones(2)})
+
+
+def blocker_diffopt_update():
+    opt = diffopt.adam(lr=0.01, use_accelerated_op=True)
+    params = {"w": torch.ones(3)}
+    state = opt.init(params)
+
+    def f(grads, state):
+        updates, state = opt.update(grads, state, inplace=False)
+        return diffopt.apply_updates(params, updates, inplace=False)
+
+    return torch._dynamo.explain(f)({"w": torch.ones(3)}, state)
+
+
+class _Double(torch.autograd.Function):
+    generate_vmap_rule = True
+
+    @staticmethod
+    def forward(x):
+        return x * 2
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        pass
+
+    @staticmethod
+    def backward(ctx, g):
+        return g * 2
+
+
+def blocker_vmap_grad_function():
+    def f(w, x):
+        return torch.vmap(torch.func.grad(lambda w, x: _Double.apply(w * x).sum()), in_dims=(None, 0))(w, x)
+
+    return torch.compile(f, backend="eager", fullgraph=True)(torch.randn(4), torch.randn(3, 4))
+
+
+def blocker_autograd_double_backward():
+    w = torch.randn(3, requires_grad=True)
+
+    def maml(x):
+        (g,) = torch.autograd.grad((w * x).pow(2).sum(), w, create_graph=True)
+        loss = ((w - 0.1 * g) * x).sum()
+        loss.backward()
+        return loss
+
+    return torch._dynamo.explain(maml)(torch.randn(3))
+
+
+BLOCKERS = [
+    ("optree_core.tree_flatten (a nanobind function) inside torch.compile", blocker_optree_core),
+    ("PyTreeSpec.unflatten (a nanobind method) called at a graph break, torch.compile(backend='eager')",
+     blocker_nanobind_method),
+    ("diffopt.adam(use_accelerated_op=True).update + apply_updates inside torch.compile", blocker_diffopt_update),
+    ("torch.vmap(torch.func.grad(f)) where f applies an autograd.Function, inside torch.compile",
+     blocker_vmap_grad_function),
+    ("autograd MAML (torch.autograd.grad(create_graph=True) + backward) inside torch.compile",
+     blocker_autograd_double_backward),
+]
+
+
+def report_blockers() -> None:
+    print("\n### What blocks compiling diffopt's own MAML step\n")
+    for title, fn in BLOCKERS:
+        torch._dynamo.reset()
+        try:
+            result = fn()
+        except Exception as error:  # the point is to print what torch says
+            last = traceback.format_exception_only(type(error), error)[-1].strip().splitlines()[0]
+            print(f"- {title}: raises `{last[:300]}`")
+            continue
+        if hasattr(result, "graph_break_count"):
+            reasons = sorted({r.reason.splitlines()[0][:200] for r in result.break_reasons})
+            print(f"- {title}: {result.graph_break_count} graph break(s), {result.graph_count} graph(s)"
+                  + (f"; first reason: `{reasons[0]}`" if reasons else ""))
+        else:
+            print(f"- {title}: compiles")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--repeats", type=int, default=15)
+    parser.add_argument("--tasks", type=int, default=10)
+    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--skip-blockers", action="store_true")
+    parser.add_argument("--blockers-only", action="store_true")
+    args = parser.parse_args(argv)
+    torch.set_num_threads(args.threads)
+    if args.blockers_only:
+        report_blockers()
+        return 0
+    x, y = sample_tasks(args.tasks, torch.Generator().manual_seed(1))
+
+    net = make_mlp()
+    step = func_step_fn(net, args.tasks)
+    compiled = torch.compile(step, fullgraph=True)
+    params = {n: p.detach() for n, p in net.named_parameters()}
+    started = time.perf_counter()
+    c_grads, c_loss = compiled(params, x, y)
+    compile_s = time.perf_counter() - started
+    e_grads, e_loss = step(params, x, y)
+    scale = max(g.abs().max().item() for g in e_grads.values())
+    diff = max((c_grads[n] - e_grads[n]).abs().max().item() for n in NAMES) / scale
+    print(f"compile time (first call) {compile_s:.1f} s; compiled vs eager meta-gradient: max error "
+          f"{diff:.1e} relative to the largest entry, query loss {c_loss.item():.6f} vs {e_loss.item():.6f}")
+
+    runners = {
+        "func eager": make_func_runner(step, make_mlp()),
+        "func compiled": make_func_runner(compiled, make_mlp()),
+        "MetaAdam eager": make_meta_adam_runner(make_mlp(), args.tasks),
+    }
+    times: dict[str, list[float]] = {name: [] for name in runners}
+    for _ in range(2):  # warm-up
+        for run in runners.values():
+            run(x, y)
+    for _ in range(args.repeats):
+        for name, run in runners.items():
+            started = time.perf_counter()
+            run(x, y)
+            times[name].append(time.perf_counter() - started)
+    base = statistics.median(times["func eager"])
+    print("\n| variant | median ms | min ms | eager func / this (medians) |\n|---|---|---|---|")
+    for name, ts in times.items():
+        print(f"| {name} | {1e3 * statistics.median(ts):.2f} | {1e3 * min(ts):.2f} | "
+              f"{base / statistics.median(ts):.2f}x |")
+    meta = statistics.median(times["MetaAdam eager"]) / statistics.median(times["func compiled"])
+    print(f"\ncompiled func step against diffopt.MetaAdam(use_accelerated_op=True) eager: {meta:.2f}x")
+    if not args.skip_blockers:
+        report_blockers()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
