@@ -161,7 +161,16 @@ def _transforms_active() -> bool:
 def _may_be_differentiated(x: torch.Tensor) -> bool:
     """Whether ``x`` may carry a derivative that ``requires_grad`` does not show."""
     if _transforms_active():
-        return True
+        from torch._functorch.pyfunctorch import retrieve_all_functorch_interpreters
+
+        if any(interpreter.key() != torch._C._functorch.TransformType.Vmap
+               for interpreter in retrieve_all_functorch_interpreters()):
+            return True  # grad, jvp...: every op may be differentiated
+        # Only vmap: the tensor it batches knows whether an outer backward will come (an
+        # ensemble's training step does not differentiate its update; vmapped MAML does).
+        while torch._C._functorch.is_batchedtensor(x):
+            x = torch._C._functorch.get_unwrapped(x)
+        return x.requires_grad and torch.is_grad_enabled()
     if torch.autograd.forward_ad._current_level < 0:  # no dual level entered: the common case
         return False
     return torch.autograd.forward_ad.unpack_dual(x).tangent is not None
