@@ -33,7 +33,9 @@ import argparse
 import importlib
 import math
 import statistics
+import sys
 import time
+from pathlib import Path
 
 import torch
 import torch.nn.functional as F
@@ -41,6 +43,9 @@ from torch import nn
 from torch.func import functional_call, grad, stack_module_state, vmap
 
 import diffopt
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "maml"))
+from bench_maml import make_conv, make_mlp  # the same networks as the MAML benchmark
 
 
 def _peer(name: str):
@@ -150,22 +155,6 @@ def ensemble_variants(n_models: int, lr: float = 0.05) -> dict:
 
 
 # --- MAML --------------------------------------------------------------------------------------
-def make_mlp() -> nn.Module:
-    return nn.Sequential(nn.Linear(1, 40), nn.ReLU(), nn.Linear(40, 40), nn.ReLU(),
-                         nn.Linear(40, 1))
-
-
-def make_conv(ways: int = 5, channels: int = 32) -> nn.Module:
-    layers: list[nn.Module] = []
-    in_channels = 1
-    for _ in range(4):
-        layers += [nn.Conv2d(in_channels, channels, 3, padding=1),
-                   nn.BatchNorm2d(channels, track_running_stats=False), nn.ReLU(),
-                   nn.MaxPool2d(2)]
-        in_channels = channels
-    return nn.Sequential(*layers, nn.Flatten(), nn.Linear(channels, ways))
-
-
 def make_tasks(problem: str, n_tasks: int, seed: int = 0):
     g = torch.Generator().manual_seed(seed)
     if problem == "mlp":
