@@ -347,9 +347,13 @@ def test_adam_meta_gradient_finite_and_exact_at_zero_gradient_under_vmap():
 
 
 @pytest.mark.parametrize("meta_class,kwargs", [
-    (diffopt.MetaSGD, {"lr": 0.1, "momentum": 0.9}),
+    (diffopt.MetaSGD, {"lr": 0.1, "momentum": 0.9, "weight_decay": 0.01}),
     (diffopt.MetaAdam, {"lr": 0.05}),
-    (diffopt.MetaRMSProp, {"lr": 0.02, "centered": True}),
+    (diffopt.MetaAdamW, {"lr": 0.05, "weight_decay": 0.1}),
+    (diffopt.MetaRMSProp, {"lr": 0.02, "centered": True, "momentum": 0.5}),
+    (diffopt.MetaAdagrad, {"lr": 0.1, "lr_decay": 0.1}),
+    (diffopt.MetaAdadelta, {"lr": 1.0}),
+    (diffopt.MetaAdamax, {"lr": 0.05}),
     (diffopt.MetaRAdam, {"lr": 0.05}),
 ])
 def test_meta_optimizer_impl_under_vmap_matches_meta_optimizer(meta_class, kwargs):
