@@ -95,13 +95,17 @@ def trace(momentum: float = 0.9, dampening: float = 0.0, nesterov: bool = False,
     def update_fn(updates, state, *, params=None, inplace=True):
         del params, inplace
         treespec, grads, (buffers,) = flatten_updates("trace", updates, state.trace)
-        # torch.optim.SGD starts the buffer as the gradient (no dampening on the first step);
-        # with zero-initialized buffers that is one formula whose coefficients depend on the count
-        # as tensors, so a count batched by vmap needs no Python branch.
-        first = state.count == 0
-        decay = per_dtype(lambda dtype: _select(first, 1.0 if moment_requires_grad else 0.0,
-                                                momentum, dtype))
-        keep = per_dtype(lambda dtype: _select(first, 1.0, 1.0 - dampening, dtype))
+        # torch.optim.SGD starts the buffer as the gradient (no dampening on the first step).
+        # The buffers start at zero, so without dampening ``momentum * 0 + g`` is exactly that:
+        # one formula, nothing read from the count. Otherwise the coefficients are selected by
+        # the count as tensors, so a count batched by vmap needs no Python branch either.
+        if dampening or moment_requires_grad:
+            first = state.count == 0
+            decay = per_dtype(lambda dtype: _select(
+                first, 1.0 if moment_requires_grad else 0.0, momentum, dtype))
+            keep = per_dtype(lambda dtype: _select(first, 1.0, 1.0 - dampening, dtype))
+        else:
+            decay = keep = None
         new_updates, new_buffers = [], []
         for i, (g, b) in enumerate(zip(grads, buffers)):
             if g is None:
@@ -109,7 +113,10 @@ def trace(momentum: float = 0.9, dampening: float = 0.0, nesterov: bool = False,
                 new_buffers.append(b)
                 continue
             check_leaf("trace", i, g, b)
-            b = b * decay(b.dtype) + (g * keep(g.dtype) if dampening else g)
+            if decay is None:
+                b = b * momentum + g
+            else:
+                b = b * decay(b.dtype) + (g * keep(g.dtype) if dampening else g)
             new_updates.append(g + b * momentum if nesterov else b)
             new_buffers.append(b)
         new_state = TraceState(trace=unflatten(treespec, new_buffers), count=state.count + 1)
