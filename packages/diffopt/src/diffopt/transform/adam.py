@@ -153,6 +153,12 @@ def scale_by_accelerated_adam(
     update, bias correction and direction run in one fused op per leaf list whose backward is
     hand-written, which builds far fewer autograd nodes.
 
+    The fused op takes the step as a Python int, read from the (plain, unbatched) count; when
+    the count is batched by ``torch.func.vmap`` (an ensemble whose ``init`` ran under vmap, one
+    count per member) the update runs :func:`scale_by_adam`'s math instead, with the same
+    results. Under a task-batched ``vmap`` (shared count) the op itself runs batched, which
+    needs fused-optim's vmap rule for ``adam_direction``.
+
     Args:
         b1: decay of the first moment.
         b2: decay of the second moment.
