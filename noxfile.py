@@ -152,7 +152,7 @@ def benchmarks(session: nox.Session) -> None:
     """Peers-side-by-side benchmarks, in a venv of their own that sees .venv's packages."""
     _see_main_venv(session)
     session.install("-c", CONSTRAINTS, *PEERS)
-    suite = session.posargs or ["pytree", "optim", "maml", "implicit", "distributed"]
+    suite = session.posargs or ["pytree", "optim", "maml", "implicit", "distributed", "func"]
     for name in suite:
         script = ROOT / "benchmarks" / name / f"bench_{name}.py"
         if script.exists():

@@ -130,6 +130,9 @@ def safe_sqrt(x: torch.Tensor) -> torch.Tensor:
     branch finite (so higher derivatives are clean too), and the only extra memory the graph keeps
     is one boolean mask, a quarter of a float32 tensor. (A custom ``autograd.Function`` saving
     only the output was measured 20% slower on MAML; a ``clamp`` saves a whole float tensor.)
+    The plain root is used only where nothing can differentiate it: under a ``torch.func``
+    transform (where ``requires_grad`` says nothing about an outer backward through ``vmap``,
+    nor about ``jvp``'s tangents) or forward-mode AD, the safe form is used too.
 
     Args:
         x: a tensor of non-negative values.
@@ -144,10 +147,44 @@ def safe_sqrt(x: torch.Tensor) -> torch.Tensor:
         >>> x.grad
         tensor([0.0000, 0.2500])
     """
-    if not (x.requires_grad and torch.is_grad_enabled()):
+    if not (x.requires_grad and torch.is_grad_enabled()) and not _may_be_differentiated(x):
         return torch.sqrt(x)
     positive = x > 0
     return torch.where(positive, torch.sqrt(torch.where(positive, x, 1.0)), 0.0)
+
+
+def _transforms_active() -> bool:
+    """Whether a ``torch.func`` transform (``vmap``, ``grad``, ``jvp``...) is running."""
+    return torch._C._are_functorch_transforms_active()
+
+
+def _may_be_differentiated(x: torch.Tensor) -> bool:
+    """Whether ``x`` may carry a derivative that ``requires_grad`` does not show."""
+    if _transforms_active():
+        from torch._functorch.pyfunctorch import retrieve_all_functorch_interpreters
+
+        if any(interpreter.key() != torch._C._functorch.TransformType.Vmap
+               for interpreter in retrieve_all_functorch_interpreters()):
+            return True  # grad, jvp...: every op may be differentiated
+        # Only vmap: the tensor it batches knows whether an outer backward will come (an
+        # ensemble's training step does not differentiate its update; vmapped MAML does).
+        while torch._C._functorch.is_batchedtensor(x):
+            x = torch._C._functorch.get_unwrapped(x)
+        return x.requires_grad and torch.is_grad_enabled()
+    if torch.autograd.forward_ad._current_level < 0:  # no dual level entered: the common case
+        return False
+    return torch.autograd.forward_ad.unpack_dual(x).tangent is not None
+
+
+def _requires_grad(tensor: torch.Tensor, requires_grad: bool) -> torch.Tensor:
+    """Mark a new leaf as requiring grad, except under a ``torch.func`` transform.
+
+    The transforms forbid ``requires_grad_`` inside them, and there it is pointless: they track
+    what they differentiate themselves.
+    """
+    if requires_grad and not _transforms_active():
+        tensor.requires_grad_(True)
+    return tensor
 
 
 def tree_pos(tree: Any) -> Any:
@@ -448,9 +485,8 @@ def tree_zeros_like(tree: Any, *, requires_grad: bool = False) -> Any:
     """
     return _map(
         "tree_zeros_like",
-        lambda x: torch.zeros_like(x, memory_format=torch.preserve_format).requires_grad_(
-            requires_grad
-        ),
+        lambda x: _requires_grad(torch.zeros_like(x, memory_format=torch.preserve_format),
+                                 requires_grad),
         tree,
     )
 
@@ -472,7 +508,7 @@ def tree_ones_like(tree: Any, *, requires_grad: bool = False) -> Any:
         ([1.0, 1.0], torch.float64, True)
     """
     return _map(
-        "tree_ones_like", lambda x: torch.ones_like(x).requires_grad_(requires_grad), tree
+        "tree_ones_like", lambda x: _requires_grad(torch.ones_like(x), requires_grad), tree
     )
 
 
@@ -494,7 +530,7 @@ def tree_full_like(tree: Any, fill_value: float, *, requires_grad: bool = False)
     """
     return _map(
         "tree_full_like",
-        lambda x: torch.full_like(x, fill_value).requires_grad_(requires_grad),
+        lambda x: _requires_grad(torch.full_like(x, fill_value), requires_grad),
         tree,
     )
 

@@ -9,6 +9,8 @@ where :math:`\delta` is ``lr_decay``.
 
 from __future__ import annotations
 
+import torch
+
 from diffopt.alias._utils import check_lr, flip_sign_and_add_weight_decay
 from diffopt.base import GradientTransformation
 from diffopt.combine import chain
@@ -52,7 +54,10 @@ def adagrad(
 
     def step_size(count):
         rate = lr(count) if callable(lr) else lr
-        return -rate / (1.0 + int(count) * lr_decay)
+        if lr_decay == 0.0:
+            return -rate
+        # float64 tensor math on the count tensor (it may be batched by vmap); scale casts it.
+        return -rate / (1.0 + count.to(torch.float64) * lr_decay)
 
     return chain(
         flip_sign_and_add_weight_decay(weight_decay, maximize),

@@ -17,6 +17,8 @@ import math
 from collections.abc import Callable
 from typing import Any
 
+import torch
+
 __all__ = ["exponential_decay"]
 
 
@@ -34,11 +36,15 @@ def exponential_decay(init_value: float, decay_rate: float, transition_begin: in
         end_value: a floor (when decaying) or ceiling (when growing) for the value.
 
     Returns:
-        A function of the step count returning a float.
+        A function of the step count returning a float for an int, and a float64 tensor computed
+        with tensor ops (no Python read, so it works under ``torch.func.vmap``) for a tensor.
 
     Example:
         >>> exponential_decay(1.0, 0.1, transition_steps=10, end_value=0.5)(100)
         0.5
+        >>> import torch
+        >>> exponential_decay(1.0, 0.5, transition_steps=2, staircase=True)(torch.tensor([1, 4]))
+        tensor([1.0000, 0.2500], dtype=torch.float64)
     """
     if transition_steps <= 0:
         raise ValueError(f"exponential_decay: transition_steps must be positive, "
@@ -49,7 +55,17 @@ def exponential_decay(init_value: float, decay_rate: float, transition_begin: in
         raise ValueError(f"exponential_decay: transition_begin must be >= 0, "
                          f"got {transition_begin}")
 
-    def schedule(count: Any) -> float:
+    def schedule(count: Any) -> Any:
+        if isinstance(count, torch.Tensor):  # a step-count tensor, perhaps batched by vmap
+            power = torch.clamp(count.to(torch.float64) - transition_begin, min=0)
+            power = power / transition_steps
+            if staircase:
+                power = torch.floor(power)
+            value = init_value * torch.pow(decay_rate, power)
+            if end_value is not None:
+                value = (torch.clamp(value, min=end_value) if decay_rate < 1
+                         else torch.clamp(value, max=end_value))
+            return value
         t = max(int(count) - transition_begin, 0)
         power = t / transition_steps
         if staircase:

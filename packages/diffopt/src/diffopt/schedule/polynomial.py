@@ -14,6 +14,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+import torch
+
 __all__ = ["linear_schedule", "polynomial_schedule"]
 
 
@@ -30,20 +32,28 @@ def polynomial_schedule(init_value: float, end_value: float, power: float,
         transition_begin: steps to hold ``init_value`` first.
 
     Returns:
-        A function of the step count (an int or an integer tensor) returning a float.
+        A function of the step count returning a float for an int, and a float64 tensor computed
+        with tensor ops (no Python read, so it works under ``torch.func.vmap``) for a tensor.
 
     Example:
         >>> schedule = polynomial_schedule(1.0, 0.0, power=2, transition_steps=2)
         >>> [schedule(t) for t in range(3)]
         [1.0, 0.25, 0.0]
+        >>> import torch
+        >>> schedule(torch.tensor([0, 1, 2]))
+        tensor([1.0000, 0.2500, 0.0000], dtype=torch.float64)
     """
     if transition_begin < 0:
         raise ValueError(f"polynomial_schedule: transition_begin must be >= 0, "
                          f"got {transition_begin}")
     if transition_steps <= 0:
-        return lambda count: float(init_value)
+        return lambda count: (torch.full_like(count, init_value, dtype=torch.float64)
+                              if isinstance(count, torch.Tensor) else float(init_value))
 
-    def schedule(count: Any) -> float:
+    def schedule(count: Any) -> Any:
+        if isinstance(count, torch.Tensor):  # a step-count tensor, perhaps batched by vmap
+            t = torch.clamp(count.to(torch.float64) - transition_begin, 0, transition_steps)
+            return (init_value - end_value) * (1.0 - t / transition_steps) ** power + end_value
         t = min(max(int(count) - transition_begin, 0), transition_steps)
         frac = 1.0 - t / transition_steps
         return float((init_value - end_value) * frac**power + end_value)

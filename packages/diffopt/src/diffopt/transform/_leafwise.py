@@ -2,17 +2,32 @@
 
 Updates may hold ``None`` where a parameter got no gradient; such leaves stay ``None`` and their
 state is carried over unchanged (torch.optim skips parameters without a gradient the same way).
+
+Everything here is safe inside ``torch.func`` transforms (``vmap``, ``grad``, ``jvp``...): step
+counts stay 0-d int64 tensors and whatever depends on them (bias corrections, schedules) is
+computed with tensor ops, never read into Python, so a count batched by ``vmap`` (an ensemble
+whose ``init`` ran under ``vmap``) works like a shared one.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import torch
 
 import optree_core
+from diffopt.tree_math import _requires_grad
 
-__all__ = ["check_leaf", "flatten_updates", "unflatten", "zeros_like_params"]
+__all__ = [
+    "bias_correction",
+    "check_leaf",
+    "count_power",
+    "flatten_updates",
+    "per_dtype",
+    "unflatten",
+    "zeros_like_params",
+]
 
 
 def flatten_updates(name: str, updates: Any, *trees: Any) -> tuple[Any, list, list[list]]:
@@ -70,6 +85,34 @@ def zeros_like_params(name: str, params: Any, *, requires_grad: bool = False,
             raise TypeError(f"{name}: params must be floating point tensors, found {leaf.dtype}")
         with torch.no_grad():
             out = torch.full_like(leaf, fill_value, memory_format=torch.preserve_format)
-        return out.requires_grad_(requires_grad)
+        return _requires_grad(out, requires_grad)
 
     return optree_core.tree_map(make, params)
+
+
+def count_power(base: Any, count: torch.Tensor) -> torch.Tensor:
+    """``base ** count`` from an integer step-count tensor, in float64 for a number ``base``.
+
+    A tensor ``base`` (a meta-learned decay) keeps its dtype and autograd graph.
+    """
+    if isinstance(base, torch.Tensor):
+        return torch.pow(base, count.to(base.dtype))
+    return torch.pow(base, count.to(torch.float64))
+
+
+def bias_correction(decay: Any, count: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """``1 - decay ** count`` as a 0-d ``dtype`` tensor, rounded once (as a Python float was)."""
+    return (1 - count_power(decay, count)).to(dtype)
+
+
+def per_dtype(make: Callable[[torch.dtype], torch.Tensor]) -> Callable[[torch.dtype], torch.Tensor]:
+    """Memoize ``make(dtype)`` for one update: scalars derived from the count, built once per dtype."""
+    cache: dict[torch.dtype, torch.Tensor] = {}
+
+    def get(dtype: torch.dtype) -> torch.Tensor:
+        value = cache.get(dtype)
+        if value is None:
+            value = cache[dtype] = make(dtype)
+        return value
+
+    return get

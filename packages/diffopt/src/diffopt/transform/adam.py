@@ -23,7 +23,14 @@ from typing import NamedTuple
 import torch
 
 from diffopt.base import GradientTransformation
-from diffopt.transform._leafwise import check_leaf, flatten_updates, unflatten, zeros_like_params
+from diffopt.transform._leafwise import (
+    bias_correction,
+    check_leaf,
+    flatten_updates,
+    per_dtype,
+    unflatten,
+    zeros_like_params,
+)
 from diffopt.tree_math import safe_sqrt
 
 __all__ = ["ScaleByAdamState", "scale_by_accelerated_adam", "scale_by_adam"]
@@ -67,6 +74,11 @@ def _init_fn(name: str, moment_requires_grad: bool):
     return init_fn
 
 
+def _wrapped(tensor: torch.Tensor) -> bool:
+    """Whether ``tensor`` is a torch.func wrapper (batched by vmap, or traced by grad/jvp)."""
+    return torch._C._functorch.is_functorch_wrapped_tensor(tensor)
+
+
 def scale_by_adam(
     b1: float = 0.9,
     b2: float = 0.999,
@@ -99,9 +111,9 @@ def scale_by_adam(
         del params, inplace
         treespec, grads, (mus, nus) = flatten_updates("scale_by_adam", updates, state.mu, state.nu)
         count = state.count + 1
-        step = int(count)
-        bc1 = 1 - b1**step
-        bc2 = 1 - b2**step
+        # 0-d tensors, not Python floats: the count may be batched by vmap (one per model).
+        bc1 = per_dtype(lambda dtype: bias_correction(b1, count, dtype))
+        bc2 = per_dtype(lambda dtype: bias_correction(b2, count, dtype))
         new_updates, new_mus, new_nus = [], [], []
         for i, (g, m, v) in enumerate(zip(grads, mus, nus)):
             if g is None:
@@ -115,8 +127,9 @@ def scale_by_adam(
                 else m * b1 + g * (1 - b1)
             v = torch.addcmul(v * b2, g, g, value=1 - b2) if not isinstance(b2, torch.Tensor) \
                 else v * b2 + g * g * (1 - b2)
-            denom = safe_sqrt(v / bc2 + eps_root) if eps_root else safe_sqrt(v / bc2)
-            new_updates.append((m / bc1) / (denom + eps))
+            denom = safe_sqrt(v / bc2(v.dtype) + eps_root) if eps_root \
+                else safe_sqrt(v / bc2(v.dtype))
+            new_updates.append((m / bc1(m.dtype)) / (denom + eps))
             new_mus.append(m)
             new_nus.append(v)
         new_state = ScaleByAdamState(
@@ -139,6 +152,12 @@ def scale_by_accelerated_adam(
     Same arguments, state and results as :func:`scale_by_adam` (up to rounding); the moment
     update, bias correction and direction run in one fused op per leaf list whose backward is
     hand-written, which builds far fewer autograd nodes.
+
+    The fused op takes the step as a Python int, read from the (plain, unbatched) count; when
+    the count is batched by ``torch.func.vmap`` (an ensemble whose ``init`` ran under vmap, one
+    count per member) the update runs :func:`scale_by_adam`'s math instead, with the same
+    results. Under a task-batched ``vmap`` (shared count) the op itself runs batched, which
+    needs fused-optim's vmap rule for ``adam_direction``.
 
     Args:
         b1: decay of the first moment.
@@ -166,11 +185,17 @@ def scale_by_accelerated_adam(
     if isinstance(b1, torch.Tensor) or isinstance(b2, torch.Tensor):
         raise TypeError("scale_by_accelerated_adam: b1 and b2 must be Python floats")
 
+    plain = scale_by_adam(b1, b2, eps, eps_root, moment_requires_grad)
+
     def update_fn(updates, state, *, params=None, inplace=True):
         del params, inplace
         from diffopt.accelerated_op import adam_direction
 
         name = "scale_by_accelerated_adam"
+        if _wrapped(state.count):
+            # The fused op takes the step as a Python int; a count batched by vmap (an ensemble
+            # initialized under vmap) has one per model, so the same math runs unfused.
+            return plain.update(updates, state)
         treespec, grads, (mus, nus) = flatten_updates(name, updates, state.mu, state.nu)
         count = state.count + 1
         present = [i for i, g in enumerate(grads) if g is not None]
@@ -181,7 +206,7 @@ def scale_by_accelerated_adam(
         if present:
             directions, out_mus, out_nus = adam_direction(
                 [grads[i] for i in present], [mus[i] for i in present],
-                [nus[i] for i in present], int(count),
+                [nus[i] for i in present], int(count),  # a plain (unbatched) 0-d tensor
                 beta1=b1, beta2=b2, eps=eps, eps_root=eps_root,
             )
             for j, i in enumerate(present):

@@ -19,7 +19,14 @@ from typing import NamedTuple
 import torch
 
 from diffopt.base import GradientTransformation
-from diffopt.transform._leafwise import check_leaf, flatten_updates, unflatten, zeros_like_params
+from diffopt.transform._leafwise import (
+    bias_correction,
+    check_leaf,
+    flatten_updates,
+    per_dtype,
+    unflatten,
+    zeros_like_params,
+)
 
 __all__ = ["ScaleByAdamaxState", "scale_by_adamax"]
 
@@ -82,7 +89,7 @@ def scale_by_adamax(b1: float = 0.9, b2: float = 0.999, eps: float = 1e-8,
             "scale_by_adamax", updates, state.mu, state.nu
         )
         count = state.count + 1
-        bc1 = 1 - b1 ** int(count)
+        bc1 = per_dtype(lambda dtype: bias_correction(b1, count, dtype))
         new_updates, new_mus, new_nus = [], [], []
         for i, (g, m, u) in enumerate(zip(grads, mus, nus)):
             if g is None:
@@ -93,7 +100,7 @@ def scale_by_adamax(b1: float = 0.9, b2: float = 0.999, eps: float = 1e-8,
             check_leaf("scale_by_adamax", i, g, m)
             m = m * b1 + g * (1 - b1)
             u = torch.maximum(u * b2, g.abs() + eps)
-            new_updates.append(m / (u * bc1))
+            new_updates.append(m / (u * bc1(m.dtype)))
             new_mus.append(m)
             new_nus.append(u)
         new_state = ScaleByAdamaxState(mu=unflatten(treespec, new_mus),

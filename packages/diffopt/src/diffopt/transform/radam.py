@@ -15,13 +15,20 @@ Example:
 
 from __future__ import annotations
 
-import math
 from typing import NamedTuple
 
 import torch
 
 from diffopt.base import GradientTransformation
-from diffopt.transform._leafwise import check_leaf, flatten_updates, unflatten, zeros_like_params
+from diffopt.transform._leafwise import (
+    bias_correction,
+    check_leaf,
+    count_power,
+    flatten_updates,
+    per_dtype,
+    unflatten,
+    zeros_like_params,
+)
 from diffopt.tree_math import safe_sqrt
 
 __all__ = ["ScaleByRAdamState", "scale_by_radam"]
@@ -72,6 +79,17 @@ def scale_by_radam(b1: float = 0.9, b2: float = 0.999, eps: float = 1e-6,
     if eps < 0.0:
         raise ValueError(f"scale_by_radam: eps must be non-negative, got {eps}")
     rho_inf = 2.0 / (1.0 - b2) - 1.0
+    never_rectified = rho_inf <= 5.0  # rho_t < rho_inf for every t
+
+    def _rectification(count: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """``(rho_t > 5, r_t * sqrt(1 - b2^t))`` as float64 tensors; the factor is 0 if not."""
+        b2_t = count_power(b2, count)
+        rho_t = rho_inf - 2 * count.to(torch.float64) * b2_t / (1 - b2_t)
+        rectified = rho_t > 5.0
+        ratio = ((rho_t - 4) * (rho_t - 2) * rho_inf
+                 / ((rho_inf - 4) * (rho_inf - 2) * rho_t))
+        root = torch.sqrt(torch.where(rectified, ratio, 1.0) * (1 - b2_t))
+        return rectified, torch.where(rectified, root, 0.0)
 
     def init_fn(params):
         return ScaleByRAdamState(
@@ -86,15 +104,9 @@ def scale_by_radam(b1: float = 0.9, b2: float = 0.999, eps: float = 1e-6,
             "scale_by_radam", updates, state.mu, state.nu
         )
         count = state.count + 1
-        step = int(count)
-        bc1 = 1 - b1**step
-        bc2 = 1 - b2**step
-        rho_t = rho_inf - 2 * step * b2**step / bc2
-        rectified = rho_t > 5.0
-        if rectified:
-            rect = math.sqrt((rho_t - 4) * (rho_t - 2) * rho_inf
-                             / ((rho_inf - 4) * (rho_inf - 2) * rho_t))
-            factor = rect * math.sqrt(bc2)
+        bc1 = per_dtype(lambda dtype: bias_correction(b1, count, dtype))
+        rectified, factor = _rectification(count)
+        factor_as = per_dtype(factor.to)
         new_updates, new_mus, new_nus = [], [], []
         for i, (g, m, v) in enumerate(zip(grads, mus, nus)):
             if g is None:
@@ -105,11 +117,16 @@ def scale_by_radam(b1: float = 0.9, b2: float = 0.999, eps: float = 1e-6,
             check_leaf("scale_by_radam", i, g, m)
             m = m * b1 + g * (1 - b1)
             v = v * b2 + g * g * (1 - b2)
-            m_hat = m / bc1
-            if rectified:
-                new_updates.append(m_hat * factor / (safe_sqrt(v) + eps))
-            else:
+            m_hat = m / bc1(m.dtype)
+            if never_rectified:
                 new_updates.append(m_hat)
+            else:
+                # Both branches are computed and one selected by the (tensor) test, so a count
+                # batched by vmap can take either; the unselected one is finite, so its zero
+                # cotangent stays zero.
+                denom = safe_sqrt(v) + eps if eps else torch.where(rectified, safe_sqrt(v), 1.0)
+                scaled = m_hat * (factor_as(m.dtype) / denom)
+                new_updates.append(torch.where(rectified, scaled, m_hat))
             new_mus.append(m)
             new_nus.append(v)
         new_state = ScaleByRAdamState(mu=unflatten(treespec, new_mus),

@@ -15,7 +15,7 @@ from typing import Any, NamedTuple
 import torch
 
 from diffopt.base import EmptyState, GradientTransformation
-from diffopt.transform._leafwise import flatten_updates, unflatten
+from diffopt.transform._leafwise import flatten_updates, per_dtype, unflatten
 
 __all__ = ["ScaleByScheduleState", "ScaleState", "scale", "scale_by_schedule"]
 
@@ -43,6 +43,11 @@ class ScaleByScheduleState(NamedTuple):
 
 def _scale_leaves(updates: Any, factor: Any) -> Any:
     treespec, leaves, _ = flatten_updates("scale", updates)
+    if isinstance(factor, torch.Tensor) and factor.dim() == 0:
+        # A 0-d factor (a schedule's value, a learned lr) takes each leaf's dtype: 0-d tensors
+        # would otherwise promote each other (a float32 scalar parameter times a float64 rate).
+        factor_as = per_dtype(factor.to)
+        return unflatten(treespec, [None if g is None else g * factor_as(g.dtype) for g in leaves])
     return unflatten(treespec, [None if g is None else g * factor for g in leaves])
 
 

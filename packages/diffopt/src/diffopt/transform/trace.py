@@ -23,7 +23,13 @@ from typing import NamedTuple
 import torch
 
 from diffopt.base import GradientTransformation
-from diffopt.transform._leafwise import check_leaf, flatten_updates, unflatten, zeros_like_params
+from diffopt.transform._leafwise import (
+    check_leaf,
+    flatten_updates,
+    per_dtype,
+    unflatten,
+    zeros_like_params,
+)
 
 __all__ = ["TraceState", "trace"]
 
@@ -47,6 +53,13 @@ class TraceState(NamedTuple):
 
     trace: object
     count: torch.Tensor
+
+
+def _select(condition: torch.Tensor, if_true: float, if_false, dtype: torch.dtype):
+    """``if_true if condition else if_false`` as a 0-d ``dtype`` tensor (no Python read)."""
+    if not isinstance(if_false, torch.Tensor):  # where() would make two numbers float32
+        if_false = torch.scalar_tensor(if_false, dtype=dtype)
+    return torch.where(condition, if_true, if_false).to(dtype)
 
 
 def trace(momentum: float = 0.9, dampening: float = 0.0, nesterov: bool = False,
@@ -82,7 +95,17 @@ def trace(momentum: float = 0.9, dampening: float = 0.0, nesterov: bool = False,
     def update_fn(updates, state, *, params=None, inplace=True):
         del params, inplace
         treespec, grads, (buffers,) = flatten_updates("trace", updates, state.trace)
-        first = int(state.count) == 0
+        # torch.optim.SGD starts the buffer as the gradient (no dampening on the first step).
+        # The buffers start at zero, so without dampening ``momentum * 0 + g`` is exactly that:
+        # one formula, nothing read from the count. Otherwise the coefficients are selected by
+        # the count as tensors, so a count batched by vmap needs no Python branch either.
+        if dampening or moment_requires_grad:
+            first = state.count == 0
+            decay = per_dtype(lambda dtype: _select(
+                first, 1.0 if moment_requires_grad else 0.0, momentum, dtype))
+            keep = per_dtype(lambda dtype: _select(first, 1.0, 1.0 - dampening, dtype))
+        else:
+            decay = keep = None
         new_updates, new_buffers = [], []
         for i, (g, b) in enumerate(zip(grads, buffers)):
             if g is None:
@@ -90,12 +113,10 @@ def trace(momentum: float = 0.9, dampening: float = 0.0, nesterov: bool = False,
                 new_buffers.append(b)
                 continue
             check_leaf("trace", i, g, b)
-            if first:
-                b = g if not moment_requires_grad else b + g
-            elif dampening:
-                b = b * momentum + g * (1 - dampening)
-            else:
+            if decay is None:
                 b = b * momentum + g
+            else:
+                b = b * decay(b.dtype) + (g * keep(g.dtype) if dampening else g)
             new_updates.append(g + b * momentum if nesterov else b)
             new_buffers.append(b)
         new_state = TraceState(trace=unflatten(treespec, new_buffers), count=state.count + 1)

@@ -52,7 +52,9 @@ def differentiable_grads(
     Raises:
         TypeError: if ``loss`` is not a tensor.
         ValueError: if ``loss`` is not a scalar.
-        RuntimeError: if ``loss`` depends on none of ``params``.
+        RuntimeError: if ``loss`` depends on none of ``params``, or is computed under
+            ``torch.func.vmap`` (whose batched tensors autograd.grad cannot see through; the
+            message names the functional-core way to write it).
 
     Example:
         >>> import torch
@@ -66,6 +68,14 @@ def differentiable_grads(
         raise TypeError(f"{where}: loss must be a tensor, got {type(loss).__name__}")
     if loss.numel() != 1:
         raise ValueError(f"{where}: loss must be a scalar, got shape {tuple(loss.shape)}")
+    if not loss.requires_grad and torch._C._are_functorch_transforms_active():
+        raise RuntimeError(
+            f"{where}: torch.autograd.grad cannot differentiate through a torch.func transform "
+            "(vmap hides the parameters' autograd history from it); inside torch.func use the "
+            "optimizer's functional core instead: tx = opt.impl, state = tx.init(params), "
+            "grads = torch.func.grad(loss_fn)(params, ...), then tx.update(grads, state, "
+            "params=params, inplace=False) and diffopt.apply_updates(..., inplace=False)"
+        )
     if not loss.requires_grad:
         raise RuntimeError(
             f"{where}: the loss does not depend on the parameters being optimized (it does not "
