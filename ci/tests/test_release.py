@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import importlib.util
 import re
+import subprocess
+import tarfile
 import zipfile
 from pathlib import Path
 
@@ -92,6 +94,20 @@ def test_installed_fused_optim_resolves_torch_from_the_torch_beside_it():
     assert not [n for n in libs if n.startswith("libabsl")]
 
 
+def test_fused_optim_shares_torchs_openmp_runtime():
+    # libgomp.so.1 is excluded from the repair because torch's wheel ships it: after import, the
+    # process must hold that one OpenMP runtime, not a second one from the system.
+    python = ROOT / ".venv-fused-optim" / "bin" / "python"
+    if not python.exists():
+        pytest.skip("no .venv-fused-optim: run ci/setup.sh first")
+    code = ("import fused_optim\n"
+            "print('\\n'.join(sorted({l.split()[-1] for l in open('/proc/self/maps') if 'libgomp' in l})))")
+    mapped = subprocess.run([python, "-c", code], capture_output=True, text=True, check=True,
+                            cwd=ROOT / "ci").stdout.split()
+    torch_lib = (_site_packages(".venv-fused-optim") / "torch" / "lib").resolve()
+    assert [Path(m).resolve().parent for m in mapped] == [torch_lib], mapped
+
+
 def test_fused_optim_requires_the_torch_it_was_built_against():
     pinned = _pinned_torch()
     release_of_pin = ".".join(pinned.split(".")[:2])
@@ -110,8 +126,6 @@ def test_sdist_leaves_fused_optims_torch_requirement_to_the_wheel():
     sdist = release.sdist_of("fused-optim")
     if not sdist.exists():
         pytest.skip("no release sdist: run ci/setup.sh first")
-    import tarfile
-
     with tarfile.open(sdist) as archive:
         pkg_info = archive.extractfile(f"{sdist.name[:-len('.tar.gz')]}/PKG-INFO").read().decode()
     assert re.search(r"^Dynamic: Requires-Dist$", pkg_info, re.M | re.I), pkg_info
