@@ -106,13 +106,24 @@ def sanitize(session: nox.Session) -> None:
 
 
 @nox.session(venv_backend="none")
-def build(session: nox.Session) -> None:
-    """A wheel and an sdist of every package in dist/ (fused-optim against the installed torch)."""
-    dist = ROOT / "dist"
-    for package in PACKAGES:
-        if _present(package):
-            session.run(sys.executable, "-m", "build", "--no-isolation", "--outdir", str(dist),
-                        str(ROOT / "packages" / package))
+def release(session: nox.Session) -> None:
+    """Release artifacts, proven: nox -s release [-- PACKAGE...]
+
+    Builds each package's sdist (dist/sdist) and wheel (dist/wheels; fused-optim against the
+    installed torch), repairs the compiled wheels with auditwheel, then runs release_check.
+    """
+    release_py = str(ROOT / "ci" / "release.py")
+    session.run(sys.executable, release_py, "build", *session.posargs)
+    session.run(sys.executable, release_py, "verify", *session.posargs)
+    session.run(sys.executable, "-m", "pytest", str(ROOT / "ci" / "tests" / "test_release.py"), "-q")
+
+
+@nox.session(name="release_check", venv_backend="none")
+def release_check(session: nox.Session) -> None:
+    """Prove the artifacts in dist/ (CI, after ci/setup.sh built them the release way): twine
+    check, auditwheel show, and each wheel installed alone into a fresh virtualenv and imported.
+    Takes no arguments: ci/test.sh passes its own (pytest's) to every session."""
+    session.run(sys.executable, str(ROOT / "ci" / "release.py"), "verify")
 
 
 @nox.session(venv_backend="none")

@@ -3,7 +3,9 @@
 #   1. system packages (abseil headers, graphviz's `dot`) through apt-get,
 #   2. .venv: the pinned CPU torch, the dev tools and the whole stack (what the demo and the
 #      diffopt tests use),
-#   3. a wheel of each package in dist/wheels (fused-optim built against the installed torch),
+#   3. each package's release artifacts, built by ci/release.py exactly as a release builds them:
+#      an sdist in dist/sdist and a wheel in dist/wheels (fused-optim compiled against the
+#      installed torch; the compiled wheels repaired by auditwheel to a manylinux tag),
 #   4. two more virtualenvs proving each package installs without the others it does not need:
 #      .venv-optree-core (optree-core alone, no torch) and .venv-fused-optim (torch + fused-optim,
 #      no optree-core). Each package's tests run against these installed wheels.
@@ -65,8 +67,9 @@ make_venv() {  # make_venv DIR requirements-file...
 make_venv "$VENV" ci/requirements-dev.txt
 VPY="$VENV/bin/python"
 
-# --- 3. wheels, and the main venv's copy of each package ---------------------------------
-# Dependency order; fused-optim compiles against the installed torch, hence no build isolation.
+# --- 3. release artifacts, and the main venv's copy of each package ----------------------
+# Dependency order. Every virtualenv installs these repaired wheels, so the tests run what a user
+# installs (`nox -s release_check` then installs each into a fresh virtualenv).
 PACKAGES=()
 for pkg in optree-core fused-optim diffopt; do
   [ -f "$ROOT/packages/$pkg/pyproject.toml" ] && PACKAGES+=("$pkg")
@@ -74,9 +77,12 @@ done
 mkdir -p "$WHEELS"
 wheel_of() { ls "$WHEELS"/"${1//-/_}"-*.whl 2>/dev/null | head -n 1; }
 
+# A package's artifacts change with its sources and with how they are built.
+artifact_hash() { fingerprint "packages/$1" ci/release.py; }
+
 install_wheel() {  # install_wheel VENV PACKAGE
   local h
-  h="$(fingerprint "packages/$2")"
+  h="$(artifact_hash "$2")"
   if ! up_to_date "$1" "$2" "$h" || ! "$1/bin/python" -m pip show -q "$2" >/dev/null 2>&1; then
     "$1/bin/python" -m pip install -q --no-deps --force-reinstall "$(wheel_of "$2")"
     stamp "$1" "$2" "$h"
@@ -84,12 +90,10 @@ install_wheel() {  # install_wheel VENV PACKAGE
 }
 
 for pkg in "${PACKAGES[@]}"; do
-  h="$(fingerprint "packages/$pkg")"
+  h="$(artifact_hash "$pkg")"
   if ! up_to_date "$ROOT/dist" "$pkg" "$h" || [ -z "$(wheel_of "$pkg")" ]; then
-    log "building the $pkg wheel"
-    rm -f "$WHEELS"/"${pkg//-/_}"-*.whl
-    "$VPY" -m pip wheel -q --no-build-isolation --no-deps -c "$CONSTRAINTS" -w "$WHEELS" \
-      "$ROOT/packages/$pkg"
+    log "building the $pkg sdist and wheel"
+    "$VPY" "$ROOT/ci/release.py" build "$pkg"
     stamp "$ROOT/dist" "$pkg" "$h"
   fi
   install_wheel "$VENV" "$pkg"

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# The README's test command: full set-up, then every test of every package.
+# The README's test command: full set-up, then every test of every package, and the proof that
+# each release artifact installs alone into a fresh virtualenv (release_check).
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 bash "$ROOT/ci/setup.sh"
 cd "$ROOT"
-exec "${DIFFOPT_VENV:-$ROOT/.venv}/bin/nox" -s lint tests tests_tooling "$@"
+exec "${DIFFOPT_VENV:-$ROOT/.venv}/bin/nox" -s lint tests tests_tooling release_check "$@"

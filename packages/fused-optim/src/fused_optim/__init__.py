@@ -17,10 +17,16 @@
     (tensor([ 0.9000, -1.1000]), ['momentum_buffer'])
 """
 
-from fused_optim import functional, ops
-from fused_optim._C import BUILD_INFO
-from fused_optim.optim import SGD, Adadelta, Adagrad, Adam, Adamax, AdamW, RAdam, RMSprop
-from fused_optim.version import __version__
+# First, before anything loads _C: a torch release this build was not compiled for gets an
+# ImportError saying what to do (see _torch_abi.py), not an undefined-symbol error or a crash.
+from fused_optim._torch_abi import check_running_torch
+
+check_running_torch()
+
+from fused_optim import functional, ops  # noqa: E402
+from fused_optim._C import BUILD_INFO  # noqa: E402
+from fused_optim.optim import SGD, Adadelta, Adagrad, Adam, Adamax, AdamW, RAdam, RMSprop  # noqa: E402
+from fused_optim.version import __version__  # noqa: E402
 
 __all__ = [
     "BUILD_INFO",

@@ -1,0 +1,137 @@
+"""The release artifacts in dist/ (ci/release.py, run by ci/setup.sh) are what a user can install
+anywhere they claim: manylinux-tagged compiled wheels, optree-core carrying its abseil,
+fused-optim leaving torch to torch and requiring the torch release it was built for."""
+
+from __future__ import annotations
+
+import importlib.util
+import re
+import subprocess
+import tarfile
+import zipfile
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+spec = importlib.util.spec_from_file_location("release", ROOT / "ci" / "release.py")
+release = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(release)
+
+ABSEIL_USED = ("libabsl_hash", "libabsl_raw_hash_set", "libabsl_city", "libabsl_low_level_hash",
+               "libabsl_raw_logging_internal")
+
+
+def _wheel(package: str) -> Path:
+    try:
+        return release.wheel_of(package)
+    except SystemExit:
+        pytest.skip("no release wheel: run ci/setup.sh first")
+
+
+def _site_packages(venv: str) -> Path:
+    sites = sorted((ROOT / venv).glob("lib/python*/site-packages"))
+    if not sites:
+        pytest.skip(f"no {venv}: run ci/setup.sh first")
+    return sites[0]
+
+
+def _pinned_torch() -> str:
+    text = (ROOT / "ci" / "constraints.txt").read_text()
+    return re.search(r"^torch==(\S+)$", text, re.M).group(1)
+
+
+@pytest.mark.parametrize("package", release.COMPILED)
+def test_compiled_wheel_is_manylinux(package):
+    wheel = _wheel(package)
+    assert re.search(r"-cp3\d+-cp3\d+-manylinux_2_\d+_x86_64\.whl$", wheel.name), wheel.name
+    report = release.auditwheel_show(wheel)
+    assert release.audit_problems(package, report) == []
+    if package == "optree-core":  # self-contained: auditwheel show itself says manylinux
+        assert report["overall_tag"].startswith("manylinux_2_"), report
+        assert report["external_libs"] == {}, report
+    else:  # only torch's own libraries stay outside (show cannot be told they are excluded)
+        assert set(report["external_libs"]) <= {"libc10.so", "libtorch.so", "libtorch_cpu.so",
+                                                "libgomp.so.1", "libtorch_cuda.so", "libc10_cuda.so"}
+        assert {"libc10.so", "libtorch_cpu.so"} <= set(report["external_libs"]), report
+
+
+def test_optree_core_wheel_carries_its_abseil():
+    with zipfile.ZipFile(_wheel("optree-core")) as wheel:
+        vendored = [n for n in wheel.namelist() if n.startswith("optree_core.libs/")]
+    for lib in ABSEIL_USED:
+        assert any(Path(n).name.startswith(lib + "-") for n in vendored), (lib, vendored)
+
+
+def test_fused_optim_wheel_carries_no_torch_library():
+    with zipfile.ZipFile(_wheel("fused-optim")) as wheel:
+        names = wheel.namelist()
+    assert not [n for n in names if ".libs/" in n or re.search(r"lib(torch|c10|gomp)", n)], names
+
+
+def test_installed_optree_core_resolves_abseil_from_its_wheel_only():
+    # .venv-optree-core holds the release wheel alone (no torch). This machine has Debian's
+    # abseil installed, so a wheel that still linked it would resolve it from /lib here.
+    site = _site_packages(".venv-optree-core")
+    assert release.extension_libraries_problems("optree-core", site) == []
+    [extension] = (site / "optree_core").glob("_C.*.so")
+    libs = release.ldd(extension)
+    abseil = {name: where for name, where in libs.items() if name.startswith("libabsl")}
+    assert sorted(re.sub(r"-[0-9a-f]{8}\..*", "", n) for n in abseil) == sorted(ABSEIL_USED)
+    for name, where in abseil.items():
+        assert Path(where).parent.resolve() == (site / "optree_core.libs").resolve(), (name, where)
+    assert set(libs) - set(abseil) <= release.SYSTEM_RUNTIME, libs
+
+
+def test_installed_fused_optim_resolves_torch_from_the_torch_beside_it():
+    site = _site_packages(".venv-fused-optim")
+    assert release.extension_libraries_problems("fused-optim", site) == []
+    [extension] = (site / "fused_optim").glob("_C.*.so")
+    libs = release.ldd(extension)
+    torch_lib = (site / "torch" / "lib").resolve()
+    for name in ("libc10.so", "libtorch_cpu.so", "libtorch.so", "libgomp.so.1"):
+        assert Path(libs[name]).resolve().parent == torch_lib, (name, libs[name])
+    assert not [n for n in libs if n.startswith("libabsl")]
+
+
+def test_fused_optim_shares_torchs_openmp_runtime():
+    # libgomp.so.1 is excluded from the repair because torch's wheel ships it: after import, the
+    # process must hold that one OpenMP runtime, not a second one from the system.
+    python = ROOT / ".venv-fused-optim" / "bin" / "python"
+    if not python.exists():
+        pytest.skip("no .venv-fused-optim: run ci/setup.sh first")
+    code = ("import fused_optim\n"
+            "print('\\n'.join(sorted({l.split()[-1] for l in open('/proc/self/maps') if 'libgomp' in l})))")
+    mapped = subprocess.run([python, "-c", code], capture_output=True, text=True, check=True,
+                            cwd=ROOT / "ci").stdout.split()
+    torch_lib = (_site_packages(".venv-fused-optim") / "torch" / "lib").resolve()
+    assert [Path(m).resolve().parent for m in mapped] == [torch_lib], mapped
+
+
+def test_fused_optim_requires_the_torch_it_was_built_against():
+    pinned = _pinned_torch()
+    release_of_pin = ".".join(pinned.split(".")[:2])
+    with zipfile.ZipFile(_wheel("fused-optim")) as wheel:
+        meta = wheel.read(next(n for n in wheel.namelist() if n.endswith("dist-info/METADATA")))
+        built = wheel.read("fused_optim/_built_against.py").decode()
+    requires = re.findall(r"^Requires-Dist: (.+)$", meta.decode(), re.M)
+    assert requires == [f"torch=={release_of_pin}.*"]
+    assert f'TORCH_VERSION = "{pinned}' in built
+    # A build in isolation compiles against the same release (pyproject's build requirement).
+    pyproject = (ROOT / "packages" / "fused-optim" / "pyproject.toml").read_text()
+    assert f'"torch=={release_of_pin}.*"' in pyproject
+
+
+def test_sdist_leaves_fused_optims_torch_requirement_to_the_wheel():
+    sdist = release.sdist_of("fused-optim")
+    if not sdist.exists():
+        pytest.skip("no release sdist: run ci/setup.sh first")
+    with tarfile.open(sdist) as archive:
+        pkg_info = archive.extractfile(f"{sdist.name[:-len('.tar.gz')]}/PKG-INFO").read().decode()
+    assert re.search(r"^Dynamic: Requires-Dist$", pkg_info, re.M | re.I), pkg_info
+
+
+def test_ldd_parsing():
+    libs = release.ldd(Path("/bin/sh").resolve())
+    assert "libc.so.6" in libs and Path(libs["libc.so.6"]).exists()
+    assert set(libs) <= release.SYSTEM_RUNTIME
