@@ -181,6 +181,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"| test accuracy after {model.inner_steps} inner steps on the points | "
                   f"{before:.1%} (initial) -> {after:.1%} (learned) |")
             print(f"| wall time | {time.perf_counter() - started:.1f} s |")
+        dist.barrier()  # tear down together: gloo can abort when one rank leaves early
     finally:
         dist.destroy_process_group()
     return 0

@@ -62,6 +62,9 @@ def main() -> None:
     results["world"] = world
     if rank == 0:
         Path(sys.argv[1]).write_text(json.dumps(results))
+    # Tear down together: a rank that destroys its gloo group while the other is still using the
+    # connection can abort in gloo's C++ ("terminate called without an active exception").
+    dist.barrier()
     dist.destroy_process_group()
 
 
