@@ -174,7 +174,6 @@ TORCHOPT_0_7_3 = {
 # TorchOpt modules that diffopt lays out differently (one file per family, private helpers): the
 # names are looked up in the diffopt module that holds them.
 LAYOUT = {
-    "torchopt.alias.utils": "diffopt.alias._utils",
     "torchopt.diff.implicit.nn.module": "diffopt.diff.implicit.nn",
     "torchopt.diff.zero_order.nn.module": "diffopt.diff.zero_order.nn",
     "torchopt.linalg.ns": "diffopt.linalg",
