@@ -38,7 +38,7 @@ def _set_use_chain_flat(use_chain_flat: bool) -> None:
         False
         >>> _set_use_chain_flat(True)
     """
-    global _USE_CHAIN_FLAT  # noqa: PLW0603 - a process-wide switch, guarded by the lock
+    global _USE_CHAIN_FLAT
     if not isinstance(use_chain_flat, bool):
         raise TypeError(f"use_chain_flat must be a bool, got {type(use_chain_flat).__name__}")
     with _USE_CHAIN_FLAT_LOCK:

@@ -11,9 +11,9 @@ from diffopt import linalg, tree_math
 from diffopt.linalg._operator import check_like, check_rhs
 from diffopt.linear_solve._utils import (
     check_ridge,
-    split_call,
     materialize,
     ravel,
+    split_call,
     unraveler,
     with_ridge,
 )
