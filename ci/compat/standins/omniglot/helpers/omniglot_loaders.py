@@ -1,0 +1,50 @@
+"""Stand-in for the examples' ``helpers/omniglot_loaders.py``: generated data, no download.
+
+``ci/compat/examples.py`` puts this folder first on ``sys.path`` so that an example's
+``from helpers.omniglot_loaders import OmniglotNShot`` finds this class. It has the interface the
+examples use (``x_train``, ``x_test``, ``batchsz``, ``next(mode)``) and Omniglot's shapes: 1623
+classes of 20 single-channel ``imgsz x imgsz`` images, 1200 classes for training, episodes of
+``n_way`` classes with ``k_shot`` support and ``k_query`` query images. Images are a fixed random
+prototype per class plus noise, drawn from a fixed seed, so two runs see the same data; tasks are
+sampled with the ``rng`` the example passes, as the real loader does.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+N_CLASSES, N_IMAGES, N_TRAIN_CLASSES = 1623, 20, 1200
+
+
+class OmniglotNShot:
+    def __init__(self, root, batchsz, n_way, k_shot, k_query, imgsz, rng, device=None):
+        del root  # nothing is read or downloaded
+        data_rng = np.random.default_rng(20230000)
+        shape = (N_CLASSES, 1, 1, imgsz, imgsz)
+        prototypes = (data_rng.random(shape, dtype=np.float32) > 0.8).astype(np.float32)
+        noise = data_rng.normal(0.0, 0.3, (N_CLASSES, N_IMAGES, 1, imgsz, imgsz))
+        x = prototypes + noise.astype(np.float32)
+        x = (x - x.mean()) / x.std()
+        self.x_train, self.x_test = x[:N_TRAIN_CLASSES], x[N_TRAIN_CLASSES:]
+        self.batchsz, self.n_way, self.k_shot, self.k_query = batchsz, n_way, k_shot, k_query
+        self.rng, self.device = rng, device
+
+    def _episode(self, data: np.ndarray):
+        support, query = [], []
+        for label, cls in enumerate(self.rng.choice(data.shape[0], self.n_way, replace=False)):
+            picked = self.rng.choice(N_IMAGES, self.k_shot + self.k_query, replace=False)
+            images = data[cls, picked]
+            support += [(img, label) for img in images[: self.k_shot]]
+            query += [(img, label) for img in images[self.k_shot:]]
+        out = []
+        for pairs in (support, query):
+            order = self.rng.permutation(len(pairs))
+            out.append(np.stack([pairs[i][0] for i in order]))
+            out.append(np.array([pairs[i][1] for i in order], dtype=np.int64))
+        return out
+
+    def next(self, mode="train"):
+        data = self.x_train if mode == "train" else self.x_test
+        episodes = [self._episode(data) for _ in range(self.batchsz)]
+        return tuple(torch.from_numpy(np.stack(part)).to(self.device) for part in zip(*episodes))
