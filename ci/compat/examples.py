@@ -55,11 +55,14 @@ class Example:
 
 
 PLOTS = ("matplotlib", "pandas")
+# Two tasks per meta-batch instead of 32 (the episodes keep their shapes), so that a run on a
+# small CPU box gets through an evaluation and several training steps within --seconds.
+FEW_TASKS = ("--task_num", "2")
 EXAMPLES = (
-    Example("few-shot MAML", "few-shot/maml_omniglot.py", standins=("omniglot",), requires=PLOTS),
-    Example("iMAML", "iMAML/imaml_omniglot.py", standins=("omniglot",), requires=PLOTS),
-    Example("iMAML (functional)", "iMAML/imaml_omniglot_functional.py", standins=("omniglot",),
-            requires=PLOTS),
+    Example("few-shot MAML", "few-shot/maml_omniglot.py", FEW_TASKS, ("omniglot",), PLOTS),
+    Example("iMAML", "iMAML/imaml_omniglot.py", FEW_TASKS, ("omniglot",), PLOTS),
+    Example("iMAML (functional)", "iMAML/imaml_omniglot_functional.py", FEW_TASKS, ("omniglot",),
+            PLOTS),
     Example("L2R", "L2R/l2r.py", standins=("mnist",),
             requires=("matplotlib", "seaborn", "tensorboard")),
     Example("MGRL", "MGRL/mgrl.py"),
@@ -67,13 +70,13 @@ EXAMPLES = (
     Example("MAML-RL", "MAML-RL/maml.py", requires=("gym",)),
     Example("MAML-RL (functional)", "MAML-RL/func_maml.py", requires=("gym",)),
     Example("MAML-RL (TorchRL)", "MAML-RL/maml_torchrl.py", requires=("torchrl", "tensordict")),
-    Example("distributed few-shot (RPC)", "distributed/few-shot/maml_omniglot.py",
-            standins=("omniglot",), requires=(*PLOTS, "setproctitle"), world_size=2),
+    Example("distributed few-shot (RPC)", "distributed/few-shot/maml_omniglot.py", FEW_TASKS,
+            ("omniglot",), (*PLOTS, "setproctitle"), world_size=2),
     Example("distributed few-shot (RPC, local loader)",
-            "distributed/few-shot/maml_omniglot_local_loader.py", standins=("omniglot",),
-            requires=(*PLOTS, "setproctitle"), world_size=2),
-    Example("FuncTorch MAML (vmap)", "FuncTorch/maml_omniglot_vmap.py", standins=("omniglot",),
-            requires=PLOTS),
+            "distributed/few-shot/maml_omniglot_local_loader.py", FEW_TASKS, ("omniglot",),
+            (*PLOTS, "setproctitle"), world_size=2),
+    Example("FuncTorch MAML (vmap)", "FuncTorch/maml_omniglot_vmap.py",
+            (*FEW_TASKS, "--device", "cpu"), ("omniglot",), PLOTS),
     Example("FuncTorch parallel training", "FuncTorch/parallel_train_torchopt.py"),
     Example("visualize", "visualize.py", requires=("torchviz", "graphviz"), graph=True),
 )

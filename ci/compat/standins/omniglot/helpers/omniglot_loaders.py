@@ -4,7 +4,10 @@
 ``from helpers.omniglot_loaders import OmniglotNShot`` finds this class. It has the interface the
 examples use (``x_train``, ``x_test``, ``batchsz``, ``next(mode)``) and Omniglot's shapes: 1623
 classes of 20 single-channel ``imgsz x imgsz`` images, 1200 classes for training, episodes of
-``n_way`` classes with ``k_shot`` support and ``k_query`` query images. Images are a fixed random
+``n_way`` classes with ``k_shot`` support and ``k_query`` query images. Only the test split is
+cut short, to one meta-batch worth of classes (at least ``n_way``): the examples evaluate the
+whole test split before their first training step, and a harness run is meant to reach training
+within a few minutes. Images are a fixed random
 prototype per class plus noise, drawn from a fixed seed, so two runs see the same data; tasks are
 sampled with the ``rng`` the example passes, as the real loader does.
 """
@@ -26,7 +29,9 @@ class OmniglotNShot:
         noise = data_rng.normal(0.0, 0.3, (N_CLASSES, N_IMAGES, 1, imgsz, imgsz))
         x = prototypes + noise.astype(np.float32)
         x = (x - x.mean()) / x.std()
-        self.x_train, self.x_test = x[:N_TRAIN_CLASSES], x[N_TRAIN_CLASSES:]
+        n_test = max(batchsz, n_way)  # one meta-batch of test episodes per evaluation
+        self.x_train = x[:N_TRAIN_CLASSES]
+        self.x_test = x[N_TRAIN_CLASSES:N_TRAIN_CLASSES + n_test]
         self.batchsz, self.n_way, self.k_shot, self.k_query = batchsz, n_way, k_shot, k_query
         self.rng, self.device = rng, device
 
