@@ -172,13 +172,20 @@ class MetaGradientModule(nn.Module):
         else:
             super().__delattr__(name)
 
-    def _check_name(self, name: str, kind: str, table: dict) -> None:
+    def _check_registration(self, table: str, kind: str, name: Any, value: Any,
+                            expected: type) -> None:
+        """The checks every register_* method makes: set-up done, a free valid name, a type."""
+        if table not in self.__dict__:
+            raise AttributeError(f"cannot register a {kind} before __init__() is called")
         if not isinstance(name, str):
             raise TypeError(f"{kind} name should be a string, got {type(name).__name__}")
         if not name or "." in name:
             raise KeyError(f"invalid {kind} name {name!r}: it must be non-empty without '.'")
-        if hasattr(self, name) and name not in table:
+        if hasattr(self, name) and name not in self.__dict__[table]:
             raise KeyError(f"attribute {name!r} already exists")
+        if value is not None and not isinstance(value, expected):
+            raise TypeError(f"{kind} {name!r} must be a {expected.__name__} or None, got "
+                            f"{type(value).__name__}")
 
     def register_parameter(self, name: str, param: torch.Tensor | None) -> None:
         """Register ``param`` as one of this module's own (inner) parameters.
@@ -198,13 +205,8 @@ class MetaGradientModule(nn.Module):
             >>> [name for name, _ in m.named_parameters()]
             ['w']
         """
-        if "_parameters" not in self.__dict__:
-            raise AttributeError("cannot register a parameter before Module.__init__() call")
-        self._check_name(name, "parameter", self._parameters)
+        self._check_registration("_parameters", "parameter", name, param, torch.Tensor)
         if param is not None:
-            if not isinstance(param, torch.Tensor):
-                raise TypeError(f"parameter {name!r} must be a tensor or None, got "
-                                f"{type(param).__name__}")
             if not (param.requires_grad or isinstance(param, nn.Parameter)):  # frozen: allowed
                 raise ValueError(f"parameter {name!r} must require grad (or be an nn.Parameter)")
             if id(param) in self._meta_inputs.meta_parameter_ids:
@@ -228,15 +230,9 @@ class MetaGradientModule(nn.Module):
             >>> list(m.meta_parameters())
             [tensor(0.1000, requires_grad=True)]
         """
-        if "_meta_parameters" not in self.__dict__:
-            raise AttributeError("cannot register a meta-parameter before __init__")
-        self._check_name(name, "meta-parameter", self._meta_parameters)
-        if param is not None:
-            if not isinstance(param, torch.Tensor):
-                raise TypeError(f"meta-parameter {name!r} must be a tensor, got "
-                                f"{type(param).__name__}")
-            if not param.requires_grad:
-                raise ValueError(f"meta-parameter {name!r} must require grad")
+        self._check_registration("_meta_parameters", "meta-parameter", name, param, torch.Tensor)
+        if param is not None and not param.requires_grad:
+            raise ValueError(f"meta-parameter {name!r} must require grad")
         self._meta_parameters[name] = param
 
     def add_meta_module(self, name: str, meta_module: nn.Module | None) -> None:
@@ -253,12 +249,7 @@ class MetaGradientModule(nn.Module):
             >>> len(list(m.meta_parameters())), len(list(m.parameters()))
             (2, 0)
         """
-        if "_meta_modules" not in self.__dict__:
-            raise AttributeError("cannot register a meta-module before __init__")
-        if meta_module is not None and not isinstance(meta_module, nn.Module):
-            raise TypeError(f"meta-module {name!r} must be an nn.Module, got "
-                            f"{type(meta_module).__name__}")
-        self._check_name(name, "meta-module", self._meta_modules)
+        self._check_registration("_meta_modules", "meta-module", name, meta_module, nn.Module)
         self._meta_modules[name] = meta_module
 
     register_meta_module = add_meta_module
