@@ -12,7 +12,8 @@ replaced by generated data of the same shapes: the stand-ins in ``ci/compat/stan
 (Omniglot's ``helpers/omniglot_loaders.py``, ``torchvision.datasets.MNIST``) come first on
 ``sys.path``. On a machine without CUDA, ``.cuda()`` keeps tensors and modules on the CPU.
 
-A run stops when the example ends or after ``--seconds``; runs are seeded, so the two modes print
+Both modes of an example run at the same time, so that they share the machine's load alike; a
+run stops when the example ends or after ``--seconds``. Runs are seeded, so the two modes print
 the same numbers up to where the shorter run stopped. The comparison takes every decimal number
 printed on a line that does not report a time, in order, over that common prefix, to a relative
 tolerance of 1e-4 (the examples round their losses themselves when they print them). An example
@@ -84,7 +85,7 @@ EXAMPLES = (
 NUMBER = re.compile(r"-?\d+\.\d+(?:[eE][-+]?\d+)?")
 TIMING = re.compile(r"time|elapsed|sec\b|\d+s\b|it/s|s/it", re.IGNORECASE)
 LOSS_LINE = re.compile(r"loss|gamma|reward|return", re.IGNORECASE)
-GRAPH_NAME = re.compile(r'label="((?:step\d+\.|meta_param)[^\\"]*)')
+GRAPH_NAME = re.compile(r'label="?((?:step\d+\.|meta_param)[\w.]*)')
 
 
 # ---------------------------------------------------------------------------------------------
@@ -121,43 +122,53 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def run_example(example: Example, examples: Path, mode: str, seconds: float,
-                workdir: Path) -> dict:
-    """Run one example in one mode; return its printed numbers, graph names and status."""
+def run_modes(example: Example, examples: Path, modes: list[str], seconds: float,
+              workdirs: dict[str, Path]) -> dict[str, dict]:
+    """Run one example in every mode at once (so they share the machine's load alike) and
+    return, per mode, its printed numbers, graph names and status."""
     script = examples / example.script
-    cmd = [sys.executable, "-u", str(Path(__file__).resolve()), "--child", str(script),
-           "--mode", mode, *[f"--standin={s}" for s in example.standins], "--", *example.args]
     base_env = dict(os.environ, PYTHONUNBUFFERED="1", MPLBACKEND="Agg")
-    procs = []
-    port = _free_port()
-    for rank in range(example.world_size):
-        env = dict(base_env)
-        if example.world_size > 1:
-            env.update(RANK=str(rank), LOCAL_RANK=str(rank), WORLD_SIZE=str(example.world_size),
-                       LOCAL_WORLD_SIZE=str(example.world_size), MASTER_ADDR="127.0.0.1",
-                       MASTER_PORT=str(port))
-        log = open(workdir / f"{mode}-{rank}.log", "w")  # noqa: SIM115 (closed below)
-        procs.append((subprocess.Popen(cmd, cwd=workdir, env=env, stdout=log,
-                                       stderr=subprocess.STDOUT), log))
-    start, timed_out = time.monotonic(), False
-    for proc, log in procs:
-        try:
-            proc.wait(timeout=max(seconds - (time.monotonic() - start), 1))
-        except subprocess.TimeoutExpired:
-            timed_out = True
-            proc.kill()
-            proc.wait()
-        log.close()
-    output = (workdir / f"{mode}-0.log").read_text(errors="replace")
-    # (value, printed on a loss-like line) for every decimal number outside timing lines
-    numbers = [(float(n), bool(LOSS_LINE.search(line))) for line in output.splitlines()
-               if not TIMING.search(line) for n in NUMBER.findall(line)]
-    graph = sorted({name for gv in workdir.glob("torchopt_graph*") if gv.suffix != ".svg"
-                    for name in GRAPH_NAME.findall(gv.read_text(errors="replace"))})
-    failed = procs[0][0].returncode not in (0, None) and not timed_out
-    return {"numbers": numbers, "graph": graph, "timed_out": timed_out,
-            "failed": failed, "seconds": round(time.monotonic() - start, 1),
-            "tail": "\n".join(output.strip().splitlines()[-6:])}
+    procs: dict[str, list] = {}
+    for mode in modes:
+        cmd = [sys.executable, "-u", str(Path(__file__).resolve()), "--child", str(script),
+               "--mode", mode, *[f"--standin={s}" for s in example.standins], "--",
+               *example.args]
+        port = _free_port()
+        procs[mode] = []
+        for rank in range(example.world_size):
+            env = dict(base_env)
+            if example.world_size > 1:
+                env.update(RANK=str(rank), LOCAL_RANK=str(rank),
+                           WORLD_SIZE=str(example.world_size),
+                           LOCAL_WORLD_SIZE=str(example.world_size), MASTER_ADDR="127.0.0.1",
+                           MASTER_PORT=str(port))
+            log = open(workdirs[mode] / f"{mode}-{rank}.log", "w")  # noqa: SIM115 (closed below)
+            procs[mode].append((subprocess.Popen(cmd, cwd=workdirs[mode], env=env, stdout=log,
+                                                 stderr=subprocess.STDOUT), log))
+    start = time.monotonic()
+    results = {}
+    for mode in modes:
+        timed_out = False
+        for proc, log in procs[mode]:
+            try:
+                proc.wait(timeout=max(seconds - (time.monotonic() - start), 1))
+            except subprocess.TimeoutExpired:
+                timed_out = True
+                proc.kill()
+                proc.wait()
+            log.close()
+        output = (workdirs[mode] / f"{mode}-0.log").read_text(errors="replace")
+        # (value, printed on a loss-like line) for every decimal number outside timing lines
+        numbers = [(float(n), bool(LOSS_LINE.search(line))) for line in output.splitlines()
+                   if not TIMING.search(line) for n in NUMBER.findall(line)]
+        graph = sorted({name for gv in workdirs[mode].glob("torchopt_graph*")
+                        if gv.suffix != ".svg"
+                        for name in GRAPH_NAME.findall(gv.read_text(errors="replace"))})
+        failed = procs[mode][0][0].returncode not in (0, None) and not timed_out
+        results[mode] = {"numbers": numbers, "graph": graph, "timed_out": timed_out,
+                         "failed": failed, "seconds": round(time.monotonic() - start, 1),
+                         "tail": "\n".join(output.strip().splitlines()[-6:])}
+    return results
 
 
 def _close(a: float, b: float) -> bool:
@@ -224,13 +235,15 @@ def main() -> int:
                              "detail": f"missing modules: {', '.join(missing)}"})
                 print(f"[examples] {example.name}: not runnable ({missing})", file=sys.stderr)
                 continue
-            results = {}
-            for mode in (["native"] if have_native else []) + ["alias"]:
-                workdir = Path(tmp) / "runs" / example.script.replace("/", "_") / mode
+            modes = (["native"] if have_native else []) + ["alias"]
+            workdirs = {mode: Path(tmp) / "runs" / example.script.replace("/", "_") / mode
+                        for mode in modes}
+            for workdir in workdirs.values():
                 workdir.mkdir(parents=True)
-                results[mode] = run_example(example, examples, mode, args.seconds, workdir)
-                print(f"[examples] {example.name} ({mode}): {results[mode]['seconds']} s, "
-                      f"{len(results[mode]['numbers'])} numbers", file=sys.stderr, flush=True)
+            results = run_modes(example, examples, modes, args.seconds, workdirs)
+            for mode, result in results.items():
+                print(f"[examples] {example.name} ({mode}): {result['seconds']} s, "
+                      f"{len(result['numbers'])} numbers", file=sys.stderr, flush=True)
             verdict = compare(example, results.get("native"), results["alias"])
             common = min(len(r["numbers"]) for r in results.values())
             rows.append({"example": example.name, "script": example.script, **verdict,
