@@ -11,6 +11,7 @@ resolves to ``diffopt``, by ``alias_plugin``'s finder). Datasets the examples wo
 replaced by generated data of the same shapes: the stand-ins in ``ci/compat/standins/<name>/``
 (Omniglot's ``helpers/omniglot_loaders.py``, ``torchvision.datasets.MNIST``) come first on
 ``sys.path``. On a machine without CUDA, ``.cuda()`` keeps tensors and modules on the CPU.
+Python's, NumPy's and torch's generators are seeded before the example starts.
 
 Both modes of an example run at the same time, so that they share the machine's load alike; a
 run stops when the example ends or after ``--seconds``. Runs are seeded, so the two modes print
@@ -102,11 +103,26 @@ def _keep_on_cpu() -> None:
     torch.nn.Module.cuda = lambda self, *args, **kwargs: self  # type: ignore[method-assign]
 
 
+def _seed_everything(seed: int = 0) -> None:
+    """Seed Python's, NumPy's and torch's generators: some examples never seed them (LOLA parses
+    ``--seed`` and leaves it unused), and unseeded runs cannot be compared. An example that seeds
+    itself simply overrides this."""
+    import random
+
+    import numpy as np
+    import torch
+
+    random.seed(seed)
+    np.random.seed(seed)
+    torch.manual_seed(seed)
+
+
 def child(script: Path, args: list[str], mode: str, standins: list[str]) -> None:
     if mode == "alias":
         os.environ["COMPAT_ALIAS"] = "torchopt:diffopt"
         import alias_plugin  # noqa: F401  (installs the finder on import)
     _keep_on_cpu()
+    _seed_everything()
     sys.path[:0] = [str(HERE / "standins" / name) for name in standins] + [str(script.parent)]
     sys.argv = [str(script), *args]
     runpy.run_path(str(script), run_name="__main__")
