@@ -193,6 +193,9 @@ def _close(a: float, b: float) -> bool:
 
 
 def compare(example: Example, native: dict | None, alias: dict) -> dict:
+    if native is not None and native["failed"] and alias["failed"]:
+        last = native["tail"].splitlines()[-1:] or [""]
+        return {"status": "fails natively too", "detail": last[0]}
     if alias["failed"]:
         return {"status": "alias fails", "detail": alias["tail"]}
     if native is None:
