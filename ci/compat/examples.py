@@ -30,12 +30,12 @@ import json
 import math
 import os
 import re
-import runpy
 import socket
 import subprocess
 import sys
 import tempfile
 import time
+import types
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -126,7 +126,12 @@ def child(script: Path, args: list[str], mode: str, standins: list[str]) -> None
     _seed_everything()
     sys.path[:0] = [str(HERE / "standins" / name) for name in standins] + [str(script.parent)]
     sys.argv = [str(script), *args]
-    runpy.run_path(str(script), run_name="__main__")
+    # The script becomes the process's __main__ module for good, as under ``python SCRIPT``:
+    # RPC workers look functions up by name in sys.modules['__main__'] (runpy only lends it).
+    main = types.ModuleType("__main__")
+    main.__file__ = str(script)
+    sys.modules["__main__"] = main
+    exec(compile(script.read_text(), str(script), "exec"), main.__dict__)  # noqa: S102
 
 
 # ---------------------------------------------------------------------------------------------
