@@ -131,7 +131,7 @@ def child(script: Path, args: list[str], mode: str, standins: list[str]) -> None
     main = types.ModuleType("__main__")
     main.__file__ = str(script)
     sys.modules["__main__"] = main
-    exec(compile(script.read_text(), str(script), "exec"), main.__dict__)  # noqa: S102
+    exec(compile(script.read_text(), str(script), "exec"), main.__dict__)
 
 
 # ---------------------------------------------------------------------------------------------
