@@ -87,7 +87,8 @@ EXAMPLES = (
 NUMBER = re.compile(r"-?\d+\.\d+(?:[eE][-+]?\d+)?")
 TIMING = re.compile(r"time|elapsed|sec\b|\d+s\b|it/s|s/it", re.IGNORECASE)
 LOSS_LINE = re.compile(r"loss|gamma|reward|return", re.IGNORECASE)
-GRAPH_NAME = re.compile(r'label="?((?:step\d+\.|meta_param)[\w.]*)')
+# The tensor names visualize.py gives (anywhere in a label: TorchOpt puts them after the op name)
+GRAPH_NAME = re.compile(r"(?<![\w.])((?:step\d+\.|meta_param)[\w.]*)")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -209,9 +210,15 @@ def compare(example: Example, native: dict | None, alias: dict) -> dict:
     if native["failed"]:
         return {"status": "native fails", "detail": native["tail"]}
     if example.graph:
-        same = native["graph"] == alias["graph"] and native["graph"]
-        return {"status": "same graph names" if same else "graph names differ",
-                "detail": f"native {native['graph']} alias {alias['graph']}"}
+        missing = sorted(set(native["graph"]) - set(alias["graph"]))
+        extra = sorted(set(alias["graph"]) - set(native["graph"]))
+        if missing or not native["graph"]:
+            return {"status": "graph names differ",
+                    "detail": f"native {native['graph']} alias {alias['graph']}"}
+        detail = f"{len(native['graph'])} names"
+        if extra:
+            detail += f"; diffopt also shows {extra}, which TorchOpt draws unnamed"
+        return {"status": "same graph names", "detail": detail}
     common = min(len(native["numbers"]), len(alias["numbers"]))
     if common == 0:
         return {"status": "nothing printed in time", "detail": alias["tail"]}
