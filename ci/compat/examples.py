@@ -87,6 +87,7 @@ EXAMPLES = (
 NUMBER = re.compile(r"-?\d+\.\d+(?:[eE][-+]?\d+)?")
 TIMING = re.compile(r"time|elapsed|sec\b|\d+s\b|it/s|s/it", re.IGNORECASE)
 LOSS_LINE = re.compile(r"loss|gamma|reward|return", re.IGNORECASE)
+LOSS_VALUE = re.compile(r"loss\W*(-?\d+\.\d+)", re.IGNORECASE)
 # The tensor names visualize.py gives (anywhere in a label: TorchOpt puts them after the op name)
 GRAPH_NAME = re.compile(r"(?<![\w.])((?:step\d+\.|meta_param)[\w.]*)")
 
@@ -181,9 +182,7 @@ def run_modes(example: Example, examples: Path, modes: list[str], seconds: float
                 proc.wait()
             log.close()
         output = (workdirs[mode] / f"{mode}-0.log").read_text(errors="replace")
-        # (value, printed on a loss-like line) for every decimal number outside timing lines
-        numbers = [(float(n), bool(LOSS_LINE.search(line))) for line in output.splitlines()
-                   if not TIMING.search(line) for n in NUMBER.findall(line)]
+        numbers = printed_numbers(output)
         graph = sorted({name for gv in workdirs[mode].glob("torchopt_graph*")
                         if gv.suffix != ".svg"
                         for name in GRAPH_NAME.findall(gv.read_text(errors="replace"))})
@@ -192,6 +191,25 @@ def run_modes(example: Example, examples: Path, modes: list[str], seconds: float
                          "failed": failed, "seconds": round(time.monotonic() - start, 1),
                          "tail": "\n".join(output.strip().splitlines()[-6:])}
     return results
+
+
+def printed_numbers(output: str) -> list[tuple[float, bool]]:
+    r"""``(value, is_loss)`` for every decimal number printed outside timing lines; ``is_loss``
+    marks the number that follows the word "loss", or every number of a line that reports a
+    gamma, reward or return and has no "loss".
+
+    >>> printed_numbers("[Epoch 1.00] Test Loss: 0.31 | Acc: 99.67\nTime: 2.5")
+    [(1.0, False), (0.31, True), (99.67, False)]
+    """
+    numbers = []
+    for line in output.splitlines():
+        if TIMING.search(line):
+            continue
+        after_loss = {m.start(1) for m in LOSS_VALUE.finditer(line)}
+        whole_line = not after_loss and bool(LOSS_LINE.search(line))
+        numbers += [(float(m.group()), whole_line or m.start() in after_loss)
+                    for m in NUMBER.finditer(line)]
+    return numbers
 
 
 def _close(a: float, b: float) -> bool:
