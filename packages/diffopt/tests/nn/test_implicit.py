@@ -244,6 +244,12 @@ def test_subclass_without_solve_cannot_be_instantiated():
 
     with pytest.raises(TypeError, match="abstract"):
         NoSolve()
+    with pytest.raises(TypeError, match="must be a method"):
+        class NotCallable(ImplicitMetaGradientModule):
+            optimality = 0
+
+            def solve(self):
+                pass
 
 
 def test_class_helpers_of_the_nn_module_path():

@@ -264,6 +264,9 @@ class ImplicitMetaGradientModule(MetaGradientModule, metaclass=abc.ABCMeta):
             attribute = inspect.getattr_static(cls, name)
             if isinstance(attribute, (staticmethod, classmethod)):
                 raise TypeError(f"{cls.__name__}.{name}() must be a plain method")
+            if not callable(attribute):
+                raise TypeError(f"{cls.__name__}.{name} must be a method, got "
+                                f"{type(attribute).__name__}")
         if not (_overrides(cls, "optimality") or _overrides(cls, "objective")):
             raise TypeError(
                 f"{cls.__name__} must define objective() (the inner loss) or optimality() (a "
