@@ -40,22 +40,28 @@ PEERS = {  # peer import name -> (our package, released tag we claim to replace)
 }
 
 
-def export_tests(checkout: Path, tag: str, dest: Path) -> Path:
-    """Copy ``tests/`` of ``tag`` (or of the work tree when it is not a git repository) to dest."""
+def export_tree(checkout: Path, tag: str, dest: Path, folder: str = "tests") -> Path:
+    """Copy ``folder`` of ``tag`` (or of the work tree when it is not a git repository) to dest."""
     git_dir = checkout / ".git" if (checkout / ".git").exists() else checkout
     probe = subprocess.run(["git", "--git-dir", str(git_dir), "rev-parse", "--verify", tag],
                            capture_output=True, text=True)
     if probe.returncode == 0:
-        archive = subprocess.run(["git", "--git-dir", str(git_dir), "archive", tag, "tests"],
+        archive = subprocess.run(["git", "--git-dir", str(git_dir), "archive", tag, folder],
                                  capture_output=True, check=True).stdout
         with tarfile.open(fileobj=BytesIO(archive)) as tar:
             tar.extractall(dest, filter="data")
-    elif (checkout / "tests").is_dir():
-        subprocess.run(["cp", "-r", str(checkout / "tests"), str(dest)], check=True)
+    elif (checkout / folder).is_dir():
+        subprocess.run(["cp", "-r", str(checkout / folder), str(dest)], check=True)
     else:
-        raise SystemExit(f"{checkout} has neither tag {tag!r} nor a tests/ folder")
+        raise SystemExit(f"{checkout} has neither tag {tag!r} nor a {folder}/ folder")
+    return dest / folder
+
+
+def export_tests(checkout: Path, tag: str, dest: Path) -> Path:
+    """Copy ``tests/`` of ``tag`` to dest, with an empty pytest.ini beside it."""
+    tests = export_tree(checkout, tag, dest, "tests")
     (dest / "pytest.ini").write_text("[pytest]\n")  # keep this repository's settings out
-    return dest / "tests"
+    return tests
 
 
 def run_suite(tests: Path, mode: str, alias: str | None, pytest_args: list[str],

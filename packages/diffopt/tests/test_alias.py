@@ -131,3 +131,24 @@ def test_wrong_dtype_and_structure_raise(make):
 def test_integer_params_rejected():
     with pytest.raises(TypeError, match="floating point"):
         diffopt.adam().init([torch.ones(2, dtype=torch.int64)])
+
+
+def test_alias_utils_is_public_with_the_use_chain_flat_switch():
+    from diffopt.alias import utils
+
+    assert utils.flip_sign_and_add_weight_decay is diffopt.alias._utils.flip_sign_and_add_weight_decay
+    assert utils._get_use_chain_flat() is True
+    params = {"w": torch.tensor([1.0, -2.0], dtype=torch.float64)}
+    grads = {"w": torch.tensor([0.5, 0.5], dtype=torch.float64)}
+    results = []
+    try:
+        for flat in (False, True):  # diffopt always chains flat: both settings agree
+            utils._set_use_chain_flat(flat)
+            assert utils._get_use_chain_flat() is flat
+            tx = diffopt.adam(lr=0.1, weight_decay=0.1)
+            results.append(tx.update(grads, tx.init(params), params=params)[0]["w"])
+    finally:
+        utils._set_use_chain_flat(True)
+    torch.testing.assert_close(results[0], results[1])
+    with pytest.raises(TypeError, match="bool"):
+        utils._set_use_chain_flat(1)

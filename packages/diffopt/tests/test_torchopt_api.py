@@ -71,6 +71,7 @@ TORCHOPT_0_7_3 = {
     "torchopt.linalg": "cg ns ns_inv",
     "torchopt.linalg.cg": "cg",
     "torchopt.linalg.ns": "ns ns_inv",
+    "torchopt.linalg.utils": "cat_shapes normalize_matvec",
     "torchopt.linear_solve": "solve_cg solve_inv solve_normal_cg",
     "torchopt.linear_solve.cg": "solve_cg",
     "torchopt.linear_solve.inv": "solve_inv",
@@ -174,9 +175,6 @@ TORCHOPT_0_7_3 = {
 # TorchOpt modules that diffopt lays out differently (one file per family, private helpers): the
 # names are looked up in the diffopt module that holds them.
 LAYOUT = {
-    "torchopt.alias.utils": "diffopt.alias._utils",
-    "torchopt.diff.implicit.nn.module": "diffopt.diff.implicit.nn",
-    "torchopt.diff.zero_order.nn.module": "diffopt.diff.zero_order.nn",
     "torchopt.linalg.ns": "diffopt.linalg",
     "torchopt.transform.add_decayed_weights": "diffopt.transform",
     "torchopt.transform.scale_by_adadelta": "diffopt.transform",

@@ -128,3 +128,30 @@ def test_module_detach_and_stop_gradient():
 def test_bad_copy_mode():
     with pytest.raises(ValueError, match="by must be"):
         diffopt.extract_state_dict(small_mlp(), by="shallow")
+
+
+def test_copy_to_a_device_clones_then_moves():
+    # by='copy' with a device: a clone where the tensor lives, then a move (two graph nodes);
+    # the gradient still reaches the source.
+    x = torch.tensor([1.0, 2.0], requires_grad=True)
+    y = diffopt.module_clone(x, by="copy", device="meta")
+    assert y.is_meta
+    move = y.grad_fn
+    clone = move.next_functions[0][0]
+    assert clone.next_functions[0][0].variable is x
+    net = torch.nn.Linear(2, 1)
+    state = diffopt.extract_state_dict(net, by="copy", device=torch.device("cpu"))
+    (state.params[0]["weight"].sum() * 3).backward()
+    torch.testing.assert_close(net.weight.grad, torch.full((1, 2), 3.0))
+
+
+def test_enable_visual_names_the_parameters_for_make_dot():
+    net = torch.nn.Linear(2, 1)
+    state = diffopt.extract_state_dict(net, enable_visual=True, visual_prefix="step0.")
+    assert list(state.visual_contents) == ["step0.weight", "step0.bias"]
+    assert state.visual_contents["step0.weight"] is net.weight
+    assert diffopt.extract_state_dict(net).visual_contents is None
+    source = diffopt.visual.make_dot(net(torch.ones(1, 2)).sum(), params=state).source
+    assert "step0.weight" in source and "step0.bias" in source
+    with pytest.raises(TypeError, match="visual_prefix"):
+        diffopt.extract_state_dict(net, enable_visual=True, visual_prefix=0)

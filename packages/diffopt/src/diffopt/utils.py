@@ -81,9 +81,9 @@ def _replicator(by: str, device: Any = None):
             return t
         if mode == "reference":
             return t if target_device is None else t.to(target_device)
-        if mode == "copy":  # a graph-connected copy
-            out = t.clone() if target_device is None else t.to(target_device, copy=True)
-            return out
+        if mode == "copy":  # a graph-connected copy, cloned where the tensor is, then moved
+            out = t.clone()
+            return out if target_device is None else out.to(target_device)
         out = t.detach().clone()
         if target_device is not None:
             out = out.to(target_device)
@@ -106,8 +106,10 @@ def extract_state_dict(target: Any, *, by: CopyMode = "reference", device: Any =
         device: move the copies to this device.
         with_buffers: also save the buffers (modules only).
         detach_buffers: make :func:`recover_state_dict` restore detached buffers.
-        enable_visual: unused; kept for TorchOpt compatibility.
-        visual_prefix: unused; kept for TorchOpt compatibility.
+        enable_visual: record, in the result's ``visual_contents``, a name for each of the
+            module's parameters as they are now (``visual_prefix + dotted name``), so that
+            :func:`diffopt.visual.make_dot` labels them when given the result. Modules only.
+        visual_prefix: the prefix of those names, e.g. ``'step0.'``.
 
     Returns:
         A :class:`ModuleState` for modules, the tuple of group states for optimizers.
@@ -120,9 +122,15 @@ def extract_state_dict(target: Any, *, by: CopyMode = "reference", device: Any =
         >>> len(extract_state_dict(opt, by='deepcopy'))
         1
     """
-    del enable_visual, visual_prefix
+    if not isinstance(visual_prefix, str):
+        raise TypeError(f"visual_prefix must be a string, got {type(visual_prefix).__name__}")
     replicate = _replicator(by, device)
     if isinstance(target, nn.Module):
+        # The names go to the parameters themselves (not to their copies): they are the tensors
+        # a later graph of the module's outputs runs through.
+        visual_contents = OrderedDict(
+            (visual_prefix + name, p) for name, p in target.named_parameters()
+        ) if enable_visual else None
         params, buffers = [], []
         for module in target.modules():
             params.append(OrderedDict(
@@ -131,7 +139,7 @@ def extract_state_dict(target: Any, *, by: CopyMode = "reference", device: Any =
                 (name, replicate(b)) for name, b in module._buffers.items())
                 if with_buffers else OrderedDict())
         return ModuleState(params=tuple(params), buffers=tuple(buffers),
-                           visual_contents=None, detach_buffers=detach_buffers)
+                           visual_contents=visual_contents, detach_buffers=detach_buffers)
     state = _optimizer_state(target)
     if state is None:
         raise TypeError(f"extract_state_dict: expected an nn.Module or an optimizer, got "

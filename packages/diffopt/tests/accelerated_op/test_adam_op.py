@@ -79,5 +79,8 @@ def test_bad_arguments():
 def test_is_available():
     assert is_available("cpu") and is_available(torch.device("cpu"))
     assert is_available(["cpu"])
+    assert is_available("meta")  # fused-optim's shape-only kernels run on the meta device
+    # Without devices: CUDA and the CPU together, so False wherever CUDA is missing.
+    assert is_available() == torch.cuda.is_available() == is_available(["cpu", "cuda"])
     if not torch.cuda.is_available():
         assert not is_available("cuda") and not is_available(0)

@@ -104,7 +104,11 @@ def test_configuration_errors_are_raised_early():
     with pytest.raises(TypeError, match="right-hand side"):
         linear_solve.solve_cg(lambda v: v)
     with pytest.raises(TypeError, match="callable"):
-        linear_solve.solve_inv(torch.eye(2), torch.ones(2))
+        linear_solve.solve_inv("not an operator", torch.ones(2))
+    with pytest.raises(TypeError, match="unexpected"):
+        linear_solve.solve_inv(matrix=torch.eye(2))
+    with pytest.raises(TypeError, match="both"):
+        linear_solve.solve_cg(lambda v: v, torch.ones(2), b=torch.ones(2))
 
 
 def test_normal_cg_needs_a_differentiable_matvec():
@@ -125,3 +129,34 @@ def test_tol_is_an_alias_of_rtol():
         assert not torch.equal(
             solver(lambda v: A @ v, b, tol=1e-2), solver(lambda v: A @ v, b, rtol=1e-12)
         )
+
+
+@pytest.mark.parametrize("factory", [linear_solve.solve_cg, linear_solve.solve_normal_cg,
+                                     linear_solve.solve_inv])
+def test_a_matrix_or_tree_of_matrices_stands_for_matvec(factory):
+    A = random_matrix(5, 7, symmetric=True)
+    b = torch.arange(1.0, 6.0, dtype=torch.float64)
+    expected = torch.linalg.solve(A, b)
+    options = {} if factory is linear_solve.solve_inv else {"rtol": 1e-12}
+    torch.testing.assert_close(factory(A, b, **options), expected)
+    # A tree of matrices is block-diagonal; a (n, 1) column leaf is solved as a column.
+    blocks = {"a": A, "c": 2.0 * torch.eye(3, dtype=torch.float64)}
+    rhs = {"a": b[:, None], "c": torch.ones(3, 1, dtype=torch.float64)}
+    x = factory(blocks, rhs, **options)
+    torch.testing.assert_close(x["a"], expected[:, None])
+    torch.testing.assert_close(x["c"], torch.full((3, 1), 0.5, dtype=torch.float64))
+
+
+@pytest.mark.parametrize("factory", [linear_solve.solve_cg, linear_solve.solve_normal_cg,
+                                     linear_solve.solve_inv])
+def test_keyword_operands_configure_a_solver_with_defaults(factory):
+    # TorchOpt's factories take matvec=/b= by keyword and return a solver with them bound.
+    A = random_matrix(4, 3, symmetric=True)
+    b = torch.ones(4, dtype=torch.float64)
+    options = {} if factory is linear_solve.solve_inv else {"rtol": 1e-12}
+    solver = factory(matvec=lambda v: A @ v, b=b, **options)
+    assert callable(solver) and not isinstance(solver, torch.Tensor)
+    torch.testing.assert_close(solver(), torch.linalg.solve(A, b))
+    other = 2.0 * b
+    torch.testing.assert_close(solver(b=other), torch.linalg.solve(A, other))
+    torch.testing.assert_close(solver(lambda v: 2.0 * A @ v, b), torch.linalg.solve(2.0 * A, b))

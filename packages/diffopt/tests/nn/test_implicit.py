@@ -235,3 +235,82 @@ def test_solve_without_grad_then_with_grad():
     grads = torch.autograd.grad(meta_loss(inner.w, inner.b), theta)
     for got, unrolled in zip(grads, unrolled_meta_gradient()):
         torch.testing.assert_close(got, unrolled, rtol=1e-7, atol=1e-10)
+
+
+def test_subclass_without_solve_cannot_be_instantiated():
+    class NoSolve(ImplicitMetaGradientModule):
+        def objective(self):
+            return torch.zeros(())
+
+    with pytest.raises(TypeError, match="abstract"):
+        NoSolve()
+    with pytest.raises(TypeError, match="must be a method"):
+        class NotCallable(ImplicitMetaGradientModule):
+            optimality = 0
+
+            def solve(self):
+                pass
+
+
+def test_class_helpers_of_the_nn_module_path():
+    from diffopt.diff.implicit.nn.module import (
+        enable_implicit_gradients,
+        make_optimality_from_objective,
+    )
+
+    class Prox(ImplicitMetaGradientModule):
+        def __init__(self, theta):
+            super().__init__()
+            self.theta = theta
+            self.phi = torch.nn.Parameter(torch.zeros(3, dtype=DTYPE))
+
+        def objective(self):
+            return (self.phi ** 3).sum() / 3 + (self.phi - self.theta).pow(2).sum()
+
+        def solve(self):
+            pass
+
+    with pytest.raises(TypeError, match="already"):
+        enable_implicit_gradients(Prox)
+    theta = torch.tensor([1.0, 2.0, 3.0], dtype=DTYPE, requires_grad=True)
+    inner = make_optimality_from_objective(Prox)(theta)
+    # d/dphi [phi^3/3 + (phi - theta)^2] = phi^2 + 2 (phi - theta), at phi = 0: -2 theta
+    (residual,) = inner.optimality()
+    torch.testing.assert_close(residual, -2 * theta.detach())
+
+    class OptimalityOnly(ImplicitMetaGradientModule):
+        def optimality(self):
+            return ()
+
+        def solve(self):
+            pass
+
+    with pytest.raises(TypeError, match="objective"):
+        make_optimality_from_objective(OptimalityOnly)
+
+
+def test_derived_optimality_gives_the_same_meta_gradient():
+    # A class whose optimality() was derived by make_optimality_from_objective solves to the
+    # closed form phi* = (theta + x) / 2 of min |phi - theta|^2 + |phi - x|^2: dphi*/dtheta = I/2.
+    from diffopt.diff.implicit.nn.module import make_optimality_from_objective
+
+    class Mean(ImplicitMetaGradientModule, linear_solve=linear_solve.solve_cg(rtol=1e-12)):
+        def __init__(self, theta):
+            super().__init__()
+            self.theta = theta
+            self.phi = torch.nn.Parameter(torch.zeros(2, dtype=DTYPE))
+
+        def objective(self, x):
+            return (self.phi - self.theta).pow(2).sum() + (self.phi - x).pow(2).sum()
+
+        def solve(self, x):
+            with torch.no_grad():
+                self.phi.copy_((self.theta + x) / 2)
+
+    make_optimality_from_objective(Mean)
+    theta = torch.tensor([1.0, -1.0], dtype=DTYPE, requires_grad=True)
+    inner = Mean(theta)
+    inner.solve(torch.tensor([3.0, 5.0], dtype=DTYPE))
+    torch.testing.assert_close(inner.phi.detach(), torch.tensor([2.0, 2.0], dtype=DTYPE))
+    (inner.phi * torch.tensor([1.0, 3.0], dtype=DTYPE)).sum().backward()
+    torch.testing.assert_close(theta.grad, torch.tensor([0.5, 1.5], dtype=DTYPE))

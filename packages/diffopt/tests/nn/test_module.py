@@ -76,3 +76,54 @@ def test_nested_meta_modules_are_collected():
     outer = Outer(prior)
     names = {n for n, _ in outer.named_meta_parameters()}
     assert "inner.meta_prior" in names or "meta_prior" in names
+
+
+def test_tensor_attributes_follow_requires_grad_and_origin():
+    # A tensor that requires grad becomes a parameter (even a plain tensor, as a solver's iterate
+    # is), unless it came in through the constructor (then a meta-parameter); others stay plain.
+    meta = torch.ones(2, requires_grad=True)
+    m = diffopt.nn.MetaGradientModule(meta)
+    own = torch.zeros(2, requires_grad=True)
+    plain = torch.zeros(2)
+    m.meta, m.own, m.plain = meta, own, plain
+    assert m._meta_parameters["meta"] is meta and m._parameters["own"] is own
+    assert m.plain is plain and "plain" not in m._parameters and "plain" not in m._buffers
+    (m.own * m.meta).sum().backward()
+    torch.testing.assert_close(own.grad, torch.ones(2))
+    with pytest.raises(ValueError, match="meta-parameter"):
+        diffopt.nn.MetaGradientModule(meta).register_parameter("w", meta)
+    with pytest.raises(KeyError, match="already exists"):
+        m.register_parameter("meta", own)
+    with pytest.raises(TypeError, match="string"):
+        m.register_parameter(b"w", own)
+    frozen = nn.Parameter(torch.zeros(1), requires_grad=False)  # a frozen Parameter is allowed
+    m.frozen = frozen
+    assert m._parameters["frozen"] is frozen
+    # Reassigning a name moves it between slots: an attribute, then a meta-parameter.
+    del m.meta
+    object.__setattr__(m, "meta", meta)
+    m.meta = meta
+    assert m._meta_parameters["meta"] is meta and "meta" not in m.__dict__
+
+
+def test_add_meta_module_and_register_meta_module_are_one_method():
+    m = diffopt.nn.MetaGradientModule()
+    encoder = nn.Linear(2, 3)
+    m.add_meta_module("encoder", encoder)
+    assert m.encoder is encoder and list(m.parameters()) == []
+    assert [p is q for p, q in zip(m.meta_parameters(), encoder.parameters())] == [True, True]
+    assert diffopt.nn.MetaGradientModule.register_meta_module is (
+        diffopt.nn.MetaGradientModule.add_meta_module)
+    with pytest.raises(KeyError, match="already exists"):
+        m.add_meta_module("training", nn.Linear(1, 1))
+
+
+def test_assignment_before_super_init_is_refused():
+    class NoInit(diffopt.nn.MetaGradientModule):
+        def __init__(self, x):
+            self.x = x
+
+    with pytest.raises(AttributeError, match="__init__"):
+        NoInit(torch.ones(1, requires_grad=True))
+    with pytest.raises(AttributeError, match="__init__"):
+        NoInit(nn.Linear(1, 1))

@@ -82,8 +82,8 @@ def test_missing_sample_and_non_scalar_forward():
         def forward(self):
             return self.w.sum()
 
-    with pytest.raises(NotImplementedError, match="sample"):
-        NoSample()().backward()
+    with pytest.raises(TypeError, match="abstract"):  # sample() is abstract, as is forward()
+        NoSample()
 
     class Vector(NoSample):
         def forward(self):
@@ -94,3 +94,22 @@ def test_missing_sample_and_non_scalar_forward():
 
     with pytest.raises(ValueError, match="scalar"):
         Vector()()
+
+
+def test_forward_is_abstract_and_enabling_twice_is_refused():
+    from diffopt.diff.zero_order.nn.module import enable_zero_order_gradients
+
+    class NoForward(ZeroOrderGradientModule):
+        def sample(self, sample_shape):
+            return torch.randn(sample_shape)
+
+    with pytest.raises(TypeError, match="abstract"):
+        NoForward()
+
+    class Both(NoForward):
+        def forward(self):
+            return torch.zeros(())
+
+    Both()  # complete: instantiable
+    with pytest.raises(TypeError, match="already"):
+        enable_zero_order_gradients(Both)

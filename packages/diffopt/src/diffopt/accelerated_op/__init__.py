@@ -37,7 +37,12 @@ def _functional():
 
 
 def accelerated_op_available(devices: Device | Iterable[Device] | None = None) -> bool:
-    """Whether the fused ops can run on ``devices`` (default: CPU, and CUDA when present).
+    """Whether the fused ops can run on ``devices`` (default: both CUDA and the CPU).
+
+    As in TorchOpt, the call without ``devices`` asks about CUDA and the CPU together, so it is
+    ``False`` on a machine without CUDA; ask ``accelerated_op_available('cpu')`` for the CPU alone.
+    A device counts when the op runs there: the ``meta`` device does (fused-optim registers
+    shape-only implementations, as :mod:`torch.compile` needs).
 
     Args:
         devices: a device or devices to check (a :class:`torch.device`, a string such as
@@ -49,13 +54,15 @@ def accelerated_op_available(devices: Device | Iterable[Device] | None = None) -
     Example:
         >>> accelerated_op_available('cpu')  # fused-optim is a dependency and has a CPU kernel
         True
+        >>> accelerated_op_available() == torch.cuda.is_available()
+        True
     """
     try:
         functional = _functional()
     except ImportError:
         return False
     if devices is None:
-        devices = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
+        devices = ["cuda", "cpu"]
     elif isinstance(devices, (str, int, torch.device)):
         devices = [devices]
     try:

@@ -26,6 +26,14 @@ def flip_sign_and_add_weight_decay(weight_decay: float = 0.0,
                                    maximize: bool = False) -> GradientTransformation:
     """``g -> (-g if maximize else g) + weight_decay * params`` (torch.optim's L2 convention).
 
+    Args:
+        weight_decay: the L2 coefficient (>= 0); with 0 no params are needed.
+        maximize: flip the sign of the updates (gradient ascent).
+
+    Returns:
+        A stateless :class:`~diffopt.base.GradientTransformation` (``identity()`` when it would
+        do nothing).
+
     Example:
         >>> import torch
         >>> tx = flip_sign_and_add_weight_decay(0.5, maximize=True)
@@ -66,6 +74,12 @@ def flip_sign_and_add_weight_decay(weight_decay: float = 0.0,
 
 def scale_by_neg_lr(lr: float | torch.Tensor | Callable) -> GradientTransformation:
     """Multiply by ``-lr``; ``lr`` may be a schedule ``count -> lr``.
+
+    Args:
+        lr: the learning rate: a number, a tensor, or a schedule ``count -> lr``.
+
+    Returns:
+        A :class:`~diffopt.base.GradientTransformation`.
 
     Example:
         >>> import torch

@@ -14,7 +14,8 @@ Example:
     True
 """
 
+from diffopt.linalg import utils
 from diffopt.linalg.cg import cg
 from diffopt.linalg.neumann import NeumannDivergenceWarning, ns, ns_inv
 
-__all__ = ["NeumannDivergenceWarning", "cg", "ns", "ns_inv"]
+__all__ = ["NeumannDivergenceWarning", "cg", "ns", "ns_inv", "utils"]

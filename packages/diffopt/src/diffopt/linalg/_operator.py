@@ -15,18 +15,24 @@ __all__: list[str] = []
 LinearOperator = Callable[[Any], Any]
 
 
-def _apply_matrix(matrix: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
-    # A leaf x of any shape is treated as the flat vector x.reshape(-1), as a matrix acts on it.
+def _check_square(matrix: torch.Tensor) -> None:
     if matrix.ndim != 2 or matrix.shape[0] != matrix.shape[1]:
         raise ValueError(
             f"a matrix operator must be a square 2-D tensor, got shape {tuple(matrix.shape)}"
         )
-    if matrix.shape[1] != x.numel():
-        raise ValueError(
-            f"matrix of shape {tuple(matrix.shape)} cannot act on a leaf with "
-            f"{x.numel()} elements (shape {tuple(x.shape)})"
-        )
-    return (matrix @ x.reshape(-1)).reshape(x.shape)
+
+
+def _apply_matrix(matrix: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+    # An (n, n) matrix acts on a leaf whose first dimension is n as ``matrix @ x`` (a vector, a
+    # column, or several columns at once); on any other leaf of n elements it acts on the flat
+    # vector x.reshape(-1). The two readings agree wherever both apply.
+    if x.ndim >= 1 and x.shape[0] == matrix.shape[1]:
+        return matrix @ x
+    if matrix.shape[1] == x.numel():
+        return (matrix @ x.reshape(-1)).reshape(x.shape)
+    raise ValueError(
+        f"matrix of shape {tuple(matrix.shape)} cannot act on a leaf of shape {tuple(x.shape)}"
+    )
 
 
 def as_linear_operator(A: Any, name: str = "A") -> LinearOperator:
@@ -43,6 +49,8 @@ def as_linear_operator(A: Any, name: str = "A") -> LinearOperator:
             f"{name} must be a callable computing the product {name}(x), a square matrix or a "
             f"pytree of square matrices, got {type(A).__name__}"
         )
+    for leaf in leaves:
+        _check_square(leaf)
     if isinstance(A, torch.Tensor):
         return lambda x: _apply_matrix(A, x)
     return lambda x: tree_math.tree_map_tensors(_apply_matrix, A, x)

@@ -10,7 +10,7 @@ import torch
 
 import optree_core
 from diffopt import tree_math
-from diffopt.linalg._operator import check_like
+from diffopt.linalg._operator import as_linear_operator, check_like
 
 __all__: list[str] = []
 
@@ -26,11 +26,36 @@ def check_ridge(ridge: float | None) -> None:
         raise ValueError(f"ridge must be non-negative, got {ridge!r}")
 
 
-def check_solver_call(matvec: Any, b: Any, name: str) -> None:
-    if not callable(matvec):
-        raise TypeError(f"{name}: matvec must be a callable x -> A x, got {type(matvec).__name__}")
+def split_call(name: str, factory: Callable, options: dict[str, Any], matvec: Any, b: Any,
+               bound: dict[str, Any]) -> tuple[Callable | None, Any, Any]:
+    """The call convention the ``solve_*`` factories share: ``(solver, matvec, b)``.
+
+    With ``matvec`` and ``b`` given positionally the call solves at once: ``solver`` is None and
+    ``matvec`` is the operator as a callable (a matrix or pytree of matrices is accepted, see
+    :func:`diffopt.linalg.utils.normalize_matvec`). With neither given positionally it returns
+    the configured ``solver(matvec, b)``; ``matvec=`` and ``b=`` given by keyword become that
+    solver's defaults, which a later call may override (TorchOpt's factories bind them so).
+    """
+    unknown = sorted(set(bound) - {"matvec", "b"})
+    if unknown:
+        raise TypeError(f"{name}() got unexpected keyword argument(s) {unknown}")
+    if matvec is None and b is None:
+        default_matvec, default_b = bound.get("matvec"), bound.get("b")
+
+        def solver(matvec: Any = default_matvec, b: Any = default_b) -> Any:
+            return factory(matvec, b, **options)
+
+        solver.__name__ = solver.__qualname__ = name
+        return solver, None, None
+    for key, positional in (("matvec", matvec), ("b", b)):
+        if key in bound and positional is not None:
+            raise TypeError(f"{name}() got {key} both by position and by keyword")
+    matvec, b = bound.get("matvec", matvec), bound.get("b", b)
+    if matvec is None:
+        raise TypeError(f"{name}: missing the operator matvec (call {name}(matvec, b))")
     if b is None:
         raise TypeError(f"{name}: missing the right-hand side b (call {name}(matvec, b))")
+    return None, as_linear_operator(matvec, "matvec"), b
 
 
 def with_ridge(matvec: Matvec, ridge: float | None) -> Matvec:

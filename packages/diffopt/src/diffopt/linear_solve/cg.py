@@ -2,19 +2,19 @@
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Callable
 from typing import Any
 
 from diffopt import linalg
-from diffopt.linear_solve._utils import check_ridge, check_solver_call, with_ridge
+from diffopt.linear_solve._utils import check_ridge, split_call, with_ridge
 
 __all__ = ["solve_cg"]
 
 
 def solve_cg(
-    matvec: Callable[[Any], Any] | None = None,
+    matvec: Callable[[Any], Any] | Any = None,
     b: Any = None,
+    /,
     *,
     ridge: float | None = None,
     init: Any = None,
@@ -23,6 +23,7 @@ def solve_cg(
     maxiter: int | None = None,
     M: Callable[[Any], Any] | Any = None,
     tol: float | None = None,
+    **bound: Any,
 ) -> Any:
     r"""Solve ``(A + ridge I) x = b`` by conjugate gradient, ``A`` symmetric positive definite.
 
@@ -31,11 +32,15 @@ def solve_cg(
     then the cheapest exact-in-the-limit choice. For an operator that is not symmetric positive
     definite use :func:`solve_normal_cg`, or add a ``ridge``.
 
-    Called without ``matvec`` and ``b`` it returns the configured solver ``(matvec, b) -> x``.
+    Called without ``matvec`` and ``b`` by position it returns the configured solver
+    ``(matvec, b) -> x`` (keyword ``matvec=``/``b=`` become its defaults, as in TorchOpt).
 
     Args:
-        matvec: the product ``x -> A x`` on pytrees shaped like ``b``.
+        matvec: the product ``x -> A x`` on pytrees shaped like ``b`` (or a square matrix, or a
+            pytree of them, see :func:`diffopt.linalg.utils.normalize_matvec`).
         b: right-hand side, a tensor or pytree of tensors.
+        **bound: ``matvec=`` and ``b=`` by keyword, as TorchOpt's factories take them: the call
+            then returns the solver with these as its defaults instead of solving.
         ridge: optional ridge :math:`\lambda`, solving :math:`(A + \lambda I) x = b`.
         init: starting guess with the structure of ``b`` (default: zeros).
         rtol: relative tolerance on the residual norm (see :func:`diffopt.linalg.cg`).
@@ -60,9 +65,9 @@ def solve_cg(
     if tol is not None:
         rtol = tol
     options = {"ridge": ridge, "init": init, "rtol": rtol, "atol": atol, "maxiter": maxiter, "M": M}
-    if matvec is None and b is None:
-        return functools.partial(solve_cg, **options)
-    check_solver_call(matvec, b, "solve_cg")
+    solver, matvec, b = split_call("solve_cg", solve_cg, options, matvec, b, bound)
+    if solver is not None:
+        return solver
     return linalg.cg(
         with_ridge(matvec, ridge), b, x0=init, rtol=rtol, atol=atol, maxiter=maxiter, M=M
     )

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Callable
 from typing import Any
 
@@ -12,9 +11,9 @@ from diffopt import linalg, tree_math
 from diffopt.linalg._operator import check_like, check_rhs
 from diffopt.linear_solve._utils import (
     check_ridge,
-    check_solver_call,
     materialize,
     ravel,
+    split_call,
     unraveler,
     with_ridge,
 )
@@ -23,14 +22,16 @@ __all__ = ["solve_inv"]
 
 
 def solve_inv(
-    matvec: Callable[[Any], Any] | None = None,
+    matvec: Callable[[Any], Any] | Any = None,
     b: Any = None,
+    /,
     *,
     ridge: float | None = None,
     init: Any = None,
     ns: bool = False,
     maxiter: int | None = None,
     alpha: float | None = None,
+    **bound: Any,
 ) -> Any:
     r"""Solve ``(A + ridge I) x = b`` by inverting ``A``: exactly, or by a Neumann series.
 
@@ -40,11 +41,15 @@ def solve_inv(
     :func:`diffopt.linalg.ns`, which needs :math:`\rho(I - \alpha A) < 1`, and warns or raises
     when the series diverges.
 
-    Called without ``matvec`` and ``b`` it returns the configured solver ``(matvec, b) -> x``.
+    Called without ``matvec`` and ``b`` by position it returns the configured solver
+    ``(matvec, b) -> x`` (keyword ``matvec=``/``b=`` become its defaults, as in TorchOpt).
 
     Args:
-        matvec: the product ``x -> A x`` on pytrees shaped like ``b``.
+        matvec: the product ``x -> A x`` on pytrees shaped like ``b`` (or a square matrix, or a
+            pytree of them, see :func:`diffopt.linalg.utils.normalize_matvec`).
         b: right-hand side, a tensor or pytree of tensors.
+        **bound: ``matvec=`` and ``b=`` by keyword, as TorchOpt's factories take them: the call
+            then returns the solver with these as its defaults instead of solving.
         ridge: optional ridge :math:`\lambda`, solving :math:`(A + \lambda I) x = b`.
         init: starting guess for the Neumann series, which then approximates the correction
             ``A^{-1}(b - A init)``; the direct solve needs none and ignores it.
@@ -76,9 +81,9 @@ def solve_inv(
         "maxiter": maxiter,
         "alpha": alpha,
     }
-    if matvec is None and b is None:
-        return functools.partial(solve_inv, **options)
-    check_solver_call(matvec, b, "solve_inv")
+    solver, matvec, b = split_call("solve_inv", solve_inv, options, matvec, b, bound)
+    if solver is not None:
+        return solver
     check_rhs(b)
     matvec = with_ridge(matvec, ridge)
     if ns:

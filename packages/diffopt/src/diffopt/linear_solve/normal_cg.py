@@ -2,19 +2,19 @@
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Callable
 from typing import Any
 
 from diffopt import linalg
-from diffopt.linear_solve._utils import check_ridge, check_solver_call, transpose, with_ridge
+from diffopt.linear_solve._utils import check_ridge, split_call, transpose, with_ridge
 
 __all__ = ["solve_normal_cg"]
 
 
 def solve_normal_cg(
-    matvec: Callable[[Any], Any] | None = None,
+    matvec: Callable[[Any], Any] | Any = None,
     b: Any = None,
+    /,
     *,
     ridge: float | None = None,
     init: Any = None,
@@ -23,6 +23,7 @@ def solve_normal_cg(
     maxiter: int | None = None,
     M: Callable[[Any], Any] | Any = None,
     tol: float | None = None,
+    **bound: Any,
 ) -> Any:
     r"""Solve ``A x = b`` through the normal equations ``(A^T A + ridge I) x = A^T b`` by CG.
 
@@ -32,11 +33,15 @@ def solve_normal_cg(
     differentiable torch operations. This is the default solver of
     :func:`diffopt.diff.implicit.custom_root`, as in TorchOpt and JAXopt.
 
-    Called without ``matvec`` and ``b`` it returns the configured solver ``(matvec, b) -> x``.
+    Called without ``matvec`` and ``b`` by position it returns the configured solver
+    ``(matvec, b) -> x`` (keyword ``matvec=``/``b=`` become its defaults, as in TorchOpt).
 
     Args:
-        matvec: the product ``x -> A x`` on pytrees shaped like ``b``.
+        matvec: the product ``x -> A x`` on pytrees shaped like ``b`` (or a square matrix, or a
+            pytree of them, see :func:`diffopt.linalg.utils.normalize_matvec`).
         b: right-hand side, a tensor or pytree of tensors.
+        **bound: ``matvec=`` and ``b=`` by keyword, as TorchOpt's factories take them: the call
+            then returns the solver with these as its defaults instead of solving.
         ridge: optional ridge :math:`\lambda`, solving :math:`(A^T A + \lambda I) x = A^T b`.
         init: starting guess (default: zeros shaped like ``b``).
         rtol: relative tolerance on the normal-equation residual norm.
@@ -60,9 +65,10 @@ def solve_normal_cg(
     if tol is not None:
         rtol = tol
     options = {"ridge": ridge, "init": init, "rtol": rtol, "atol": atol, "maxiter": maxiter, "M": M}
-    if matvec is None and b is None:
-        return functools.partial(solve_normal_cg, **options)
-    check_solver_call(matvec, b, "solve_normal_cg")
+    solver, matvec, b = split_call("solve_normal_cg", solve_normal_cg, options, matvec, b,
+                                   bound)
+    if solver is not None:
+        return solver
     rmatvec = transpose(matvec, b if init is None else init)
     normal_matvec = with_ridge(lambda x: rmatvec(matvec(x)), ridge)
     return linalg.cg(normal_matvec, rmatvec(b), x0=init, rtol=rtol, atol=atol, maxiter=maxiter, M=M)

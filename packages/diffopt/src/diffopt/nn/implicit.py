@@ -11,6 +11,7 @@ outer loss back-propagates into the meta-parameters without unrolling the inner 
 
 from __future__ import annotations
 
+import abc
 import functools
 import inspect
 from collections.abc import Callable
@@ -23,7 +24,11 @@ from diffopt.diff.implicit.decorator import custom_root
 from diffopt.nn._reparametrize import reparametrize, swap_tensors
 from diffopt.nn.module import MetaGradientModule
 
-__all__ = ["ImplicitMetaGradientModule"]
+__all__ = [
+    "ImplicitMetaGradientModule",
+    "enable_implicit_gradients",
+    "make_optimality_from_objective",
+]
 
 LinearSolver = Callable[[Callable[[Any], Any], Any], Any]
 
@@ -104,7 +109,99 @@ def _enable_implicit_gradients(cls: type[ImplicitMetaGradientModule]) -> None:
     cls.solve = solve  # type: ignore[method-assign]
 
 
-class ImplicitMetaGradientModule(MetaGradientModule):
+def enable_implicit_gradients(
+    cls: type[ImplicitMetaGradientModule],
+) -> type[ImplicitMetaGradientModule]:
+    """Make ``cls.solve`` differentiable by the implicit function theorem; return ``cls``.
+
+    Subclasses that define ``solve`` get this automatically; call it yourself only for a class
+    whose ``solve`` was attached after the class was created. Enabling twice is a ``TypeError``
+    (the backward pass would solve the linear system twice over).
+
+    Args:
+        cls: a subclass of :class:`ImplicitMetaGradientModule`.
+
+    Returns:
+        ``cls`` itself, with ``solve`` wrapped.
+
+    Example:
+        >>> import torch
+        >>> class Inner(ImplicitMetaGradientModule):
+        ...     def objective(self):
+        ...         return (self.x - self.theta).pow(2).sum()
+        ...     def solve(self):
+        ...         pass
+        >>> try:
+        ...     enable_implicit_gradients(Inner)
+        ... except TypeError as error:
+        ...     print('TypeError')
+        TypeError
+    """
+    if getattr(cls.solve, "__implicit_gradients_enabled__", False):
+        raise TypeError(f"{cls.__name__}.solve() already has implicit gradients enabled")
+    _enable_implicit_gradients(cls)
+    return cls
+
+
+def _objective_gradient(module: ImplicitMetaGradientModule, flat_params: tuple, *input: Any,
+                        **kwargs: Any) -> tuple[torch.Tensor, ...]:
+    # The gradient of the inner objective with respect to the parameters, kept differentiable
+    # (create_graph) so that the backward pass can differentiate it again.
+    with torch.enable_grad():
+        loss = module.objective(*input, **kwargs)
+        if not (isinstance(loss, torch.Tensor) and loss.ndim == 0):
+            raise ValueError(
+                f"{type(module).__name__}.objective() must return a scalar tensor, got "
+                f"{getattr(loss, 'shape', type(loss).__name__)}"
+            )
+        grads = torch.autograd.grad(loss, flat_params, create_graph=True, allow_unused=True)
+    return tuple(torch.zeros_like(p) if g is None else g for g, p in zip(grads, flat_params))
+
+
+def make_optimality_from_objective(
+    cls: type[ImplicitMetaGradientModule],
+) -> type[ImplicitMetaGradientModule]:
+    """Give ``cls`` an ``optimality()`` method: the gradient of its ``objective()``; return ``cls``.
+
+    This is what a subclass that defines only ``objective`` uses implicitly; calling it makes the
+    derived residual an ordinary method (e.g. to inspect it after ``solve``).
+
+    Args:
+        cls: a subclass of :class:`ImplicitMetaGradientModule` that defines ``objective``; a
+            ``TypeError`` is raised otherwise.
+
+    Returns:
+        ``cls`` itself, with ``optimality`` set.
+
+    Example:
+        >>> import torch
+        >>> class Inner(ImplicitMetaGradientModule):
+        ...     def __init__(self, theta):
+        ...         super().__init__()
+        ...         self.theta = theta
+        ...         self.x = torch.nn.Parameter(torch.zeros(2))
+        ...     def objective(self):
+        ...         return (self.x - self.theta).pow(2).sum()
+        ...     def solve(self):
+        ...         pass
+        >>> inner = make_optimality_from_objective(Inner)(torch.ones(2, requires_grad=True))
+        >>> inner.optimality()[0]  # d/dx |x - theta|^2 = 2 (x - theta)
+        tensor([-2., -2.], grad_fn=<MulBackward0>)
+    """
+    if not _overrides(cls, "objective"):
+        raise TypeError(f"{cls.__name__} defines no objective() to derive optimality() from")
+
+    def optimality(self: ImplicitMetaGradientModule, *input: Any, **kwargs: Any) -> tuple:
+        params = tuple(self.parameters())
+        if not params:
+            raise RuntimeError(f"{type(self).__name__} has no parameters to differentiate for")
+        return _objective_gradient(self, params, *input, **kwargs)
+
+    cls.optimality = optimality  # type: ignore[method-assign]
+    return cls
+
+
+class ImplicitMetaGradientModule(MetaGradientModule, metaclass=abc.ABCMeta):
     """Base class for inner-problem modules differentiated by implicit differentiation.
 
     Subclasses define ``objective(*input)`` (a scalar inner loss; its gradient with respect to the
@@ -167,6 +264,9 @@ class ImplicitMetaGradientModule(MetaGradientModule):
             attribute = inspect.getattr_static(cls, name)
             if isinstance(attribute, (staticmethod, classmethod)):
                 raise TypeError(f"{cls.__name__}.{name}() must be a plain method")
+            if not callable(attribute):
+                raise TypeError(f"{cls.__name__}.{name} must be a method, got "
+                                f"{type(attribute).__name__}")
         if not (_overrides(cls, "optimality") or _overrides(cls, "objective")):
             raise TypeError(
                 f"{cls.__name__} must define objective() (the inner loss) or optimality() (a "
@@ -177,6 +277,7 @@ class ImplicitMetaGradientModule(MetaGradientModule):
         ):
             _enable_implicit_gradients(cls)
 
+    @abc.abstractmethod
     def solve(self, *input: Any, **kwargs: Any) -> Any:
         """Solve the inner problem, updating ``self.parameters()``; return anything (often self).
 
@@ -205,12 +306,4 @@ class ImplicitMetaGradientModule(MetaGradientModule):
         with reparametrize(self, zip(names, flat_params)):
             if _overrides(type(self), "optimality"):
                 return _as_parameter_tuple(self.optimality(*input, **kwargs), names)
-            with torch.enable_grad():
-                loss = self.objective(*input, **kwargs)
-                if not (isinstance(loss, torch.Tensor) and loss.ndim == 0):
-                    raise ValueError(
-                        f"{type(self).__name__}.objective() must return a scalar tensor, got "
-                        f"{getattr(loss, 'shape', type(loss).__name__)}"
-                    )
-                grads = torch.autograd.grad(loss, flat_params, create_graph=True, allow_unused=True)
-        return tuple(torch.zeros_like(p) if g is None else g for g, p in zip(grads, flat_params))
+            return _objective_gradient(self, flat_params, *input, **kwargs)

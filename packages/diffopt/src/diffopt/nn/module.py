@@ -116,26 +116,53 @@ class MetaGradientModule(nn.Module):
 
     def __setattr__(self, name: str, value: Any) -> None:
         meta_inputs = self.__dict__.get("_meta_inputs")
-        if meta_inputs is not None:
-            if isinstance(value, torch.Tensor) and id(value) in meta_inputs.meta_parameter_ids:
+        if meta_inputs is None:  # before __new__ finished: plain nn.Module behaviour
+            super().__setattr__(name, value)
+            return
+        if isinstance(value, torch.Tensor) and value.requires_grad:
+            # A tensor that requires grad is always trainable state: a meta-parameter when it
+            # came in through the constructor, else one of this module's own parameters (even a
+            # plain tensor, not only an nn.Parameter, as an inner solver's iterates often are).
+            if "_parameters" not in self.__dict__:
+                raise AttributeError(
+                    f"cannot assign parameter {name!r} before Module.__init__() call: call "
+                    "super().__init__() first"
+                )
+            self._forget(name)
+            if id(value) in meta_inputs.meta_parameter_ids:
                 self.register_meta_parameter(name, value)
+            else:
+                self.register_parameter(name, value)
+            return
+        if isinstance(value, nn.Module) and id(value) in meta_inputs.meta_module_ids:
+            if "_modules" not in self.__dict__:
+                raise AttributeError(
+                    f"cannot assign module {name!r} before Module.__init__() call: call "
+                    "super().__init__() first"
+                )
+            self._forget(name)
+            self.register_meta_module(name, value)
+            return
+        for table, kind, expected, what in (
+            (self._meta_parameters, "meta-parameter", torch.Tensor, "a tensor"),
+            (self._meta_modules, "meta-module", nn.Module, "a module"),
+        ):
+            if name in table:
+                if value is not None and not isinstance(value, expected):
+                    raise TypeError(f"cannot assign {type(value).__name__} to {kind} {name!r} "
+                                    f"({what} or None is required)")
+                table[name] = value
                 return
-            if isinstance(value, nn.Module) and id(value) in meta_inputs.meta_module_ids:
-                self.register_meta_module(name, value)
-                return
-            if name in self._meta_parameters:
-                if value is not None and not isinstance(value, torch.Tensor):
-                    raise TypeError(f"cannot assign {type(value).__name__} to meta-parameter "
-                                    f"{name!r} (a tensor or None is required)")
-                self._meta_parameters[name] = value
-                return
-            if name in self._meta_modules:
-                if value is not None and not isinstance(value, nn.Module):
-                    raise TypeError(f"cannot assign {type(value).__name__} to meta-module "
-                                    f"{name!r} (a module or None is required)")
-                self._meta_modules[name] = value
-                return
+        if isinstance(value, nn.Module):
+            self._forget(name)  # a module replaces a meta-module or parameter of the same name
         super().__setattr__(name, value)
+
+    def _forget(self, name: str) -> None:
+        """Drop ``name`` from every slot, so that it can be registered anew in another one."""
+        self.__dict__.pop(name, None)
+        for table in ("_parameters", "_buffers", "_modules", "_meta_parameters", "_meta_modules"):
+            self.__dict__.get(table, {}).pop(name, None)
+        self.__dict__.get("_non_persistent_buffers_set", set()).discard(name)
 
     def __delattr__(self, name: str) -> None:
         if name in self._meta_parameters:
@@ -145,18 +172,56 @@ class MetaGradientModule(nn.Module):
         else:
             super().__delattr__(name)
 
-    def _check_name(self, name: str, kind: str) -> None:
+    def _check_registration(self, table: str, kind: str, name: Any, value: Any,
+                            expected: type) -> None:
+        """The checks every register_* method makes: set-up done, a free valid name, a type."""
+        if table not in self.__dict__:
+            raise AttributeError(f"cannot register a {kind} before __init__() is called")
         if not isinstance(name, str):
             raise TypeError(f"{kind} name should be a string, got {type(name).__name__}")
         if not name or "." in name:
             raise KeyError(f"invalid {kind} name {name!r}: it must be non-empty without '.'")
-        if (name in self._parameters or name in self._modules or name in self._buffers
-                or (hasattr(self, name) and name not in self._meta_parameters
-                    and name not in self._meta_modules)):
+        if hasattr(self, name) and name not in self.__dict__[table]:
             raise KeyError(f"attribute {name!r} already exists")
+        if value is not None and not isinstance(value, expected):
+            raise TypeError(f"{kind} {name!r} must be a {expected.__name__} or None, got "
+                            f"{type(value).__name__}")
+
+    def register_parameter(self, name: str, param: torch.Tensor | None) -> None:
+        """Register ``param`` as one of this module's own (inner) parameters.
+
+        Unlike :meth:`torch.nn.Module.register_parameter`, any tensor that requires grad is
+        accepted (not only an :class:`torch.nn.Parameter`); a meta-input of the constructor is
+        refused, since it belongs in :meth:`register_meta_parameter`.
+
+        Args:
+            name: the attribute name (non-empty, without '.').
+            param: a tensor that requires grad, or None.
+
+        Example:
+            >>> import torch
+            >>> m = MetaGradientModule()
+            >>> m.register_parameter('w', torch.zeros(2, requires_grad=True))
+            >>> [name for name, _ in m.named_parameters()]
+            ['w']
+        """
+        self._check_registration("_parameters", "parameter", name, param, torch.Tensor)
+        if param is not None:
+            if not (param.requires_grad or isinstance(param, nn.Parameter)):  # frozen: allowed
+                raise ValueError(f"parameter {name!r} must require grad (or be an nn.Parameter)")
+            if id(param) in self._meta_inputs.meta_parameter_ids:
+                raise ValueError(
+                    f"parameter {name!r} was passed to the constructor, so it is a "
+                    "meta-parameter: register it with register_meta_parameter()"
+                )
+        self._parameters[name] = param
 
     def register_meta_parameter(self, name: str, param: torch.Tensor | None) -> None:
         """Register ``param`` as a meta-parameter (not yielded by ``parameters()``).
+
+        Args:
+            name: the attribute name (non-empty, without '.').
+            param: a tensor that requires grad, or None.
 
         Example:
             >>> import torch
@@ -165,26 +230,29 @@ class MetaGradientModule(nn.Module):
             >>> list(m.meta_parameters())
             [tensor(0.1000, requires_grad=True)]
         """
-        if "_meta_parameters" not in self.__dict__:
-            raise AttributeError("cannot register a meta-parameter before __init__")
-        self._check_name(name, "meta-parameter")
-        if param is not None:
-            if not isinstance(param, torch.Tensor):
-                raise TypeError(f"meta-parameter {name!r} must be a tensor, got "
-                                f"{type(param).__name__}")
-            if not param.requires_grad:
-                raise ValueError(f"meta-parameter {name!r} must require grad")
+        self._check_registration("_meta_parameters", "meta-parameter", name, param, torch.Tensor)
+        if param is not None and not param.requires_grad:
+            raise ValueError(f"meta-parameter {name!r} must require grad")
         self._meta_parameters[name] = param
 
-    def register_meta_module(self, name: str, meta_module: nn.Module | None) -> None:
-        """Register ``meta_module``: its parameters become meta-parameters of this module."""
-        if "_meta_modules" not in self.__dict__:
-            raise AttributeError("cannot register a meta-module before __init__")
-        self._check_name(name, "meta-module")
-        if meta_module is not None and not isinstance(meta_module, nn.Module):
-            raise TypeError(f"meta-module {name!r} must be an nn.Module, got "
-                            f"{type(meta_module).__name__}")
+    def add_meta_module(self, name: str, meta_module: nn.Module | None) -> None:
+        """Register ``meta_module``: its parameters become meta-parameters of this module.
+
+        Args:
+            name: the attribute name (non-empty, without '.').
+            meta_module: an :class:`torch.nn.Module`, or None.
+
+        Example:
+            >>> import torch
+            >>> m = MetaGradientModule()
+            >>> m.add_meta_module('encoder', torch.nn.Linear(2, 1))
+            >>> len(list(m.meta_parameters())), len(list(m.parameters()))
+            (2, 0)
+        """
+        self._check_registration("_meta_modules", "meta-module", name, meta_module, nn.Module)
         self._meta_modules[name] = meta_module
+
+    register_meta_module = add_meta_module
 
     def add_module(self, name: str, module: nn.Module | None) -> None:
         """Add a submodule, or a meta-module if ``module`` was a constructor argument."""

@@ -8,6 +8,7 @@ gradient of ``forward``'s output with respect to ``self.parameters()`` is then t
 
 from __future__ import annotations
 
+import abc
 import functools
 from typing import Any, ClassVar
 
@@ -17,7 +18,7 @@ from diffopt.diff.zero_order.decorator import _check_configuration, zero_order
 from diffopt.nn._reparametrize import reparametrize
 from diffopt.nn.module import MetaGradientModule
 
-__all__ = ["ZeroOrderGradientModule"]
+__all__ = ["ZeroOrderGradientModule", "enable_zero_order_gradients"]
 
 
 def _enable_zero_order_gradients(cls: type[ZeroOrderGradientModule]) -> None:
@@ -41,7 +42,40 @@ def _enable_zero_order_gradients(cls: type[ZeroOrderGradientModule]) -> None:
     cls.forward = forward  # type: ignore[method-assign]
 
 
-class ZeroOrderGradientModule(MetaGradientModule):
+def enable_zero_order_gradients(
+    cls: type[ZeroOrderGradientModule],
+) -> type[ZeroOrderGradientModule]:
+    """Make ``cls.forward`` return an output whose gradient is the ES estimate; return ``cls``.
+
+    Subclasses that define ``forward`` get this automatically; enabling twice is a ``TypeError``
+    (the estimate would be taken of an estimate).
+
+    Args:
+        cls: a subclass of :class:`ZeroOrderGradientModule`.
+
+    Returns:
+        ``cls`` itself, with ``forward`` wrapped.
+
+    Example:
+        >>> import torch
+        >>> class Net(ZeroOrderGradientModule):
+        ...     def forward(self):
+        ...         return torch.tensor(0.0)
+        ...     def sample(self, sample_shape):
+        ...         return torch.randn(sample_shape)
+        >>> try:
+        ...     enable_zero_order_gradients(Net)
+        ... except TypeError:
+        ...     print('TypeError')
+        TypeError
+    """
+    if getattr(cls.forward, "__zero_order_gradients_enabled__", False):
+        raise TypeError(f"{cls.__name__}.forward() already has zero-order gradients enabled")
+    _enable_zero_order_gradients(cls)
+    return cls
+
+
+class ZeroOrderGradientModule(MetaGradientModule, metaclass=abc.ABCMeta):
     """Base class for modules whose parameters get zero-order (ES) gradients.
 
     Class keywords: ``method`` (``'naive'``, ``'forward'`` or ``'antithetic'``; default
@@ -101,6 +135,12 @@ class ZeroOrderGradientModule(MetaGradientModule):
         ):
             _enable_zero_order_gradients(cls)
 
+    @abc.abstractmethod
+    def forward(self, *input: Any, **kwargs: Any) -> torch.Tensor:
+        """Return a scalar; its gradient with respect to the parameters is estimated by ES."""
+        raise NotImplementedError(f"{type(self).__name__} must define forward()")
+
+    @abc.abstractmethod
     def sample(self, sample_shape: torch.Size = torch.Size()) -> torch.Tensor:  # noqa: B008
         """Return noise of shape ``sample_shape`` with zero mean and unit variance per element."""
         raise NotImplementedError(

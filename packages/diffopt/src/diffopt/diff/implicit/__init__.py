@@ -29,9 +29,14 @@ __all__ = ["ImplicitMetaGradientModule", "custom_root"]
 
 
 def __getattr__(name: str):
-    # The module class lives in diffopt.nn (which imports this package); resolve it lazily.
+    # The module class lives in diffopt.nn (which imports this package), and so does what the
+    # ``nn`` subpackage re-exports: resolve both lazily.
     if name == "ImplicitMetaGradientModule":
         from diffopt.nn.implicit import ImplicitMetaGradientModule
 
         return ImplicitMetaGradientModule
+    if name == "nn":
+        import importlib
+
+        return importlib.import_module(f"{__name__}.nn")
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

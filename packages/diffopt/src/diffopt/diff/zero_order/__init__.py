@@ -31,11 +31,16 @@ __all__ = ["Samplable", "ZeroOrderGradientModule", "zero_order"]
 
 
 def __getattr__(name: str):
-    # The module class lives in diffopt.nn (which imports this package); resolve it lazily.
+    # The module class lives in diffopt.nn (which imports this package), and so does what the
+    # ``nn`` subpackage re-exports: resolve both lazily.
     if name == "ZeroOrderGradientModule":
         from diffopt.nn.zero_order import ZeroOrderGradientModule
 
         return ZeroOrderGradientModule
+    if name == "nn":
+        import importlib
+
+        return importlib.import_module(f"{__name__}.nn")
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 

@@ -7,6 +7,6 @@ Example:
     True
 """
 
-from diffopt.nn.implicit import ImplicitMetaGradientModule
+from diffopt.diff.implicit.nn.module import ImplicitMetaGradientModule
 
 __all__ = ["ImplicitMetaGradientModule"]

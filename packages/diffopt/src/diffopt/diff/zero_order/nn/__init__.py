@@ -7,6 +7,6 @@ Example:
     True
 """
 
-from diffopt.nn.zero_order import ZeroOrderGradientModule
+from diffopt.diff.zero_order.nn.module import ZeroOrderGradientModule
 
 __all__ = ["ZeroOrderGradientModule"]

@@ -1,0 +1,1 @@
+"""Stand-in for ``torchvision`` in the examples harness: only ``torchvision.datasets.MNIST``."""
