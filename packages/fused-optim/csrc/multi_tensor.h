@@ -38,7 +38,6 @@ class MultiTensorCall {
   int64_t size() const { return num_tensors_; }
   bool on_cuda() const { return device_.is_cuda(); }
   at::Device device() const { return device_; }
-  at::ScalarType scalar_type() const { return dtype_; }
 
   KernelTable Table() const;
   // The table checks aliasing, the last check before a tensor may be modified.

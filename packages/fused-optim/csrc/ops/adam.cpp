@@ -22,7 +22,7 @@ math::AdamHyper<double> MakeHyper(const char* op, double lr, double beta1, doubl
   h.decay = 1.0 - lr * weight_decay;
   h.one_minus_beta1 = 1.0 - beta1, h.one_minus_beta2 = 1.0 - beta2;
   h.lerp_small = std::abs(h.one_minus_beta1) < 0.5;
-  h.amsgrad = amsgrad, h.maximize = maximize, h.decoupled = decoupled;
+  h.amsgrad = amsgrad, h.maximize = maximize;
   h.has_l2 = weight_decay != 0.0 && !decoupled;
   h.has_decay = weight_decay != 0.0 && decoupled;
   return h;
