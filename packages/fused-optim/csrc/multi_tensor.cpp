@@ -373,6 +373,18 @@ CpuIsa SelectedCpuIsa() {
 #endif
 }
 
+namespace {
+thread_local bool validate_only = false;
+}  // namespace
+
+bool SetValidateOnly(bool enable) {
+  const bool previous = validate_only;
+  validate_only = enable;
+  return previous;
+}
+
+bool ValidateOnly() { return validate_only; }
+
 void CheckNonNegative(const char* op, const char* what, double value) {
   TORCH_CHECK_VALUE(value >= 0.0, op, ": invalid ", what, " value: ", value, " (must be >= 0)");
 }

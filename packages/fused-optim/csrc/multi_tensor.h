@@ -83,6 +83,13 @@ class MultiTensorCall {
 void CheckStepTensors(const char* op, at::TensorList steps, int64_t n);
 std::vector<double> IncrementSteps(at::TensorList steps);
 
+// Validate-only mode, per thread, switched by the op fused_optim::_validate_only(enable) (which
+// returns the previous setting): an in-place <algo>_step_ op then returns after its last check,
+// before its first write. A drop-in optimizer's step makes one call per group; it runs every call
+// so first, and only then for real, so a bad later group leaves every tensor untouched.
+bool SetValidateOnly(bool enable);
+bool ValidateOnly();
+
 // Python exception types via TORCH_CHECK_VALUE/TORCH_CHECK_TYPE, naming the op.
 void CheckNonNegative(const char* op, const char* what, double value);
 void CheckUnitInterval(const char* op, const char* what, double value);  // 0 <= value < 1

@@ -4,10 +4,14 @@
 #include <Python.h>
 #include <torch/library.h>
 
+#include "multi_tensor.h"
+
 // Naming: <algo>_step_ updates params and state in place (the drop-in optimizers);
 // <algo>_update is the functional form returning new tensors; <algo>_update_backward is its
 // hand-written gradient. Hyper-parameters are keyword-only.
 TORCH_LIBRARY(fused_optim, m) {
+  // Switches this thread's validate-only mode (see multi_tensor.h); returns the previous setting.
+  m.def("_validate_only(bool enable) -> bool", &fused_optim::SetValidateOnly);
   // SGD
   m.def(
       "sgd_step_(Tensor(a!)[] params, Tensor[] grads, Tensor(b!)[] momentum_buffers, *, float lr, float momentum, "

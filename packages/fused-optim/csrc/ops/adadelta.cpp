@@ -34,6 +34,7 @@ void AdadeltaStepInPlace(at::TensorList params, at::TensorList grads, at::Tensor
   call.AddMutable("acc_deltas", acc_deltas);
   CheckStepTensors(op, state_steps, call.size());
   KernelTable table = call.Table();
+  if (ValidateOnly()) return;  // every check has run; nothing is written yet
   IncrementSteps(state_steps);  // first modification
   FUSED_OPTIM_LAUNCH(call, table, AdadeltaStep, hyper);
 }

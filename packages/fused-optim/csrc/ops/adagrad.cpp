@@ -41,6 +41,7 @@ void AdagradStepInPlace(at::TensorList params, at::TensorList grads, at::TensorL
   call.AddMutable("state_sums", state_sums);
   CheckStepTensors(op, state_steps, call.size());
   KernelTable table = call.Table();
+  if (ValidateOnly()) return;  // every check has run; nothing is written yet
   SetClr(table, IncrementSteps(state_steps), lr, lr_decay);  // first modification
   FUSED_OPTIM_LAUNCH(call, table, AdagradStep, hyper);
 }

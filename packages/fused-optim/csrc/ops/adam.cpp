@@ -68,6 +68,7 @@ void AdamStepInPlace(at::TensorList params, at::TensorList grads, at::TensorList
   AddMaxList(op, call, amsgrad, max_exp_avg_sqs, /*in_place=*/true);
   CheckStepTensors(op, state_steps, call.size());
   KernelTable table = call.Table();
+  if (ValidateOnly()) return;  // every check has run; nothing is written yet
   SetStepScalars(table, IncrementSteps(state_steps), lr, beta1, beta2);  // first modification
   FUSED_OPTIM_LAUNCH(call, table, AdamStep, hyper);
 }

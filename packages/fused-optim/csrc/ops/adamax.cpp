@@ -47,6 +47,7 @@ void AdamaxStepInPlace(at::TensorList params, at::TensorList grads, at::TensorLi
   call.AddMutable("exp_infs", exp_infs);
   CheckStepTensors(op, state_steps, call.size());
   KernelTable table = call.Table();
+  if (ValidateOnly()) return;  // every check has run; nothing is written yet
   SetClr(table, IncrementSteps(state_steps), lr, beta1);  // first modification
   FUSED_OPTIM_LAUNCH(call, table, AdamaxStep, hyper);
 }

@@ -55,6 +55,7 @@ void RmspropStepInPlace(at::TensorList params, at::TensorList grads, at::TensorL
   }
   CheckStepTensors(op, state_steps, call.size());
   KernelTable table = call.Table();
+  if (ValidateOnly()) return;  // every check has run; nothing is written yet
   IncrementSteps(state_steps);  // first modification
   FUSED_OPTIM_LAUNCH(call, table, RmspropStep, hyper);
 }

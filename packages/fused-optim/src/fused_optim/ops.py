@@ -18,7 +18,8 @@ it); the drop-in optimizers call them under ``torch.no_grad()``.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import contextlib
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -39,6 +40,7 @@ __all__ = [
     "radam_step_",
     "rmsprop_step_",
     "sgd_step_",
+    "validate_only",
 ]
 
 _lib = torch.ops.fused_optim
@@ -451,6 +453,29 @@ def apply_functional(op_name: str, lists: Sequence[Sequence[torch.Tensor]], kwar
 
 
 # --- typed wrappers of the in-place ops (what the drop-in optimizers call) ---------------------
+
+@contextlib.contextmanager
+def validate_only() -> Iterator[None]:
+    """Within this block the in-place ``*_step_`` ops only check their arguments.
+
+    Each op runs every check it makes (hyper-parameters, tensors against the params, step
+    counters, aliasing) and returns before its first write, so a caller that makes several calls
+    can have all of them checked before any runs: the drop-in optimizers' step does so for its
+    parameter groups. The setting is per thread.
+
+    >>> p = torch.ones(2)
+    >>> with validate_only():
+    ...     sgd_step_([p], [torch.ones(2)], [], lr=1.0, momentum=0.0, dampening=0.0, weight_decay=0.0,
+    ...               nesterov=False, maximize=False, first_step=False)
+    >>> p
+    tensor([1., 1.])
+    """
+    previous = _lib._validate_only(True)
+    try:
+        yield
+    finally:
+        _lib._validate_only(previous)
+
 
 def sgd_step_(params: list[torch.Tensor], grads: list[torch.Tensor], momentum_buffers: list[torch.Tensor], *,
               lr: float, momentum: float, dampening: float, weight_decay: float, nesterov: bool, maximize: bool,

@@ -2,24 +2,17 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 import torch
+from torch import Tensor
 
-from fused_optim import ops
-from fused_optim.optim._common import (
-    StepPlan,
-    new_step,
-    run_closure,
-    scalar,
-    torch_path_needed,
-)
+from fused_optim.optim._common import FusedStep, StepPlan, new_step
 
 __all__ = ["Adagrad"]
 
 
-class Adagrad(torch.optim.Adagrad):
+class Adagrad(FusedStep, torch.optim.Adagrad):
     """``torch.optim.Adagrad`` with a fused multi-tensor step (CPU OpenMP / CUDA kernel).
 
     Same constructor (state is created eagerly, as torch does), defaults, argument checks, param
@@ -47,37 +40,19 @@ class Adagrad(torch.optim.Adagrad):
     tensor([0.9000])
     """
 
-    @torch.no_grad()
-    def step(self, closure: Callable[[], Any] | None = None) -> Any:  # type: ignore[override]
-        """Performs one optimization step (``closure`` re-evaluates the model and returns the loss)."""
-        if torch_path_needed(self) or any(
-            p.grad is not None and p.grad.is_sparse for g in self.param_groups for p in g["params"]
-        ):
-            return super().step(closure)
-        loss = run_closure(closure)
-        with StepPlan(self, "Adagrad") as plan:
-            work = []
-            for group in self.param_groups:
-                params, grads, sums, steps = [], [], [], []
-                for p in group["params"]:
-                    grad = p.grad
-                    if grad is None:
-                        continue
-                    state = self.state[p]
-                    if "sum" not in state:  # params added after construction
-                        plan.note_new_state(p, "step", "sum")
-                        state["step"] = new_step()
-                        init = group["initial_accumulator_value"]
-                        state["sum"] = torch.full_like(p, init, memory_format=torch.preserve_format)
-                    params.append(p)
-                    grads.append(grad)
-                    sums.append(state["sum"])
-                    steps.append(state["step"])
-                work.append((group, [params, grads, sums, steps]))
-            for group, lists in work:
-                kwargs = {"lr": scalar(group["lr"]), "lr_decay": scalar(group["lr_decay"]),
-                          "weight_decay": scalar(group["weight_decay"]), "eps": scalar(group["eps"]),
-                          "maximize": bool(group["maximize"])}
-                plan.add(ops.adagrad_step_, lists, 3, kwargs)
-            plan.run()
-        return loss
+    _name = "Adagrad"
+    _op = "adagrad_step_"
+    _real_lists = 3
+    _floats = ("lr", "lr_decay", "weight_decay", "eps")
+    _flags = ("maximize",)
+    _sparse_to_torch = True  # torch's Adagrad has a sparse update
+
+    def _row(self, group: dict[str, Any], p: Tensor, grad: Tensor, plan: StepPlan
+             ) -> tuple[bool, list[Tensor | None]]:
+        state = self.state[p]
+        if "sum" not in state:  # params added after construction (torch creates the rest eagerly)
+            plan.note_new_state(p, "step", "sum")
+            state["step"] = new_step()
+            init = group["initial_accumulator_value"]
+            state["sum"] = torch.full_like(p, init, memory_format=torch.preserve_format)
+        return False, [p, grad, state["sum"], state["step"]]

@@ -2,24 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any
-
 import torch
 
-from fused_optim import ops
-from fused_optim.optim._common import (
-    StepPlan,
-    gather_zero_state,
-    run_closure,
-    scalar,
-    torch_path_needed,
-)
+from fused_optim.optim._common import FusedStep
 
 __all__ = ["Adamax"]
 
 
-class Adamax(torch.optim.Adamax):
+class Adamax(FusedStep, torch.optim.Adamax):
     """``torch.optim.Adamax`` with a fused multi-tensor step (CPU OpenMP / CUDA kernel).
 
     Same constructor, defaults, argument checks, param groups, state keys and ``state_dict()``
@@ -45,19 +35,9 @@ class Adamax(torch.optim.Adamax):
     tensor([0.9000])
     """
 
-    @torch.no_grad()
-    def step(self, closure: Callable[[], Any] | None = None) -> Any:  # type: ignore[override]
-        """Performs one optimization step (``closure`` re-evaluates the model and returns the loss)."""
-        if torch_path_needed(self):
-            return super().step(closure)
-        loss = run_closure(closure)
-        with StepPlan(self, "Adamax") as plan:
-            work = gather_zero_state(self, "Adamax", ("exp_avg", "exp_inf"), plan)
-            for group, lists in work:
-                beta1, beta2 = group["betas"]
-                kwargs = {"lr": scalar(group["lr"]), "beta1": scalar(beta1), "beta2": scalar(beta2),
-                          "eps": scalar(group["eps"]), "weight_decay": scalar(group["weight_decay"]),
-                          "maximize": bool(group["maximize"])}
-                plan.add(ops.adamax_step_, lists, 4, kwargs)
-            plan.run()
-        return loss
+    _name = "Adamax"
+    _op = "adamax_step_"
+    _real_lists = 4
+    _buffers = ("exp_avg", "exp_inf")
+    _floats = ("lr", "betas", "eps", "weight_decay")
+    _flags = ("maximize",)

@@ -2,18 +2,18 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any
-
 import torch
 
-from fused_optim.optim.adam import adam_step
+from fused_optim.optim.adam import Adam
 
 __all__ = ["AdamW"]
 
 
-class AdamW(torch.optim.AdamW):
+class AdamW(Adam, torch.optim.AdamW):
     """``torch.optim.AdamW`` with a fused multi-tensor step; see :class:`fused_optim.Adam`.
+
+    As torch's AdamW is a torch Adam, this class is a :class:`fused_optim.Adam` (whose step it
+    shares) and a ``torch.optim.AdamW`` (whose constructor sets ``decoupled_weight_decay``).
 
     Args:
         params: The parameters to optimize: an iterable of tensors or of parameter-group dicts.
@@ -37,7 +37,4 @@ class AdamW(torch.optim.AdamW):
     tensor([0.9500, 0.9500])
     """
 
-    @torch.no_grad()
-    def step(self, closure: Callable[[], Any] | None = None) -> Any:  # type: ignore[override]
-        """Performs one optimization step (``closure`` re-evaluates the model and returns the loss)."""
-        return adam_step(self, closure, "AdamW", super().step)
+    _name = "AdamW"
