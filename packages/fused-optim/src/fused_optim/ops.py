@@ -10,7 +10,8 @@ The schemas live in ``csrc/registration.cpp``. This module
   :mod:`fused_optim.functional` applies, so a graph shows one ``FusedAdamBackward`` node per
   update instead of dozens of element-wise nodes; their backward is the matching ``*_backward``
   op (one fused pass), and they run under ``torch.func`` transforms and ``torch.compile``, and
-* makes the same node the autograd of the raw functional ops (``*_update``, ``adam_direction``).
+* makes the same node the autograd of the raw functional ops (``*_update``, ``adam_direction``),
+  and tells graph tools what such a node computes (:func:`describe_node`).
 
 The in-place ``*_step_`` ops mutate their arguments and therefore get no autograd (torch forbids
 it); the drop-in optimizers call them under ``torch.no_grad()``.
@@ -21,7 +22,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import torch
 
@@ -31,11 +32,13 @@ __all__ = [
     "FUNCTIONAL_OPS",
     "STEP_OPS",
     "FunctionalOpSpec",
+    "NodeInfo",
     "adadelta_step_",
     "adagrad_step_",
     "adam_step_",
     "adamax_step_",
     "apply_functional",
+    "describe_node",
     "node_class",
     "radam_step_",
     "rmsprop_step_",
@@ -370,9 +373,12 @@ def _make_node(spec: FunctionalOpSpec, node_name: str) -> type[torch.autograd.Fu
 
     doc = (f"Fused {spec.name} with a hand-written one-pass backward "
            f"(``torch.ops.fused_optim.{spec.name}_backward``).")
-    return type(node_name, (torch.autograd.Function,),
+    node = type(node_name, (torch.autograd.Function,),
                 {"forward": staticmethod(forward), "setup_context": staticmethod(setup_context),
                  "backward": staticmethod(backward), "generate_vmap_rule": True, "__doc__": doc})
+    _NODE_INFO[node] = NodeInfo(node_name, node_name.removeprefix("Fused").removesuffix("Direction"), spec.name,
+                                spec.name.rsplit("_", 1)[1])
+    return node
 
 
 
@@ -397,8 +403,25 @@ def _apply_node(node_cls: type[torch.autograd.Function], spec: FunctionalOpSpec,
     return tuple(_unflatten(out_flat, _output_sizes(spec.outputs, kwargs, len(lists[0]))))
 
 
+class NodeInfo(NamedTuple):
+    """What one fused-optim autograd node computes (:func:`describe_node`).
+
+    Attributes:
+        node: the node's name (``FusedAdam``; autograd shows ``FusedAdamBackward``).
+        optimizer: the optimizer whose update it is (``Adam``, ``AdamW``...).
+        op: the functional op it runs (``adam_update``, ``adam_direction``...).
+        kind: ``"update"`` (new params and state) or ``"direction"`` (diffopt's Adam direction).
+    """
+
+    node: str
+    optimizer: str
+    op: str
+    kind: str
+
+
 _IMPL = torch.library.Library("fused_optim", "IMPL")
 _NODES: dict[str, type[torch.autograd.Function]] = {}
+_NODE_INFO: dict[type[torch.autograd.Function], NodeInfo] = {}
 
 for _spec in FUNCTIONAL_OPS.values():
     _register_functional_fakes(_spec)
@@ -421,6 +444,28 @@ def node_class(name: str) -> type[torch.autograd.Function]:
     'FusedAdam'
     """
     return _NODES[name]
+
+
+def describe_node(grad_fn: Any) -> NodeInfo | None:
+    """What a node of an autograd graph computes, if it is a fused-optim update; else ``None``.
+
+    Every fused update, whether made through :mod:`fused_optim.functional`, :func:`apply_functional`
+    or the raw op, records one such node; graph tools (diffopt's ``make_dot``) ask this instead of
+    parsing node names.
+
+    Args:
+        grad_fn: an autograd node, e.g. a tensor's ``grad_fn`` or an entry of ``next_functions``.
+
+    >>> p = torch.ones(2, requires_grad=True)
+    >>> kwargs = dict(lr=0.5, momentum=0.0, dampening=0.0, weight_decay=0.0,
+    ...               nesterov=False, maximize=False, first_step=True)
+    >>> new_params, _ = torch.ops.fused_optim.sgd_update([p], [torch.ones(2)], [], **kwargs)
+    >>> describe_node(new_params[0].grad_fn)
+    NodeInfo(node='FusedSGD', optimizer='SGD', op='sgd_update', kind='update')
+    >>> describe_node((p * 2).grad_fn) is None
+    True
+    """
+    return _NODE_INFO.get(getattr(type(grad_fn), "_forward_cls", None))  # type: ignore[arg-type]
 
 
 def apply_functional(op_name: str, lists: Sequence[Sequence[torch.Tensor]], kwargs: dict[str, Any],
