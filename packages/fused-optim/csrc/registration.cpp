@@ -147,8 +147,7 @@ PyObject* MakeBuildInfo() {
   const bool ok = AddItem(info, "compiler", PyUnicode_FromString(kCompiler)) &&
                   AddItem(info, "cxx_standard", PyLong_FromLong(__cplusplus)) &&
                   AddItem(info, "cxx11_abi", PyBool_FromLong(_GLIBCXX_USE_CXX11_ABI)) &&
-                  AddItem(info, "cuda", PyBool_FromLong(cuda)) &&
-                  AddItem(info, "openmp", PyBool_FromLong(openmp)) &&
+                  AddItem(info, "cuda", PyBool_FromLong(cuda)) && AddItem(info, "openmp", PyBool_FromLong(openmp)) &&
                   AddItem(info, "torch_version", PyUnicode_FromString(FUSED_OPTIM_TORCH_VERSION));
   if (!ok) {
     Py_DECREF(info);
@@ -157,9 +156,15 @@ PyObject* MakeBuildInfo() {
   return info;
 }
 
-PyModuleDef kModule = {PyModuleDef_HEAD_INIT, "_C",
-                       "fused_optim's compiled ops, registered with torch under torch.ops.fused_optim.", -1, nullptr,
-                       nullptr, nullptr, nullptr, nullptr};
+PyModuleDef kModule = {PyModuleDef_HEAD_INIT,
+                       "_C",
+                       "fused_optim's compiled ops, registered with torch under torch.ops.fused_optim.",
+                       -1,
+                       nullptr,
+                       nullptr,
+                       nullptr,
+                       nullptr,
+                       nullptr};
 
 }  // namespace
 

@@ -20,16 +20,17 @@ void AdadeltaStep(const KernelTable& table, const math::AdadeltaHyper<double>& h
       scalar_t* u = table.Dst<scalar_t>(t, kAccDelta) + begin;
       Specialize<scalar_t>(
           [&](auto c0, auto c1) {
-        math::AdadeltaHyper<T> hc = h;
-        hc.maximize = c0; hc.has_l2 = c1;
-        const auto& h = hc;  // the options, now compile-time constants
-        const int64_t n = end - begin;
-        #pragma GCC ivdep  // elementwise: iteration i touches index i only
-        for (int64_t i = 0; i < n; ++i) {
-          T pi = p[i], vi = v[i], ui = u[i];
-          math::AdadeltaStep(pi, static_cast<T>(g[i]), vi, ui, h);
-          p[i] = static_cast<scalar_t>(pi), v[i] = static_cast<scalar_t>(vi), u[i] = static_cast<scalar_t>(ui);
-        }
+            math::AdadeltaHyper<T> hc = h;
+            hc.maximize = c0;
+            hc.has_l2 = c1;
+            const auto& h = hc;  // the options, now compile-time constants
+            const int64_t n = end - begin;
+#pragma GCC ivdep  // elementwise: iteration i touches index i only
+            for (int64_t i = 0; i < n; ++i) {
+              T pi = p[i], vi = v[i], ui = u[i];
+              math::AdadeltaStep(pi, static_cast<T>(g[i]), vi, ui, h);
+              p[i] = static_cast<scalar_t>(pi), v[i] = static_cast<scalar_t>(vi), u[i] = static_cast<scalar_t>(ui);
+            }
           },
           h.maximize, h.has_l2);
     });
@@ -55,22 +56,23 @@ void AdadeltaBackward(const KernelTable& table, const math::AdadeltaHyper<double
       scalar_t* du = Out<scalar_t>(table, t, kOutAccDelta, begin);
       Specialize<scalar_t>(
           [&](auto c0, auto c1) {
-        math::AdadeltaHyper<T> hc = h;
-        hc.maximize = c0; hc.has_l2 = c1;
-        const auto& h = hc;  // the options, now compile-time constants
-        const int64_t n = end - begin;
-        #pragma GCC ivdep  // elementwise: iteration i touches index i only
-        for (int64_t i = 0; i < n; ++i) {
-          const math::AdadeltaGrads<T> r = math::AdadeltaStepBackward<T>(
-              static_cast<T>(gp[i]), static_cast<T>(gv[i]), static_cast<T>(gu[i]), static_cast<T>(p[i]),
-              static_cast<T>(g[i]), static_cast<T>(v[i]), static_cast<T>(u[i]), h);
-          dp[i] = static_cast<scalar_t>(r.p), dg[i] = static_cast<scalar_t>(r.grad);
-          dv[i] = static_cast<scalar_t>(r.v), du[i] = static_cast<scalar_t>(r.u);
-        }
+            math::AdadeltaHyper<T> hc = h;
+            hc.maximize = c0;
+            hc.has_l2 = c1;
+            const auto& h = hc;  // the options, now compile-time constants
+            const int64_t n = end - begin;
+#pragma GCC ivdep  // elementwise: iteration i touches index i only
+            for (int64_t i = 0; i < n; ++i) {
+              const math::AdadeltaGrads<T> r = math::AdadeltaStepBackward<T>(
+                  static_cast<T>(gp[i]), static_cast<T>(gv[i]), static_cast<T>(gu[i]), static_cast<T>(p[i]),
+                  static_cast<T>(g[i]), static_cast<T>(v[i]), static_cast<T>(u[i]), h);
+              dp[i] = static_cast<scalar_t>(r.p), dg[i] = static_cast<scalar_t>(r.grad);
+              dv[i] = static_cast<scalar_t>(r.v), du[i] = static_cast<scalar_t>(r.u);
+            }
           },
           h.maximize, h.has_l2);
     });
   });
 }
 
-}  // namespace fused_optim::cpu, cpu_avx2 or cpu_avx512
+}  // namespace fused_optim::FUSED_OPTIM_CPU_NS

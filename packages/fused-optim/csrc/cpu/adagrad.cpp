@@ -20,16 +20,17 @@ void AdagradStep(const KernelTable& table, const math::AdagradHyper<double>& hyp
       scalar_t* sum = table.Dst<scalar_t>(t, kSum) + begin;
       Specialize<scalar_t>(
           [&](auto c0, auto c1) {
-        math::AdagradHyper<T> hc = h;
-        hc.maximize = c0; hc.has_l2 = c1;
-        const auto& h = hc;  // the options, now compile-time constants
-        const int64_t n = end - begin;
-        #pragma GCC ivdep  // elementwise: iteration i touches index i only
-        for (int64_t i = 0; i < n; ++i) {
-          T pi = p[i], si = sum[i];
-          math::AdagradStep(pi, static_cast<T>(g[i]), si, clr, h);
-          p[i] = static_cast<scalar_t>(pi), sum[i] = static_cast<scalar_t>(si);
-        }
+            math::AdagradHyper<T> hc = h;
+            hc.maximize = c0;
+            hc.has_l2 = c1;
+            const auto& h = hc;  // the options, now compile-time constants
+            const int64_t n = end - begin;
+#pragma GCC ivdep  // elementwise: iteration i touches index i only
+            for (int64_t i = 0; i < n; ++i) {
+              T pi = p[i], si = sum[i];
+              math::AdagradStep(pi, static_cast<T>(g[i]), si, clr, h);
+              p[i] = static_cast<scalar_t>(pi), sum[i] = static_cast<scalar_t>(si);
+            }
           },
           h.maximize, h.has_l2);
     });
@@ -53,21 +54,23 @@ void AdagradBackward(const KernelTable& table, const math::AdagradHyper<double>&
       scalar_t* dsum = Out<scalar_t>(table, t, kOutSum, begin);
       Specialize<scalar_t>(
           [&](auto c0, auto c1) {
-        math::AdagradHyper<T> hc = h;
-        hc.maximize = c0; hc.has_l2 = c1;
-        const auto& h = hc;  // the options, now compile-time constants
-        const int64_t n = end - begin;
-        #pragma GCC ivdep  // elementwise: iteration i touches index i only
-        for (int64_t i = 0; i < n; ++i) {
-          const math::AdagradGrads<T> r = math::AdagradStepBackward<T>(
-              static_cast<T>(gp[i]), static_cast<T>(gsum[i]), static_cast<T>(p[i]), static_cast<T>(g[i]),
-              static_cast<T>(sum[i]), clr, h);
-          dp[i] = static_cast<scalar_t>(r.p), dg[i] = static_cast<scalar_t>(r.grad), dsum[i] = static_cast<scalar_t>(r.sum);
-        }
+            math::AdagradHyper<T> hc = h;
+            hc.maximize = c0;
+            hc.has_l2 = c1;
+            const auto& h = hc;  // the options, now compile-time constants
+            const int64_t n = end - begin;
+#pragma GCC ivdep  // elementwise: iteration i touches index i only
+            for (int64_t i = 0; i < n; ++i) {
+              const math::AdagradGrads<T> r =
+                  math::AdagradStepBackward<T>(static_cast<T>(gp[i]), static_cast<T>(gsum[i]), static_cast<T>(p[i]),
+                                               static_cast<T>(g[i]), static_cast<T>(sum[i]), clr, h);
+              dp[i] = static_cast<scalar_t>(r.p), dg[i] = static_cast<scalar_t>(r.grad),
+              dsum[i] = static_cast<scalar_t>(r.sum);
+            }
           },
           h.maximize, h.has_l2);
     });
   });
 }
 
-}  // namespace fused_optim::cpu, cpu_avx2 or cpu_avx512
+}  // namespace fused_optim::FUSED_OPTIM_CPU_NS

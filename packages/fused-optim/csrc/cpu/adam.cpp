@@ -23,18 +23,22 @@ void AdamStep(const KernelTable& table, const math::AdamHyper<double>& hyper) {
       const scalar_t* vmax_r = table.Dst<scalar_t>(t, kMaxExpAvgSq) ? vmax_w : ZerosChunk<scalar_t>();
       Specialize<scalar_t>(
           [&](auto c0, auto c1, auto c2, auto c3, auto c4) {
-        math::AdamHyper<T> hc = h;
-        hc.amsgrad = c0; hc.maximize = c1; hc.has_l2 = c2; hc.has_decay = c3; hc.lerp_small = c4;
-        const auto& h = hc;  // the options, now compile-time constants
-        const int64_t n = end - begin;
-        const bool ams = c0;  // a constant in the float/double loops: no max stream without amsgrad
-        #pragma GCC ivdep  // elementwise: iteration i touches index i only
-        for (int64_t i = 0; i < n; ++i) {
-          T pi = p[i], mi = m[i], vi = v[i], vmi = ams ? static_cast<T>(vmax_r[i]) : T(0);
-          math::AdamStep(pi, static_cast<T>(g[i]), mi, vi, vmi, h, s);
-          p[i] = static_cast<scalar_t>(pi), m[i] = static_cast<scalar_t>(mi), v[i] = static_cast<scalar_t>(vi);
-          if (ams) vmax_w[i] = static_cast<scalar_t>(vmi);
-        }
+            math::AdamHyper<T> hc = h;
+            hc.amsgrad = c0;
+            hc.maximize = c1;
+            hc.has_l2 = c2;
+            hc.has_decay = c3;
+            hc.lerp_small = c4;
+            const auto& h = hc;  // the options, now compile-time constants
+            const int64_t n = end - begin;
+            const bool ams = c0;  // a constant in the float/double loops: no max stream without amsgrad
+#pragma GCC ivdep                 // elementwise: iteration i touches index i only
+            for (int64_t i = 0; i < n; ++i) {
+              T pi = p[i], mi = m[i], vi = v[i], vmi = ams ? static_cast<T>(vmax_r[i]) : T(0);
+              math::AdamStep(pi, static_cast<T>(g[i]), mi, vi, vmi, h, s);
+              p[i] = static_cast<scalar_t>(pi), m[i] = static_cast<scalar_t>(mi), v[i] = static_cast<scalar_t>(vi);
+              if (ams) vmax_w[i] = static_cast<scalar_t>(vmi);
+            }
           },
           h.amsgrad, h.maximize, h.has_l2, h.has_decay, h.lerp_small);
     });
@@ -64,19 +68,24 @@ void AdamBackward(const KernelTable& table, const math::AdamHyper<double>& hyper
       scalar_t* dvmax = Out<scalar_t>(table, t, kOutMax, begin);
       Specialize<scalar_t>(
           [&](auto c0, auto c1, auto c2, auto c3, auto c4) {
-        math::AdamHyper<T> hc = h;
-        hc.amsgrad = c0; hc.maximize = c1; hc.has_l2 = c2; hc.has_decay = c3; hc.lerp_small = c4;
-        const auto& h = hc;  // the options, now compile-time constants
-        const int64_t n = end - begin;
-        #pragma GCC ivdep  // elementwise: iteration i touches index i only
-        for (int64_t i = 0; i < n; ++i) {
-          const math::AdamGrads<T> r = math::AdamStepBackward<T>(
-              static_cast<T>(gp[i]), static_cast<T>(gm[i]), static_cast<T>(gv[i]), static_cast<T>(gvmax[i]),
-              static_cast<T>(p[i]), static_cast<T>(g[i]), static_cast<T>(m[i]), static_cast<T>(v[i]),
-              static_cast<T>(vmax[i]), h, s);
-          dp[i] = static_cast<scalar_t>(r.p), dg[i] = static_cast<scalar_t>(r.grad);
-          dm[i] = static_cast<scalar_t>(r.m), dv[i] = static_cast<scalar_t>(r.v), dvmax[i] = static_cast<scalar_t>(r.vmax);
-        }
+            math::AdamHyper<T> hc = h;
+            hc.amsgrad = c0;
+            hc.maximize = c1;
+            hc.has_l2 = c2;
+            hc.has_decay = c3;
+            hc.lerp_small = c4;
+            const auto& h = hc;  // the options, now compile-time constants
+            const int64_t n = end - begin;
+#pragma GCC ivdep  // elementwise: iteration i touches index i only
+            for (int64_t i = 0; i < n; ++i) {
+              const math::AdamGrads<T> r =
+                  math::AdamStepBackward<T>(static_cast<T>(gp[i]), static_cast<T>(gm[i]), static_cast<T>(gv[i]),
+                                            static_cast<T>(gvmax[i]), static_cast<T>(p[i]), static_cast<T>(g[i]),
+                                            static_cast<T>(m[i]), static_cast<T>(v[i]), static_cast<T>(vmax[i]), h, s);
+              dp[i] = static_cast<scalar_t>(r.p), dg[i] = static_cast<scalar_t>(r.grad);
+              dm[i] = static_cast<scalar_t>(r.m), dv[i] = static_cast<scalar_t>(r.v),
+              dvmax[i] = static_cast<scalar_t>(r.vmax);
+            }
           },
           h.amsgrad, h.maximize, h.has_l2, h.has_decay, h.lerp_small);
     });
@@ -94,7 +103,7 @@ void AdamDirection(const KernelTable& table, const math::AdamDirectionHyper<doub
       scalar_t* v = table.Dst<scalar_t>(t, kExpAvgSq) + begin;
       scalar_t* d = table.Dst<scalar_t>(t, kDirection) + begin;
       const int64_t n = end - begin;
-      #pragma GCC ivdep  // elementwise: iteration i touches index i only
+#pragma GCC ivdep  // elementwise: iteration i touches index i only
       for (int64_t i = 0; i < n; ++i) {
         T mi = m[i], vi = v[i];
         const T di = math::AdamDirection(static_cast<T>(g[i]), mi, vi, h);
@@ -120,15 +129,15 @@ void AdamDirectionBackward(const KernelTable& table, const math::AdamDirectionHy
       scalar_t* dm = Out<scalar_t>(table, t, kOutExpAvg, begin);
       scalar_t* dv = Out<scalar_t>(table, t, kOutExpAvgSq, begin);
       const int64_t n = end - begin;
-      #pragma GCC ivdep  // elementwise: iteration i touches index i only
+#pragma GCC ivdep  // elementwise: iteration i touches index i only
       for (int64_t i = 0; i < n; ++i) {
-        const math::AdamDirectionGrads<T> r = math::AdamDirectionBackward<T>(
-            static_cast<T>(gd[i]), static_cast<T>(gm[i]), static_cast<T>(gv[i]), static_cast<T>(g[i]),
-            static_cast<T>(m[i]), static_cast<T>(v[i]), h);
+        const math::AdamDirectionGrads<T> r =
+            math::AdamDirectionBackward<T>(static_cast<T>(gd[i]), static_cast<T>(gm[i]), static_cast<T>(gv[i]),
+                                           static_cast<T>(g[i]), static_cast<T>(m[i]), static_cast<T>(v[i]), h);
         dg[i] = static_cast<scalar_t>(r.grad), dm[i] = static_cast<scalar_t>(r.m), dv[i] = static_cast<scalar_t>(r.v);
       }
     });
   });
 }
 
-}  // namespace fused_optim::cpu, cpu_avx2 or cpu_avx512
+}  // namespace fused_optim::FUSED_OPTIM_CPU_NS

@@ -21,16 +21,18 @@ void AdamaxStep(const KernelTable& table, const math::AdamaxHyper<double>& hyper
       scalar_t* u = table.Dst<scalar_t>(t, kExpInf) + begin;
       Specialize<scalar_t>(
           [&](auto c0, auto c1, auto c2) {
-        math::AdamaxHyper<T> hc = h;
-        hc.maximize = c0; hc.has_l2 = c1; hc.lerp_small = c2;
-        const auto& h = hc;  // the options, now compile-time constants
-        const int64_t n = end - begin;
-        #pragma GCC ivdep  // elementwise: iteration i touches index i only
-        for (int64_t i = 0; i < n; ++i) {
-          T pi = p[i], mi = m[i], ui = u[i];
-          math::AdamaxStep(pi, static_cast<T>(g[i]), mi, ui, clr, h);
-          p[i] = static_cast<scalar_t>(pi), m[i] = static_cast<scalar_t>(mi), u[i] = static_cast<scalar_t>(ui);
-        }
+            math::AdamaxHyper<T> hc = h;
+            hc.maximize = c0;
+            hc.has_l2 = c1;
+            hc.lerp_small = c2;
+            const auto& h = hc;  // the options, now compile-time constants
+            const int64_t n = end - begin;
+#pragma GCC ivdep  // elementwise: iteration i touches index i only
+            for (int64_t i = 0; i < n; ++i) {
+              T pi = p[i], mi = m[i], ui = u[i];
+              math::AdamaxStep(pi, static_cast<T>(g[i]), mi, ui, clr, h);
+              p[i] = static_cast<scalar_t>(pi), m[i] = static_cast<scalar_t>(mi), u[i] = static_cast<scalar_t>(ui);
+            }
           },
           h.maximize, h.has_l2, h.lerp_small);
     });
@@ -57,22 +59,24 @@ void AdamaxBackward(const KernelTable& table, const math::AdamaxHyper<double>& h
       scalar_t* du = Out<scalar_t>(table, t, kOutExpInf, begin);
       Specialize<scalar_t>(
           [&](auto c0, auto c1, auto c2) {
-        math::AdamaxHyper<T> hc = h;
-        hc.maximize = c0; hc.has_l2 = c1; hc.lerp_small = c2;
-        const auto& h = hc;  // the options, now compile-time constants
-        const int64_t n = end - begin;
-        #pragma GCC ivdep  // elementwise: iteration i touches index i only
-        for (int64_t i = 0; i < n; ++i) {
-          const math::AdamaxGrads<T> r = math::AdamaxStepBackward<T>(
-              static_cast<T>(gp[i]), static_cast<T>(gm[i]), static_cast<T>(gu[i]), static_cast<T>(p[i]),
-              static_cast<T>(g[i]), static_cast<T>(m[i]), static_cast<T>(u[i]), clr, h);
-          dp[i] = static_cast<scalar_t>(r.p), dg[i] = static_cast<scalar_t>(r.grad);
-          dm[i] = static_cast<scalar_t>(r.m), du[i] = static_cast<scalar_t>(r.u);
-        }
+            math::AdamaxHyper<T> hc = h;
+            hc.maximize = c0;
+            hc.has_l2 = c1;
+            hc.lerp_small = c2;
+            const auto& h = hc;  // the options, now compile-time constants
+            const int64_t n = end - begin;
+#pragma GCC ivdep  // elementwise: iteration i touches index i only
+            for (int64_t i = 0; i < n; ++i) {
+              const math::AdamaxGrads<T> r = math::AdamaxStepBackward<T>(
+                  static_cast<T>(gp[i]), static_cast<T>(gm[i]), static_cast<T>(gu[i]), static_cast<T>(p[i]),
+                  static_cast<T>(g[i]), static_cast<T>(m[i]), static_cast<T>(u[i]), clr, h);
+              dp[i] = static_cast<scalar_t>(r.p), dg[i] = static_cast<scalar_t>(r.grad);
+              dm[i] = static_cast<scalar_t>(r.m), du[i] = static_cast<scalar_t>(r.u);
+            }
           },
           h.maximize, h.has_l2, h.lerp_small);
     });
   });
 }
 
-}  // namespace fused_optim::cpu, cpu_avx2 or cpu_avx512
+}  // namespace fused_optim::FUSED_OPTIM_CPU_NS

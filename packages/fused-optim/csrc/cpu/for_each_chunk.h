@@ -15,8 +15,8 @@
 
 namespace fused_optim::cpu {
 
-inline constexpr int64_t kChunkSize = 1 << 14;     // elements per work item: a few lists fit in L2
-inline constexpr int64_t kSerialBelow = 1 << 15;   // below this many elements threads cost more than they save
+inline constexpr int64_t kChunkSize = 1 << 14;    // elements per work item: a few lists fit in L2
+inline constexpr int64_t kSerialBelow = 1 << 15;  // below this many elements threads cost more than they save
 
 // Calls f.template operator()<storage type, math type>() for the table's dtype.
 template <typename F>

@@ -22,18 +22,22 @@ void RadamStep(const KernelTable& table, const math::RadamHyper<double>& hyper) 
       scalar_t* v = table.Dst<scalar_t>(t, kExpAvgSq) + begin;
       Specialize<scalar_t>(
           [&](auto c0, auto c1, auto c2, auto c3, auto c4) {
-        math::RadamHyper<T> hc = h;
-        hc.maximize = c0; hc.has_l2 = c1; hc.has_decay = c2; hc.lerp_small = c3;
-        const auto& h = hc;  // the options, now compile-time constants
-        math::RadamStepScalars<T> sc = s; sc.adaptive = c4;
-        const auto& s = sc;
-        const int64_t n = end - begin;
-        #pragma GCC ivdep  // elementwise: iteration i touches index i only
-        for (int64_t i = 0; i < n; ++i) {
-          T pi = p[i], mi = m[i], vi = v[i];
-          math::RadamStep(pi, static_cast<T>(g[i]), mi, vi, h, s);
-          p[i] = static_cast<scalar_t>(pi), m[i] = static_cast<scalar_t>(mi), v[i] = static_cast<scalar_t>(vi);
-        }
+            math::RadamHyper<T> hc = h;
+            hc.maximize = c0;
+            hc.has_l2 = c1;
+            hc.has_decay = c2;
+            hc.lerp_small = c3;
+            const auto& h = hc;  // the options, now compile-time constants
+            math::RadamStepScalars<T> sc = s;
+            sc.adaptive = c4;
+            const auto& s = sc;
+            const int64_t n = end - begin;
+#pragma GCC ivdep  // elementwise: iteration i touches index i only
+            for (int64_t i = 0; i < n; ++i) {
+              T pi = p[i], mi = m[i], vi = v[i];
+              math::RadamStep(pi, static_cast<T>(g[i]), mi, vi, h, s);
+              p[i] = static_cast<scalar_t>(pi), m[i] = static_cast<scalar_t>(mi), v[i] = static_cast<scalar_t>(vi);
+            }
           },
           h.maximize, h.has_l2, h.has_decay, h.lerp_small, s.adaptive);
     });
@@ -61,24 +65,28 @@ void RadamBackward(const KernelTable& table, const math::RadamHyper<double>& hyp
       scalar_t* dv = Out<scalar_t>(table, t, kOutExpAvgSq, begin);
       Specialize<scalar_t>(
           [&](auto c0, auto c1, auto c2, auto c3, auto c4) {
-        math::RadamHyper<T> hc = h;
-        hc.maximize = c0; hc.has_l2 = c1; hc.has_decay = c2; hc.lerp_small = c3;
-        const auto& h = hc;  // the options, now compile-time constants
-        math::RadamStepScalars<T> sc = s; sc.adaptive = c4;
-        const auto& s = sc;
-        const int64_t n = end - begin;
-        #pragma GCC ivdep  // elementwise: iteration i touches index i only
-        for (int64_t i = 0; i < n; ++i) {
-          const math::RadamGrads<T> r = math::RadamStepBackward<T>(
-              static_cast<T>(gp[i]), static_cast<T>(gm[i]), static_cast<T>(gv[i]), static_cast<T>(p[i]),
-              static_cast<T>(g[i]), static_cast<T>(m[i]), static_cast<T>(v[i]), h, s);
-          dp[i] = static_cast<scalar_t>(r.p), dg[i] = static_cast<scalar_t>(r.grad);
-          dm[i] = static_cast<scalar_t>(r.m), dv[i] = static_cast<scalar_t>(r.v);
-        }
+            math::RadamHyper<T> hc = h;
+            hc.maximize = c0;
+            hc.has_l2 = c1;
+            hc.has_decay = c2;
+            hc.lerp_small = c3;
+            const auto& h = hc;  // the options, now compile-time constants
+            math::RadamStepScalars<T> sc = s;
+            sc.adaptive = c4;
+            const auto& s = sc;
+            const int64_t n = end - begin;
+#pragma GCC ivdep  // elementwise: iteration i touches index i only
+            for (int64_t i = 0; i < n; ++i) {
+              const math::RadamGrads<T> r = math::RadamStepBackward<T>(
+                  static_cast<T>(gp[i]), static_cast<T>(gm[i]), static_cast<T>(gv[i]), static_cast<T>(p[i]),
+                  static_cast<T>(g[i]), static_cast<T>(m[i]), static_cast<T>(v[i]), h, s);
+              dp[i] = static_cast<scalar_t>(r.p), dg[i] = static_cast<scalar_t>(r.grad);
+              dm[i] = static_cast<scalar_t>(r.m), dv[i] = static_cast<scalar_t>(r.v);
+            }
           },
           h.maximize, h.has_l2, h.has_decay, h.lerp_small, s.adaptive);
     });
   });
 }
 
-}  // namespace fused_optim::cpu, cpu_avx2 or cpu_avx512
+}  // namespace fused_optim::FUSED_OPTIM_CPU_NS

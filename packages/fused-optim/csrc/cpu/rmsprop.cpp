@@ -23,21 +23,25 @@ void RmspropStep(const KernelTable& table, const math::RmspropHyper<double>& hyp
       const scalar_t* buf_r = table.Dst<scalar_t>(t, kBuf) ? buf_w : ZerosChunk<scalar_t>();
       Specialize<scalar_t>(
           [&](auto c0, auto c1, auto c2, auto c3, auto c4) {
-        math::RmspropHyper<T> hc = h;
-        hc.centered = c0; hc.has_momentum = c1; hc.maximize = c2; hc.has_l2 = c3; hc.lerp_small = c4;
-        const auto& h = hc;  // the options, now compile-time constants
-        const int64_t n = end - begin;
-        // Constants in the float/double loops: the optional streams only when their option is on.
-        const bool centered = c0, has_momentum = c1;
-        #pragma GCC ivdep  // elementwise: iteration i touches index i only
-        for (int64_t i = 0; i < n; ++i) {
-          T pi = p[i], vi = v[i];
-          T gai = centered ? static_cast<T>(ga_r[i]) : T(0), bi = has_momentum ? static_cast<T>(buf_r[i]) : T(0);
-          math::RmspropStep(pi, static_cast<T>(g[i]), vi, gai, bi, h);
-          p[i] = static_cast<scalar_t>(pi), v[i] = static_cast<scalar_t>(vi);
-          if (centered) ga_w[i] = static_cast<scalar_t>(gai);
-          if (has_momentum) buf_w[i] = static_cast<scalar_t>(bi);
-        }
+            math::RmspropHyper<T> hc = h;
+            hc.centered = c0;
+            hc.has_momentum = c1;
+            hc.maximize = c2;
+            hc.has_l2 = c3;
+            hc.lerp_small = c4;
+            const auto& h = hc;  // the options, now compile-time constants
+            const int64_t n = end - begin;
+            // Constants in the float/double loops: the optional streams only when their option is on.
+            const bool centered = c0, has_momentum = c1;
+#pragma GCC ivdep  // elementwise: iteration i touches index i only
+            for (int64_t i = 0; i < n; ++i) {
+              T pi = p[i], vi = v[i];
+              T gai = centered ? static_cast<T>(ga_r[i]) : T(0), bi = has_momentum ? static_cast<T>(buf_r[i]) : T(0);
+              math::RmspropStep(pi, static_cast<T>(g[i]), vi, gai, bi, h);
+              p[i] = static_cast<scalar_t>(pi), v[i] = static_cast<scalar_t>(vi);
+              if (centered) ga_w[i] = static_cast<scalar_t>(gai);
+              if (has_momentum) buf_w[i] = static_cast<scalar_t>(bi);
+            }
           },
           h.centered, h.has_momentum, h.maximize, h.has_l2, h.lerp_small);
     });
@@ -65,22 +69,27 @@ void RmspropBackward(const KernelTable& table, const math::RmspropHyper<double>&
       scalar_t* dbuf = Out<scalar_t>(table, t, kOutBuf, begin);
       Specialize<scalar_t>(
           [&](auto c0, auto c1, auto c2, auto c3, auto c4) {
-        math::RmspropHyper<T> hc = h;
-        hc.centered = c0; hc.has_momentum = c1; hc.maximize = c2; hc.has_l2 = c3; hc.lerp_small = c4;
-        const auto& h = hc;  // the options, now compile-time constants
-        const int64_t n = end - begin;
-        #pragma GCC ivdep  // elementwise: iteration i touches index i only
-        for (int64_t i = 0; i < n; ++i) {
-          const math::RmspropGrads<T> r = math::RmspropStepBackward<T>(
-              static_cast<T>(gp[i]), static_cast<T>(gv[i]), static_cast<T>(gga[i]), static_cast<T>(gbuf[i]),
-              static_cast<T>(p[i]), static_cast<T>(g[i]), static_cast<T>(v[i]), static_cast<T>(ga[i]), h);
-          dp[i] = static_cast<scalar_t>(r.p), dg[i] = static_cast<scalar_t>(r.grad), dv[i] = static_cast<scalar_t>(r.v);
-          dga[i] = static_cast<scalar_t>(r.grad_avg), dbuf[i] = static_cast<scalar_t>(r.buf);
-        }
+            math::RmspropHyper<T> hc = h;
+            hc.centered = c0;
+            hc.has_momentum = c1;
+            hc.maximize = c2;
+            hc.has_l2 = c3;
+            hc.lerp_small = c4;
+            const auto& h = hc;  // the options, now compile-time constants
+            const int64_t n = end - begin;
+#pragma GCC ivdep  // elementwise: iteration i touches index i only
+            for (int64_t i = 0; i < n; ++i) {
+              const math::RmspropGrads<T> r = math::RmspropStepBackward<T>(
+                  static_cast<T>(gp[i]), static_cast<T>(gv[i]), static_cast<T>(gga[i]), static_cast<T>(gbuf[i]),
+                  static_cast<T>(p[i]), static_cast<T>(g[i]), static_cast<T>(v[i]), static_cast<T>(ga[i]), h);
+              dp[i] = static_cast<scalar_t>(r.p), dg[i] = static_cast<scalar_t>(r.grad),
+              dv[i] = static_cast<scalar_t>(r.v);
+              dga[i] = static_cast<scalar_t>(r.grad_avg), dbuf[i] = static_cast<scalar_t>(r.buf);
+            }
           },
           h.centered, h.has_momentum, h.maximize, h.has_l2, h.lerp_small);
     });
   });
 }
 
-}  // namespace fused_optim::cpu, cpu_avx2 or cpu_avx512
+}  // namespace fused_optim::FUSED_OPTIM_CPU_NS

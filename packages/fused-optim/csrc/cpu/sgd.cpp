@@ -20,17 +20,21 @@ void SgdStep(const KernelTable& table, const math::SgdHyper<double>& hyper) {
       const scalar_t* buf_r = table.Dst<scalar_t>(t, kBuf) ? buf_w : ZerosChunk<scalar_t>();
       Specialize<scalar_t>(
           [&](auto c0, auto c1, auto c2, auto c3, auto c4) {
-        math::SgdHyper<T> hc = h;
-        hc.has_momentum = c0; hc.first_step = c1; hc.nesterov = c2; hc.maximize = c3; hc.has_l2 = c4;
-        const auto& h = hc;  // the options, now compile-time constants
-        const int64_t n = end - begin;
-        #pragma GCC ivdep  // elementwise: iteration i touches index i only
-        for (int64_t i = 0; i < n; ++i) {
-          T pi = p[i], bi = h.first_step ? T(0) : static_cast<T>(buf_r[i]);
-          math::SgdStep(pi, static_cast<T>(g[i]), bi, h);
-          p[i] = static_cast<scalar_t>(pi);
-          buf_w[i] = static_cast<scalar_t>(bi);
-        }
+            math::SgdHyper<T> hc = h;
+            hc.has_momentum = c0;
+            hc.first_step = c1;
+            hc.nesterov = c2;
+            hc.maximize = c3;
+            hc.has_l2 = c4;
+            const auto& h = hc;  // the options, now compile-time constants
+            const int64_t n = end - begin;
+#pragma GCC ivdep  // elementwise: iteration i touches index i only
+            for (int64_t i = 0; i < n; ++i) {
+              T pi = p[i], bi = h.first_step ? T(0) : static_cast<T>(buf_r[i]);
+              math::SgdStep(pi, static_cast<T>(g[i]), bi, h);
+              p[i] = static_cast<scalar_t>(pi);
+              buf_w[i] = static_cast<scalar_t>(bi);
+            }
           },
           h.has_momentum, h.first_step, h.nesterov, h.maximize, h.has_l2);
     });
@@ -50,19 +54,24 @@ void SgdBackward(const KernelTable& table, const math::SgdHyper<double>& hyper) 
       scalar_t* dbuf = Out<scalar_t>(table, t, kOutBuf, begin);
       Specialize<scalar_t>(
           [&](auto c0, auto c1, auto c2, auto c3, auto c4) {
-        math::SgdHyper<T> hc = h;
-        hc.has_momentum = c0; hc.first_step = c1; hc.nesterov = c2; hc.maximize = c3; hc.has_l2 = c4;
-        const auto& h = hc;  // the options, now compile-time constants
-        const int64_t n = end - begin;
-        #pragma GCC ivdep  // elementwise: iteration i touches index i only
-        for (int64_t i = 0; i < n; ++i) {
-          const math::SgdGrads<T> r = math::SgdStepBackward<T>(static_cast<T>(gp[i]), static_cast<T>(gbuf[i]), h);
-          dp[i] = static_cast<scalar_t>(r.p), dg[i] = static_cast<scalar_t>(r.grad), dbuf[i] = static_cast<scalar_t>(r.buf);
-        }
+            math::SgdHyper<T> hc = h;
+            hc.has_momentum = c0;
+            hc.first_step = c1;
+            hc.nesterov = c2;
+            hc.maximize = c3;
+            hc.has_l2 = c4;
+            const auto& h = hc;  // the options, now compile-time constants
+            const int64_t n = end - begin;
+#pragma GCC ivdep  // elementwise: iteration i touches index i only
+            for (int64_t i = 0; i < n; ++i) {
+              const math::SgdGrads<T> r = math::SgdStepBackward<T>(static_cast<T>(gp[i]), static_cast<T>(gbuf[i]), h);
+              dp[i] = static_cast<scalar_t>(r.p), dg[i] = static_cast<scalar_t>(r.grad),
+              dbuf[i] = static_cast<scalar_t>(r.buf);
+            }
           },
           h.has_momentum, h.first_step, h.nesterov, h.maximize, h.has_l2);
     });
   });
 }
 
-}  // namespace fused_optim::cpu, cpu_avx2 or cpu_avx512
+}  // namespace fused_optim::FUSED_OPTIM_CPU_NS

@@ -24,10 +24,10 @@ struct AdagradBackwardOp {
   template <int NL>
   __device__ void operator()(const LaunchMeta<NL>& m, int t, int64_t i) const {
     using namespace adagrad_cols;
-    const math::AdagradGrads<T> r = math::AdagradStepBackward<T>(
-        LoadOr0<T, S>(m.src[kGParamNew][t], i), LoadOr0<T, S>(m.src[kGSumNew][t], i),
-        LoadOr0<T, S>(m.src[kInParam][t], i), LoadOr0<T, S>(m.src[kInGrad][t], i),
-        LoadOr0<T, S>(m.src[kInSum][t], i), T(m.scalars[t][kClr]), h);
+    const math::AdagradGrads<T> r =
+        math::AdagradStepBackward<T>(LoadOr0<T, S>(m.src[kGParamNew][t], i), LoadOr0<T, S>(m.src[kGSumNew][t], i),
+                                     LoadOr0<T, S>(m.src[kInParam][t], i), LoadOr0<T, S>(m.src[kInGrad][t], i),
+                                     LoadOr0<T, S>(m.src[kInSum][t], i), T(m.scalars[t][kClr]), h);
     StoreIf<S>(m.dst[kOutParam][t], i, r.p);
     StoreIf<S>(m.dst[kOutGrad][t], i, r.grad);
     StoreIf<S>(m.dst[kOutSum][t], i, r.sum);

@@ -30,12 +30,12 @@ struct AdamBackwardOp {
   __device__ void operator()(const LaunchMeta<NL>& m, int t, int64_t i) const {
     using namespace adam_cols;
     const math::AdamStepScalars<T> s{T(m.scalars[t][kStepSize]), T(m.scalars[t][kBc2Sqrt])};
-    const math::AdamGrads<T> r = math::AdamStepBackward<T>(
-        LoadOr0<T, S>(m.src[kGParamNew][t], i), LoadOr0<T, S>(m.src[kGExpAvgNew][t], i),
-        LoadOr0<T, S>(m.src[kGExpAvgSqNew][t], i), LoadOr0<T, S>(m.src[kGMaxNew][t], i),
-        LoadOr0<T, S>(m.src[kInParam][t], i), LoadOr0<T, S>(m.src[kInGrad][t], i),
-        LoadOr0<T, S>(m.src[kInExpAvg][t], i), LoadOr0<T, S>(m.src[kInExpAvgSq][t], i),
-        LoadOr0<T, S>(m.src[kInMax][t], i), h, s);
+    const math::AdamGrads<T> r =
+        math::AdamStepBackward<T>(LoadOr0<T, S>(m.src[kGParamNew][t], i), LoadOr0<T, S>(m.src[kGExpAvgNew][t], i),
+                                  LoadOr0<T, S>(m.src[kGExpAvgSqNew][t], i), LoadOr0<T, S>(m.src[kGMaxNew][t], i),
+                                  LoadOr0<T, S>(m.src[kInParam][t], i), LoadOr0<T, S>(m.src[kInGrad][t], i),
+                                  LoadOr0<T, S>(m.src[kInExpAvg][t], i), LoadOr0<T, S>(m.src[kInExpAvgSq][t], i),
+                                  LoadOr0<T, S>(m.src[kInMax][t], i), h, s);
     StoreIf<S>(m.dst[kOutParam][t], i, r.p);
     StoreIf<S>(m.dst[kOutGrad][t], i, r.grad);
     StoreIf<S>(m.dst[kOutExpAvg][t], i, r.m);

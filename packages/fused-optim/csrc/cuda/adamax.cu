@@ -26,11 +26,11 @@ struct AdamaxBackwardOp {
   template <int NL>
   __device__ void operator()(const LaunchMeta<NL>& m, int t, int64_t i) const {
     using namespace adamax_cols;
-    const math::AdamaxGrads<T> r = math::AdamaxStepBackward<T>(
-        LoadOr0<T, S>(m.src[kGParamNew][t], i), LoadOr0<T, S>(m.src[kGExpAvgNew][t], i),
-        LoadOr0<T, S>(m.src[kGExpInfNew][t], i), LoadOr0<T, S>(m.src[kInParam][t], i),
-        LoadOr0<T, S>(m.src[kInGrad][t], i), LoadOr0<T, S>(m.src[kInExpAvg][t], i),
-        LoadOr0<T, S>(m.src[kInExpInf][t], i), T(m.scalars[t][kClr]), h);
+    const math::AdamaxGrads<T> r =
+        math::AdamaxStepBackward<T>(LoadOr0<T, S>(m.src[kGParamNew][t], i), LoadOr0<T, S>(m.src[kGExpAvgNew][t], i),
+                                    LoadOr0<T, S>(m.src[kGExpInfNew][t], i), LoadOr0<T, S>(m.src[kInParam][t], i),
+                                    LoadOr0<T, S>(m.src[kInGrad][t], i), LoadOr0<T, S>(m.src[kInExpAvg][t], i),
+                                    LoadOr0<T, S>(m.src[kInExpInf][t], i), T(m.scalars[t][kClr]), h);
     StoreIf<S>(m.dst[kOutParam][t], i, r.p);
     StoreIf<S>(m.dst[kOutGrad][t], i, r.grad);
     StoreIf<S>(m.dst[kOutExpAvg][t], i, r.m);

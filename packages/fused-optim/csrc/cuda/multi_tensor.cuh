@@ -47,8 +47,8 @@ __device__ __forceinline__ void StoreIf(void* p, int64_t i, T value) {
 }
 
 template <int NL, typename Op>
-__global__ void __launch_bounds__(kBlockSize) MultiTensorKernel(const __grid_constant__ LaunchMeta<NL> meta,
-                                                               const Op op) {
+__global__ void __launch_bounds__(kBlockSize)
+    MultiTensorKernel(const __grid_constant__ LaunchMeta<NL> meta, const Op op) {
   const int64_t block = blockIdx.x;
   int t = 0;
   while (meta.first_block[t + 1] <= block) ++t;  // at most kTensorsPerLaunch steps, uniform per block
@@ -60,8 +60,8 @@ __global__ void __launch_bounds__(kBlockSize) MultiTensorKernel(const __grid_con
 inline void CheckLaunch(const char* what) {
   const cudaError_t err = cudaGetLastError();
   if (err != cudaSuccess) {
-    throw std::runtime_error(std::string("fused_optim: CUDA launch of ") + what + " failed: " +
-                             cudaGetErrorString(err));
+    throw std::runtime_error(std::string("fused_optim: CUDA launch of ") + what +
+                             " failed: " + cudaGetErrorString(err));
   }
 }
 

@@ -32,11 +32,11 @@ struct RadamBackwardOp {
   template <int NL>
   __device__ void operator()(const LaunchMeta<NL>& m, int t, int64_t i) const {
     using namespace radam_cols;
-    const math::RadamGrads<T> r = math::RadamStepBackward<T>(
-        LoadOr0<T, S>(m.src[kGParamNew][t], i), LoadOr0<T, S>(m.src[kGExpAvgNew][t], i),
-        LoadOr0<T, S>(m.src[kGExpAvgSqNew][t], i), LoadOr0<T, S>(m.src[kInParam][t], i),
-        LoadOr0<T, S>(m.src[kInGrad][t], i), LoadOr0<T, S>(m.src[kInExpAvg][t], i),
-        LoadOr0<T, S>(m.src[kInExpAvgSq][t], i), h, StepScalars<T>(m, t));
+    const math::RadamGrads<T> r =
+        math::RadamStepBackward<T>(LoadOr0<T, S>(m.src[kGParamNew][t], i), LoadOr0<T, S>(m.src[kGExpAvgNew][t], i),
+                                   LoadOr0<T, S>(m.src[kGExpAvgSqNew][t], i), LoadOr0<T, S>(m.src[kInParam][t], i),
+                                   LoadOr0<T, S>(m.src[kInGrad][t], i), LoadOr0<T, S>(m.src[kInExpAvg][t], i),
+                                   LoadOr0<T, S>(m.src[kInExpAvgSq][t], i), h, StepScalars<T>(m, t));
     StoreIf<S>(m.dst[kOutParam][t], i, r.p);
     StoreIf<S>(m.dst[kOutGrad][t], i, r.grad);
     StoreIf<S>(m.dst[kOutExpAvg][t], i, r.m);

@@ -391,15 +391,19 @@ def _apply_node(node_cls: type[torch.autograd.Function], spec: FunctionalOpSpec,
         # maxima given as the second moments, say); a view of the repeat is the same value to
         # autograd, whose gradients add up on the tensor as before.
         seen: set[int] = set()
-        flat = [t.view_as(t) if id(t) in seen else (seen.add(id(t)) or t) for t in flat]
+        unique = []
+        for t in flat:
+            unique.append(t.view_as(t) if id(t) in seen else t)
+            seen.add(id(t))
+        flat = unique
     if torch._C._are_functorch_transforms_active() or torch.compiler.is_compiling():
         out_flat = node_cls.apply(kwargs, sizes, *flat)
     else:
         # What Function.apply does outside the transforms, minus its per-call inspect.signature
         # binding of default arguments (forward has none), which costs as much as the kernel on
         # small tensors. Tensors escaping a transform are unwrapped as apply would.
-        flat = torch._functorch.utils.unwrap_dead_wrappers(flat)
-        out_flat = super(torch.autograd.Function, node_cls).apply(kwargs, sizes, *flat)  # type: ignore[misc]
+        live = torch._functorch.utils.unwrap_dead_wrappers(flat)  # type: ignore[arg-type]
+        out_flat = super(torch.autograd.Function, node_cls).apply(kwargs, sizes, *live)  # type: ignore[misc]
     return tuple(_unflatten(out_flat, _output_sizes(spec.outputs, kwargs, len(lists[0]))))
 
 
@@ -489,12 +493,12 @@ def apply_functional(op_name: str, lists: Sequence[Sequence[torch.Tensor]], kwar
     tensor([0.5000, 0.5000], grad_fn=<FusedSGDBackward>)
     """
     spec = FUNCTIONAL_OPS[op_name]
-    lists = [x if type(x) is list else list(x) for x in lists]
-    if not lists[0]:  # nothing to update (an op call without tensors has no device to dispatch on)
+    args: list[list[torch.Tensor]] = [x if type(x) is list else list(x) for x in lists]
+    if not args[0]:  # nothing to update (an op call without tensors has no device to dispatch on)
         return tuple([] for _ in spec.outputs)
-    if torch.is_grad_enabled() and any(t.requires_grad for x in lists for t in x):
-        return _apply_node(_NODES[node or spec.node], spec, lists, kwargs)
-    return tuple(list(x) for x in spec.op(*lists, **kwargs))
+    if torch.is_grad_enabled() and any(t.requires_grad for x in args for t in x):
+        return _apply_node(_NODES[node or spec.node], spec, args, kwargs)
+    return tuple(list(x) for x in spec.op(*args, **kwargs))
 
 
 # --- typed wrappers of the in-place ops (what the drop-in optimizers call) ---------------------
