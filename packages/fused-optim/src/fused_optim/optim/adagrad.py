@@ -15,22 +15,16 @@ __all__ = ["Adagrad"]
 class Adagrad(FusedStep, torch.optim.Adagrad):
     """``torch.optim.Adagrad`` with a fused multi-tensor step (CPU OpenMP / CUDA kernel).
 
-    Same constructor (state is created eagerly, as torch does), defaults, argument checks, param
-    groups, state keys and ``state_dict()`` layout as ``torch.optim.Adagrad``. Sparse gradients,
+    Same constructor (state is created eagerly, as torch does), state and ``state_dict()`` as
+    ``torch.optim.Adagrad``; the arguments all drop-in classes share (``params``, ``lr``,
+    ``maximize``, ``foreach``...) are described in :mod:`fused_optim.optim`. Sparse gradients,
     which torch's Adagrad supports, run torch's implementation.
 
     Args:
-        params: The parameters to optimize: an iterable of tensors or of parameter-group dicts.
-        lr: The learning rate (a float, or a tensor as torch allows).
         lr_decay: The learning rate decay: the step size is ``lr / (1 + (step - 1) * lr_decay)``.
         weight_decay: The L2 penalty coefficient.
         initial_accumulator_value: The starting value of the sums of squared gradients.
         eps: Added to the denominator for numerical stability.
-        maximize: Whether to maximize the objective instead of minimizing it.
-        foreach, fused: Accepted for torch compatibility and ignored: the step is always the fused
-            kernel.
-        differentiable: A torch.optim feature a fused kernel cannot offer; groups that set it run
-            torch's own implementation.
 
     >>> w = torch.nn.Parameter(torch.ones(1))
     >>> opt = Adagrad([w], lr=0.1, eps=0.0)

@@ -15,25 +15,15 @@ __all__ = ["Adam"]
 class Adam(FusedStep, torch.optim.Adam):
     """``torch.optim.Adam`` with a fused multi-tensor step (CPU OpenMP / CUDA kernel).
 
-    Same constructor, defaults, argument checks, param groups, state keys and ``state_dict()``
-    layout as ``torch.optim.Adam``: checkpoints move between the two in both directions.
-    ``foreach``/``fused`` are accepted and ignored (the step is always fused); groups with
-    ``differentiable=True``, or ``capturable=True`` and CUDA parameters, run torch's own
-    implementation.
+    Same constructor, state and ``state_dict()`` as ``torch.optim.Adam``; the arguments all
+    drop-in classes share (``params``, ``lr``, ``maximize``, ``foreach``...) are described in
+    :mod:`fused_optim.optim`.
 
     Args:
-        params: The parameters to optimize: an iterable of tensors or of parameter-group dicts.
-        lr: The learning rate (a float, or a tensor as torch allows).
         betas: The decay rates of the first and second moment averages.
         eps: Added to the denominator for numerical stability.
         weight_decay: The L2 penalty coefficient.
         amsgrad: Whether to use the AMSGrad variant (the running maximum of the second moment).
-        maximize: Whether to maximize the objective instead of minimizing it.
-        foreach, fused: Accepted for torch compatibility and ignored: the step is always the fused
-            kernel.
-        differentiable, capturable: torch.optim features a fused kernel cannot offer: groups with
-            ``differentiable=True``, or ``capturable=True`` and CUDA parameters, run torch's own
-            implementation (capturable changes nothing for CPU parameters).
         decoupled_weight_decay: Whether the weight decay is decoupled, as in AdamW.
 
     >>> w = torch.nn.Parameter(torch.ones(3))

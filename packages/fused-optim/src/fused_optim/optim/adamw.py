@@ -16,18 +16,10 @@ class AdamW(Adam, torch.optim.AdamW):
     shares) and a ``torch.optim.AdamW`` (whose constructor sets ``decoupled_weight_decay``).
 
     Args:
-        params: The parameters to optimize: an iterable of tensors or of parameter-group dicts.
-        lr: The learning rate (a float, or a tensor as torch allows).
         betas: The decay rates of the first and second moment averages.
         eps: Added to the denominator for numerical stability.
         weight_decay: The decoupled weight decay coefficient (``p *= 1 - lr * weight_decay``).
         amsgrad: Whether to use the AMSGrad variant (the running maximum of the second moment).
-        maximize: Whether to maximize the objective instead of minimizing it.
-        foreach, fused: Accepted for torch compatibility and ignored: the step is always the fused
-            kernel.
-        differentiable, capturable: torch.optim features a fused kernel cannot offer: groups with
-            ``differentiable=True``, or ``capturable=True`` and CUDA parameters, run torch's own
-            implementation (capturable changes nothing for CPU parameters).
 
     >>> w = torch.nn.Parameter(torch.ones(2))
     >>> opt = AdamW([w], lr=0.1, weight_decay=0.5)

@@ -13,21 +13,15 @@ class RAdam(FusedStep, torch.optim.RAdam):
     """``torch.optim.RAdam`` with a fused multi-tensor step (CPU OpenMP / CUDA kernel), including
     ``decoupled_weight_decay``.
 
-    Same constructor, defaults, argument checks, param groups, state keys and ``state_dict()``
-    layout as ``torch.optim.RAdam``; see :class:`fused_optim.Adam` for the fallbacks.
+    Same constructor, state and ``state_dict()`` as ``torch.optim.RAdam``; the arguments all
+    drop-in classes share (``params``, ``lr``, ``maximize``, ``foreach``...) are described in
+    :mod:`fused_optim.optim`.
 
     Args:
-        params: The parameters to optimize: an iterable of tensors or of parameter-group dicts.
-        lr: The learning rate (a float, or a tensor as torch allows).
         betas: The decay rates of the first and second moment averages.
         eps: Added to the denominator for numerical stability.
         weight_decay: The L2 penalty coefficient.
         decoupled_weight_decay: Whether the weight decay is decoupled, as in AdamW.
-        maximize: Whether to maximize the objective instead of minimizing it.
-        foreach: Accepted for torch compatibility and ignored: the step is always the fused kernel.
-        differentiable, capturable: torch.optim features a fused kernel cannot offer: groups with
-            ``differentiable=True``, or ``capturable=True`` and CUDA parameters, run torch's own
-            implementation (capturable changes nothing for CPU parameters).
 
     >>> w = torch.nn.Parameter(torch.ones(1))
     >>> opt = RAdam([w], lr=0.1)

@@ -15,22 +15,16 @@ __all__ = ["RMSprop"]
 class RMSprop(FusedStep, torch.optim.RMSprop):
     """``torch.optim.RMSprop`` with a fused multi-tensor step (torch has no fused RMSprop).
 
-    Same constructor, defaults, argument checks, param groups, state keys and ``state_dict()``
-    layout as ``torch.optim.RMSprop``; see :class:`fused_optim.Adam` for the fallbacks.
+    Same constructor, state and ``state_dict()`` as ``torch.optim.RMSprop``; the arguments all
+    drop-in classes share (``params``, ``lr``, ``maximize``, ``foreach``...) are described in
+    :mod:`fused_optim.optim`.
 
     Args:
-        params: The parameters to optimize: an iterable of tensors or of parameter-group dicts.
-        lr: The learning rate (a float, or a tensor as torch allows).
         alpha: The smoothing constant of the squared-gradient average.
         eps: Added to the denominator for numerical stability.
         weight_decay: The L2 penalty coefficient.
         momentum: The momentum factor (0: none).
         centered: Whether to normalize by the estimated variance of the gradient.
-        maximize: Whether to maximize the objective instead of minimizing it.
-        foreach: Accepted for torch compatibility and ignored: the step is always the fused kernel.
-        differentiable, capturable: torch.optim features a fused kernel cannot offer: groups with
-            ``differentiable=True``, or ``capturable=True`` and CUDA parameters, run torch's own
-            implementation (capturable changes nothing for CPU parameters).
 
     >>> w = torch.nn.Parameter(torch.ones(1))
     >>> opt = RMSprop([w], lr=0.01, alpha=0.75, eps=0.0)

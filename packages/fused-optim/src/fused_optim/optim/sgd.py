@@ -15,22 +15,15 @@ __all__ = ["SGD"]
 class SGD(FusedStep, torch.optim.SGD):
     """``torch.optim.SGD`` with a fused multi-tensor step (CPU OpenMP / CUDA kernel).
 
-    Same constructor, defaults, argument checks, param groups, state (``momentum_buffer``) and
-    ``state_dict()`` layout as ``torch.optim.SGD``. Sparse gradients, ``differentiable=True`` and
-    a learning rate that requires grad run torch's own implementation.
+    Same constructor, state (``momentum_buffer``) and ``state_dict()`` as ``torch.optim.SGD``; the
+    arguments all drop-in classes share (``params``, ``lr``, ``maximize``, ``foreach``...) are
+    described in :mod:`fused_optim.optim`. Sparse gradients run torch's own implementation.
 
     Args:
-        params: The parameters to optimize: an iterable of tensors or of parameter-group dicts.
-        lr: The learning rate (a float, or a tensor as torch allows).
         momentum: The momentum factor (0 for plain SGD).
         dampening: The dampening applied to the momentum's gradient term.
         weight_decay: The L2 penalty coefficient.
         nesterov: Whether to use Nesterov momentum.
-        maximize: Whether to maximize the objective instead of minimizing it.
-        foreach, fused: Accepted for torch compatibility and ignored: the step is always the fused
-            kernel.
-        differentiable: A torch.optim feature a fused kernel cannot offer; groups that set it run
-            torch's own implementation.
 
     >>> w = torch.nn.Parameter(torch.ones(2))
     >>> opt = SGD([w], lr=0.5, momentum=0.9)
