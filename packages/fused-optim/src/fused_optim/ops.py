@@ -415,6 +415,10 @@ class NodeInfo(NamedTuple):
         optimizer: the optimizer whose update it is (``Adam``, ``AdamW``...).
         op: the functional op it runs (``adam_update``, ``adam_direction``...).
         kind: ``"update"`` (new params and state) or ``"direction"`` (diffopt's Adam direction).
+
+    >>> info = NodeInfo("FusedAdamW", "AdamW", "adam_update", "update")
+    >>> info.optimizer, info.kind
+    ('AdamW', 'update')
     """
 
     node: str

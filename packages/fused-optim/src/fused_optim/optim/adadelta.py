@@ -17,6 +17,8 @@ class Adadelta(FusedStep, torch.optim.Adadelta):
     :mod:`fused_optim.optim`.
 
     Args:
+        params, maximize, foreach, differentiable, capturable: shared by every drop-in class;
+            see :mod:`fused_optim.optim`.
         lr: The coefficient that scales the delta before it is applied.
         rho: The decay rate of the running averages of squared gradients and updates.
         eps: Added to the denominator for numerical stability.

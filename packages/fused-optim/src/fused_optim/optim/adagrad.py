@@ -21,6 +21,8 @@ class Adagrad(FusedStep, torch.optim.Adagrad):
     which torch's Adagrad supports, run torch's implementation.
 
     Args:
+        params, lr, maximize, foreach, fused, differentiable: shared by every drop-in class;
+            see :mod:`fused_optim.optim`.
         lr_decay: The learning rate decay: the step size is ``lr / (1 + (step - 1) * lr_decay)``.
         weight_decay: The L2 penalty coefficient.
         initial_accumulator_value: The starting value of the sums of squared gradients.

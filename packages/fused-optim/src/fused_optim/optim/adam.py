@@ -20,6 +20,8 @@ class Adam(FusedStep, torch.optim.Adam):
     :mod:`fused_optim.optim`.
 
     Args:
+        params, lr, maximize, foreach, fused, differentiable, capturable: shared by every drop-in class;
+            see :mod:`fused_optim.optim`.
         betas: The decay rates of the first and second moment averages.
         eps: Added to the denominator for numerical stability.
         weight_decay: The L2 penalty coefficient.

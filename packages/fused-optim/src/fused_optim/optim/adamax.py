@@ -17,6 +17,8 @@ class Adamax(FusedStep, torch.optim.Adamax):
     :mod:`fused_optim.optim`.
 
     Args:
+        params, lr, maximize, foreach, differentiable, capturable: shared by every drop-in class;
+            see :mod:`fused_optim.optim`.
         betas: The decay rates of the first moment and of the infinity norm.
         eps: Added to the denominator for numerical stability.
         weight_decay: The L2 penalty coefficient.

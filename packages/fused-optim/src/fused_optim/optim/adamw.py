@@ -16,6 +16,8 @@ class AdamW(Adam, torch.optim.AdamW):
     shares) and a ``torch.optim.AdamW`` (whose constructor sets ``decoupled_weight_decay``).
 
     Args:
+        params, lr, maximize, foreach, fused, differentiable, capturable: shared by every drop-in class;
+            see :mod:`fused_optim.optim`.
         betas: The decay rates of the first and second moment averages.
         eps: Added to the denominator for numerical stability.
         weight_decay: The decoupled weight decay coefficient (``p *= 1 - lr * weight_decay``).

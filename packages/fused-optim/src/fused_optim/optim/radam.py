@@ -18,6 +18,8 @@ class RAdam(FusedStep, torch.optim.RAdam):
     :mod:`fused_optim.optim`.
 
     Args:
+        params, lr, maximize, foreach, differentiable, capturable: shared by every drop-in class;
+            see :mod:`fused_optim.optim`.
         betas: The decay rates of the first and second moment averages.
         eps: Added to the denominator for numerical stability.
         weight_decay: The L2 penalty coefficient.

@@ -20,6 +20,8 @@ class RMSprop(FusedStep, torch.optim.RMSprop):
     :mod:`fused_optim.optim`.
 
     Args:
+        params, lr, maximize, foreach, differentiable, capturable: shared by every drop-in class;
+            see :mod:`fused_optim.optim`.
         alpha: The smoothing constant of the squared-gradient average.
         eps: Added to the denominator for numerical stability.
         weight_decay: The L2 penalty coefficient.

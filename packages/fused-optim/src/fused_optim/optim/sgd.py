@@ -20,6 +20,8 @@ class SGD(FusedStep, torch.optim.SGD):
     described in :mod:`fused_optim.optim`. Sparse gradients run torch's own implementation.
 
     Args:
+        params, lr, maximize, foreach, fused, differentiable: shared by every drop-in class;
+            see :mod:`fused_optim.optim`.
         momentum: The momentum factor (0 for plain SGD).
         dampening: The dampening applied to the momentum's gradient term.
         weight_decay: The L2 penalty coefficient.
