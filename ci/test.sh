@@ -5,4 +5,4 @@ set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 bash "$ROOT/ci/setup.sh"
 cd "$ROOT"
-exec "${DIFFOPT_VENV:-$ROOT/.venv}/bin/nox" -s lint tests tests_tooling release_check "$@"
+exec "${DIFFOPT_VENV:-$ROOT/.venv}/bin/nox" -s lint format typecheck tests tests_tooling release_check "$@"

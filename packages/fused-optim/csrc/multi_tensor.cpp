@@ -119,8 +119,8 @@ void MultiTensorCall::CheckLike(const char* name, int64_t t, const at::Tensor& x
   TORCH_CHECK_VALUE(x.defined(), op_, ": ", name, "[", t, "] is None");
   TORCH_CHECK_VALUE(x.layout() == at::kStrided, op_, ": ", name, "[", t, "] has layout ", x.layout(),
                     "; sparse gradients and states are not supported");
-  TORCH_CHECK_TYPE(!x.is_complex() || reference_[t].is_complex(), op_, ": ", name, "[", t,
-                   "] is complex but params[", t, "] is not");
+  TORCH_CHECK_TYPE(!x.is_complex() || reference_[t].is_complex(), op_, ": ", name, "[", t, "] is complex but params[",
+                   t, "] is not");
   TORCH_CHECK_TYPE(x.scalar_type() == dtype_, op_, ": ", name, "[", t, "] has dtype ", x.scalar_type(),
                    " but params are ", dtype_);
   TORCH_CHECK_VALUE(x.device() == device_, op_, ": ", name, "[", t, "] is on ", x.device(), " but params are on ",
@@ -172,8 +172,8 @@ void MultiTensorCall::AddMutable(const char* name, at::TensorList list) {
 
 void MultiTensorCall::AddOptionalInput(const char* name, const c10::List<std::optional<at::Tensor>>& list) {
   const int64_t n = static_cast<int64_t>(list.size());
-  TORCH_CHECK_VALUE(n == 0 || n == num_tensors_, op_, ": ", name, " has ", n, " entries but params has ",
-                    num_tensors_, " (pass an empty list for all zeros)");
+  TORCH_CHECK_VALUE(n == 0 || n == num_tensors_, op_, ": ", name, " has ", n, " entries but params has ", num_tensors_,
+                    " (pass an empty list for all zeros)");
   std::vector<const void*> src(num_tensors_, nullptr);
   for (int64_t t = 0; t < n; ++t) {
     std::optional<at::Tensor> x = list.get(t);
@@ -204,7 +204,8 @@ std::vector<at::Tensor> MultiTensorCall::AddOutputFrom(const char* name, at::Ten
   std::vector<at::Tensor> out;
   out.reserve(num_tensors_);
   for (int64_t t = 0; t < num_tensors_; ++t) {
-    out.push_back(at::empty(reference_[t].sizes(), reference_[t].options().memory_format(at::MemoryFormat::Contiguous)));
+    out.push_back(
+        at::empty(reference_[t].sizes(), reference_[t].options().memory_format(at::MemoryFormat::Contiguous)));
     dst_.back()[t] = out.back().mutable_data_ptr();
   }
   return out;
@@ -215,7 +216,8 @@ std::vector<at::Tensor> MultiTensorCall::AddOutput() {
   out.reserve(num_tensors_);
   std::vector<void*> dst(num_tensors_);
   for (int64_t t = 0; t < num_tensors_; ++t) {
-    out.push_back(at::empty(reference_[t].sizes(), reference_[t].options().memory_format(at::MemoryFormat::Contiguous)));
+    out.push_back(
+        at::empty(reference_[t].sizes(), reference_[t].options().memory_format(at::MemoryFormat::Contiguous)));
     dst[t] = out.back().mutable_data_ptr();
   }
   src_.emplace_back(num_tensors_, nullptr);
@@ -258,7 +260,8 @@ void MultiTensorCall::CheckNoAliasing() const {
                         ": the same tensor appears twice in ", first.list, " (at ", first.index, " and ", second.index,
                         "), a list that is updated in place");
       TORCH_CHECK_VALUE(false, op_, ": ", first.list, "[", first.index, "] shares memory with ", second.list, "[",
-                        second.index, "]; a tensor updated in place must not overlap any other argument (clone() "
+                        second.index,
+                        "]; a tensor updated in place must not overlap any other argument (clone() "
                         "one of them)");
     }
     open.push_back(s);
@@ -320,14 +323,15 @@ void CheckStepTensors(const char* op, at::TensorList steps, int64_t n) {
     const double value = StepValue(s);
     TORCH_CHECK_VALUE(std::isfinite(value) && value >= 0.0, op, ": state_steps[", t, "] is ", value,
                       "; a step counter must be a finite count >= 0");
-    TORCH_CHECK_VALUE(s.scalar_type() != at::kInt || value < std::numeric_limits<int32_t>::max(), op,
-                      ": state_steps[", t, "] is ", value, " and would overflow int32 when incremented");
+    TORCH_CHECK_VALUE(s.scalar_type() != at::kInt || value < std::numeric_limits<int32_t>::max(), op, ": state_steps[",
+                      t, "] is ", value, " and would overflow int32 when incremented");
     seen.push_back(s.const_data_ptr());
   }
   std::sort(seen.begin(), seen.end());
-  TORCH_CHECK_VALUE(std::adjacent_find(seen.begin(), seen.end()) == seen.end(), op,
-                    ": the same step counter appears twice in state_steps (each parameter needs its own; is a parameter "
-                    "listed twice?)");
+  TORCH_CHECK_VALUE(
+      std::adjacent_find(seen.begin(), seen.end()) == seen.end(), op,
+      ": the same step counter appears twice in state_steps (each parameter needs its own; is a parameter "
+      "listed twice?)");
 }
 
 std::vector<double> IncrementSteps(at::TensorList steps) {
@@ -373,13 +377,24 @@ CpuIsa SelectedCpuIsa() {
 #endif
 }
 
+namespace {
+thread_local bool validate_only = false;
+}  // namespace
+
+bool SetValidateOnly(bool enable) {
+  const bool previous = validate_only;
+  validate_only = enable;
+  return previous;
+}
+
+bool ValidateOnly() { return validate_only; }
+
 void CheckNonNegative(const char* op, const char* what, double value) {
   TORCH_CHECK_VALUE(value >= 0.0, op, ": invalid ", what, " value: ", value, " (must be >= 0)");
 }
 
 void CheckUnitInterval(const char* op, const char* what, double value) {
-  TORCH_CHECK_VALUE(value >= 0.0 && value < 1.0, op, ": invalid ", what, " value: ", value,
-                    " (must be in [0, 1))");
+  TORCH_CHECK_VALUE(value >= 0.0 && value < 1.0, op, ": invalid ", what, " value: ", value, " (must be in [0, 1))");
 }
 
 }  // namespace fused_optim

@@ -38,7 +38,6 @@ class MultiTensorCall {
   int64_t size() const { return num_tensors_; }
   bool on_cuda() const { return device_.is_cuda(); }
   at::Device device() const { return device_; }
-  at::ScalarType scalar_type() const { return dtype_; }
 
   KernelTable Table() const;
   // The table checks aliasing, the last check before a tensor may be modified.
@@ -83,6 +82,13 @@ class MultiTensorCall {
 // must be a distinct, dense one-element tensor holding a finite count >= 0 that can be incremented.
 void CheckStepTensors(const char* op, at::TensorList steps, int64_t n);
 std::vector<double> IncrementSteps(at::TensorList steps);
+
+// Validate-only mode, per thread, switched by the op fused_optim::_validate_only(enable) (which
+// returns the previous setting): an in-place <algo>_step_ op then returns after its last check,
+// before its first write. A drop-in optimizer's step makes one call per group; it runs every call
+// so first, and only then for real, so a bad later group leaves every tensor untouched.
+bool SetValidateOnly(bool enable);
+bool ValidateOnly();
 
 // Python exception types via TORCH_CHECK_VALUE/TORCH_CHECK_TYPE, naming the op.
 void CheckNonNegative(const char* op, const char* what, double value);

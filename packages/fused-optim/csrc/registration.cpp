@@ -4,10 +4,14 @@
 #include <Python.h>
 #include <torch/library.h>
 
+#include "multi_tensor.h"
+
 // Naming: <algo>_step_ updates params and state in place (the drop-in optimizers);
 // <algo>_update is the functional form returning new tensors; <algo>_update_backward is its
 // hand-written gradient. Hyper-parameters are keyword-only.
 TORCH_LIBRARY(fused_optim, m) {
+  // Switches this thread's validate-only mode (see multi_tensor.h); returns the previous setting.
+  m.def("_validate_only(bool enable) -> bool", &fused_optim::SetValidateOnly);
   // SGD
   m.def(
       "sgd_step_(Tensor(a!)[] params, Tensor[] grads, Tensor(b!)[] momentum_buffers, *, float lr, float momentum, "
@@ -143,8 +147,7 @@ PyObject* MakeBuildInfo() {
   const bool ok = AddItem(info, "compiler", PyUnicode_FromString(kCompiler)) &&
                   AddItem(info, "cxx_standard", PyLong_FromLong(__cplusplus)) &&
                   AddItem(info, "cxx11_abi", PyBool_FromLong(_GLIBCXX_USE_CXX11_ABI)) &&
-                  AddItem(info, "cuda", PyBool_FromLong(cuda)) &&
-                  AddItem(info, "openmp", PyBool_FromLong(openmp)) &&
+                  AddItem(info, "cuda", PyBool_FromLong(cuda)) && AddItem(info, "openmp", PyBool_FromLong(openmp)) &&
                   AddItem(info, "torch_version", PyUnicode_FromString(FUSED_OPTIM_TORCH_VERSION));
   if (!ok) {
     Py_DECREF(info);
@@ -153,9 +156,15 @@ PyObject* MakeBuildInfo() {
   return info;
 }
 
-PyModuleDef kModule = {PyModuleDef_HEAD_INIT, "_C",
-                       "fused_optim's compiled ops, registered with torch under torch.ops.fused_optim.", -1, nullptr,
-                       nullptr, nullptr, nullptr, nullptr};
+PyModuleDef kModule = {PyModuleDef_HEAD_INIT,
+                       "_C",
+                       "fused_optim's compiled ops, registered with torch under torch.ops.fused_optim.",
+                       -1,
+                       nullptr,
+                       nullptr,
+                       nullptr,
+                       nullptr,
+                       nullptr};
 
 }  // namespace
 

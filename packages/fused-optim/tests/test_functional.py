@@ -10,7 +10,7 @@ from helpers import EMPTY, FUNCTIONAL_CASES, op, tolerances
 import fused_optim
 from fused_optim import _reference
 from fused_optim import functional as F
-from fused_optim.ops import FUNCTIONAL_OPS, apply_functional
+from fused_optim.ops import FUNCTIONAL_OPS, NodeInfo, apply_functional, describe_node
 
 CASES = [pytest.param(c, id=c.id) for c in FUNCTIONAL_CASES]
 
@@ -169,6 +169,31 @@ def test_node_names():
     q = [torch.ones(3, requires_grad=True) for _ in range(5)]
     out = F.adagrad_update(q, [t * 2 for t in q], [torch.zeros(3)] * 5, 1).params
     assert len({t.grad_fn for t in out}) == 1
+
+
+@pytest.mark.parametrize("name", sorted(FUNCTIONAL_OPS))
+def test_describe_node_names_the_update_whatever_the_call_path(name):
+    case = next(c for c in FUNCTIONAL_CASES if c.op == name)
+    lists = [[t.double().requires_grad_() for t in lst] for lst in case.make()]
+    spec = FUNCTIONAL_OPS[name]
+    optimizer = spec.node.removeprefix("Fused").removesuffix("Direction")
+    expected = NodeInfo(spec.node, optimizer, name, "direction" if "direction" in name else "update")
+    raw = op(name)(*lists, **case.kwargs)[0][0]
+    functional = apply_functional(name, lists, case.kwargs)[0][0]
+    assert describe_node(raw.grad_fn) == expected
+    assert describe_node(functional.grad_fn) == expected
+    assert describe_node((raw * 2).grad_fn) is None
+    assert describe_node(raw.sum().grad_fn.next_functions[0][0]) == expected
+
+
+def test_describe_node_of_the_aliases():
+    p = torch.ones(2, requires_grad=True)
+    z = torch.zeros(2)
+    info = describe_node(F.adamw_update([p], [p * 1], [z], [z], 1).params[0].grad_fn)
+    assert info == NodeInfo("FusedAdamW", "AdamW", "adam_update", "update")
+    d, _, _ = F.adam_direction([p * 1], [z], [z], 1, beta1=0.9, beta2=0.999, eps=1e-8)
+    assert describe_node(d[0].grad_fn) == NodeInfo("FusedAdamDirection", "Adam", "adam_direction", "direction")
+    assert describe_node(None) is None and describe_node(object()) is None
 
 
 def test_no_graph_without_requires_grad():

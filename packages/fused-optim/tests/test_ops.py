@@ -7,7 +7,7 @@ import pytest
 import torch
 from helpers import FUNCTIONAL_CASES, op
 
-from fused_optim.ops import FUNCTIONAL_OPS, STEP_OPS
+from fused_optim.ops import FUNCTIONAL_OPS, STEP_OPS, validate_only
 
 # One representative of each functional op (the first case of each).
 _FIRST = {}
@@ -122,6 +122,30 @@ def test_bad_arguments_leave_tensors_untouched(mutate, error, match):
     for lst, old in zip(args, snapshot):
         for t, o in zip(lst, old):
             assert torch.equal(t.to_dense(), o.to_dense())
+
+
+@pytest.mark.parametrize("name", STEP_OPS)
+def test_validate_only_checks_a_step_op_and_writes_nothing(name):
+    args, kwargs = _step_args(name)
+    snapshot = [[t.clone() for t in lst] for lst in args]
+    with validate_only():
+        op(name)(*args, **kwargs)
+    for lst, old in zip(args, snapshot):
+        for t, o in zip(lst, old):
+            assert torch.equal(t, o)  # params, state and step counters alike
+    with validate_only(), pytest.raises(ValueError, match="learning rate"):
+        op(name)(*args, **dict(kwargs, lr=-1.0))  # the op's own checks still run
+    op(name)(*args, **kwargs)  # and the mode ends with the block
+    assert not torch.equal(args[0][0], snapshot[0][0])
+
+
+def test_validate_only_is_restored_after_an_error():
+    args, kwargs = _step_args("sgd_step_")
+    with pytest.raises(ValueError), validate_only():
+        op("sgd_step_")(*args, **dict(kwargs, lr=-1.0))
+    before = args[0][0].clone()
+    op("sgd_step_")(*args, **kwargs)
+    assert not torch.equal(args[0][0], before)
 
 
 @pytest.mark.parametrize("overrides, match", [

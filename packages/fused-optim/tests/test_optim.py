@@ -439,6 +439,28 @@ def test_compiled_step_runs_the_fused_kernel(name):
         assert torch.equal(b, a)
 
 
+@pytest.mark.parametrize("name", ["SGD", "Adam"])
+def test_compiled_multi_group_step_matches_eager(name):
+    # Two groups make the step check every call first (ops.validate_only); compiled, that pass
+    # must trace and the results still equal the eager step bitwise.
+    torch._dynamo.reset()
+    kwargs = dict(lr=0.1, momentum=0.9) if name == "SGD" else dict(lr=0.1)
+    eager_params = _params(torch.float32)
+    compiled_params = [p.detach().clone().requires_grad_() for p in eager_params]
+    eager = getattr(fused_optim, name)([{"params": eager_params[:1]}, {"params": eager_params[1:], "lr": 0.05}],
+                                       **kwargs)
+    compiled = getattr(fused_optim, name)(
+        [{"params": compiled_params[:1]}, {"params": compiled_params[1:], "lr": 0.05}], **kwargs)
+    compiled_step = torch.compile(compiled.step, backend="aot_eager")
+    for step in range(3):
+        for a, b, g in zip(eager_params, compiled_params, _grads(eager_params, step)):
+            a.grad, b.grad = g.clone(), g.clone()
+        eager.step()
+        compiled_step()
+    for a, b in zip(eager_params, compiled_params):
+        assert torch.equal(b, a)
+
+
 def test_capturable_cpu_groups_keep_the_fused_kernel():
     # capturable only moves step counters to the parameters' device: for CPU parameters the step
     # is the plain one (torch's own eager Adam refuses capturable CPU parameters altogether).

@@ -1,6 +1,6 @@
 // The CPU multi-tensor driver: every tensor of a call is cut into chunks and all chunks run in
-// one at::parallel_for region (so torch.set_num_threads applies). The per-algorithm files own
-// only the element loop over a chunk.
+// one at::parallel_for region (so torch.set_num_threads applies). The element loop over a chunk
+// is cpu/run_kernel.h's.
 #pragma once
 
 #include <ATen/Parallel.h>
@@ -8,6 +8,7 @@
 #include <c10/util/Half.h>
 
 #include <cstring>
+#include <tuple>
 #include <type_traits>
 #include <vector>
 
@@ -15,8 +16,8 @@
 
 namespace fused_optim::cpu {
 
-inline constexpr int64_t kChunkSize = 1 << 14;     // elements per work item: a few lists fit in L2
-inline constexpr int64_t kSerialBelow = 1 << 15;   // below this many elements threads cost more than they save
+inline constexpr int64_t kChunkSize = 1 << 14;    // elements per work item: a few lists fit in L2
+inline constexpr int64_t kSerialBelow = 1 << 15;  // below this many elements threads cost more than they save
 
 // Calls f.template operator()<storage type, math type>() for the table's dtype.
 template <typename F>
@@ -108,9 +109,9 @@ void ForEachChunk(const KernelTable& table, const Body& body) {
   }
 }
 
-// Chunk-relative pointers for the element loops. An absent optional input reads a shared block
-// of zeros and an absent optional output writes a per-thread scratch block, so the loops carry no
-// per-element branch and the compiler can vectorize them.
+// Stand-ins for absent columns in the element loops (cpu/run_kernel.h): an absent optional input
+// reads a shared block of zeros and an absent optional output writes a per-thread scratch block,
+// so the loops carry no per-element branch and the compiler can vectorize them.
 template <typename scalar_t>
 const scalar_t* ZerosChunk() {
   alignas(64) static const scalar_t zeros[kChunkSize] = {};
@@ -121,18 +122,6 @@ template <typename scalar_t>
 scalar_t* ScratchChunk() {
   alignas(64) static thread_local scalar_t scratch[kChunkSize];
   return scratch;
-}
-
-template <typename scalar_t>
-const scalar_t* In(const KernelTable& table, int64_t t, int list, int64_t begin) {
-  const scalar_t* p = table.Src<scalar_t>(t, list);
-  return p ? p + begin : ZerosChunk<scalar_t>();
-}
-
-template <typename scalar_t>
-scalar_t* Out(const KernelTable& table, int64_t t, int list, int64_t begin) {
-  scalar_t* p = table.Dst<scalar_t>(t, list);
-  return p ? p + begin : ScratchChunk<scalar_t>();
 }
 
 }  // namespace fused_optim::cpu

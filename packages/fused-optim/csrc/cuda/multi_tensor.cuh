@@ -1,6 +1,7 @@
 // The CUDA multi-tensor launch: one kernel launch updates up to kTensorsPerLaunch tensors of a
 // call, each block owning one chunk of one tensor.
-// The per-algorithm .cu files supply an element functor; the math lives in the shared headers.
+// The per-algorithm .cu files name their bindings (csrc/kernels/<algo>.h); the math lives in the
+// shared headers.
 // Depends on the CUDA runtime only (no torch headers), so nvcc compiles it in seconds.
 #pragma once
 
@@ -47,8 +48,8 @@ __device__ __forceinline__ void StoreIf(void* p, int64_t i, T value) {
 }
 
 template <int NL, typename Op>
-__global__ void __launch_bounds__(kBlockSize) MultiTensorKernel(const __grid_constant__ LaunchMeta<NL> meta,
-                                                               const Op op) {
+__global__ void __launch_bounds__(kBlockSize)
+    MultiTensorKernel(const __grid_constant__ LaunchMeta<NL> meta, const Op op) {
   const int64_t block = blockIdx.x;
   int t = 0;
   while (meta.first_block[t + 1] <= block) ++t;  // at most kTensorsPerLaunch steps, uniform per block
@@ -60,8 +61,8 @@ __global__ void __launch_bounds__(kBlockSize) MultiTensorKernel(const __grid_con
 inline void CheckLaunch(const char* what) {
   const cudaError_t err = cudaGetLastError();
   if (err != cudaSuccess) {
-    throw std::runtime_error(std::string("fused_optim: CUDA launch of ") + what + " failed: " +
-                             cudaGetErrorString(err));
+    throw std::runtime_error(std::string("fused_optim: CUDA launch of ") + what +
+                             " failed: " + cudaGetErrorString(err));
   }
 }
 
@@ -119,5 +120,38 @@ void DispatchFloating(DType dtype, F&& f) {
       break;
   }
 }
+
+// A binding's view of one element (see csrc/kernels/binding.h): an absent column reads 0 and
+// drops its store.
+template <typename S, typename T, int NL>
+struct ElementIO {
+  const LaunchMeta<NL>& meta;
+  int t;
+  int64_t i;
+  __device__ T Load(int col) const { return LoadOr0<T, S>(meta.src[col][t], i); }
+  __device__ void Store(int col, T value) const { StoreIf<S>(meta.dst[col][t], i, value); }
+};
+
+template <typename K, typename S, typename T>
+struct BoundOp {
+  typename K::template Hyper<T> h;
+  template <int NL>
+  __device__ void operator()(const LaunchMeta<NL>& meta, int t, int64_t i) const {
+    K::Apply(ElementIO<S, T, NL>{meta, t, i}, h, K::template MakeScalars<T>(meta.scalars[t]));
+  }
+};
+
+// Runs binding K over every element of the table, on the table's stream.
+template <typename K>
+void RunKernel(const KernelTable& table, const typename K::template Hyper<double>& hyper, const char* what) {
+  DispatchFloating(table.dtype, [&]<typename S, typename T>() {
+    LaunchMultiTensor<K::kLists>(table, BoundOp<K, S, T>{hyper.template To<T>()}, what);
+  });
+}
+
+#define FUSED_OPTIM_DEFINE_CUDA_KERNEL(name)                                    \
+  void name(const KernelTable& table, const bind::name::Hyper<double>& hyper) { \
+    RunKernel<bind::name>(table, hyper, #name);                                 \
+  }
 
 }  // namespace fused_optim::cuda

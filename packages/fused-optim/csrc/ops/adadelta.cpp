@@ -34,6 +34,7 @@ void AdadeltaStepInPlace(at::TensorList params, at::TensorList grads, at::Tensor
   call.AddMutable("acc_deltas", acc_deltas);
   CheckStepTensors(op, state_steps, call.size());
   KernelTable table = call.Table();
+  if (ValidateOnly()) return;   // every check has run; nothing is written yet
   IncrementSteps(state_steps);  // first modification
   FUSED_OPTIM_LAUNCH(call, table, AdadeltaStep, hyper);
 }
@@ -80,16 +81,18 @@ std::tuple<TensorVector, TensorVector, TensorVector, TensorVector> AdadeltaUpdat
 
 }  // namespace
 
-#define FUSED_OPTIM_REGISTER_ADADELTA(m)                         \
-  m.impl("adadelta_step_", &AdadeltaStepInPlace);               \
-  m.impl("adadelta_update", &AdadeltaUpdate);                   \
+#define FUSED_OPTIM_REGISTER_ADADELTA(m)          \
+  m.impl("adadelta_step_", &AdadeltaStepInPlace); \
+  m.impl("adadelta_update", &AdadeltaUpdate);     \
   m.impl("adadelta_update_backward", &AdadeltaUpdateBackward);
 
-TORCH_LIBRARY_IMPL(fused_optim, CPU, m) { FUSED_OPTIM_REGISTER_ADADELTA(m) }
+TORCH_LIBRARY_IMPL(fused_optim, CPU, m){FUSED_OPTIM_REGISTER_ADADELTA(m)}
 // Sparse inputs reach the same code, which rejects them with a clear error.
-TORCH_LIBRARY_IMPL(fused_optim, SparseCPU, m) { FUSED_OPTIM_REGISTER_ADADELTA(m) }
+TORCH_LIBRARY_IMPL(fused_optim, SparseCPU, m){FUSED_OPTIM_REGISTER_ADADELTA(m)}
 #ifdef FUSED_OPTIM_WITH_CUDA
-TORCH_LIBRARY_IMPL(fused_optim, CUDA, m) { FUSED_OPTIM_REGISTER_ADADELTA(m) }
+TORCH_LIBRARY_IMPL(fused_optim, CUDA, m) {
+  FUSED_OPTIM_REGISTER_ADADELTA(m)
+}
 #endif
 
 }  // namespace fused_optim

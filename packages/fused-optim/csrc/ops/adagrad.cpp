@@ -41,6 +41,7 @@ void AdagradStepInPlace(at::TensorList params, at::TensorList grads, at::TensorL
   call.AddMutable("state_sums", state_sums);
   CheckStepTensors(op, state_steps, call.size());
   KernelTable table = call.Table();
+  if (ValidateOnly()) return;                                // every check has run; nothing is written yet
   SetClr(table, IncrementSteps(state_steps), lr, lr_decay);  // first modification
   FUSED_OPTIM_LAUNCH(call, table, AdagradStep, hyper);
 }
@@ -85,16 +86,18 @@ std::tuple<TensorVector, TensorVector, TensorVector> AdagradUpdateBackward(
 
 }  // namespace
 
-#define FUSED_OPTIM_REGISTER_ADAGRAD(m)                        \
-  m.impl("adagrad_step_", &AdagradStepInPlace);               \
-  m.impl("adagrad_update", &AdagradUpdate);                   \
+#define FUSED_OPTIM_REGISTER_ADAGRAD(m)         \
+  m.impl("adagrad_step_", &AdagradStepInPlace); \
+  m.impl("adagrad_update", &AdagradUpdate);     \
   m.impl("adagrad_update_backward", &AdagradUpdateBackward);
 
-TORCH_LIBRARY_IMPL(fused_optim, CPU, m) { FUSED_OPTIM_REGISTER_ADAGRAD(m) }
+TORCH_LIBRARY_IMPL(fused_optim, CPU, m){FUSED_OPTIM_REGISTER_ADAGRAD(m)}
 // Sparse inputs reach the same code, which rejects them with a clear error.
-TORCH_LIBRARY_IMPL(fused_optim, SparseCPU, m) { FUSED_OPTIM_REGISTER_ADAGRAD(m) }
+TORCH_LIBRARY_IMPL(fused_optim, SparseCPU, m){FUSED_OPTIM_REGISTER_ADAGRAD(m)}
 #ifdef FUSED_OPTIM_WITH_CUDA
-TORCH_LIBRARY_IMPL(fused_optim, CUDA, m) { FUSED_OPTIM_REGISTER_ADAGRAD(m) }
+TORCH_LIBRARY_IMPL(fused_optim, CUDA, m) {
+  FUSED_OPTIM_REGISTER_ADAGRAD(m)
+}
 #endif
 
 }  // namespace fused_optim

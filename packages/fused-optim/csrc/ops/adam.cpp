@@ -22,7 +22,7 @@ math::AdamHyper<double> MakeHyper(const char* op, double lr, double beta1, doubl
   h.decay = 1.0 - lr * weight_decay;
   h.one_minus_beta1 = 1.0 - beta1, h.one_minus_beta2 = 1.0 - beta2;
   h.lerp_small = std::abs(h.one_minus_beta1) < 0.5;
-  h.amsgrad = amsgrad, h.maximize = maximize, h.decoupled = decoupled;
+  h.amsgrad = amsgrad, h.maximize = maximize;
   h.has_l2 = weight_decay != 0.0 && !decoupled;
   h.has_decay = weight_decay != 0.0 && decoupled;
   return h;
@@ -54,10 +54,9 @@ void AddMaxList(const char* op, MultiTensorCall& call, bool amsgrad, at::TensorL
   }
 }
 
-void AdamStepInPlace(at::TensorList params, at::TensorList grads, at::TensorList exp_avgs,
-                     at::TensorList exp_avg_sqs, at::TensorList max_exp_avg_sqs, at::TensorList state_steps,
-                     double lr, double beta1, double beta2, double weight_decay, double eps, bool amsgrad,
-                     bool maximize, bool decoupled_weight_decay) {
+void AdamStepInPlace(at::TensorList params, at::TensorList grads, at::TensorList exp_avgs, at::TensorList exp_avg_sqs,
+                     at::TensorList max_exp_avg_sqs, at::TensorList state_steps, double lr, double beta1, double beta2,
+                     double weight_decay, double eps, bool amsgrad, bool maximize, bool decoupled_weight_decay) {
   constexpr const char* op = "fused_optim::adam_step_";
   const auto hyper = MakeHyper(op, lr, beta1, beta2, weight_decay, eps, amsgrad, maximize, decoupled_weight_decay);
   MultiTensorCall call(op, params);
@@ -68,6 +67,7 @@ void AdamStepInPlace(at::TensorList params, at::TensorList grads, at::TensorList
   AddMaxList(op, call, amsgrad, max_exp_avg_sqs, /*in_place=*/true);
   CheckStepTensors(op, state_steps, call.size());
   KernelTable table = call.Table();
+  if (ValidateOnly()) return;                                            // every check has run; nothing is written yet
   SetStepScalars(table, IncrementSteps(state_steps), lr, beta1, beta2);  // first modification
   FUSED_OPTIM_LAUNCH(call, table, AdamStep, hyper);
 }
@@ -182,18 +182,20 @@ std::tuple<TensorVector, TensorVector, TensorVector> AdamDirectionBackward(
 
 }  // namespace
 
-#define FUSED_OPTIM_REGISTER_ADAM(m)                                   \
-  m.impl("adam_step_", &AdamStepInPlace);                             \
-  m.impl("adam_update", &AdamUpdate);                                 \
-  m.impl("adam_update_backward", &AdamUpdateBackward);                \
-  m.impl("adam_direction", &AdamDirection);                           \
+#define FUSED_OPTIM_REGISTER_ADAM(m)                   \
+  m.impl("adam_step_", &AdamStepInPlace);              \
+  m.impl("adam_update", &AdamUpdate);                  \
+  m.impl("adam_update_backward", &AdamUpdateBackward); \
+  m.impl("adam_direction", &AdamDirection);            \
   m.impl("adam_direction_backward", &AdamDirectionBackward);
 
-TORCH_LIBRARY_IMPL(fused_optim, CPU, m) { FUSED_OPTIM_REGISTER_ADAM(m) }
+TORCH_LIBRARY_IMPL(fused_optim, CPU, m){FUSED_OPTIM_REGISTER_ADAM(m)}
 // Sparse inputs reach the same code, which rejects them with a clear error.
-TORCH_LIBRARY_IMPL(fused_optim, SparseCPU, m) { FUSED_OPTIM_REGISTER_ADAM(m) }
+TORCH_LIBRARY_IMPL(fused_optim, SparseCPU, m){FUSED_OPTIM_REGISTER_ADAM(m)}
 #ifdef FUSED_OPTIM_WITH_CUDA
-TORCH_LIBRARY_IMPL(fused_optim, CUDA, m) { FUSED_OPTIM_REGISTER_ADAM(m) }
+TORCH_LIBRARY_IMPL(fused_optim, CUDA, m) {
+  FUSED_OPTIM_REGISTER_ADAM(m)
+}
 #endif
 
 }  // namespace fused_optim

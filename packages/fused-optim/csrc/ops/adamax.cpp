@@ -47,6 +47,7 @@ void AdamaxStepInPlace(at::TensorList params, at::TensorList grads, at::TensorLi
   call.AddMutable("exp_infs", exp_infs);
   CheckStepTensors(op, state_steps, call.size());
   KernelTable table = call.Table();
+  if (ValidateOnly()) return;                             // every check has run; nothing is written yet
   SetClr(table, IncrementSteps(state_steps), lr, beta1);  // first modification
   FUSED_OPTIM_LAUNCH(call, table, AdamaxStep, hyper);
 }
@@ -71,9 +72,9 @@ std::tuple<TensorVector, TensorVector, TensorVector> AdamaxUpdate(at::TensorList
 
 std::tuple<TensorVector, TensorVector, TensorVector, TensorVector> AdamaxUpdateBackward(
     const OptionalTensorList& grad_new_params, const OptionalTensorList& grad_new_exp_avgs,
-    const OptionalTensorList& grad_new_exp_infs, at::TensorList params, at::TensorList grads,
-    at::TensorList exp_avgs, at::TensorList exp_infs, int64_t step, double lr, double beta1, double beta2, double eps,
-    double weight_decay, bool maximize) {
+    const OptionalTensorList& grad_new_exp_infs, at::TensorList params, at::TensorList grads, at::TensorList exp_avgs,
+    at::TensorList exp_infs, int64_t step, double lr, double beta1, double beta2, double eps, double weight_decay,
+    bool maximize) {
   constexpr const char* op = "fused_optim::adamax_update_backward";
   const auto hyper = MakeHyper(op, lr, beta1, beta2, eps, weight_decay, maximize);
   CheckStep(op, step);
@@ -97,16 +98,18 @@ std::tuple<TensorVector, TensorVector, TensorVector, TensorVector> AdamaxUpdateB
 
 }  // namespace
 
-#define FUSED_OPTIM_REGISTER_ADAMAX(m)                       \
-  m.impl("adamax_step_", &AdamaxStepInPlace);               \
-  m.impl("adamax_update", &AdamaxUpdate);                   \
+#define FUSED_OPTIM_REGISTER_ADAMAX(m)        \
+  m.impl("adamax_step_", &AdamaxStepInPlace); \
+  m.impl("adamax_update", &AdamaxUpdate);     \
   m.impl("adamax_update_backward", &AdamaxUpdateBackward);
 
-TORCH_LIBRARY_IMPL(fused_optim, CPU, m) { FUSED_OPTIM_REGISTER_ADAMAX(m) }
+TORCH_LIBRARY_IMPL(fused_optim, CPU, m){FUSED_OPTIM_REGISTER_ADAMAX(m)}
 // Sparse inputs reach the same code, which rejects them with a clear error.
-TORCH_LIBRARY_IMPL(fused_optim, SparseCPU, m) { FUSED_OPTIM_REGISTER_ADAMAX(m) }
+TORCH_LIBRARY_IMPL(fused_optim, SparseCPU, m){FUSED_OPTIM_REGISTER_ADAMAX(m)}
 #ifdef FUSED_OPTIM_WITH_CUDA
-TORCH_LIBRARY_IMPL(fused_optim, CUDA, m) { FUSED_OPTIM_REGISTER_ADAMAX(m) }
+TORCH_LIBRARY_IMPL(fused_optim, CUDA, m) {
+  FUSED_OPTIM_REGISTER_ADAMAX(m)
+}
 #endif
 
 }  // namespace fused_optim

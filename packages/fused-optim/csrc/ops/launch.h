@@ -29,8 +29,8 @@ using KernelFn = void (*)(const KernelTable&, const Hyper&);
 
 template <typename Hyper>
 void Launch(MultiTensorCall& call, KernelTable& table, KernelFn<Hyper> cpu_kernel,
-            std::type_identity_t<KernelFn<Hyper>> cpu_avx2_kernel, std::type_identity_t<KernelFn<Hyper>> cpu_avx512_kernel,
-            std::type_identity_t<KernelFn<Hyper>> cuda_kernel,
+            std::type_identity_t<KernelFn<Hyper>> cpu_avx2_kernel,
+            std::type_identity_t<KernelFn<Hyper>> cpu_avx512_kernel, std::type_identity_t<KernelFn<Hyper>> cuda_kernel,
             const Hyper& hyper) {
   if (table.num_tensors > 0) {
     if (call.on_cuda()) {
@@ -61,7 +61,7 @@ void Launch(MultiTensorCall& call, KernelTable& table, KernelFn<Hyper> cpu_kerne
 #define FUSED_OPTIM_CPU_AVX512_KERNEL(name) nullptr
 #endif
 
-#define FUSED_OPTIM_LAUNCH(call, table, name, hyper)                                                     \
+#define FUSED_OPTIM_LAUNCH(call, table, name, hyper)                                               \
   ::fused_optim::Launch(call, table, &::fused_optim::cpu::name, FUSED_OPTIM_CPU_AVX2_KERNEL(name), \
                         FUSED_OPTIM_CPU_AVX512_KERNEL(name), FUSED_OPTIM_CUDA_KERNEL(name), hyper)
 

@@ -42,9 +42,9 @@ void SetStepScalars(KernelTable& table, const std::vector<double>& steps, double
     row[kBc1] = 1.0 - std::pow(beta1, step);
     row[kBc2Sqrt] = std::sqrt(bc2);
     row[kAdaptive] = rho_t > 5.0 ? 1.0 : 0.0;
-    row[kRect] = rho_t > 5.0 ? std::sqrt((rho_t - 4.0) * (rho_t - 2.0) * rho_inf /
-                                         ((rho_inf - 4.0) * (rho_inf - 2.0) * rho_t))
-                             : 0.0;
+    row[kRect] = rho_t > 5.0
+                     ? std::sqrt((rho_t - 4.0) * (rho_t - 2.0) * rho_inf / ((rho_inf - 4.0) * (rho_inf - 2.0) * rho_t))
+                     : 0.0;
   }
 }
 
@@ -53,8 +53,8 @@ void CheckStep(const char* op, int64_t step) {
 }
 
 void RadamStepInPlace(at::TensorList params, at::TensorList grads, at::TensorList exp_avgs, at::TensorList exp_avg_sqs,
-                       at::TensorList state_steps, double lr, double beta1, double beta2, double eps,
-                       double weight_decay, bool decoupled_weight_decay, bool maximize) {
+                      at::TensorList state_steps, double lr, double beta1, double beta2, double eps,
+                      double weight_decay, bool decoupled_weight_decay, bool maximize) {
   constexpr const char* op = "fused_optim::radam_step_";
   const auto hyper = MakeHyper(op, lr, beta1, beta2, eps, weight_decay, decoupled_weight_decay, maximize);
   MultiTensorCall call(op, params);
@@ -64,14 +64,16 @@ void RadamStepInPlace(at::TensorList params, at::TensorList grads, at::TensorLis
   call.AddMutable("exp_avg_sqs", exp_avg_sqs);
   CheckStepTensors(op, state_steps, call.size());
   KernelTable table = call.Table();
+  if (ValidateOnly()) return;                                        // every check has run; nothing is written yet
   SetStepScalars(table, IncrementSteps(state_steps), beta1, beta2);  // first modification
   FUSED_OPTIM_LAUNCH(call, table, RadamStep, hyper);
 }
 
 std::tuple<TensorVector, TensorVector, TensorVector> RadamUpdate(at::TensorList params, at::TensorList grads,
-                                                                  at::TensorList exp_avgs, at::TensorList exp_avg_sqs,
-                                                                  int64_t step, double lr, double beta1, double beta2,
-                                                                  double eps, double weight_decay, bool decoupled_weight_decay, bool maximize) {
+                                                                 at::TensorList exp_avgs, at::TensorList exp_avg_sqs,
+                                                                 int64_t step, double lr, double beta1, double beta2,
+                                                                 double eps, double weight_decay,
+                                                                 bool decoupled_weight_decay, bool maximize) {
   constexpr const char* op = "fused_optim::radam_update";
   const auto hyper = MakeHyper(op, lr, beta1, beta2, eps, weight_decay, decoupled_weight_decay, maximize);
   CheckStep(op, step);
@@ -89,8 +91,8 @@ std::tuple<TensorVector, TensorVector, TensorVector> RadamUpdate(at::TensorList 
 std::tuple<TensorVector, TensorVector, TensorVector, TensorVector> RadamUpdateBackward(
     const OptionalTensorList& grad_new_params, const OptionalTensorList& grad_new_exp_avgs,
     const OptionalTensorList& grad_new_exp_avg_sqs, at::TensorList params, at::TensorList grads,
-    at::TensorList exp_avgs, at::TensorList exp_avg_sqs, int64_t step, double lr, double beta1, double beta2, double eps,
-    double weight_decay, bool decoupled_weight_decay, bool maximize) {
+    at::TensorList exp_avgs, at::TensorList exp_avg_sqs, int64_t step, double lr, double beta1, double beta2,
+    double eps, double weight_decay, bool decoupled_weight_decay, bool maximize) {
   constexpr const char* op = "fused_optim::radam_update_backward";
   const auto hyper = MakeHyper(op, lr, beta1, beta2, eps, weight_decay, decoupled_weight_decay, maximize);
   CheckStep(op, step);
@@ -114,16 +116,18 @@ std::tuple<TensorVector, TensorVector, TensorVector, TensorVector> RadamUpdateBa
 
 }  // namespace
 
-#define FUSED_OPTIM_REGISTER_RADAM(m)                       \
-  m.impl("radam_step_", &RadamStepInPlace);               \
-  m.impl("radam_update", &RadamUpdate);                   \
+#define FUSED_OPTIM_REGISTER_RADAM(m)       \
+  m.impl("radam_step_", &RadamStepInPlace); \
+  m.impl("radam_update", &RadamUpdate);     \
   m.impl("radam_update_backward", &RadamUpdateBackward);
 
-TORCH_LIBRARY_IMPL(fused_optim, CPU, m) { FUSED_OPTIM_REGISTER_RADAM(m) }
+TORCH_LIBRARY_IMPL(fused_optim, CPU, m){FUSED_OPTIM_REGISTER_RADAM(m)}
 // Sparse inputs reach the same code, which rejects them with a clear error.
-TORCH_LIBRARY_IMPL(fused_optim, SparseCPU, m) { FUSED_OPTIM_REGISTER_RADAM(m) }
+TORCH_LIBRARY_IMPL(fused_optim, SparseCPU, m){FUSED_OPTIM_REGISTER_RADAM(m)}
 #ifdef FUSED_OPTIM_WITH_CUDA
-TORCH_LIBRARY_IMPL(fused_optim, CUDA, m) { FUSED_OPTIM_REGISTER_RADAM(m) }
+TORCH_LIBRARY_IMPL(fused_optim, CUDA, m) {
+  FUSED_OPTIM_REGISTER_RADAM(m)
+}
 #endif
 
 }  // namespace fused_optim

@@ -55,6 +55,7 @@ void RmspropStepInPlace(at::TensorList params, at::TensorList grads, at::TensorL
   }
   CheckStepTensors(op, state_steps, call.size());
   KernelTable table = call.Table();
+  if (ValidateOnly()) return;   // every check has run; nothing is written yet
   IncrementSteps(state_steps);  // first modification
   FUSED_OPTIM_LAUNCH(call, table, RmspropStep, hyper);
 }
@@ -131,16 +132,18 @@ std::tuple<TensorVector, TensorVector, TensorVector, TensorVector, TensorVector>
 
 }  // namespace
 
-#define FUSED_OPTIM_REGISTER_RMSPROP(m)                        \
-  m.impl("rmsprop_step_", &RmspropStepInPlace);               \
-  m.impl("rmsprop_update", &RmspropUpdate);                   \
+#define FUSED_OPTIM_REGISTER_RMSPROP(m)         \
+  m.impl("rmsprop_step_", &RmspropStepInPlace); \
+  m.impl("rmsprop_update", &RmspropUpdate);     \
   m.impl("rmsprop_update_backward", &RmspropUpdateBackward);
 
-TORCH_LIBRARY_IMPL(fused_optim, CPU, m) { FUSED_OPTIM_REGISTER_RMSPROP(m) }
+TORCH_LIBRARY_IMPL(fused_optim, CPU, m){FUSED_OPTIM_REGISTER_RMSPROP(m)}
 // Sparse inputs reach the same code, which rejects them with a clear error.
-TORCH_LIBRARY_IMPL(fused_optim, SparseCPU, m) { FUSED_OPTIM_REGISTER_RMSPROP(m) }
+TORCH_LIBRARY_IMPL(fused_optim, SparseCPU, m){FUSED_OPTIM_REGISTER_RMSPROP(m)}
 #ifdef FUSED_OPTIM_WITH_CUDA
-TORCH_LIBRARY_IMPL(fused_optim, CUDA, m) { FUSED_OPTIM_REGISTER_RMSPROP(m) }
+TORCH_LIBRARY_IMPL(fused_optim, CUDA, m) {
+  FUSED_OPTIM_REGISTER_RMSPROP(m)
+}
 #endif
 
 }  // namespace fused_optim

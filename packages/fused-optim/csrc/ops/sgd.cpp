@@ -44,6 +44,7 @@ void SgdStepInPlace(at::TensorList params, at::TensorList grads, at::TensorList 
     call.AddAbsent();
   }
   KernelTable table = call.Table();
+  if (ValidateOnly()) return;  // every check has run; nothing is written yet
   FUSED_OPTIM_LAUNCH(call, table, SgdStep, hyper);
 }
 
@@ -96,16 +97,18 @@ std::tuple<TensorVector, TensorVector, TensorVector> SgdUpdateBackward(
 
 }  // namespace
 
-#define FUSED_OPTIM_REGISTER_SGD(m)                    \
-  m.impl("sgd_step_", &SgdStepInPlace);               \
-  m.impl("sgd_update", &SgdUpdate);                   \
+#define FUSED_OPTIM_REGISTER_SGD(m)     \
+  m.impl("sgd_step_", &SgdStepInPlace); \
+  m.impl("sgd_update", &SgdUpdate);     \
   m.impl("sgd_update_backward", &SgdUpdateBackward);
 
-TORCH_LIBRARY_IMPL(fused_optim, CPU, m) { FUSED_OPTIM_REGISTER_SGD(m) }
+TORCH_LIBRARY_IMPL(fused_optim, CPU, m){FUSED_OPTIM_REGISTER_SGD(m)}
 // Sparse inputs reach the same code, which rejects them with a clear error.
-TORCH_LIBRARY_IMPL(fused_optim, SparseCPU, m) { FUSED_OPTIM_REGISTER_SGD(m) }
+TORCH_LIBRARY_IMPL(fused_optim, SparseCPU, m){FUSED_OPTIM_REGISTER_SGD(m)}
 #ifdef FUSED_OPTIM_WITH_CUDA
-TORCH_LIBRARY_IMPL(fused_optim, CUDA, m) { FUSED_OPTIM_REGISTER_SGD(m) }
+TORCH_LIBRARY_IMPL(fused_optim, CUDA, m) {
+  FUSED_OPTIM_REGISTER_SGD(m)
+}
 #endif
 
 }  // namespace fused_optim

@@ -10,7 +10,8 @@ The schemas live in ``csrc/registration.cpp``. This module
   :mod:`fused_optim.functional` applies, so a graph shows one ``FusedAdamBackward`` node per
   update instead of dozens of element-wise nodes; their backward is the matching ``*_backward``
   op (one fused pass), and they run under ``torch.func`` transforms and ``torch.compile``, and
-* makes the same node the autograd of the raw functional ops (``*_update``, ``adam_direction``).
+* makes the same node the autograd of the raw functional ops (``*_update``, ``adam_direction``),
+  and tells graph tools what such a node computes (:func:`describe_node`).
 
 The in-place ``*_step_`` ops mutate their arguments and therefore get no autograd (torch forbids
 it); the drop-in optimizers call them under ``torch.no_grad()``.
@@ -18,9 +19,10 @@ it); the drop-in optimizers call them under ``torch.no_grad()``.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import contextlib
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import torch
 
@@ -30,15 +32,18 @@ __all__ = [
     "FUNCTIONAL_OPS",
     "STEP_OPS",
     "FunctionalOpSpec",
+    "NodeInfo",
     "adadelta_step_",
     "adagrad_step_",
     "adam_step_",
     "adamax_step_",
     "apply_functional",
+    "describe_node",
     "node_class",
     "radam_step_",
     "rmsprop_step_",
     "sgd_step_",
+    "validate_only",
 ]
 
 _lib = torch.ops.fused_optim
@@ -368,9 +373,12 @@ def _make_node(spec: FunctionalOpSpec, node_name: str) -> type[torch.autograd.Fu
 
     doc = (f"Fused {spec.name} with a hand-written one-pass backward "
            f"(``torch.ops.fused_optim.{spec.name}_backward``).")
-    return type(node_name, (torch.autograd.Function,),
+    node = type(node_name, (torch.autograd.Function,),
                 {"forward": staticmethod(forward), "setup_context": staticmethod(setup_context),
                  "backward": staticmethod(backward), "generate_vmap_rule": True, "__doc__": doc})
+    _NODE_INFO[node] = NodeInfo(node_name, node_name.removeprefix("Fused").removesuffix("Direction"), spec.name,
+                                spec.name.rsplit("_", 1)[1])
+    return node
 
 
 
@@ -383,20 +391,45 @@ def _apply_node(node_cls: type[torch.autograd.Function], spec: FunctionalOpSpec,
         # maxima given as the second moments, say); a view of the repeat is the same value to
         # autograd, whose gradients add up on the tensor as before.
         seen: set[int] = set()
-        flat = [t.view_as(t) if id(t) in seen else (seen.add(id(t)) or t) for t in flat]
+        unique = []
+        for t in flat:
+            unique.append(t.view_as(t) if id(t) in seen else t)
+            seen.add(id(t))
+        flat = unique
     if torch._C._are_functorch_transforms_active() or torch.compiler.is_compiling():
         out_flat = node_cls.apply(kwargs, sizes, *flat)
     else:
         # What Function.apply does outside the transforms, minus its per-call inspect.signature
         # binding of default arguments (forward has none), which costs as much as the kernel on
         # small tensors. Tensors escaping a transform are unwrapped as apply would.
-        flat = torch._functorch.utils.unwrap_dead_wrappers(flat)
-        out_flat = super(torch.autograd.Function, node_cls).apply(kwargs, sizes, *flat)  # type: ignore[misc]
+        live = torch._functorch.utils.unwrap_dead_wrappers(flat)  # type: ignore[arg-type]
+        out_flat = super(torch.autograd.Function, node_cls).apply(kwargs, sizes, *live)  # type: ignore[misc]
     return tuple(_unflatten(out_flat, _output_sizes(spec.outputs, kwargs, len(lists[0]))))
+
+
+class NodeInfo(NamedTuple):
+    """What one fused-optim autograd node computes (:func:`describe_node`).
+
+    Attributes:
+        node: the node's name (``FusedAdam``; autograd shows ``FusedAdamBackward``).
+        optimizer: the optimizer whose update it is (``Adam``, ``AdamW``...).
+        op: the functional op it runs (``adam_update``, ``adam_direction``...).
+        kind: ``"update"`` (new params and state) or ``"direction"`` (diffopt's Adam direction).
+
+    >>> info = NodeInfo("FusedAdamW", "AdamW", "adam_update", "update")
+    >>> info.optimizer, info.kind
+    ('AdamW', 'update')
+    """
+
+    node: str
+    optimizer: str
+    op: str
+    kind: str
 
 
 _IMPL = torch.library.Library("fused_optim", "IMPL")
 _NODES: dict[str, type[torch.autograd.Function]] = {}
+_NODE_INFO: dict[type[torch.autograd.Function], NodeInfo] = {}
 
 for _spec in FUNCTIONAL_OPS.values():
     _register_functional_fakes(_spec)
@@ -421,6 +454,28 @@ def node_class(name: str) -> type[torch.autograd.Function]:
     return _NODES[name]
 
 
+def describe_node(grad_fn: Any) -> NodeInfo | None:
+    """What a node of an autograd graph computes, if it is a fused-optim update; else ``None``.
+
+    Every fused update, whether made through :mod:`fused_optim.functional`, :func:`apply_functional`
+    or the raw op, records one such node; graph tools (diffopt's ``make_dot``) ask this instead of
+    parsing node names.
+
+    Args:
+        grad_fn: an autograd node, e.g. a tensor's ``grad_fn`` or an entry of ``next_functions``.
+
+    >>> p = torch.ones(2, requires_grad=True)
+    >>> kwargs = dict(lr=0.5, momentum=0.0, dampening=0.0, weight_decay=0.0,
+    ...               nesterov=False, maximize=False, first_step=True)
+    >>> new_params, _ = torch.ops.fused_optim.sgd_update([p], [torch.ones(2)], [], **kwargs)
+    >>> describe_node(new_params[0].grad_fn)
+    NodeInfo(node='FusedSGD', optimizer='SGD', op='sgd_update', kind='update')
+    >>> describe_node((p * 2).grad_fn) is None
+    True
+    """
+    return _NODE_INFO.get(getattr(type(grad_fn), "_forward_cls", None))  # type: ignore[arg-type]
+
+
 def apply_functional(op_name: str, lists: Sequence[Sequence[torch.Tensor]], kwargs: dict[str, Any],
                      node: str | None = None) -> tuple[list[torch.Tensor], ...]:
     """Runs a functional op, through its named autograd node when any input needs a gradient.
@@ -442,15 +497,38 @@ def apply_functional(op_name: str, lists: Sequence[Sequence[torch.Tensor]], kwar
     tensor([0.5000, 0.5000], grad_fn=<FusedSGDBackward>)
     """
     spec = FUNCTIONAL_OPS[op_name]
-    lists = [x if type(x) is list else list(x) for x in lists]
-    if not lists[0]:  # nothing to update (an op call without tensors has no device to dispatch on)
+    args: list[list[torch.Tensor]] = [x if type(x) is list else list(x) for x in lists]
+    if not args[0]:  # nothing to update (an op call without tensors has no device to dispatch on)
         return tuple([] for _ in spec.outputs)
-    if torch.is_grad_enabled() and any(t.requires_grad for x in lists for t in x):
-        return _apply_node(_NODES[node or spec.node], spec, lists, kwargs)
-    return tuple(list(x) for x in spec.op(*lists, **kwargs))
+    if torch.is_grad_enabled() and any(t.requires_grad for x in args for t in x):
+        return _apply_node(_NODES[node or spec.node], spec, args, kwargs)
+    return tuple(list(x) for x in spec.op(*args, **kwargs))
 
 
 # --- typed wrappers of the in-place ops (what the drop-in optimizers call) ---------------------
+
+@contextlib.contextmanager
+def validate_only() -> Iterator[None]:
+    """Within this block the in-place ``*_step_`` ops only check their arguments.
+
+    Each op runs every check it makes (hyper-parameters, tensors against the params, step
+    counters, aliasing) and returns before its first write, so a caller that makes several calls
+    can have all of them checked before any runs: the drop-in optimizers' step does so for its
+    parameter groups. The setting is per thread.
+
+    >>> p = torch.ones(2)
+    >>> with validate_only():
+    ...     sgd_step_([p], [torch.ones(2)], [], lr=1.0, momentum=0.0, dampening=0.0, weight_decay=0.0,
+    ...               nesterov=False, maximize=False, first_step=False)
+    >>> p
+    tensor([1., 1.])
+    """
+    previous = _lib._validate_only(True)
+    try:
+        yield
+    finally:
+        _lib._validate_only(previous)
+
 
 def sgd_step_(params: list[torch.Tensor], grads: list[torch.Tensor], momentum_buffers: list[torch.Tensor], *,
               lr: float, momentum: float, dampening: float, weight_decay: float, nesterov: bool, maximize: bool,

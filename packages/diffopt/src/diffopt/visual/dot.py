@@ -18,27 +18,17 @@ Example:
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
 import torch
 
 from diffopt.visual.render import digraph_class, import_graphviz
+from fused_optim.ops import describe_node
 
 __all__ = ["make_dot", "resize_graph"]
 
 _SAVED_PREFIX = "_saved_"
-
-# fused-optim op family -> optimizer name shown on its node.
-_FUSED_OPTIMIZERS = {
-    "adam": "Adam", "adamw": "AdamW", "adamax": "Adamax", "radam": "RAdam", "sgd": "SGD",
-    "rmsprop": "RMSprop", "adagrad": "Adagrad", "adadelta": "Adadelta",
-}
-# register_autograd on a raw op names its node after the op:
-# GeneratedBackwardFor_<namespace>_<op>_<overload>Backward
-_GENERATED = re.compile(
-    r"GeneratedBackwardFor_fused_optim_([a-z0-9]+)_([a-z0-9_]+?)_default(?:Backward)?$")
 
 _STYLE = {
     "fn": {"fillcolor": "lightgrey"},
@@ -106,18 +96,10 @@ def _collect_names(params: Any, names: dict[int, tuple[str, torch.Tensor]]) -> N
 
 
 def _fused_optimizer(fn: Any) -> tuple[str, str] | None:
-    """``(optimizer, op)`` for a fused-optim backward node, ``None`` for any other node."""
-    forward_cls = getattr(type(fn), "_forward_cls", None)
-    if forward_cls is not None and forward_cls.__module__.startswith("fused_optim"):
-        name = forward_cls.__name__  # FusedAdam, FusedAdamDirection, FusedRMSprop...
-        if name.endswith("Direction"):
-            return name[: -len("Direction")], "direction"
-        return name, "update"
-    match = _GENERATED.match(fn.name())
-    if match:
-        family, what = match.groups()
-        return "Fused" + _FUSED_OPTIMIZERS.get(family, family), what
-    return None
+    """``(label, kind)`` for a fused-optim backward node (``("FusedAdam", "direction")``), ``None``
+    for any other node; fused-optim says what its nodes are (``describe_node``)."""
+    info = describe_node(fn)
+    return None if info is None else ("Fused" + info.optimizer, info.kind)
 
 
 def _truncate(text: str, max_chars: int) -> str:

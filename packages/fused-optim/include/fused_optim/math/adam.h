@@ -12,13 +12,14 @@ namespace fused_optim::math {
 template <typename T>
 struct AdamHyper {
   T lr, beta1, beta2, eps, weight_decay;
-  T decay;  // 1 - lr * weight_decay, the decoupled shrink factor
+  T decay;                             // 1 - lr * weight_decay, the decoupled shrink factor
   T one_minus_beta1, one_minus_beta2;  // complements taken in double, as torch.optim takes them
-  bool amsgrad, maximize, decoupled, has_l2, has_decay, lerp_small;
+  bool amsgrad, maximize, has_l2, has_decay, lerp_small;
   // The same hyper-parameters in another math type (kernels receive them in double).
   template <typename U>
   FUSED_OPTIM_HOST_DEVICE AdamHyper<U> To() const {
-    return {U(lr), U(beta1), U(beta2), U(eps), U(weight_decay), U(decay), U(one_minus_beta1), U(one_minus_beta2), amsgrad, maximize, decoupled, has_l2, has_decay, lerp_small};
+    return {U(lr),   U(beta1), U(beta2), U(eps),    U(weight_decay), U(decay), U(one_minus_beta1), U(one_minus_beta2),
+            amsgrad, maximize, has_l2,   has_decay, lerp_small};
   }
 };
 

@@ -11,13 +11,14 @@ namespace fused_optim::math {
 template <typename T>
 struct RadamHyper {
   T lr, beta1, beta2, eps, weight_decay;
-  T decay;  // 1 - lr * weight_decay (decoupled form)
+  T decay;                             // 1 - lr * weight_decay (decoupled form)
   T one_minus_beta1, one_minus_beta2;  // complements taken in double, as torch.optim takes them
   bool maximize, has_l2, has_decay, lerp_small;
   // The same hyper-parameters in another math type (kernels receive them in double).
   template <typename U>
   FUSED_OPTIM_HOST_DEVICE RadamHyper<U> To() const {
-    return {U(lr), U(beta1), U(beta2), U(eps), U(weight_decay), U(decay), U(one_minus_beta1), U(one_minus_beta2), maximize, has_l2, has_decay, lerp_small};
+    return {U(lr),    U(beta1), U(beta2),  U(eps),    U(weight_decay), U(decay), U(one_minus_beta1), U(one_minus_beta2),
+            maximize, has_l2,   has_decay, lerp_small};
   }
 };
 

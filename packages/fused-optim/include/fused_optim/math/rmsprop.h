@@ -16,7 +16,8 @@ struct RmspropHyper {
   // The same hyper-parameters in another math type (kernels receive them in double).
   template <typename U>
   FUSED_OPTIM_HOST_DEVICE RmspropHyper<U> To() const {
-    return {U(lr), U(alpha), U(eps), U(weight_decay), U(momentum), U(one_minus_alpha), centered, maximize, has_l2, has_momentum, lerp_small};
+    return {U(lr),    U(alpha), U(eps), U(weight_decay), U(momentum), U(one_minus_alpha),
+            centered, maximize, has_l2, has_momentum,    lerp_small};
   }
 };
 
@@ -40,8 +41,7 @@ struct RmspropGrads {
 
 template <typename T>
 FUSED_OPTIM_HOST_DEVICE inline RmspropGrads<T> RmspropStepBackward(T gp_new, T gv_new, T gga_new, T gbuf_new, T p,
-                                                                   T grad, T v, T grad_avg,
-                                                                   const RmspropHyper<T>& h) {
+                                                                   T grad, T v, T grad_avg, const RmspropHyper<T>& h) {
   const T g = EffectiveGrad(grad, p, h.maximize, h.has_l2, h.weight_decay);
   const T w = h.one_minus_alpha;
   const T v_new = v * h.alpha + w * g * g;

@@ -16,7 +16,8 @@ struct SgdHyper {
   // The same hyper-parameters in another math type (kernels receive them in double).
   template <typename U>
   FUSED_OPTIM_HOST_DEVICE SgdHyper<U> To() const {
-    return {U(lr), U(momentum), U(dampening), U(weight_decay), U(one_minus_dampening), nesterov, maximize, has_l2, has_momentum, first_step};
+    return {U(lr),    U(momentum), U(dampening), U(weight_decay), U(one_minus_dampening),
+            nesterov, maximize,    has_l2,       has_momentum,    first_step};
   }
 };
 

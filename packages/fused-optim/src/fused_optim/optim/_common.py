@@ -1,8 +1,7 @@
-"""What every drop-in optimizer shares: the closure, the fallback test and dtype/device buckets."""
+"""What every drop-in optimizer shares: its step routine, the fallback test and dtype/device buckets."""
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 from typing import Any
 
@@ -10,8 +9,9 @@ import torch
 from torch import Tensor
 from torch.optim.optimizer import _get_scalar_dtype
 
-__all__ = ["StepPlan", "bucket_lists", "gather_zero_state", "new_step", "run_closure", "scalar",
-           "torch_path_needed"]
+from fused_optim import ops
+
+__all__ = ["FusedStep", "StepPlan", "bucket_lists", "new_step", "run_closure", "scalar", "torch_path_needed"]
 
 
 def run_closure(closure: Callable[[], Any] | None) -> Any:
@@ -82,27 +82,27 @@ class StepPlan:
     per parameter group (and per device and dtype), so a bad second group (a learning rate set to
     -1, a state tensor of the wrong shape from ``load_state_dict``, a parameter listed twice)
     would otherwise be found after the first group was updated. When there is more than one call,
-    each is first checked here: its hyper-parameters by the op itself on an empty tensor, its
-    tensors against the params. State created lazily for this step is forgotten again if the step
-    fails (SGD's fresh momentum buffers are uninitialized until their call runs): use it as a
-    context manager around gathering the state and :meth:`run`.
+    the ops first check every call (:func:`fused_optim.ops.validate_only`: the checks are the
+    op's own, written once in C++), and a parameter listed in two calls, which no single call can
+    see, is rejected here. State created lazily for this step is forgotten again if the step fails
+    (SGD's fresh momentum buffers are uninitialized until their call runs): use it as a context
+    manager around gathering the state and :meth:`run`.
     """
 
     def __init__(self, optimizer: torch.optim.Optimizer, name: str) -> None:
         self._optimizer = optimizer
         self._name = name
-        self._calls: list[tuple[Callable[..., Any], list[list[Tensor]], dict[str, Any], bool]] = []
+        self._calls: list[tuple[Callable[..., Any], list[list[Tensor]], dict[str, Any]]] = []
         self._new_state: dict[int, tuple[Tensor, tuple[str, ...]]] = {}
 
     def note_new_state(self, param: Tensor, *keys: str) -> None:
         """Records that this step created ``param``'s state (only ``keys`` of it, when given)."""
         self._new_state[id(param)] = (param, keys)
 
-    def add(self, op: Callable[..., Any], lists: list[list[Tensor]], real_lists: int, kwargs: dict[str, Any],
-            has_steps: bool = True) -> None:
-        """Adds the calls of one group (``has_steps``: the last list holds the step counters)."""
+    def add(self, op: Callable[..., Any], lists: list[list[Tensor]], real_lists: int, kwargs: dict[str, Any]) -> None:
+        """Adds the calls of one group."""
         for bucket in bucket_lists(lists, real_lists):
-            self._calls.append((op, bucket, kwargs, has_steps))
+            self._calls.append((op, bucket, kwargs))
 
     def __enter__(self) -> StepPlan:
         return self
@@ -123,17 +123,18 @@ class StepPlan:
     def run(self) -> None:
         if len(self._calls) > 1:
             self._check_duplicates()
-            for op, lists, kwargs, has_steps in self._calls:
-                self._check_call(op, lists, kwargs, has_steps)
-        for op, lists, kwargs, _ in self._calls:
+            with ops.validate_only():
+                for op, lists, kwargs in self._calls:
+                    op(*lists, **kwargs)
+        for op, lists, kwargs in self._calls:
             op(*lists, **kwargs)
             if self._new_state:  # only on a step that created state: keep the common step lean
                 for p in lists[0]:  # this state is now in use
                     self._new_state.pop(id(_original(p)), None)
 
     def _check_duplicates(self) -> None:
-        seen: set[tuple[int, int, tuple[int, ...], tuple[int, ...]]] = set()
-        for _, lists, _, _ in self._calls:
+        seen: set[tuple[Any, ...]] = set()  # (storage, offset, shape, stride)
+        for _, lists, _ in self._calls:
             for p in lists[0]:
                 if p.numel() == 0:
                     continue
@@ -143,37 +144,6 @@ class StepPlan:
                                      "(each parameter must be listed once)")
                 seen.add(where)
 
-    def _check_call(self, op: Callable[..., Any], lists: list[list[Tensor]], kwargs: dict[str, Any],
-                    has_steps: bool) -> None:
-        params = lists[0]
-        name = self._name
-        tensor_lists = lists[:-1] if has_steps else lists
-        shapes = [p.shape for p in params]
-        dtype, device = params[0].dtype, params[0].device
-        for k, lst in enumerate(tensor_lists[1:], start=1):
-            for i, t in enumerate(lst):
-                if t.layout != torch.strided or t.dtype != dtype or t.device != device or t.shape != shapes[i]:
-                    raise ValueError(
-                        f"{name}: a state or gradient tensor (list {k}, entry {i}) has shape {tuple(t.shape)}, "
-                        f"dtype {t.dtype}, layout {t.layout} and device {t.device} but its parameter has shape "
-                        f"{tuple(shapes[i])}, dtype {dtype} and device {device}; was the state loaded for other "
-                        "parameters?")
-        if has_steps:
-            for i, s in enumerate(lists[-1]):
-                if s.numel() != 1 or (not s.is_floating_point() and s.dtype not in (torch.int64, torch.int32)):
-                    raise ValueError(f"{name}: state 'step' of entry {i} must be a one-element float tensor, "
-                                     f"got {s.dtype} {tuple(s.shape)}")
-                value = float(s)
-                if not math.isfinite(value) or value < 0:
-                    raise ValueError(f"{name}: state 'step' of entry {i} is {value}; a step counter must be a "
-                                     "finite count >= 0")
-        # The op's own hyper-parameter checks, on a zero-element stand-in for every list.
-        dummy = torch.empty(0, dtype=dtype, device=device)
-        stand_in = [[dummy] if lst else [] for lst in tensor_lists]
-        if has_steps:
-            stand_in.append([torch.zeros((), dtype=torch.float32)])
-        op(*stand_in, **kwargs)
-
 
 def _original(t: Tensor) -> Tensor:
     """The complex parameter behind a real view made by :func:`bucket_lists` (else ``t``)."""
@@ -181,32 +151,94 @@ def _original(t: Tensor) -> Tensor:
     return base if base is not None and base.is_complex() else t
 
 
-def gather_zero_state(optimizer: torch.optim.Optimizer, name: str, buffers: tuple[str, ...],
-                      plan: StepPlan | None = None) -> list[tuple[dict[str, Any], list[list[Tensor]]]]:
-    """Per param group: ``(group, [params, grads, *buffer lists, steps])`` for the parameters that
-    have a gradient, for optimizers whose state is a step counter plus zero-initialised buffers
-    (created lazily on first use, in torch.optim's key order). Sparse gradients are rejected before
-    any state is touched in that parameter."""
-    work = []
-    for group in optimizer.param_groups:
-        lists: list[list[Tensor]] = [[] for _ in range(len(buffers) + 3)]
-        for p in group["params"]:
-            grad = p.grad
-            if grad is None:
-                continue
-            if grad.is_sparse:
-                raise RuntimeError(f"{name} does not support sparse gradients")
-            state = optimizer.state[p]
-            if len(state) == 0:
-                if plan is not None:
-                    plan.note_new_state(p)
-                state["step"] = new_step()
-                for key in buffers:
-                    state[key] = torch.zeros_like(p, memory_format=torch.preserve_format)
-            lists[0].append(p)
-            lists[1].append(grad)
-            for k, key in enumerate(buffers):
-                lists[2 + k].append(state[key])
-            lists[-1].append(state["step"])
-        work.append((group, lists))
-    return work
+class FusedStep:
+    """The one ``step()`` of every drop-in class: a mixin listed before the torch.optim class.
+
+    A drop-in class declares only what is its own: the op (``_op``, a ``fused_optim.ops`` name),
+    how many leading lists are viewed as real for complex parameters (``_real_lists``), its state
+    and its hyper-parameters. By default a parameter's state is a step counter plus the
+    zero-initialised ``_buffers``, and its op row is ``[p, grad, *buffers, step]``; the op's
+    keyword arguments are the group's ``_floats`` (``betas`` as ``beta1``, ``beta2``) and
+    ``_flags``. Classes whose state depends on options override :meth:`_row`.
+
+    The routine runs the closure, gathers every group first, then makes one op call per group
+    (per device and dtype, and per ``_row`` variant), all checked before the first one writes
+    (:class:`StepPlan`). Groups torch.optim must run (:func:`torch_path_needed`) go to its own
+    ``step``, as do sparse gradients where the torch optimizer supports them
+    (``_sparse_to_torch``); otherwise a sparse gradient is rejected before any state of that
+    parameter is touched.
+    """
+
+    _name: str  # as torch.optim names the optimizer in its messages
+    _op: str
+    _real_lists: int
+    _buffers: tuple[str, ...] = ()  # zero-initialised state after "step", in torch's key order
+    _floats: tuple[str, ...] = ()
+    _flags: tuple[str, ...] = ()  # a flag absent from a group (older checkpoints) is False
+    _variant_flag: str | None = None  # the keyword argument a row's variant sets
+    _sparse_to_torch = False
+    _sparse_hint = ""
+    state: Any
+    param_groups: list[dict[str, Any]]
+
+    def _row(self, group: dict[str, Any], p: Tensor, grad: Tensor, plan: StepPlan
+             ) -> tuple[bool, list[Tensor | None]]:
+        """``(variant, row)``: the op arguments for ``p`` (None for an absent optional state);
+        rows of one variant share a call (see ``_variant_flag``)."""
+        state = self._zero_state(p, plan, *self._buffers)
+        return False, [p, grad, *(state[key] for key in self._buffers), state["step"]]
+
+    def _kwargs(self, group: dict[str, Any], variant: bool) -> dict[str, Any]:
+        kwargs: dict[str, Any] = {}
+        for key in self._floats:
+            if key == "betas":
+                kwargs["beta1"], kwargs["beta2"] = (scalar(b) for b in group["betas"])
+            else:
+                kwargs[key] = scalar(group[key])
+        for key in self._flags:
+            kwargs[key] = bool(group.get(key, False))
+        if self._variant_flag is not None:
+            kwargs[self._variant_flag] = variant
+        return kwargs
+
+    def _zero_state(self, p: Tensor, plan: StepPlan, *buffers: str) -> dict[str, Tensor]:
+        """``p``'s state, created on first use as torch.optim does: a step counter, then
+        zero-initialised ``buffers`` in torch's key order."""
+        state = self.state[p]
+        if len(state) == 0:
+            plan.note_new_state(p)
+            state["step"] = new_step()
+            for key in buffers:
+                state[key] = torch.zeros_like(p, memory_format=torch.preserve_format)
+        return state
+
+    @torch.no_grad()
+    def step(self, closure: Callable[[], Any] | None = None) -> Any:
+        """Performs one optimization step (``closure`` re-evaluates the model and returns the loss)."""
+        super_step = super().step  # type: ignore[misc]
+        if torch_path_needed(self) or (self._sparse_to_torch and any(  # type: ignore[arg-type]
+                p.grad is not None and p.grad.is_sparse for g in self.param_groups for p in g["params"])):
+            return super_step(closure)
+        loss = run_closure(closure)
+        op = getattr(ops, self._op)
+        with StepPlan(self, self._name) as plan:  # type: ignore[arg-type]
+            work = []
+            for group in self.param_groups:
+                variants: dict[bool, list[list[Tensor]]] = {}
+                for p in group["params"]:
+                    grad = p.grad
+                    if grad is None:
+                        continue
+                    if grad.is_sparse:
+                        raise RuntimeError(f"{self._name} does not support sparse gradients{self._sparse_hint}")
+                    variant, row = self._row(group, p, grad, plan)
+                    lists = variants.setdefault(variant, [[] for _ in row])
+                    for lst, t in zip(lists, row):
+                        if t is not None:
+                            lst.append(t)
+                work.append((group, variants))
+            for group, variants in work:
+                for variant in sorted(variants):
+                    plan.add(op, variants[variant], self._real_lists, self._kwargs(group, variant))
+            plan.run()
+        return loss

@@ -2,40 +2,27 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any
-
 import torch
 
-from fused_optim import ops
-from fused_optim.optim._common import (
-    StepPlan,
-    gather_zero_state,
-    run_closure,
-    scalar,
-    torch_path_needed,
-)
+from fused_optim.optim._common import FusedStep
 
 __all__ = ["Adadelta"]
 
 
-class Adadelta(torch.optim.Adadelta):
+class Adadelta(FusedStep, torch.optim.Adadelta):
     """``torch.optim.Adadelta`` with a fused multi-tensor step (CPU OpenMP / CUDA kernel).
 
-    Same constructor, defaults, argument checks, param groups, state keys and ``state_dict()``
-    layout as ``torch.optim.Adadelta``; see :class:`fused_optim.Adam` for the fallbacks.
+    Same constructor, state and ``state_dict()`` as ``torch.optim.Adadelta``; the arguments all
+    drop-in classes share (``params``, ``lr``, ``maximize``, ``foreach``...) are described in
+    :mod:`fused_optim.optim`.
 
     Args:
-        params: The parameters to optimize: an iterable of tensors or of parameter-group dicts.
+        params, maximize, foreach, differentiable, capturable: shared by every drop-in class;
+            see :mod:`fused_optim.optim`.
         lr: The coefficient that scales the delta before it is applied.
         rho: The decay rate of the running averages of squared gradients and updates.
         eps: Added to the denominator for numerical stability.
         weight_decay: The L2 penalty coefficient.
-        maximize: Whether to maximize the objective instead of minimizing it.
-        foreach: Accepted for torch compatibility and ignored: the step is always the fused kernel.
-        differentiable, capturable: torch.optim features a fused kernel cannot offer: groups with
-            ``differentiable=True``, or ``capturable=True`` and CUDA parameters, run torch's own
-            implementation (capturable changes nothing for CPU parameters).
 
     >>> w = torch.nn.Parameter(torch.ones(1))
     >>> opt = Adadelta([w], rho=0.0, eps=1.0)
@@ -45,17 +32,9 @@ class Adadelta(torch.optim.Adadelta):
     tensor([0.2929])
     """
 
-    @torch.no_grad()
-    def step(self, closure: Callable[[], Any] | None = None) -> Any:  # type: ignore[override]
-        """Performs one optimization step (``closure`` re-evaluates the model and returns the loss)."""
-        if torch_path_needed(self):
-            return super().step(closure)
-        loss = run_closure(closure)
-        with StepPlan(self, "Adadelta") as plan:
-            work = gather_zero_state(self, "Adadelta", ("square_avg", "acc_delta"), plan)
-            for group, lists in work:
-                kwargs = {"lr": scalar(group["lr"]), "rho": scalar(group["rho"]), "eps": scalar(group["eps"]),
-                          "weight_decay": scalar(group["weight_decay"]), "maximize": bool(group["maximize"])}
-                plan.add(ops.adadelta_step_, lists, 4, kwargs)
-            plan.run()
-        return loss
+    _name = "Adadelta"
+    _op = "adadelta_step_"
+    _real_lists = 4
+    _buffers = ("square_avg", "acc_delta")
+    _floats = ("lr", "rho", "eps", "weight_decay")
+    _flags = ("maximize",)

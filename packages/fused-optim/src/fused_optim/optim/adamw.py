@@ -2,32 +2,26 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any
-
 import torch
 
-from fused_optim.optim.adam import adam_step
+from fused_optim.optim.adam import Adam
 
 __all__ = ["AdamW"]
 
 
-class AdamW(torch.optim.AdamW):
+class AdamW(Adam, torch.optim.AdamW):
     """``torch.optim.AdamW`` with a fused multi-tensor step; see :class:`fused_optim.Adam`.
 
+    As torch's AdamW is a torch Adam, this class is a :class:`fused_optim.Adam` (whose step it
+    shares) and a ``torch.optim.AdamW`` (whose constructor sets ``decoupled_weight_decay``).
+
     Args:
-        params: The parameters to optimize: an iterable of tensors or of parameter-group dicts.
-        lr: The learning rate (a float, or a tensor as torch allows).
+        params, lr, maximize, foreach, fused, differentiable, capturable: shared by every drop-in class;
+            see :mod:`fused_optim.optim`.
         betas: The decay rates of the first and second moment averages.
         eps: Added to the denominator for numerical stability.
         weight_decay: The decoupled weight decay coefficient (``p *= 1 - lr * weight_decay``).
         amsgrad: Whether to use the AMSGrad variant (the running maximum of the second moment).
-        maximize: Whether to maximize the objective instead of minimizing it.
-        foreach, fused: Accepted for torch compatibility and ignored: the step is always the fused
-            kernel.
-        differentiable, capturable: torch.optim features a fused kernel cannot offer: groups with
-            ``differentiable=True``, or ``capturable=True`` and CUDA parameters, run torch's own
-            implementation (capturable changes nothing for CPU parameters).
 
     >>> w = torch.nn.Parameter(torch.ones(2))
     >>> opt = AdamW([w], lr=0.1, weight_decay=0.5)
@@ -37,7 +31,4 @@ class AdamW(torch.optim.AdamW):
     tensor([0.9500, 0.9500])
     """
 
-    @torch.no_grad()
-    def step(self, closure: Callable[[], Any] | None = None) -> Any:  # type: ignore[override]
-        """Performs one optimization step (``closure`` re-evaluates the model and returns the loss)."""
-        return adam_step(self, closure, "AdamW", super().step)
+    _name = "AdamW"

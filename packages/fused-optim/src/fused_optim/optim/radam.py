@@ -2,42 +2,28 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any
-
 import torch
 
-from fused_optim import ops
-from fused_optim.optim._common import (
-    StepPlan,
-    gather_zero_state,
-    run_closure,
-    scalar,
-    torch_path_needed,
-)
+from fused_optim.optim._common import FusedStep
 
 __all__ = ["RAdam"]
 
 
-class RAdam(torch.optim.RAdam):
+class RAdam(FusedStep, torch.optim.RAdam):
     """``torch.optim.RAdam`` with a fused multi-tensor step (CPU OpenMP / CUDA kernel), including
     ``decoupled_weight_decay``.
 
-    Same constructor, defaults, argument checks, param groups, state keys and ``state_dict()``
-    layout as ``torch.optim.RAdam``; see :class:`fused_optim.Adam` for the fallbacks.
+    Same constructor, state and ``state_dict()`` as ``torch.optim.RAdam``; the arguments all
+    drop-in classes share (``params``, ``lr``, ``maximize``, ``foreach``...) are described in
+    :mod:`fused_optim.optim`.
 
     Args:
-        params: The parameters to optimize: an iterable of tensors or of parameter-group dicts.
-        lr: The learning rate (a float, or a tensor as torch allows).
+        params, lr, maximize, foreach, differentiable, capturable: shared by every drop-in class;
+            see :mod:`fused_optim.optim`.
         betas: The decay rates of the first and second moment averages.
         eps: Added to the denominator for numerical stability.
         weight_decay: The L2 penalty coefficient.
         decoupled_weight_decay: Whether the weight decay is decoupled, as in AdamW.
-        maximize: Whether to maximize the objective instead of minimizing it.
-        foreach: Accepted for torch compatibility and ignored: the step is always the fused kernel.
-        differentiable, capturable: torch.optim features a fused kernel cannot offer: groups with
-            ``differentiable=True``, or ``capturable=True`` and CUDA parameters, run torch's own
-            implementation (capturable changes nothing for CPU parameters).
 
     >>> w = torch.nn.Parameter(torch.ones(1))
     >>> opt = RAdam([w], lr=0.1)
@@ -47,20 +33,9 @@ class RAdam(torch.optim.RAdam):
     tensor([0.7000])
     """
 
-    @torch.no_grad()
-    def step(self, closure: Callable[[], Any] | None = None) -> Any:  # type: ignore[override]
-        """Performs one optimization step (``closure`` re-evaluates the model and returns the loss)."""
-        if torch_path_needed(self):
-            return super().step(closure)
-        loss = run_closure(closure)
-        with StepPlan(self, "RAdam") as plan:
-            work = gather_zero_state(self, "RAdam", ("exp_avg", "exp_avg_sq"), plan)
-            for group, lists in work:
-                beta1, beta2 = group["betas"]
-                kwargs = {"lr": scalar(group["lr"]), "beta1": scalar(beta1), "beta2": scalar(beta2),
-                          "eps": scalar(group["eps"]), "weight_decay": scalar(group["weight_decay"]),
-                          "decoupled_weight_decay": bool(group.get("decoupled_weight_decay", False)),
-                          "maximize": bool(group["maximize"])}
-                plan.add(ops.radam_step_, lists, 4, kwargs)
-            plan.run()
-        return loss
+    _name = "RAdam"
+    _op = "radam_step_"
+    _real_lists = 4
+    _buffers = ("exp_avg", "exp_avg_sq")
+    _floats = ("lr", "betas", "eps", "weight_decay")
+    _flags = ("decoupled_weight_decay", "maximize")
