@@ -1,6 +1,7 @@
 // The one binding file: thin wrappers over the C++ core. Documentation lives in the Python
 // modules that re-export these.
 #include <nanobind/nanobind.h>
+#include <nanobind/stl/optional.h>
 #include <nanobind/stl/pair.h>
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/tuple.h>
@@ -96,7 +97,28 @@ void BuildRegistrySubmodule(nb::module_& m) {
     return PyType_Check(cls.ptr()) &&
            IsStructSequenceClass(reinterpret_cast<PyTypeObject*>(cls.ptr()));
   });
+  m.def("get_registry_size",
+        [](std::optional<std::string> ns) { return PyTreeTypeRegistry::Instance().Size(ns); },
+        "namespace"_a.none() = nb::none());
+  m.def("_registry_keys", [] { return PyTreeTypeRegistry::Instance().Keys(); });
   m.def("_set_python_helpers", &detail::SetPythonHelpers, "total_order_sorted"_a);
+}
+
+// PyTorch's torch.utils._cxx_pytree subclasses the metaclass of PyTreeSpec
+// (`class LeafSpecMeta(type(TreeSpec))`), as optree's pybind11 metaclass allows. nanobind
+// creates its metaclass without Py_TPFLAGS_BASETYPE. The options were: rebind PyTreeSpec by
+// hand with CPython's type API or with pybind11 (slower calls, and a second binding style for one
+// class), or keep nanobind and mark the metaclass subclassable. The last is the smallest and
+// keeps nanobind's dispatch: a Python subclass of the metaclass inherits its layout and slots
+// (nanobind's type_data, tp_init, tp_dealloc), and nanobind already supports Python subclasses
+// of bound classes, which is what instances of such a metaclass are. The private NB_DOMAIN
+// (CMakeLists.txt) confines the change to this extension's own copy of the metaclass.
+void AllowMetaclassSubclasses(nb::handle bound_class) {
+  PyTypeObject* meta = Py_TYPE(bound_class.ptr());
+  if (meta == &PyType_Type || !PyType_HasFeature(meta, Py_TPFLAGS_HEAPTYPE)) {
+    RaisePython(PyExc_ImportError, "optree_core._C: unexpected metaclass for PyTreeSpec.");
+  }
+  meta->tp_flags |= Py_TPFLAGS_BASETYPE;
 }
 
 void BuildTreeSpecSubmodule(nb::module_& m) {
@@ -123,6 +145,8 @@ void BuildTreeSpecSubmodule(nb::module_& m) {
       .value("DEQUE", PyTreeKind::kDeque)
       .value("STRUCTSEQUENCE", PyTreeKind::kStructSequence)
       .value("FROZENDICT", PyTreeKind::kFrozenDict);
+  // A plain class attribute, not a member: iterating the enum yields only real kinds.
+  m.attr("PyTreeKind").attr("NUM_KINDS") = kNumPyTreeKinds;
 
   auto spec = nb::class_<PyTreeSpec>(
       m, "PyTreeSpec",
@@ -141,6 +165,7 @@ void BuildTreeSpecSubmodule(nb::module_& m) {
       "[[1], 2, 3]\n"
       ">>> optree.tree_structure(0) < spec  # a leaf is a prefix of every tree\n"
       "True");
+  AllowMetaclassSubclasses(spec);
   spec.def("unflatten", &PyTreeSpec::Unflatten, "leaves"_a)
       .def("flatten_up_to", &PyTreeSpec::FlattenUpTo, "tree"_a.none())
       .def("compose", &PyTreeSpec::Compose, "inner"_a)
@@ -243,6 +268,29 @@ void BuildTreeSpecSubmodule(nb::module_& m) {
         "none_is_leaf"_a = false, "namespace"_a = "");
 }
 
+// Build facts under the names optree's _C module gives them: optree's own test-suite and its
+// clients read these. The PYBIND11_* flags describe the equivalent nanobind behaviour (its
+// enums are native enum.IntEnum classes; it has no sub-interpreter support).
+void AddOptreeBuildFlags(nb::module_& m) {
+#ifdef Py_DEBUG
+  m.attr("Py_DEBUG") = true;
+#else
+  m.attr("Py_DEBUG") = false;
+#endif
+#ifdef Py_GIL_DISABLED
+  m.attr("Py_GIL_DISABLED") = true;
+#else
+  m.attr("Py_GIL_DISABLED") = false;
+#endif
+  m.attr("OPTREE_HAS_FROZENDICT") = false;
+  m.attr("OPTREE_HAS_SUBINTERPRETER_SUPPORT") = false;
+  m.attr("PYBIND11_HAS_NATIVE_ENUM") = true;
+  m.attr("PYBIND11_HAS_SUBINTERPRETER_SUPPORT") = false;
+  // Raised for a broken internal invariant (a bug of ours, never of the caller).
+  m.attr("InternalError") = nb::steal(
+      PyErr_NewException("optree_core._C.InternalError", PyExc_SystemError, nullptr));
+}
+
 }  // namespace
 
 }  // namespace optree_core
@@ -254,6 +302,7 @@ NB_MODULE(_C, m) {
   nb::set_leak_warnings(std::getenv("OPTREE_CORE_LEAK_WARNINGS") != nullptr);
   m.attr("MAX_RECURSION_DEPTH") = optree_core::kMaxRecursionDepth;
   m.attr("BUILD_INFO") = optree_core::BuildInfo();
+  optree_core::AddOptreeBuildFlags(m);
   optree_core::BuildTreeSpecSubmodule(m);
   optree_core::BuildRegistrySubmodule(m);
 }

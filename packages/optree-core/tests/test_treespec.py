@@ -493,3 +493,28 @@ def test_same_shape_dict_likes_are_not_strict_prefixes_of_each_other():
     assert not spec_of({"a": 1}) < spec_of(od(a=1))
     assert not spec_of({}) < spec_of(od())
     assert spec_of({"a": 1}) < spec_of(od(a=[1]))
+
+
+def test_num_kinds_counts_the_kinds_without_being_one():
+    assert optree_core.PyTreeKind.NUM_KINDS == len(optree_core.PyTreeKind) == 12
+    assert "NUM_KINDS" not in optree_core.PyTreeKind.__members__
+
+
+def test_metaclass_of_pytreespec_can_be_subclassed():
+    # As torch.utils._cxx_pytree does with LeafSpecMeta/LeafSpec.
+    spec_type = optree_core.PyTreeSpec
+
+    class LeafOnlyMeta(type(spec_type)):
+        def __instancecheck__(cls, instance):
+            return isinstance(instance, spec_type) and instance.is_leaf()
+
+    class LeafOnly(spec_type, metaclass=LeafOnlyMeta):
+        def __new__(cls):
+            return optree_core.treespec_leaf()
+
+    assert isinstance(LEAF, LeafOnly)
+    assert not isinstance(spec_of([1]), LeafOnly)
+    assert LeafOnly() == LEAF and type(LeafOnly()) is spec_type
+    assert issubclass(LeafOnly, spec_type) and type(LeafOnly) is LeafOnlyMeta
+    # The metaclass of other nanobind extensions is untouched (optree_core has its own domain).
+    assert type(spec_type).__name__ == "nb_type"

@@ -102,6 +102,9 @@ MAX_RECURSION_DEPTH: int = _C.MAX_RECURSION_DEPTH
 NONE_IS_NODE: bool = False
 NONE_IS_LEAF: bool = True
 
+# The dict types that flatten to mapping nodes (their children are matched by key).
+STANDARD_DICT_TYPES: frozenset[type] = frozenset({dict, OrderedDict, defaultdict})
+
 _MISSING: Any = object()
 
 
