@@ -164,7 +164,9 @@ void BuildTreeSpecSubmodule(nb::module_& m) {
       ">>> spec.flatten_up_to({'a': [1], 'b': (2, 3)})\n"
       "[[1], 2, 3]\n"
       ">>> optree.tree_structure(0) < spec  # a leaf is a prefix of every tree\n"
-      "True");
+      "True",
+      // Held by weak references (caches keyed on specs, and optree's own tests).
+      nb::is_weak_referenceable());
   AllowMetaclassSubclasses(spec);
   spec.def("unflatten", &PyTreeSpec::Unflatten, "leaves"_a)
       .def("flatten_up_to", &PyTreeSpec::FlattenUpTo, "tree"_a.none())
@@ -206,8 +208,10 @@ void BuildTreeSpecSubmodule(nb::module_& m) {
            nb::kw_only(), "strict"_a = true)
       .def("is_one_level",
            [](const PyTreeSpec& self) {
+             // Every child is a leaf (a None child is a node, so it does not count).
              return self.kind() != PyTreeKind::kLeaf &&
-                    self.num_nodes() == self.num_children() + 1;
+                    self.num_nodes() == self.num_children() + 1 &&
+                    self.num_leaves() == self.num_children();
            })
       .def_prop_ro("num_leaves", &PyTreeSpec::num_leaves)
       .def_prop_ro("num_nodes", &PyTreeSpec::num_nodes)
@@ -235,7 +239,18 @@ void BuildTreeSpecSubmodule(nb::module_& m) {
       .def("__ge__", [](const PyTreeSpec& a, const PyTreeSpec& b) { return b.IsPrefix(a, false); })
       .def("__hash__", &PyTreeSpec::Hash)
       .def("__len__", &PyTreeSpec::num_leaves)
-      .def("__repr__", &PyTreeSpec::Repr)
+      .def("__repr__",
+           [](nb::handle self) -> std::string {
+             // A spec reachable from its own metadata (a key holding the spec) prints as "...".
+             const int entered = Py_ReprEnter(self.ptr());
+             if (entered < 0) throw nb::python_error();
+             if (entered > 0) return "...";
+             struct Leave {
+               PyObject* obj;
+               ~Leave() { Py_ReprLeave(obj); }
+             } leave{self.ptr()};
+             return nb::cast<const PyTreeSpec&>(self).Repr();
+           })
       // Pickled as a call to _treespec_from_state(state): works with every pickle protocol.
       .def("__reduce__",
            [](const PyTreeSpec& self) {

@@ -397,7 +397,7 @@ class Flattener {
       case PyTreeKind::kCustom: {
         // Hold the registration: the flatten function may unregister its own type.
         node.custom = reg->shared_from_this();
-        if (!node.custom->ns.empty()) used_namespace_ = true;
+        used_namespace_ = true;
         detail::CustomFlattened flat = detail::CallCustomFlatten(*node.custom, obj);
         node.arity = PyTuple_GET_SIZE(flat.children.ptr());
         const bool has_entries = !flat.entries.is_none();
@@ -425,8 +425,8 @@ class Flattener {
   std::uint64_t last_leaf_version_ = 0;
 
  public:
-  // Whether a custom node registered in the (non-global) namespace was met: the spec records
-  // the namespace only then, as optree does.
+  // Whether a custom node was met: the spec records the namespace only then, as optree does
+  // (the namespace decides how its custom nodes flatten; other nodes flatten the same anywhere).
   bool used_namespace_ = false;
 
  private:

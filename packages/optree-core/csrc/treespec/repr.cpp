@@ -64,6 +64,13 @@ std::string NodeRepr(const PyTreeSpec& spec, Py_ssize_t index) {
     case PyTreeKind::kStructSequence: {
       const bool structseq = node.kind == PyTreeKind::kStructSequence;
       nb::object fields = node.node_data.attr(structseq ? "__match_args__" : "_fields");
+      if (!structseq && nb::len(fields) != static_cast<size_t>(node.arity)) {
+        // The class's _fields was reassigned after the spec was made.
+        RaisePython(PyExc_ValueError,
+                    "The fields of namedtuple " + TypeQualName(node.node_data, false) + " (" +
+                        SafeRepr(fields) + ") no longer match the arity of its PyTreeSpec "
+                        "node (" + std::to_string(node.arity) + ").");
+      }
       std::vector<std::string> items;
       for (Py_ssize_t i = 0; i < node.arity; ++i) {
         items.push_back(nb::cast<std::string>(nb::str(fields[i])) + "=" + children[i]);

@@ -65,15 +65,48 @@ PyTreeSpec PyTreeSpec::OneLevel() const {
   return PyTreeSpec(std::move(traversal), none_is_leaf_, namespace_);
 }
 
+namespace {
+
+// A spec that recorded no namespace resolved its custom nodes globally. Merging it into a spec of
+// namespace `ns` is sound only if `ns` resolves each of those types to the same registration
+// (a type registered only globally does); otherwise the result would claim `ns` while carrying
+// nodes that `ns` flattens differently.
+void CheckNamespaceAdoption(const NodeTraversal& nodes, const std::string& ns) {
+  if (ns.empty()) return;
+  const PyTreeTypeRegistry& registry = PyTreeTypeRegistry::Instance();
+  for (const Node& node : nodes) {
+    if (node.kind != PyTreeKind::kCustom) continue;
+    auto* type = reinterpret_cast<PyTypeObject*>(node.custom->type.ptr());
+    if (registry.Lookup(type, ns) != node.custom.get()) {
+      RaisePython(PyExc_ValueError,
+                  "Cannot merge a PyTreeSpec built in the global namespace into namespace " +
+                      SafeRepr(nb::str(ns.c_str())) + ": that namespace registers " +
+                      SafeRepr(node.custom->type) + " differently from the original "
+                      "registration its node was built with.");
+    }
+  }
+}
+
+// The namespace of a spec merged from `a` and `b` (which must agree unless one is empty),
+// after checking that the empty side can adopt it.
+std::string MergedNamespace(const PyTreeSpec& a, const PyTreeSpec& b) {
+  if (!a.ns().empty() && !b.ns().empty() && a.ns() != b.ns()) {
+    RaisePython(PyExc_ValueError, "PyTreeSpecs must have the same namespace, got " +
+                                      SafeRepr(nb::str(a.ns().c_str())) + " vs. " +
+                                      SafeRepr(nb::str(b.ns().c_str())) + ".");
+  }
+  if (a.ns().empty()) CheckNamespaceAdoption(a.traversal(), b.ns());
+  if (b.ns().empty()) CheckNamespaceAdoption(b.traversal(), a.ns());
+  return a.ns().empty() ? b.ns() : a.ns();
+}
+
+}  // namespace
+
 PyTreeSpec PyTreeSpec::Compose(const PyTreeSpec& inner) const {
   if (none_is_leaf_ != inner.none_is_leaf_) {
     RaisePython(PyExc_ValueError, "PyTreeSpecs must have the same none_is_leaf value.");
   }
-  if (!namespace_.empty() && !inner.namespace_.empty() && namespace_ != inner.namespace_) {
-    RaisePython(PyExc_ValueError, "PyTreeSpecs must have the same namespace, got " +
-                                      SafeRepr(nb::str(namespace_.c_str())) + " vs. " +
-                                      SafeRepr(nb::str(inner.namespace_.c_str())) + ".");
-  }
+  std::string ns = MergedNamespace(*this, inner);
   const Py_ssize_t inner_leaves = inner.num_leaves();
   const Py_ssize_t inner_nodes = inner.num_nodes();
   NodeTraversal traversal;
@@ -88,8 +121,7 @@ PyTreeSpec PyTreeSpec::Compose(const PyTreeSpec& inner) const {
       traversal.push_back(std::move(copy));
     }
   }
-  return PyTreeSpec(std::move(traversal), none_is_leaf_,
-                    namespace_.empty() ? inner.namespace_ : namespace_);
+  return PyTreeSpec(std::move(traversal), none_is_leaf_, std::move(ns));
 }
 
 namespace {
@@ -239,11 +271,11 @@ PyTreeSpec PyTreeSpec::BroadcastToCommonSuffix(const PyTreeSpec& other) const {
   if (none_is_leaf_ != other.none_is_leaf_) {
     RaisePython(PyExc_ValueError, "PyTreeSpecs must have the same none_is_leaf value.");
   }
+  std::string ns = MergedNamespace(*this, other);
   NodeTraversal out;
   std::vector<nb::object> path;
   CommonSuffix(*this, num_nodes() - 1, other, other.num_nodes() - 1, out, path);
-  return PyTreeSpec(std::move(out), none_is_leaf_,
-                    namespace_.empty() ? other.namespace_ : namespace_);
+  return PyTreeSpec(std::move(out), none_is_leaf_, std::move(ns));
 }
 
 nb::object PyTreeSpec::Walk(nb::handle f_node, nb::handle f_leaf, nb::handle leaves,
@@ -344,12 +376,19 @@ PyTreeSpec PyTreeSpec::MakeFromCollection(nb::handle collection, bool none_is_le
   NodeTraversal traversal;
   Node top = spec.root();
   if (top.kind == PyTreeKind::kLeaf) {
-    RaisePython(PyExc_ValueError, "Expected a collection of PyTreeSpecs, got a leaf: " +
-                                      SafeRepr(collection) + ".");
+    // As optree: a leaf "collection" gives the leaf spec, with a warning since it is most likely
+    // a mistake. A spec without custom nodes records no namespace.
+    const std::string message = "treespec_from_collection() got a leaf, " +
+                                SafeRepr(collection) + ", not a collection of PyTreeSpecs; "
+                                "returning the spec of a leaf.";
+    if (PyErr_WarnEx(PyExc_UserWarning, message.c_str(), 1) < 0) throw nb::python_error();
+    return MakeLeaf(none_is_leaf);
   }
   Py_ssize_t total_leaves = 0;
-  // Like flatten, the spec records a namespace only if a child uses a namespaced node.
-  std::string merged_ns;
+  // Like flatten, the spec records a namespace only if it has a custom node (the root's
+  // namespace comes from `spec`); children built in the global namespace adopt it if they can.
+  std::string merged_ns = spec.ns();
+  std::vector<const PyTreeSpec*> global_children;
   for (nb::handle child : leaves) {
     if (!nb::isinstance<PyTreeSpec>(child)) {
       RaisePython(PyExc_ValueError, "Expected a collection of PyTreeSpecs, got a child " +
@@ -368,10 +407,14 @@ PyTreeSpec PyTreeSpec::MakeFromCollection(nb::handle collection, bool none_is_le
                                           sub.Repr() + ".");
       }
       merged_ns = sub.namespace_;
+    } else {
+      global_children.push_back(&sub);
     }
     traversal.insert(traversal.end(), sub.traversal_.begin(), sub.traversal_.end());
     total_leaves += sub.num_leaves();
   }
+  for (const PyTreeSpec* sub : global_children) CheckNamespaceAdoption(sub->traversal_, merged_ns);
+  if (spec.ns().empty()) CheckNamespaceAdoption(spec.traversal_, merged_ns);
   top.num_leaves = total_leaves;
   top.num_nodes = static_cast<Py_ssize_t>(traversal.size()) + 1;
   traversal.push_back(std::move(top));

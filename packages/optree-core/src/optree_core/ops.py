@@ -1257,13 +1257,26 @@ def tree_any(
 # --- one level ----------------------------------------------------------------------------
 
 
-class FlattenOneLevelOutputEx(NamedTuple):
-    """The outermost node of a tree, taken apart."""
-
+class _FlattenOneLevelOutput(NamedTuple):
     children: list[Any]
     metadata: Any
     entries: tuple[Any, ...]
     unflatten_func: Callable[[Any, Iterable[Any]], Any]
+
+
+class FlattenOneLevelOutputEx(_FlattenOneLevelOutput):
+    """The outermost node of a tree, taken apart: it unpacks as ``(children, metadata, entries,
+    unflatten_func)``, and also names the node's ``type`` and ``kind``."""
+
+    type: type
+    kind: PyTreeKind
+
+    def __new__(cls, children: list[Any], metadata: Any, entries: tuple[Any, ...],
+                unflatten_func: Callable[[Any, Iterable[Any]], Any], *, type: type,
+                kind: PyTreeKind) -> FlattenOneLevelOutputEx:
+        self = super().__new__(cls, children, metadata, entries, unflatten_func)
+        self.type, self.kind = type, kind
+        return self
 
 
 def _builtin_unflatten(kind: PyTreeKind, node_type: type) -> Callable[[Any, Iterable[Any]], Any]:
@@ -1326,7 +1339,8 @@ def tree_flatten_one_level(
         unflatten_func = found[2]
     else:
         unflatten_func = _builtin_unflatten(kind, node_type)
-    return FlattenOneLevelOutputEx(children, metadata, entries, unflatten_func)
+    return FlattenOneLevelOutputEx(children, metadata, entries, unflatten_func, type=node_type,
+                                   kind=kind)
 
 
 def prefix_errors(
