@@ -257,6 +257,13 @@ void BuildTreeSpecSubmodule(nb::module_& m) {
              nb::object loader = nb::module_::import_("optree_core.ops").attr("_treespec_from_state");
              return nb::make_tuple(loader, nb::make_tuple(self.GetState()));
            })
+      // optree's state layout, so pickles of either package load in the other.
+      .def("__getstate__", &PyTreeSpec::GetState)
+      .def("__setstate__",
+           [](PyTreeSpec& self, nb::handle state) {
+             new (&self) PyTreeSpec(PyTreeSpec::FromState(state));
+           },
+           "state"_a)
       .def("__copy__", [](const PyTreeSpec& self) { return PyTreeSpec(self); })
       .def("__deepcopy__", [](const PyTreeSpec& self, nb::handle) { return PyTreeSpec(self); },
            "memo"_a.none());

@@ -1669,7 +1669,7 @@ def treespec_from_collection(collection: Any, /, *, none_is_leaf: bool = False,
         >>> treespec_from_collection({'a': treespec_leaf(), 'b': treespec_none()})
         PyTreeSpec({'a': *, 'b': None})
     """
-    if collection is None:
+    if collection is None and not none_is_leaf:
         return _C.make_none(none_is_leaf)
     return _C.make_from_collection(collection, none_is_leaf, namespace)
 
