@@ -121,6 +121,11 @@ void AllowMetaclassSubclasses(nb::handle bound_class) {
   meta->tp_flags |= Py_TPFLAGS_BASETYPE;
 }
 
+PyType_Slot kPyTreeSpecSlots[] = {
+    {Py_tp_traverse, reinterpret_cast<void*>(&PyTreeSpec::TpTraverse)},
+    {Py_tp_clear, reinterpret_cast<void*>(&PyTreeSpec::TpClear)},
+    {0, nullptr}};
+
 void BuildTreeSpecSubmodule(nb::module_& m) {
   nb::enum_<PyTreeKind>(
       m, "PyTreeKind",
@@ -166,7 +171,7 @@ void BuildTreeSpecSubmodule(nb::module_& m) {
       ">>> optree.tree_structure(0) < spec  # a leaf is a prefix of every tree\n"
       "True",
       // Held by weak references (caches keyed on specs, and optree's own tests).
-      nb::is_weak_referenceable());
+      nb::is_weak_referenceable(), nb::type_slots(kPyTreeSpecSlots));
   AllowMetaclassSubclasses(spec);
   spec.def("unflatten", &PyTreeSpec::Unflatten, "leaves"_a)
       .def("flatten_up_to", &PyTreeSpec::FlattenUpTo, "tree"_a.none())

@@ -109,6 +109,11 @@ class PyTreeSpec {
   nb::tuple GetState() const;
   static PyTreeSpec FromState(nb::handle state);
 
+  // --- gc.cpp -----------------------------------------------------------------------------
+  // tp_traverse / tp_clear of the Python type (bound in module.cpp).
+  static int TpTraverse(PyObject* self, visitproc visit, void* arg);
+  static int TpClear(PyObject* self);
+
   // --- accessors --------------------------------------------------------------------------
   const NodeTraversal& traversal() const { return traversal_; }
   const Node& root() const { return traversal_.back(); }
