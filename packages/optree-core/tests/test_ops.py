@@ -1139,3 +1139,38 @@ def test_tree_broadcast_map_mismatch_says_where_and_what():
     message = str(info.value)
     assert_mentions_path(message, ("x", "y"))
     assert_mentions_all(message, "2", "3")
+
+
+def test_tree_iter_is_lazy_and_its_iterator_can_be_a_leaf_of_the_tree():
+    tree = {"a": 1, "b": {"c": 2}}
+    it = optree_core.tree_iter(tree)
+    assert next(it) == 1
+    tree["b"]["d"] = it  # reached later: it is a leaf there
+    tree["z"] = 3  # the root was already taken apart: not seen
+    assert list(it) == [2, it]
+    ref = weakref.ref(it)
+    del it, tree
+    gc.collect()
+    assert ref() is None
+
+
+def test_tree_iter_matches_tree_leaves_and_asks_is_leaf_once_per_node():
+    tree = [1, (2, None), {"b": [3], "a": Point(4, 5)}, collections.deque([6])]
+    asked = []
+    leaves = list(optree_core.tree_iter(tree, is_leaf=lambda x: asked.append(x) or False))
+    assert leaves == optree_core.tree_leaves(tree) == [1, 2, 4, 5, 3, 6]
+    assert len(asked) == 13  # each node and each leaf, once
+    assert list(optree_core.tree_iter(tree, none_is_leaf=True)) == [1, 2, None, 4, 5, 3, 6]
+    deep = 0
+    for _ in range(optree_core.MAX_RECURSION_DEPTH + 5):
+        deep = [deep]
+    with pytest.raises(RecursionError):
+        list(optree_core.tree_iter(deep))
+
+
+def test_tree_flatten_one_level_names_type_and_kind():
+    out = optree_core.tree_flatten_one_level(Point(1, [2]))
+    children, metadata, entries, unflatten = out
+    assert (children, metadata, entries) == ([1, [2]], Point, (0, 1))
+    assert out.type is Point and out.kind == optree_core.PyTreeKind.NAMEDTUPLE
+    assert unflatten(metadata, children) == Point(1, [2])

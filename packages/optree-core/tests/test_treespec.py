@@ -518,3 +518,206 @@ def test_metaclass_of_pytreespec_can_be_subclassed():
     assert issubclass(LeafOnly, spec_type) and type(LeafOnly) is LeafOnlyMeta
     # The metaclass of other nanobind extensions is untouched (optree_core has its own domain).
     assert type(spec_type).__name__ == "nb_type"
+
+
+# -- optree 0.20 semantics: namespaces, state layout, cycles, depth -------------------------------
+
+
+class Duo:
+    def __init__(self, a, b):
+        self.a, self.b = a, b
+
+    def __eq__(self, other):
+        return type(other) is Duo and (self.a, self.b) == (other.a, other.b)
+
+    __hash__ = None
+
+
+def register_duo(namespace, reverse=False):
+    if reverse:  # the same type, flattened differently
+        optree_core.register_pytree_node(Duo, lambda d: ((d.b, d.a), None),
+                                         lambda _, c: Duo(c[1], c[0]), namespace=namespace)
+    else:
+        optree_core.register_pytree_node(Duo, lambda d: ((d.a, d.b), None),
+                                         lambda _, c: Duo(*c), namespace=namespace)
+
+
+@contextlib.contextmanager
+def duo_registered(*registrations):
+    for namespace, reverse in registrations:
+        register_duo(namespace, reverse)
+    try:
+        yield
+    finally:
+        for namespace, _ in registrations:
+            optree_core.unregister_pytree_node(Duo, namespace=namespace)
+
+
+def test_spec_records_namespace_for_any_custom_node_and_empty_namespace_matches_any():
+    from optree_core.registry import GLOBAL_NAMESPACE
+
+    ns = "ns-record"
+    with duo_registered((GLOBAL_NAMESPACE, False)):
+        plain = spec_of(Duo(1, 2))
+        scoped = spec_of(Duo(1, 2), namespace=ns)
+        assert (plain.namespace, scoped.namespace) == ("", ns)
+        assert plain == scoped and hash(plain) == hash(scoped)
+        assert len({plain, scoped}) == 1
+        assert spec_of([1, 2], namespace=ns).namespace == ""  # no custom node: no namespace
+        other = spec_of(Duo(1, 2), namespace="ns-other")
+        assert other != scoped  # two different namespaces never match
+
+
+def test_merging_a_global_spec_into_a_namespace_that_rebinds_its_type_is_refused():
+    from optree_core.registry import GLOBAL_NAMESPACE
+
+    ns = "ns-rebind"
+    with duo_registered((GLOBAL_NAMESPACE, False), (ns, True)):
+        outer = spec_of(Duo(0, 0))
+        inner = spec_of({"k": Duo(0, 0)}, namespace=ns)
+        with pytest.raises(ValueError, match=r"registers .*Duo.* differently"):
+            outer.compose(inner)
+        with pytest.raises(ValueError, match="differently"):
+            spec_of({"k": Duo(0, 0)}).broadcast_to_common_suffix(inner)
+        with pytest.raises(ValueError, match="differently"):
+            optree_core.treespec_tuple([outer, inner])
+    with duo_registered((GLOBAL_NAMESPACE, False)):  # only global: resolves the same anywhere
+        with optree_core.dict_insertion_ordered(True, namespace="ns-keep"):
+            inner = spec_of({"x": 0}, namespace="ns-keep")
+        composed = spec_of(Duo(0, 0)).compose(spec_of(Duo(0, 0), namespace="ns-keep"))
+        assert composed.namespace == "ns-keep"
+        assert composed.unflatten([1, 2, 3, 4]) == Duo(Duo(1, 2), Duo(3, 4))
+
+
+def test_from_collection_of_a_leaf_warns_and_gives_the_leaf_spec():
+    for leaf, none_is_leaf in ((1, False), ("x", True), (None, True)):
+        with pytest.warns(UserWarning, match="got a leaf"):
+            spec = optree_core.treespec_from_collection(leaf, none_is_leaf=none_is_leaf,
+                                                        namespace="ns-leaf")
+        assert spec == optree_core.treespec_leaf(none_is_leaf=none_is_leaf)
+        assert spec.namespace == ""
+    assert optree_core.treespec_from_collection(None) == NONE
+
+
+def test_is_one_level_needs_every_child_to_be_a_leaf():
+    assert spec_of([1, 2]).is_one_level() and optree_core.treespec_is_one_level(spec_of({"a": 1}))
+    assert not spec_of([1, None]).is_one_level()  # None is a node
+    assert spec_of([1, None], none_is_leaf=True).is_one_level()
+    assert not spec_of([1, ()]).is_one_level()
+    assert not LEAF.is_one_level()
+
+
+def test_state_layout_round_trips_and_never_shares_key_lists():
+    tree = {"b": 1, "a": collections.defaultdict(list, {"y": 2, "x": 3}), "c": Point(4, 5)}
+    spec = spec_of(tree)
+    nodes, none_is_leaf, namespace = spec.__getstate__()
+    assert (none_is_leaf, namespace) == (False, "")
+    root = nodes[-1]
+    assert root[0] == optree_core.PyTreeKind.DICT and root[2] == ["a", "b", "c"]
+    assert list(root[7]) == ["b", "a", "c"]  # the insertion order, as a dict
+    root[2].append("z")  # the state is a copy
+    assert spec.unflatten(range(5)) == {"b": 2, "a": {"x": 0, "y": 1}, "c": Point(3, 4)}
+    restored = optree_core.PyTreeSpec.__new__(optree_core.PyTreeSpec)
+    state = spec.__getstate__()
+    restored.__setstate__(state)
+    state[0][-1][2].append("z")  # and the restored spec took its own copy
+    assert restored == spec and list(restored.unflatten(range(5))) == ["b", "a", "c"]
+    # A state written by optree-core 0.1 still loads.
+    legacy = (1, tuple((*node[:7], None) for node in spec.__getstate__()[0]), False, "")
+    assert optree_core.ops._treespec_from_state(legacy) == spec
+
+
+def test_malformed_states_raise_runtime_error():
+    def load(state):
+        spec = optree_core.PyTreeSpec.__new__(optree_core.PyTreeSpec)
+        spec.__setstate__(state)
+        return spec
+
+    leaf = (int(optree_core.PyTreeKind.LEAF), 0, None, None, None, 1, 1, None)
+    point_state = spec_of(Point(1, 2)).__getstate__()
+    bad_arity = ((*point_state[0][:2],
+                  (int(optree_core.PyTreeKind.NAMEDTUPLE), 3, Point, None, None, 2, 3, None)),
+                 False, "")
+    custom_tuple = ((leaf, (int(optree_core.PyTreeKind.CUSTOM), 1, None, None, tuple, 1, 2,
+                            None)), False, "")
+    for state, words in (((leaf,), "3-tuple"), (((leaf[:3],), False, ""), "7- or 8-tuple"),
+                         (((leaf, leaf), False, ""), "single tree"),
+                         (bad_arity, "does not match the arity"),
+                         (custom_tuple, "built-in node type")):
+        with pytest.raises(RuntimeError, match=words):
+            load(state)
+
+
+class SelfKey:
+    def __init__(self, value):
+        self.value = value
+
+    def __eq__(self, other):
+        return isinstance(other, SelfKey) and self.value == other.value
+
+    def __hash__(self):
+        return hash(self.value)
+
+    def __repr__(self):
+        return f"SelfKey({self.value!r})"
+
+
+def test_spec_reachable_from_its_own_keys_prints_hashes_and_is_collected():
+    import gc
+    import weakref
+
+    key = SelfKey("a")
+    spec = spec_of({key: 0})
+    first_hash = hash(spec)
+    key.value = spec  # spec -> key list -> key -> spec
+    assert repr(spec) == "PyTreeSpec({SelfKey(...): *})"
+    assert hash(spec) == hash(spec) != first_hash
+    ref = weakref.ref(spec)
+    del spec, key
+    gc.collect()
+    assert ref() is None
+
+
+def test_cycle_through_an_unregistered_custom_type_is_collected():
+    import gc
+    import weakref
+
+    ns = "ns-gc"
+    cyclic = type("Cyclic", (), {})
+    optree_core.register_pytree_node(cyclic, lambda _: ((), None), lambda *_: None,
+                                     namespace=ns)
+    # Two nodes of one spec share the registration. (Two specs sharing it keep a cycle alive, as
+    # in optree: neither can see the other's references.)
+    cyclic.spec = spec_of([cyclic(), cyclic()], namespace=ns)
+    optree_core.unregister_pytree_node(cyclic, namespace=ns)
+    ref = weakref.ref(cyclic)
+    del cyclic
+    gc.collect()
+    assert ref() is None
+
+
+def test_deeper_than_the_recursion_limit_spec_raises_recursion_error():
+    deep = spec_of([0])
+    while deep.num_nodes <= 2 * optree_core.MAX_RECURSION_DEPTH:
+        deep = deep.compose(deep)
+    tree = 0
+    for _ in range(deep.num_nodes - 1):
+        tree = [tree]
+    for walk in (deep.paths, deep.accessors, deep.__repr__, lambda: deep.is_prefix(deep),
+                 lambda: deep.broadcast_to_common_suffix(deep), lambda: deep.flatten_up_to(tree)):
+        with pytest.raises(RecursionError):
+            walk()
+    shallow = spec_of([0]).compose(spec_of([0]))
+    assert deep.broadcast_to_common_suffix(shallow) == deep  # stops at the shallow leaves
+    rebuilt, depth = deep.unflatten([7]), 0  # unflatten is iterative: any depth works
+    while isinstance(rebuilt, list):
+        rebuilt, depth = rebuilt[0], depth + 1
+    assert (rebuilt, depth) == (7, deep.num_nodes - 1)
+
+
+def test_namedtuple_repr_after_its_fields_changed_raises_value_error():
+    cls = collections.namedtuple("Moving", "a b")
+    spec = spec_of(cls(1, 2))
+    cls._fields = ("a", "b", "c")
+    with pytest.raises(ValueError, match="no longer match"):
+        repr(spec)

@@ -33,12 +33,15 @@ std::string MappingBody(nb::handle keys, const std::vector<std::string>& childre
   return "{" + Join(items) + "}";
 }
 
-std::string NodeRepr(const PyTreeSpec& spec, Py_ssize_t index) {
+std::string NodeRepr(const PyTreeSpec& spec, Py_ssize_t index, size_t depth = 0) {
+  CheckWalkDepth(depth);
   const Node& node = spec.traversal()[index];
   if (node.kind == PyTreeKind::kLeaf) return "*";
   if (node.kind == PyTreeKind::kNone) return "None";
   std::vector<std::string> children;
-  for (Py_ssize_t child : spec.ChildIndices(index)) children.push_back(NodeRepr(spec, child));
+  for (Py_ssize_t child : spec.ChildIndices(index)) {
+    children.push_back(NodeRepr(spec, child, depth + 1));
+  }
   switch (node.kind) {
     case PyTreeKind::kTuple:
       return "(" + Join(children) + (node.arity == 1 ? ",)" : ")");

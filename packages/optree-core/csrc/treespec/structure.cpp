@@ -187,12 +187,14 @@ bool PairChildren(const PyTreeSpec& a, Py_ssize_t ia, const PyTreeSpec& b, Py_ss
 }
 
 // Whether the subtree of `a` at `ia` is a prefix of the subtree of `b` at `ib`.
-bool IsPrefixAt(const PyTreeSpec& a, Py_ssize_t ia, const PyTreeSpec& b, Py_ssize_t ib) {
+bool IsPrefixAt(const PyTreeSpec& a, Py_ssize_t ia, const PyTreeSpec& b, Py_ssize_t ib,
+                size_t depth = 0) {
+  CheckWalkDepth(depth);
   if (a.traversal()[ia].kind == PyTreeKind::kLeaf) return true;
   absl::InlinedVector<std::pair<Py_ssize_t, Py_ssize_t>, 8> pairs;
   if (!PairChildren(a, ia, b, ib, pairs)) return false;
   for (const auto& [x, y] : pairs) {
-    if (!IsPrefixAt(a, x, b, y)) return false;
+    if (!IsPrefixAt(a, x, b, y, depth + 1)) return false;
   }
   return true;
 }
@@ -228,6 +230,7 @@ std::string DescribeNode(const Node& node) {
 // `path` holds the entries from the roots to the current pair of nodes (for error messages).
 void CommonSuffix(const PyTreeSpec& a, Py_ssize_t ia, const PyTreeSpec& b, Py_ssize_t ib,
                   NodeTraversal& out, std::vector<nb::object>& path) {
+  CheckWalkDepth(path.size());
   const Node& na = a.traversal()[ia];
   const Node& nb_ = b.traversal()[ib];
   if (na.kind == PyTreeKind::kLeaf) {

@@ -22,7 +22,7 @@ from __future__ import annotations
 import functools
 import operator
 from collections import OrderedDict, defaultdict, deque
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any, NamedTuple
 
 from optree_core import _C
@@ -226,7 +226,7 @@ def tree_iter(
     *,
     none_is_leaf: bool = False,
     namespace: str = "",
-) -> Iterable[Any]:
+) -> Iterator[Any]:
     """An iterator over the leaves of a tree, in flatten order.
 
     Args:
@@ -238,10 +238,30 @@ def tree_iter(
         namespace: The namespace whose custom node registrations apply ('' for the global ones
             only).
 
+    The walk is lazy: a node is taken apart only when the iteration reaches it, so a leaf is
+    found without flattening the rest of the tree, and the iterator may itself be stored in the
+    part of the tree it has not reached yet (it is then one of the leaves).
+
         >>> list(tree_iter({'b': 2, 'a': (1, None)}))
         [1, 2]
     """
-    return iter(_C.flatten(tree, is_leaf, none_is_leaf, namespace)[0])
+    return _iter_leaves(tree, is_leaf, none_is_leaf, namespace)
+
+
+def _iter_leaves(tree: Any, is_leaf: Callable[[Any], bool] | None, none_is_leaf: bool,
+                 namespace: str) -> Iterator[Any]:
+    pending = [(tree, 0)]  # (node, depth), the next node to visit last
+    while pending:
+        node, depth = pending.pop()
+        if _C.is_leaf(node, is_leaf, none_is_leaf, namespace):
+            yield node
+            continue
+        if depth >= MAX_RECURSION_DEPTH:
+            raise RecursionError(f"tree_iter: the tree is deeper than {MAX_RECURSION_DEPTH} "
+                                 f"levels (is it cyclic?).")
+        # is_leaf already said no: do not ask it again for this node.
+        children = _C.flatten_one_level(node, None, none_is_leaf, namespace)[0]
+        pending.extend((child, depth + 1) for child in reversed(children))
 
 
 def tree_leaves(
