@@ -1174,3 +1174,51 @@ def test_tree_flatten_one_level_names_type_and_kind():
     assert (children, metadata, entries) == ([1, [2]], Point, (0, 1))
     assert out.type is Point and out.kind == optree_core.PyTreeKind.NAMEDTUPLE
     assert unflatten(metadata, children) == Point(1, [2])
+
+
+def test_tree_transpose_checks_leaf_counts_where_custom_metadata_changed():
+    ns = fresh_namespace("transpose")
+
+    class Cached:  # its metadata is the spec of its content, which mapping changes
+        def __init__(self, content):
+            self.leaves, self.spec = optree_core.tree_flatten(content)
+
+    other_ns = fresh_namespace("other")
+    for namespace in (ns, other_ns):
+        optree_core.register_pytree_node(
+            Cached, lambda c: (c.leaves, c.spec),
+            lambda spec, children: Cached(spec.unflatten(children)), namespace=namespace)
+    try:
+        outer = optree_core.tree_structure(Cached({"a": 1, "b": 2}), namespace=ns)
+        inner = optree_core.tree_structure([0, 0])
+        nested = Cached({"a": [1, 2], "b": [3, 4]})  # metadata {'a': [*, *], ...}, not {'a': *}
+        out = optree_core.tree_transpose(outer, inner, nested)
+        assert [c.spec.unflatten(c.leaves) for c in out] == [{"a": 1, "b": 3}, {"a": 2, "b": 4}]
+        with pytest.raises(TypeError, match="expected 2 x 2 leaves"):
+            optree_core.tree_transpose(outer, inner, Cached({"a": [1, 2], "b": [3]}))
+        other = optree_core.tree_structure(Cached([0, 0]), namespace=other_ns)
+        with pytest.raises(ValueError, match="same namespace"):
+            optree_core.tree_transpose(outer, other, nested)
+    finally:
+        for namespace in (ns, other_ns):
+            optree_core.unregister_pytree_node(Cached, namespace=namespace)
+
+
+def test_tree_transpose_map_keeps_what_sits_at_inner_leaves_whole():
+    x = ((1, 2), [3])
+    y = (([None], {"k": 5}), [(6, 7)])
+    out = optree_core.tree_transpose_map(lambda a, b: {"a": a, "b": b}, x, y)
+    assert out == {"a": ((1, 2), [3]), "b": (([None], {"k": 5}), [(6, 7)])}
+    with pytest.raises(ValueError, match="inner structure"):
+        optree_core.tree_transpose_map(lambda a: (), (1,))
+
+
+def test_none_unflatten_of_the_registry_view_rejects_children():
+    from optree_core.registry import _NODETYPE_REGISTRY
+
+    entry = _NODETYPE_REGISTRY[type(None)]
+    assert entry.unflatten_func(None, []) is None
+    with pytest.raises(ValueError, match="None has no children"):
+        entry.unflatten_func(None, [1])
+    out = optree_core.tree_flatten_one_level([1, 2])
+    assert out.path_entry_type is optree_core.SequenceEntry

@@ -27,7 +27,7 @@ from typing import Any, NamedTuple
 
 from optree_core import _C
 from optree_core._C import PyTreeKind, PyTreeSpec
-from optree_core.accessors import ENTRY_CLASSES, KINDS, PyTreeAccessor
+from optree_core.accessors import ENTRY_CLASSES, KINDS, PyTreeAccessor, PyTreeEntry
 
 __all__ = [
     "MAX_RECURSION_DEPTH",
@@ -702,24 +702,64 @@ def tree_transpose(
     """
     if outer_treespec.none_is_leaf != inner_treespec.none_is_leaf:
         raise ValueError("Tree structures must have the same none_is_leaf value.")
+    if outer_treespec.namespace and inner_treespec.namespace and (
+            outer_treespec.namespace != inner_treespec.namespace):
+        raise ValueError(f"Tree structures must have the same namespace (or none); got "
+                         f"{outer_treespec.namespace!r} and {inner_treespec.namespace!r}.")
     outer_size, inner_size = outer_treespec.num_leaves, inner_treespec.num_leaves
     if outer_size == 0 or inner_size == 0:
         raise ValueError("Tree structures must have at least one leaf; got "
                          f"{outer_treespec} and {inner_treespec}.")
     namespace = outer_treespec.namespace or inner_treespec.namespace
-    # Each subtree under an outer leaf must hold inner_size leaves (their containers may differ,
-    # as in optree: a tuple may stand where the inner spec has a list).
-    subtrees = outer_treespec.flatten_up_to(tree)
-    grid = []
-    for path, subtree in zip(outer_treespec.paths(), subtrees):
-        leaves = tree_leaves(subtree, is_leaf, none_is_leaf=outer_treespec.none_is_leaf,
-                             namespace=namespace)
-        if len(leaves) != inner_size:
-            raise TypeError(f"Tree structure mismatch at outer path {path!r}: expected a subtree "
-                            f"with {inner_size} leaves ({inner_treespec}), got {subtree!r}.")
-        grid.append(leaves)
+    grid = _transpose_grid(outer_treespec, inner_size, tree, is_leaf, namespace)
+    if grid is None:
+        raise TypeError(_transpose_mismatch(outer_treespec, inner_treespec, tree, is_leaf,
+                                            namespace))
     subtrees = [outer_treespec.unflatten(column) for column in zip(*grid)]
     return inner_treespec.unflatten(subtrees)
+
+
+def _transpose_grid(outer_treespec: PyTreeSpec, inner_size: int, tree: Any,
+                    is_leaf: Callable[[Any], bool] | None,
+                    namespace: str) -> list[list[Any]] | None:
+    """The leaves of ``tree``, inner_size per outer leaf, or None if they do not divide so.
+
+    Subtrees are matched to the outer spec by key (flatten_up_to), and their containers may
+    differ from the inner spec (a tuple where it has a list). Where the outer part itself differs
+    (a custom node whose metadata changed when its leaves became subtrees), optree only checks
+    the leaf count and takes them in order; so does this, as a fallback.
+    """
+    none_is_leaf = outer_treespec.none_is_leaf
+    try:
+        subtrees = outer_treespec.flatten_up_to(tree)
+    except ValueError:
+        leaves = tree_leaves(tree, is_leaf, none_is_leaf=none_is_leaf, namespace=namespace)
+        if len(leaves) != outer_treespec.num_leaves * inner_size:
+            return None
+        return [leaves[start:start + inner_size] for start in range(0, len(leaves), inner_size)]
+    grid = [tree_leaves(subtree, is_leaf, none_is_leaf=none_is_leaf, namespace=namespace)
+            for subtree in subtrees]
+    return grid if all(len(leaves) == inner_size for leaves in grid) else None
+
+
+def _transpose_mismatch(outer_treespec: PyTreeSpec, inner_treespec: PyTreeSpec, tree: Any,
+                        is_leaf: Callable[[Any], bool] | None, namespace: str) -> str:
+    """Says where ``tree`` departs from ``outer_treespec.compose(inner_treespec)``."""
+    num_leaves = len(tree_leaves(tree, is_leaf, none_is_leaf=outer_treespec.none_is_leaf,
+                                 namespace=namespace))
+    summary = (f"Tree structure mismatch: expected {outer_treespec.num_leaves} x "
+               f"{inner_treespec.num_leaves} leaves ({outer_treespec} of {inner_treespec}), got "
+               f"{num_leaves}")
+    try:
+        subtrees = outer_treespec.flatten_up_to(tree)
+    except ValueError as exc:
+        return f"{summary}: {exc}"
+    for path, subtree in zip(outer_treespec.paths(), subtrees):
+        count = len(tree_leaves(subtree, is_leaf, none_is_leaf=outer_treespec.none_is_leaf,
+                                namespace=namespace))
+        if count != inner_treespec.num_leaves:
+            return f"{summary}: the subtree at outer path {path!r} has {count}: {subtree!r}."
+    return f"{summary}."
 
 
 def tree_transpose_map(
@@ -763,7 +803,13 @@ def _transpose_results(outer: PyTreeSpec, results: list[Any], inner_treespec: Py
             raise ValueError("The outer structure must have at least one leaf.")
         inner_treespec = tree_structure(results[0], none_is_leaf=none_is_leaf,
                                         namespace=namespace)
-    return tree_transpose(outer, inner_treespec, outer.unflatten(results))
+    if inner_treespec.num_leaves == 0:
+        raise ValueError(f"The inner structure must have at least one leaf; got "
+                         f"{inner_treespec}.")
+    # The inner spec is a prefix of each result: what sits at its leaves (None, a list...) is
+    # carried over whole, as in optree.
+    columns = [inner_treespec.flatten_up_to(result) for result in results]
+    return inner_treespec.unflatten([outer.unflatten(row) for row in zip(*columns)])
 
 
 def tree_transpose_map_with_path(
@@ -1286,22 +1332,29 @@ class _FlattenOneLevelOutput(NamedTuple):
 
 class FlattenOneLevelOutputEx(_FlattenOneLevelOutput):
     """The outermost node of a tree, taken apart: it unpacks as ``(children, metadata, entries,
-    unflatten_func)``, and also names the node's ``type`` and ``kind``."""
+    unflatten_func)``, and also names the node's ``type``, ``kind`` and ``path_entry_type`` (the
+    :class:`PyTreeEntry` class of its children's accessor entries)."""
 
     type: type
     kind: PyTreeKind
+    path_entry_type: type
 
     def __new__(cls, children: list[Any], metadata: Any, entries: tuple[Any, ...],
                 unflatten_func: Callable[[Any, Iterable[Any]], Any], *, type: type,
-                kind: PyTreeKind) -> FlattenOneLevelOutputEx:
+                kind: PyTreeKind, path_entry_type: type) -> FlattenOneLevelOutputEx:
         self = super().__new__(cls, children, metadata, entries, unflatten_func)
-        self.type, self.kind = type, kind
+        self.type, self.kind, self.path_entry_type = type, kind, path_entry_type
         return self
+
+
+def _none_unflatten(metadata: Any, children: Iterable[Any], /) -> None:
+    if any(True for _ in children):
+        raise ValueError("None has no children: its unflatten function got some.")
 
 
 def _builtin_unflatten(kind: PyTreeKind, node_type: type) -> Callable[[Any, Iterable[Any]], Any]:
     if kind == PyTreeKind.NONE:
-        return lambda metadata, children: None
+        return _none_unflatten
     if kind == PyTreeKind.TUPLE:
         return lambda metadata, children: tuple(children)
     if kind == PyTreeKind.LIST:
@@ -1355,12 +1408,12 @@ def tree_flatten_one_level(
     children, metadata, entries, kind, node_type = _C.flatten_one_level(
         tree, is_leaf, none_is_leaf, namespace)
     if kind == PyTreeKind.CUSTOM:
-        found = _C.lookup_node(node_type, namespace)
-        unflatten_func = found[2]
+        _, _, unflatten_func, path_entry_type, _ = _C.lookup_node(node_type, namespace)
     else:
         unflatten_func = _builtin_unflatten(kind, node_type)
+        path_entry_type = ENTRY_CLASSES[kind] or PyTreeEntry
     return FlattenOneLevelOutputEx(children, metadata, entries, unflatten_func, type=node_type,
-                                   kind=kind)
+                                   kind=kind, path_entry_type=path_entry_type)
 
 
 def prefix_errors(
