@@ -1206,9 +1206,9 @@ def test_tree_transpose_checks_leaf_counts_where_custom_metadata_changed():
 
 def test_tree_transpose_map_keeps_what_sits_at_inner_leaves_whole():
     x = ((1, 2), [3])
-    y = (([None], {"k": 5}), [(6, 7)])
+    y = ((0, {"k": 5}), [(6, [None])])  # the first result sets the inner spec
     out = optree_core.tree_transpose_map(lambda a, b: {"a": a, "b": b}, x, y)
-    assert out == {"a": ((1, 2), [3]), "b": (([None], {"k": 5}), [(6, 7)])}
+    assert out == {"a": ((1, 2), [3]), "b": ((0, {"k": 5}), [(6, [None])])}
     with pytest.raises(ValueError, match="inner structure"):
         optree_core.tree_transpose_map(lambda a: (), (1,))
 
