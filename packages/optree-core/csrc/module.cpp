@@ -121,6 +121,18 @@ void AllowMetaclassSubclasses(nb::handle bound_class) {
   meta->tp_flags |= Py_TPFLAGS_BASETYPE;
 }
 
+// An index given as anything int-like: __index__ first, then __int__ (as optree accepts).
+Py_ssize_t AsIndex(nb::handle index) {
+  PyObject* number = PyNumber_Check(index.ptr()) && !PyIndex_Check(index.ptr())
+                         ? PyNumber_Long(index.ptr())
+                         : PyNumber_Index(index.ptr());
+  if (number == nullptr) throw nb::python_error();
+  const Py_ssize_t value = PyLong_AsSsize_t(number);
+  Py_DECREF(number);
+  if (value == -1 && PyErr_Occurred()) throw nb::python_error();
+  return value;
+}
+
 PyType_Slot kPyTreeSpecSlots[] = {
     {Py_tp_traverse, reinterpret_cast<void*>(&PyTreeSpec::TpTraverse)},
     {Py_tp_clear, reinterpret_cast<void*>(&PyTreeSpec::TpClear)},
@@ -197,9 +209,13 @@ void BuildTreeSpecSubmodule(nb::module_& m) {
       .def("paths", &PyTreeSpec::Paths)
       .def("_accessors", &PyTreeSpec::Accessors, "entry_classes"_a, "accessor_type"_a, "kinds"_a)
       .def("entries", &PyTreeSpec::Entries)
-      .def("entry", &PyTreeSpec::Entry, "index"_a)
+      .def("entry",
+           [](const PyTreeSpec& self, nb::handle index) { return self.Entry(AsIndex(index)); },
+           "index"_a)
       .def("children", &PyTreeSpec::Children)
-      .def("child", &PyTreeSpec::Child, "index"_a)
+      .def("child",
+           [](const PyTreeSpec& self, nb::handle index) { return self.Child(AsIndex(index)); },
+           "index"_a)
       .def("one_level",
            [](const PyTreeSpec& self) -> nb::object {
              if (self.kind() == PyTreeKind::kLeaf) return nb::none();

@@ -721,3 +721,30 @@ def test_namedtuple_repr_after_its_fields_changed_raises_value_error():
     cls._fields = ("a", "b", "c")
     with pytest.raises(ValueError, match="no longer match"):
         repr(spec)
+
+
+def test_deque_maxlen_is_ignored_by_prefixes_but_not_by_equality():
+    bounded = spec_of(collections.deque([1, 2], maxlen=2))
+    wider = spec_of(collections.deque([1, 2], maxlen=5))
+    unbounded = spec_of(collections.deque([1, 2]))
+    for x, y in ((bounded, wider), (wider, unbounded), (unbounded, bounded)):
+        assert x != y and x <= y and y <= x and not x < y
+    assert bounded.broadcast_to_common_suffix(wider) == bounded  # keeps its own node
+    assert not spec_of(collections.deque([1])) <= bounded  # arity still counts
+
+
+def test_entry_and_child_take_int_like_indices():
+    class AsIndex:
+        def __index__(self):
+            return 1
+
+    class AsInt:
+        def __int__(self):
+            return 1
+
+    spec = spec_of({"a": 1, "b": [2]})
+    for index in (1, AsIndex(), AsInt()):
+        assert spec.entry(index) == "b" and optree_core.treespec_entry(spec, index) == "b"
+        assert spec.child(index) == spec_of([0]) == optree_core.treespec_child(spec, index)
+    with pytest.raises(TypeError):
+        spec.child("1")

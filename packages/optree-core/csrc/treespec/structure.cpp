@@ -181,7 +181,10 @@ bool PairChildren(const PyTreeSpec& a, Py_ssize_t ia, const PyTreeSpec& b, Py_ss
     }
     return true;
   }
-  if (!NodeDataEqual(na, nb_)) return false;
+  // A deque's maxlen does not change how its children are laid out, so prefixes (and
+  // broadcasting) ignore it, as optree does; equality still compares it.
+  const bool deques = na.kind == PyTreeKind::kDeque && nb_.kind == PyTreeKind::kDeque;
+  if (deques ? na.arity != nb_.arity : !NodeDataEqual(na, nb_)) return false;
   for (Py_ssize_t i = 0; i < na.arity; ++i) pairs.emplace_back(ca[i], cb[i]);
   return true;
 }
