@@ -748,3 +748,42 @@ def test_entry_and_child_take_int_like_indices():
         assert spec.child(index) == spec_of([0]) == optree_core.treespec_child(spec, index)
     with pytest.raises(TypeError):
         spec.child("1")
+
+
+def test_prefix_relations_ignore_defaultdict_factory_and_deque_maxlen():
+    lhs = collections.defaultdict(list, {"a": 1, "b": [2, 3]})
+    rhs = collections.defaultdict(set, {"b": [5, [6]], "a": 4})
+    assert spec_of(lhs).is_prefix(spec_of(rhs)) and optree_core.prefix_errors(lhs, rhs) == []
+    lhs, rhs = collections.deque([1, 2]), collections.deque([3, [4, 5]], maxlen=3)
+    assert spec_of(lhs).is_prefix(spec_of(rhs)) and optree_core.prefix_errors(lhs, rhs) == []
+
+
+def test_structseq_repr_names_unnamed_slots_by_index():
+    import os
+
+    stat = os.stat_result(range(os.stat_result.n_fields))
+    text = repr(spec_of(stat))
+    assert text.startswith("PyTreeSpec(os.stat_result(st_mode=*, st_ino=*,")
+    assert text.endswith("st_size=*, <unnamed@7>=*, <unnamed@8>=*, <unnamed@9>=*))")
+
+
+def test_transform_merges_namespaces_and_checks_what_callbacks_return():
+    from optree_core.registry import GLOBAL_NAMESPACE
+
+    ns = "ns-transform"
+    with duo_registered((GLOBAL_NAMESPACE, False), (ns, True)):
+        spec = spec_of([Duo(0, 0), 1])
+        scoped_leaf = spec_of(Duo(0, 0), namespace=ns)
+        with pytest.raises(ValueError, match="differently"):
+            spec.transform(f_leaf=lambda leaf: scoped_leaf)
+    with pytest.raises(TypeError, match="must return a PyTreeSpec"):
+        spec_of([1]).transform(f_node=lambda node: None)
+    with pytest.raises(TypeError, match="must return a PyTreeSpec"):
+        spec_of([1]).transform(f_leaf=lambda leaf: 0)
+    ns2 = "ns-transform-2"
+    with optree_core.dict_insertion_ordered(True, namespace=ns2):
+        ordered = spec_of({"b": 1, "a": 2}, namespace=ns2)
+        built = optree_core.treespec_dict({"b": LEAF, "a": LEAF}, namespace=ns2)
+    assert ordered.namespace == built.namespace == ns2  # dict order depends on the namespace
+    assert ordered == built and ordered.entries() == ["b", "a"]
+    assert spec_of([1]).transform(f_leaf=lambda leaf: ordered).namespace == ns2

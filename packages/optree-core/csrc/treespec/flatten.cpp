@@ -209,7 +209,9 @@ class Flattener {
         none_is_leaf_(none_is_leaf),
         one_level_(one_level),
         ns_(ns),
-        dict_insertion_ordered_(PyTreeTypeRegistry::Instance().IsDictInsertionOrdered(ns)) {}
+        dict_insertion_ordered_(PyTreeTypeRegistry::Instance().IsDictInsertionOrdered(ns)),
+        namespace_orders_dicts_(
+            !ns.empty() && PyTreeTypeRegistry::Instance().IsDictInsertionOrdered(ns, false)) {}
 
   void Run(nb::handle tree) {
     // Size the traversal like the previous tree: repeated flattens of one structure then
@@ -358,9 +360,11 @@ class Flattener {
       }
       case PyTreeKind::kDict:
         SortedDictChildren(obj, node, depth);
+        used_namespace_ = used_namespace_ || namespace_orders_dicts_;
         break;
       case PyTreeKind::kDefaultDict: {
         SortedDictChildren(obj, node, depth);
+        used_namespace_ = used_namespace_ || namespace_orders_dicts_;
         nb::object factory = nb::borrow(obj).attr("default_factory");
         node.node_data = nb::make_tuple(factory, node.node_data);
         break;
@@ -432,6 +436,9 @@ class Flattener {
  private:
   const std::string& ns_;
   bool dict_insertion_ordered_;
+  // The namespace itself (not the global setting) keeps dicts in insertion order: a spec with a
+  // dict then depends on the namespace and records it, as optree does.
+  bool namespace_orders_dicts_;
   std::vector<nb::object> path_;
 };
 

@@ -75,8 +75,13 @@ std::string NodeRepr(const PyTreeSpec& spec, Py_ssize_t index, size_t depth = 0)
                         "node (" + std::to_string(node.arity) + ").");
       }
       std::vector<std::string> items;
+      // A PyStructSequence's unnamed slots (os.stat_result's 7-9) are not in __match_args__,
+      // which lists the named ones first; they print as <unnamed@index>.
+      const Py_ssize_t named = static_cast<Py_ssize_t>(nb::len(fields));
       for (Py_ssize_t i = 0; i < node.arity; ++i) {
-        items.push_back(nb::cast<std::string>(nb::str(fields[i])) + "=" + children[i]);
+        std::string name = i < named ? nb::cast<std::string>(nb::str(fields[i]))
+                                     : "<unnamed@" + std::to_string(i) + ">";
+        items.push_back(name + "=" + children[i]);
       }
       return TypeQualName(node.node_data, structseq) + "(" + Join(items) + ")";
     }

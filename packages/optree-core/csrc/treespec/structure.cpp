@@ -156,15 +156,7 @@ bool PairChildren(const PyTreeSpec& a, Py_ssize_t ia, const PyTreeSpec& b, Py_ss
   auto cb = b.ChildIndices(ib);
   if (IsDictLike(na.kind) && IsDictLike(nb_.kind)) {
     if (na.arity != nb_.arity) return false;
-    if (na.kind == PyTreeKind::kDefaultDict && nb_.kind == PyTreeKind::kDefaultDict &&
-        !NodeDataEqual(na, nb_)) {
-      // Two defaultdicts also agree on their factory (and keys).
-      PyObject* fa = PyTuple_GET_ITEM(na.node_data.ptr(), 0);
-      PyObject* fb = PyTuple_GET_ITEM(nb_.node_data.ptr(), 0);
-      int eq = PyObject_RichCompareBool(fa, fb, Py_EQ);
-      if (eq < 0) throw nb::python_error();
-      if (!eq) return false;
-    }
+    // Keys alone decide, as in tree_map: a defaultdict's factory is ignored (optree too).
     nb::dict position;
     PyObject* keys_b = DictKeys(nb_);
     for (Py_ssize_t j = 0; j < nb_.arity; ++j) {
@@ -345,18 +337,33 @@ PyTreeSpec PyTreeSpec::ReplaceChildren(const std::vector<PyTreeSpec>& children) 
   }
   NodeTraversal traversal;
   Py_ssize_t leaves = 0;
+  // The result's namespace merges the root's and the children's; parts built in the global
+  // namespace must be able to adopt it (as for compose).
+  std::string ns = namespace_;
   for (const PyTreeSpec& child : children) {
     if (child.none_is_leaf_ != none_is_leaf_) {
       RaisePython(PyExc_ValueError, "PyTreeSpecs must have the same none_is_leaf value.");
     }
+    if (!child.namespace_.empty()) {
+      if (!ns.empty() && ns != child.namespace_) {
+        RaisePython(PyExc_ValueError, "PyTreeSpecs must have the same namespace, got " +
+                                          SafeRepr(nb::str(ns.c_str())) + " vs. " +
+                                          SafeRepr(nb::str(child.namespace_.c_str())) + ".");
+      }
+      ns = child.namespace_;
+    }
     traversal.insert(traversal.end(), child.traversal_.begin(), child.traversal_.end());
     leaves += child.num_leaves();
   }
+  for (const PyTreeSpec& child : children) {
+    if (child.namespace_.empty()) CheckNamespaceAdoption(child.traversal_, ns);
+  }
+  if (namespace_.empty()) CheckNamespaceAdoption(NodeTraversal{top_node}, ns);
   Node top = top_node;
   top.num_leaves = top.kind == PyTreeKind::kLeaf ? 1 : leaves;
   top.num_nodes = static_cast<Py_ssize_t>(traversal.size()) + 1;
   traversal.push_back(std::move(top));
-  return PyTreeSpec(std::move(traversal), none_is_leaf_, namespace_);
+  return PyTreeSpec(std::move(traversal), none_is_leaf_, std::move(ns));
 }
 
 PyTreeSpec PyTreeSpec::MakeLeaf(bool none_is_leaf) {

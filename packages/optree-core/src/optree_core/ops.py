@@ -1491,8 +1491,9 @@ def _collect_prefix_errors(prefix: Any, full: Any, path: tuple[Any, ...], is_lea
             f"at the same key path the full pytree has a subtree of the same type but with "
             f"{len(children_f)} children."))
         return
-    if meta_p != meta_f and not (isinstance(meta_p, list) and isinstance(meta_f, list)
-                                 and set(meta_p) == set(meta_f)):
+    deques = kind_p[3] == kind_f[3] == PyTreeKind.DEQUE  # maxlen does not matter, as in tree_map
+    if not deques and meta_p != meta_f and not (
+            isinstance(meta_p, list) and isinstance(meta_f, list) and set(meta_p) == set(meta_f)):
         errors.append(lambda name, p=path: ValueError(
             f"pytree structure error: different pytree metadata at key path\n    {name} tree at "
             f"key path {p!r}\nAt that key path, the prefix pytree {name} has a subtree of type\n"
@@ -1623,15 +1624,21 @@ def treespec_transform(
 
 def _transform(spec: PyTreeSpec, f_node: Any, f_leaf: Any) -> PyTreeSpec:
     if spec.is_leaf():
-        return f_leaf(spec) if f_leaf is not None else spec
+        return _checked_spec(f_leaf(spec), "f_leaf") if f_leaf is not None else spec
     children = [_transform(c, f_node, f_leaf) for c in spec.children()]
     node = spec
     if f_node is not None:
-        node = f_node(spec.one_level())
-        if not isinstance(node, PyTreeSpec) or node.num_children != len(children):
+        node = _checked_spec(f_node(spec.one_level()), "f_node")
+        if node.num_children != len(children):
             raise ValueError(f"f_node must return a one-level PyTreeSpec with {len(children)} "
                              f"children, got {node!r}.")
     return node._replace_children(children)
+
+
+def _checked_spec(result: Any, name: str) -> PyTreeSpec:
+    if not isinstance(result, PyTreeSpec):
+        raise TypeError(f"treespec_transform: {name} must return a PyTreeSpec, got {result!r}.")
+    return result
 
 
 def treespec_is_leaf(treespec: PyTreeSpec, /, strict: bool = True) -> bool:
