@@ -1222,3 +1222,37 @@ def test_none_unflatten_of_the_registry_view_rejects_children():
         entry.unflatten_func(None, [1])
     out = optree_core.tree_flatten_one_level([1, 2])
     assert out.path_entry_type is optree_core.SequenceEntry
+
+
+def test_list_shrunk_by_is_leaf_raises_index_error():
+    items = [0, 1, 2, 3]
+
+    def is_leaf(x):
+        if x == 0:
+            del items[1:]
+        return False
+
+    with pytest.raises(IndexError, match="shrank"):
+        optree_core.tree_flatten(items, is_leaf=is_leaf)
+    assert items == [0]
+
+
+def test_broadcast_map_of_one_tree_flattens_it_once():
+    ns = fresh_namespace("one-shot")
+    calls = []
+
+    class Once:
+        def __init__(self, x):
+            self.x = x
+
+    optree_core.register_pytree_node(Once, lambda o: calls.append(o) or ((o.x,), None),
+                                     lambda _, c: Once(*c), namespace=ns)
+    try:
+        for broadcast_map, func in ((optree_core.tree_broadcast_map, lambda x: x + 1),
+                                    (optree_core.tree_broadcast_map_with_path,
+                                     lambda p, x: (p, x + 1))):
+            calls.clear()
+            out = broadcast_map(func, Once(1), namespace=ns)
+            assert len(calls) == 1 and out.x in (2, ((0,), 2))
+    finally:
+        optree_core.unregister_pytree_node(Once, namespace=ns)

@@ -351,7 +351,10 @@ class Flattener {
       case PyTreeKind::kList: {
         node.arity = PyList_GET_SIZE(obj);
         for (Py_ssize_t i = 0; i < node.arity; ++i) {
-          if (i >= PyList_GET_SIZE(obj)) RaiseMutated("list", obj);
+          if (i >= PyList_GET_SIZE(obj)) {  // Shrunk by is_leaf or a flatten function.
+            RaisePython(PyExc_IndexError, "list index out of range: the list shrank while it "
+                                          "was being flattened: " + SafeRepr(obj) + ".");
+          }
           nb::object child = nb::borrow(PyList_GET_ITEM(obj, i));
           Child(child.ptr(), depth, nullptr, i);
         }
