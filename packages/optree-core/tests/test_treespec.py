@@ -581,6 +581,8 @@ def test_merging_a_global_spec_into_a_namespace_that_rebinds_its_type_is_refused
             spec_of({"k": Duo(0, 0)}).broadcast_to_common_suffix(inner)
         with pytest.raises(ValueError, match="differently"):
             optree_core.treespec_tuple([outer, inner])
+        with pytest.raises(ValueError, match="differently"):  # through compose, as optree
+            optree_core.tree_transpose(outer, spec_of(Duo(0, 0), namespace=ns), [1, 2, 3])
     with duo_registered((GLOBAL_NAMESPACE, False)):  # only global: resolves the same anywhere
         with optree_core.dict_insertion_ordered(True, namespace="ns-keep"):
             inner = spec_of({"x": 0}, namespace="ns-keep")

@@ -745,6 +745,8 @@ def _transpose_grid(outer_treespec: PyTreeSpec, inner_size: int, tree: Any,
 def _transpose_mismatch(outer_treespec: PyTreeSpec, inner_treespec: PyTreeSpec, tree: Any,
                         is_leaf: Callable[[Any], bool] | None, namespace: str) -> str:
     """Says where ``tree`` departs from ``outer_treespec.compose(inner_treespec)``."""
+    # Composing first refuses specs whose namespaces cannot merge (ValueError), as optree does.
+    outer_treespec.compose(inner_treespec)
     num_leaves = len(tree_leaves(tree, is_leaf, none_is_leaf=outer_treespec.none_is_leaf,
                                  namespace=namespace))
     summary = (f"Tree structure mismatch: expected {outer_treespec.num_leaves} x "
