@@ -1256,3 +1256,15 @@ def test_broadcast_map_of_one_tree_flattens_it_once():
             assert len(calls) == 1 and out.x in (2, ((0,), 2))
     finally:
         optree_core.unregister_pytree_node(Once, namespace=ns)
+
+
+def test_tree_iter_keeps_the_dict_order_in_effect_when_it_was_created():
+    from optree_core.registry import GLOBAL_NAMESPACE
+
+    tree = {"b": 1, "a": {"d": 2, "c": 3}}
+    with optree_core.dict_insertion_ordered(True, namespace=GLOBAL_NAMESPACE):
+        ordered = optree_core.tree_iter(tree)
+    assert list(ordered) == [1, 2, 3]
+    sorted_it = optree_core.tree_iter(tree)
+    with optree_core.dict_insertion_ordered(True, namespace=GLOBAL_NAMESPACE):
+        assert list(sorted_it) == [3, 2, 1]

@@ -28,6 +28,7 @@ from typing import Any, NamedTuple
 from optree_core import _C
 from optree_core._C import PyTreeKind, PyTreeSpec
 from optree_core.accessors import ENTRY_CLASSES, KINDS, PyTreeAccessor, PyTreeEntry
+from optree_core.utils import total_order_sorted
 
 __all__ = [
     "MAX_RECURSION_DEPTH",
@@ -250,6 +251,14 @@ def tree_iter(
 
 def _iter_leaves(tree: Any, is_leaf: Callable[[Any], bool] | None, none_is_leaf: bool,
                  namespace: str) -> Iterator[Any]:
+    # The dict order in effect when tree_iter was called holds for the whole walk, even if the
+    # iteration goes on outside that dict_insertion_ordered context.
+    insertion_ordered = _C.is_dict_insertion_ordered(namespace)
+    return _walk_leaves(tree, is_leaf, none_is_leaf, namespace, insertion_ordered)
+
+
+def _walk_leaves(tree: Any, is_leaf: Callable[[Any], bool] | None, none_is_leaf: bool,
+                 namespace: str, insertion_ordered: bool) -> Iterator[Any]:
     pending = [(tree, 0)]  # (node, depth), the next node to visit last
     while pending:
         node, depth = pending.pop()
@@ -260,7 +269,11 @@ def _iter_leaves(tree: Any, is_leaf: Callable[[Any], bool] | None, none_is_leaf:
             raise RecursionError(f"tree_iter: the tree is deeper than {MAX_RECURSION_DEPTH} "
                                  f"levels (is it cyclic?).")
         # is_leaf already said no: do not ask it again for this node.
-        children = _C.flatten_one_level(node, None, none_is_leaf, namespace)[0]
+        children, _, keys, kind, _ = _C.flatten_one_level(node, None, none_is_leaf, namespace)
+        if (kind in (PyTreeKind.DICT, PyTreeKind.DEFAULTDICT)
+                and _C.is_dict_insertion_ordered(namespace) != insertion_ordered):
+            keys = list(node) if insertion_ordered else total_order_sorted(node)
+            children = [node[key] for key in keys]
         pending.extend((child, depth + 1) for child in reversed(children))
 
 
