@@ -492,3 +492,30 @@ def test_build_flags_under_optree_names():
     assert _C.PYBIND11_HAS_NATIVE_ENUM is True  # PyTreeKind is a real enum.IntEnum
     assert isinstance(_C.Py_DEBUG, bool) and isinstance(_C.Py_GIL_DISABLED, bool)
     assert issubclass(_C.InternalError, SystemError)
+
+
+def test_register_pytree_node_get_resolves_as_flattening_does():
+    get = optree_core.register_pytree_node.get
+    point = collections.namedtuple("point", "x y")
+    assert get(dict).kind == optree_core.PyTreeKind.DICT and get(dict).namespace == ""
+    assert get(point).kind == optree_core.PyTreeKind.NAMEDTUPLE
+    assert get(type(__import__("time").gmtime())).kind == optree_core.PyTreeKind.STRUCTSEQUENCE
+    assert get(frozenset) is None
+    ns = "get-view"
+    register_box(Box, ns)
+    try:
+        assert get(Box) is None and get(Box, namespace=ns).namespace == ns
+        assert Box in get(namespace=ns) and Box not in get()
+        assert get(namespace=ns)[dict].kind == optree_core.PyTreeKind.DICT
+    finally:
+        optree_core.unregister_pytree_node(Box, namespace=ns)
+    with pytest.raises(TypeError):
+        get(1)
+    with pytest.raises(TypeError):
+        get(dict, namespace=1)
+
+
+def test_registry_entries_of_builtins_are_stable():
+    get = optree_core.register_pytree_node.get
+    assert get(dict) is get(dict) and get() == get()
+    assert get(dict).flatten_func is get(dict).flatten_func

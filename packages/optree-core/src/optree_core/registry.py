@@ -314,6 +314,7 @@ def _structseq_marker() -> Any:
     return getattr(_typing, "StructSequence", _typing.is_structseq_class)
 
 
+@functools.cache  # one entry (and one pair of functions) per built-in kind: stable identities
 def _builtin_entry(cls: Any, kind: Any) -> PyTreeNodeRegistryEntry:
     from optree_core import ops  # ops imports this module
 
@@ -327,6 +328,42 @@ def _builtin_entry(cls: Any, kind: Any) -> PyTreeNodeRegistryEntry:
 
 
 _NODETYPE_REGISTRY: Mapping[Any, PyTreeNodeRegistryEntry] = _RegistryView()
+
+
+def _registry_get(cls: Any = None, /, *,
+                  namespace: str = __GLOBAL_NAMESPACE) -> Any:
+    """The registration that decides how ``cls`` flattens in ``namespace``, or None for a leaf
+    type; without ``cls``, every registration visible there, keyed by type (the namespace's own
+    override the global ones). Available as ``register_pytree_node.get``.
+
+        >>> import optree_core as optree
+        >>> optree.register_pytree_node.get(dict).kind
+        <PyTreeKind.DICT: 5>
+        >>> optree.register_pytree_node.get(frozenset) is None  # a leaf
+        True
+    """
+    ns = "" if isinstance(namespace, _GlobalNamespace) else namespace
+    if not isinstance(ns, str):
+        raise TypeError(f"The namespace must be a string, got {namespace!r}.")
+    entries = list(_NODETYPE_REGISTRY.values())
+    if cls is None:
+        visible = {entry.type: entry for entry in entries if entry.namespace == ""}
+        if ns:
+            visible.update((entry.type, entry) for entry in entries if entry.namespace == ns)
+        return visible
+    if cls is not namedtuple and not isinstance(cls, type):
+        raise TypeError(f"Expected a class or None, got {cls!r}.")
+    for key in ([(ns, cls)] if ns else []) + [cls]:
+        if key in _NODETYPE_REGISTRY:
+            return _NODETYPE_REGISTRY[key]
+    if _C.is_structseq_class(cls):
+        return _NODETYPE_REGISTRY[_structseq_marker()]
+    if _C.is_namedtuple_class(cls):
+        return _NODETYPE_REGISTRY[namedtuple]
+    return None
+
+
+register_pytree_node.get = _registry_get  # type: ignore[attr-defined]
 
 
 _C._set_python_helpers(total_order_sorted)
