@@ -1,6 +1,7 @@
 // The one binding file: thin wrappers over the C++ core. Documentation lives in the Python
 // modules that re-export these.
 #include <nanobind/nanobind.h>
+#include <nanobind/stl/optional.h>
 #include <nanobind/stl/pair.h>
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/tuple.h>
@@ -96,8 +97,46 @@ void BuildRegistrySubmodule(nb::module_& m) {
     return PyType_Check(cls.ptr()) &&
            IsStructSequenceClass(reinterpret_cast<PyTypeObject*>(cls.ptr()));
   });
+  m.def("get_registry_size",
+        [](std::optional<std::string> ns) { return PyTreeTypeRegistry::Instance().Size(ns); },
+        "namespace"_a.none() = nb::none());
+  m.def("_registry_keys", [] { return PyTreeTypeRegistry::Instance().Keys(); });
   m.def("_set_python_helpers", &detail::SetPythonHelpers, "total_order_sorted"_a);
 }
+
+// PyTorch's torch.utils._cxx_pytree subclasses the metaclass of PyTreeSpec
+// (`class LeafSpecMeta(type(TreeSpec))`), as optree's pybind11 metaclass allows. nanobind
+// creates its metaclass without Py_TPFLAGS_BASETYPE. The options were: rebind PyTreeSpec by
+// hand with CPython's type API or with pybind11 (slower calls, and a second binding style for one
+// class), or keep nanobind and mark the metaclass subclassable. The last is the smallest and
+// keeps nanobind's dispatch: a Python subclass of the metaclass inherits its layout and slots
+// (nanobind's type_data, tp_init, tp_dealloc), and nanobind already supports Python subclasses
+// of bound classes, which is what instances of such a metaclass are. The private NB_DOMAIN
+// (CMakeLists.txt) confines the change to this extension's own copy of the metaclass.
+void AllowMetaclassSubclasses(nb::handle bound_class) {
+  PyTypeObject* meta = Py_TYPE(bound_class.ptr());
+  if (meta == &PyType_Type || !PyType_HasFeature(meta, Py_TPFLAGS_HEAPTYPE)) {
+    RaisePython(PyExc_ImportError, "optree_core._C: unexpected metaclass for PyTreeSpec.");
+  }
+  meta->tp_flags |= Py_TPFLAGS_BASETYPE;
+}
+
+// An index given as anything int-like: __index__ first, then __int__ (as optree accepts).
+Py_ssize_t AsIndex(nb::handle index) {
+  PyObject* number = PyNumber_Check(index.ptr()) && !PyIndex_Check(index.ptr())
+                         ? PyNumber_Long(index.ptr())
+                         : PyNumber_Index(index.ptr());
+  if (number == nullptr) throw nb::python_error();
+  const Py_ssize_t value = PyLong_AsSsize_t(number);
+  Py_DECREF(number);
+  if (value == -1 && PyErr_Occurred()) throw nb::python_error();
+  return value;
+}
+
+PyType_Slot kPyTreeSpecSlots[] = {
+    {Py_tp_traverse, reinterpret_cast<void*>(&PyTreeSpec::TpTraverse)},
+    {Py_tp_clear, reinterpret_cast<void*>(&PyTreeSpec::TpClear)},
+    {0, nullptr}};
 
 void BuildTreeSpecSubmodule(nb::module_& m) {
   nb::enum_<PyTreeKind>(
@@ -123,6 +162,8 @@ void BuildTreeSpecSubmodule(nb::module_& m) {
       .value("DEQUE", PyTreeKind::kDeque)
       .value("STRUCTSEQUENCE", PyTreeKind::kStructSequence)
       .value("FROZENDICT", PyTreeKind::kFrozenDict);
+  // A plain class attribute, not a member: iterating the enum yields only real kinds.
+  m.attr("PyTreeKind").attr("NUM_KINDS") = kNumPyTreeKinds;
 
   auto spec = nb::class_<PyTreeSpec>(
       m, "PyTreeSpec",
@@ -140,7 +181,10 @@ void BuildTreeSpecSubmodule(nb::module_& m) {
       ">>> spec.flatten_up_to({'a': [1], 'b': (2, 3)})\n"
       "[[1], 2, 3]\n"
       ">>> optree.tree_structure(0) < spec  # a leaf is a prefix of every tree\n"
-      "True");
+      "True",
+      // Held by weak references (caches keyed on specs, and optree's own tests).
+      nb::is_weak_referenceable(), nb::type_slots(kPyTreeSpecSlots));
+  AllowMetaclassSubclasses(spec);
   spec.def("unflatten", &PyTreeSpec::Unflatten, "leaves"_a)
       .def("flatten_up_to", &PyTreeSpec::FlattenUpTo, "tree"_a.none())
       .def("compose", &PyTreeSpec::Compose, "inner"_a)
@@ -165,9 +209,13 @@ void BuildTreeSpecSubmodule(nb::module_& m) {
       .def("paths", &PyTreeSpec::Paths)
       .def("_accessors", &PyTreeSpec::Accessors, "entry_classes"_a, "accessor_type"_a, "kinds"_a)
       .def("entries", &PyTreeSpec::Entries)
-      .def("entry", &PyTreeSpec::Entry, "index"_a)
+      .def("entry",
+           [](const PyTreeSpec& self, nb::handle index) { return self.Entry(AsIndex(index)); },
+           "index"_a)
       .def("children", &PyTreeSpec::Children)
-      .def("child", &PyTreeSpec::Child, "index"_a)
+      .def("child",
+           [](const PyTreeSpec& self, nb::handle index) { return self.Child(AsIndex(index)); },
+           "index"_a)
       .def("one_level",
            [](const PyTreeSpec& self) -> nb::object {
              if (self.kind() == PyTreeKind::kLeaf) return nb::none();
@@ -181,8 +229,10 @@ void BuildTreeSpecSubmodule(nb::module_& m) {
            nb::kw_only(), "strict"_a = true)
       .def("is_one_level",
            [](const PyTreeSpec& self) {
+             // Every child is a leaf (a None child is a node, so it does not count).
              return self.kind() != PyTreeKind::kLeaf &&
-                    self.num_nodes() == self.num_children() + 1;
+                    self.num_nodes() == self.num_children() + 1 &&
+                    self.num_leaves() == self.num_children();
            })
       .def_prop_ro("num_leaves", &PyTreeSpec::num_leaves)
       .def_prop_ro("num_nodes", &PyTreeSpec::num_nodes)
@@ -210,13 +260,31 @@ void BuildTreeSpecSubmodule(nb::module_& m) {
       .def("__ge__", [](const PyTreeSpec& a, const PyTreeSpec& b) { return b.IsPrefix(a, false); })
       .def("__hash__", &PyTreeSpec::Hash)
       .def("__len__", &PyTreeSpec::num_leaves)
-      .def("__repr__", &PyTreeSpec::Repr)
+      .def("__repr__",
+           [](nb::handle self) -> std::string {
+             // A spec reachable from its own metadata (a key holding the spec) prints as "...".
+             const int entered = Py_ReprEnter(self.ptr());
+             if (entered < 0) throw nb::python_error();
+             if (entered > 0) return "...";
+             struct Leave {
+               PyObject* obj;
+               ~Leave() { Py_ReprLeave(obj); }
+             } leave{self.ptr()};
+             return nb::cast<const PyTreeSpec&>(self).Repr();
+           })
       // Pickled as a call to _treespec_from_state(state): works with every pickle protocol.
       .def("__reduce__",
            [](const PyTreeSpec& self) {
              nb::object loader = nb::module_::import_("optree_core.ops").attr("_treespec_from_state");
              return nb::make_tuple(loader, nb::make_tuple(self.GetState()));
            })
+      // optree's state layout, so pickles of either package load in the other.
+      .def("__getstate__", &PyTreeSpec::GetState)
+      .def("__setstate__",
+           [](PyTreeSpec& self, nb::handle state) {
+             new (&self) PyTreeSpec(PyTreeSpec::FromState(state));
+           },
+           "state"_a)
       .def("__copy__", [](const PyTreeSpec& self) { return PyTreeSpec(self); })
       .def("__deepcopy__", [](const PyTreeSpec& self, nb::handle) { return PyTreeSpec(self); },
            "memo"_a.none());
@@ -243,6 +311,29 @@ void BuildTreeSpecSubmodule(nb::module_& m) {
         "none_is_leaf"_a = false, "namespace"_a = "");
 }
 
+// Build facts under the names optree's _C module gives them: optree's own test-suite and its
+// clients read these. The PYBIND11_* flags describe the equivalent nanobind behaviour (its
+// enums are native enum.IntEnum classes; it has no sub-interpreter support).
+void AddOptreeBuildFlags(nb::module_& m) {
+#ifdef Py_DEBUG
+  m.attr("Py_DEBUG") = true;
+#else
+  m.attr("Py_DEBUG") = false;
+#endif
+#ifdef Py_GIL_DISABLED
+  m.attr("Py_GIL_DISABLED") = true;
+#else
+  m.attr("Py_GIL_DISABLED") = false;
+#endif
+  m.attr("OPTREE_HAS_FROZENDICT") = false;
+  m.attr("OPTREE_HAS_SUBINTERPRETER_SUPPORT") = false;
+  m.attr("PYBIND11_HAS_NATIVE_ENUM") = true;
+  m.attr("PYBIND11_HAS_SUBINTERPRETER_SUPPORT") = false;
+  // Raised for a broken internal invariant (a bug of ours, never of the caller).
+  m.attr("InternalError") = nb::steal(
+      PyErr_NewException("optree_core._C.InternalError", PyExc_SystemError, nullptr));
+}
+
 }  // namespace
 
 }  // namespace optree_core
@@ -254,6 +345,7 @@ NB_MODULE(_C, m) {
   nb::set_leak_warnings(std::getenv("OPTREE_CORE_LEAK_WARNINGS") != nullptr);
   m.attr("MAX_RECURSION_DEPTH") = optree_core::kMaxRecursionDepth;
   m.attr("BUILD_INFO") = optree_core::BuildInfo();
+  optree_core::AddOptreeBuildFlags(m);
   optree_core::BuildTreeSpecSubmodule(m);
   optree_core::BuildRegistrySubmodule(m);
 }

@@ -1,5 +1,6 @@
 #include "optree_core/registry.h"
 
+#include <algorithm>
 #include <string>
 
 #include "optree_core/exceptions.h"
@@ -163,6 +164,27 @@ void PyTreeTypeRegistry::SetDictInsertionOrdered(bool mode, const std::string& n
   } else {
     insertion_ordered_namespaces_.erase(ns);
   }
+}
+
+Py_ssize_t PyTreeTypeRegistry::Size(const std::optional<std::string>& ns) const {
+  Py_ssize_t count = static_cast<Py_ssize_t>(global_.size());
+  for (const auto& [key, _] : namespaced_) {
+    if (!ns || key.second == *ns) ++count;
+  }
+  return count;
+}
+
+std::vector<std::pair<nb::object, std::string>> PyTreeTypeRegistry::Keys() const {
+  std::vector<std::pair<nb::object, std::string>> keys;
+  keys.reserve(global_.size() + namespaced_.size());
+  for (const auto& [type, reg] : global_) keys.emplace_back(reg->type, std::string());
+  // Built-ins first, then the rest: a stable order for the Python-side view.
+  std::stable_partition(keys.begin(), keys.end(), [this](const auto& key) {
+    return global_.at(reinterpret_cast<PyTypeObject*>(key.first.ptr()))->kind !=
+           PyTreeKind::kCustom;
+  });
+  for (const auto& [key, reg] : namespaced_) keys.emplace_back(reg->type, key.second);
+  return keys;
 }
 
 static bool HasIntAttr(PyObject* obj, const char* name) {

@@ -14,6 +14,7 @@ MODULES = [
     "optree_core.typing",
     "optree_core.dataclasses",
     "optree_core.functools",
+    "optree_core.utils",
     "optree_core.integration.torch",
     "optree_core.integration.numpy",
 ]

@@ -1139,3 +1139,132 @@ def test_tree_broadcast_map_mismatch_says_where_and_what():
     message = str(info.value)
     assert_mentions_path(message, ("x", "y"))
     assert_mentions_all(message, "2", "3")
+
+
+def test_tree_iter_is_lazy_and_its_iterator_can_be_a_leaf_of_the_tree():
+    tree = {"a": 1, "b": {"c": 2}}
+    it = optree_core.tree_iter(tree)
+    assert next(it) == 1
+    tree["b"]["d"] = it  # reached later: it is a leaf there
+    tree["z"] = 3  # the root was already taken apart: not seen
+    assert list(it) == [2, it]
+    ref = weakref.ref(it)
+    del it, tree
+    gc.collect()
+    assert ref() is None
+
+
+def test_tree_iter_matches_tree_leaves_and_asks_is_leaf_once_per_node():
+    tree = [1, (2, None), {"b": [3], "a": Point(4, 5)}, collections.deque([6])]
+    asked = []
+    leaves = list(optree_core.tree_iter(tree, is_leaf=lambda x: asked.append(x) or False))
+    assert leaves == optree_core.tree_leaves(tree) == [1, 2, 4, 5, 3, 6]
+    assert len(asked) == 13  # each node and each leaf, once
+    assert list(optree_core.tree_iter(tree, none_is_leaf=True)) == [1, 2, None, 4, 5, 3, 6]
+    deep = 0
+    for _ in range(optree_core.MAX_RECURSION_DEPTH + 5):
+        deep = [deep]
+    with pytest.raises(RecursionError):
+        list(optree_core.tree_iter(deep))
+
+
+def test_tree_flatten_one_level_names_type_and_kind():
+    out = optree_core.tree_flatten_one_level(Point(1, [2]))
+    children, metadata, entries, unflatten = out
+    assert (children, metadata, entries) == ([1, [2]], Point, (0, 1))
+    assert out.type is Point and out.kind == optree_core.PyTreeKind.NAMEDTUPLE
+    assert unflatten(metadata, children) == Point(1, [2])
+
+
+def test_tree_transpose_checks_leaf_counts_where_custom_metadata_changed():
+    ns = fresh_namespace("transpose")
+
+    class Cached:  # its metadata is the spec of its content, which mapping changes
+        def __init__(self, content):
+            self.leaves, self.spec = optree_core.tree_flatten(content)
+
+    other_ns = fresh_namespace("other")
+    for namespace in (ns, other_ns):
+        optree_core.register_pytree_node(
+            Cached, lambda c: (c.leaves, c.spec),
+            lambda spec, children: Cached(spec.unflatten(children)), namespace=namespace)
+    try:
+        outer = optree_core.tree_structure(Cached({"a": 1, "b": 2}), namespace=ns)
+        inner = optree_core.tree_structure([0, 0])
+        nested = Cached({"a": [1, 2], "b": [3, 4]})  # metadata {'a': [*, *], ...}, not {'a': *}
+        out = optree_core.tree_transpose(outer, inner, nested)
+        assert [c.spec.unflatten(c.leaves) for c in out] == [{"a": 1, "b": 3}, {"a": 2, "b": 4}]
+        with pytest.raises(TypeError, match="expected 2 x 2 leaves"):
+            optree_core.tree_transpose(outer, inner, Cached({"a": [1, 2], "b": [3]}))
+        other = optree_core.tree_structure(Cached([0, 0]), namespace=other_ns)
+        with pytest.raises(ValueError, match="same namespace"):
+            optree_core.tree_transpose(outer, other, nested)
+    finally:
+        for namespace in (ns, other_ns):
+            optree_core.unregister_pytree_node(Cached, namespace=namespace)
+
+
+def test_tree_transpose_map_keeps_what_sits_at_inner_leaves_whole():
+    x = ((1, 2), [3])
+    y = ((0, {"k": 5}), [(6, [None])])  # the first result sets the inner spec
+    out = optree_core.tree_transpose_map(lambda a, b: {"a": a, "b": b}, x, y)
+    assert out == {"a": ((1, 2), [3]), "b": ((0, {"k": 5}), [(6, [None])])}
+    with pytest.raises(ValueError, match="inner structure"):
+        optree_core.tree_transpose_map(lambda a: (), (1,))
+
+
+def test_none_unflatten_of_the_registry_view_rejects_children():
+    from optree_core.registry import _NODETYPE_REGISTRY
+
+    entry = _NODETYPE_REGISTRY[type(None)]
+    assert entry.unflatten_func(None, []) is None
+    with pytest.raises(ValueError, match="None has no children"):
+        entry.unflatten_func(None, [1])
+    out = optree_core.tree_flatten_one_level([1, 2])
+    assert out.path_entry_type is optree_core.SequenceEntry
+
+
+def test_list_shrunk_by_is_leaf_raises_index_error():
+    items = [0, 1, 2, 3]
+
+    def is_leaf(x):
+        if x == 0:
+            del items[1:]
+        return False
+
+    with pytest.raises(IndexError, match="shrank"):
+        optree_core.tree_flatten(items, is_leaf=is_leaf)
+    assert items == [0]
+
+
+def test_broadcast_map_of_one_tree_flattens_it_once():
+    ns = fresh_namespace("one-shot")
+    calls = []
+
+    class Once:
+        def __init__(self, x):
+            self.x = x
+
+    optree_core.register_pytree_node(Once, lambda o: calls.append(o) or ((o.x,), None),
+                                     lambda _, c: Once(*c), namespace=ns)
+    try:
+        for broadcast_map, func in ((optree_core.tree_broadcast_map, lambda x: x + 1),
+                                    (optree_core.tree_broadcast_map_with_path,
+                                     lambda p, x: (p, x + 1))):
+            calls.clear()
+            out = broadcast_map(func, Once(1), namespace=ns)
+            assert len(calls) == 1 and out.x in (2, ((0,), 2))
+    finally:
+        optree_core.unregister_pytree_node(Once, namespace=ns)
+
+
+def test_tree_iter_keeps_the_dict_order_in_effect_when_it_was_created():
+    from optree_core.registry import GLOBAL_NAMESPACE
+
+    tree = {"b": 1, "a": {"d": 2, "c": 3}}
+    with optree_core.dict_insertion_ordered(True, namespace=GLOBAL_NAMESPACE):
+        ordered = optree_core.tree_iter(tree)
+    assert list(ordered) == [1, 2, 3]
+    sorted_it = optree_core.tree_iter(tree)
+    with optree_core.dict_insertion_ordered(True, namespace=GLOBAL_NAMESPACE):
+        assert list(sorted_it) == [3, 2, 1]

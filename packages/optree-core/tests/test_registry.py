@@ -451,3 +451,71 @@ def test_register_pytree_node_class_without_either_protocol_names_both():
 
     with pytest.raises(TypeError, match="__tree_unflatten__"):
         optree_core.register_pytree_node_class(Half, namespace="dunder-protocol")
+
+
+def test_registry_size_and_registry_view_follow_registrations():
+    from optree_core import _C
+    from optree_core.registry import _NODETYPE_REGISTRY
+
+    ns = "size-view"
+    base_all, base_global, base_ns = (_C.get_registry_size(), _C.get_registry_size(""),
+                                      _C.get_registry_size(ns))
+    assert base_global >= 7 and base_ns == base_global  # the built-ins are global
+    assert len(_NODETYPE_REGISTRY) == base_all + 2  # plus namedtuple and struct sequences
+    assert _NODETYPE_REGISTRY[dict].kind == optree_core.PyTreeKind.DICT
+    assert _NODETYPE_REGISTRY[collections.namedtuple].kind == optree_core.PyTreeKind.NAMEDTUPLE
+    flat = _NODETYPE_REGISTRY[collections.OrderedDict].flatten_func(
+        collections.OrderedDict(b=1, a=2))
+    assert flat == ([1, 2], ["b", "a"], ("b", "a"))
+    assert _NODETYPE_REGISTRY[dict].unflatten_func(["a"], [5]) == {"a": 5}
+    register_box(Box, ns)
+    try:
+        assert _C.get_registry_size() == base_all + 1
+        assert _C.get_registry_size("") == base_global
+        assert _C.get_registry_size(ns) == base_ns + 1
+        entry = _NODETYPE_REGISTRY[(ns, Box)]
+        assert entry.type is Box and entry.namespace == ns
+        assert (ns, Box) in set(_NODETYPE_REGISTRY) and len(list(_NODETYPE_REGISTRY)) == \
+            len(_NODETYPE_REGISTRY)
+        with pytest.raises(KeyError):
+            _NODETYPE_REGISTRY[Box]  # not global
+    finally:
+        optree_core.unregister_pytree_node(Box, namespace=ns)
+    assert _C.get_registry_size() == base_all
+    assert (ns, Box) not in _NODETYPE_REGISTRY
+
+
+def test_build_flags_under_optree_names():
+    from optree_core import _C
+
+    assert _C.OPTREE_HAS_FROZENDICT is False and _C.OPTREE_HAS_SUBINTERPRETER_SUPPORT is False
+    assert _C.PYBIND11_HAS_NATIVE_ENUM is True  # PyTreeKind is a real enum.IntEnum
+    assert isinstance(_C.Py_DEBUG, bool) and isinstance(_C.Py_GIL_DISABLED, bool)
+    assert issubclass(_C.InternalError, SystemError)
+
+
+def test_register_pytree_node_get_resolves_as_flattening_does():
+    get = optree_core.register_pytree_node.get
+    point = collections.namedtuple("point", "x y")
+    assert get(dict).kind == optree_core.PyTreeKind.DICT and get(dict).namespace == ""
+    assert get(point).kind == optree_core.PyTreeKind.NAMEDTUPLE
+    assert get(type(__import__("time").gmtime())).kind == optree_core.PyTreeKind.STRUCTSEQUENCE
+    assert get(frozenset) is None
+    ns = "get-view"
+    register_box(Box, ns)
+    try:
+        assert get(Box) is None and get(Box, namespace=ns).namespace == ns
+        assert Box in get(namespace=ns) and Box not in get()
+        assert get(namespace=ns)[dict].kind == optree_core.PyTreeKind.DICT
+    finally:
+        optree_core.unregister_pytree_node(Box, namespace=ns)
+    with pytest.raises(TypeError):
+        get(1)
+    with pytest.raises(TypeError):
+        get(dict, namespace=1)
+
+
+def test_registry_entries_of_builtins_are_stable():
+    get = optree_core.register_pytree_node.get
+    assert get(dict) is get(dict) and get() == get()
+    assert get(dict).flatten_func is get(dict).flatten_func

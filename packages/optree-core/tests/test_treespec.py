@@ -493,3 +493,299 @@ def test_same_shape_dict_likes_are_not_strict_prefixes_of_each_other():
     assert not spec_of({"a": 1}) < spec_of(od(a=1))
     assert not spec_of({}) < spec_of(od())
     assert spec_of({"a": 1}) < spec_of(od(a=[1]))
+
+
+def test_num_kinds_counts_the_kinds_without_being_one():
+    assert optree_core.PyTreeKind.NUM_KINDS == len(optree_core.PyTreeKind) == 12
+    assert "NUM_KINDS" not in optree_core.PyTreeKind.__members__
+
+
+def test_metaclass_of_pytreespec_can_be_subclassed():
+    # As torch.utils._cxx_pytree does with LeafSpecMeta/LeafSpec.
+    spec_type = optree_core.PyTreeSpec
+
+    class LeafOnlyMeta(type(spec_type)):
+        def __instancecheck__(cls, instance):
+            return isinstance(instance, spec_type) and instance.is_leaf()
+
+    class LeafOnly(spec_type, metaclass=LeafOnlyMeta):
+        def __new__(cls):
+            return optree_core.treespec_leaf()
+
+    assert isinstance(LEAF, LeafOnly)
+    assert not isinstance(spec_of([1]), LeafOnly)
+    assert LeafOnly() == LEAF and type(LeafOnly()) is spec_type
+    assert issubclass(LeafOnly, spec_type) and type(LeafOnly) is LeafOnlyMeta
+    # The metaclass of other nanobind extensions is untouched (optree_core has its own domain).
+    assert type(spec_type).__name__ == "nb_type"
+
+
+# -- optree 0.20 semantics: namespaces, state layout, cycles, depth -------------------------------
+
+
+class Duo:
+    def __init__(self, a, b):
+        self.a, self.b = a, b
+
+    def __eq__(self, other):
+        return type(other) is Duo and (self.a, self.b) == (other.a, other.b)
+
+    __hash__ = None
+
+
+def register_duo(namespace, reverse=False):
+    if reverse:  # the same type, flattened differently
+        optree_core.register_pytree_node(Duo, lambda d: ((d.b, d.a), None),
+                                         lambda _, c: Duo(c[1], c[0]), namespace=namespace)
+    else:
+        optree_core.register_pytree_node(Duo, lambda d: ((d.a, d.b), None),
+                                         lambda _, c: Duo(*c), namespace=namespace)
+
+
+@contextlib.contextmanager
+def duo_registered(*registrations):
+    for namespace, reverse in registrations:
+        register_duo(namespace, reverse)
+    try:
+        yield
+    finally:
+        for namespace, _ in registrations:
+            optree_core.unregister_pytree_node(Duo, namespace=namespace)
+
+
+def test_spec_records_namespace_for_any_custom_node_and_empty_namespace_matches_any():
+    from optree_core.registry import GLOBAL_NAMESPACE
+
+    ns = "ns-record"
+    with duo_registered((GLOBAL_NAMESPACE, False)):
+        plain = spec_of(Duo(1, 2))
+        scoped = spec_of(Duo(1, 2), namespace=ns)
+        assert (plain.namespace, scoped.namespace) == ("", ns)
+        assert plain == scoped and hash(plain) == hash(scoped)
+        assert len({plain, scoped}) == 1
+        assert spec_of([1, 2], namespace=ns).namespace == ""  # no custom node: no namespace
+        other = spec_of(Duo(1, 2), namespace="ns-other")
+        assert other != scoped  # two different namespaces never match
+
+
+def test_merging_a_global_spec_into_a_namespace_that_rebinds_its_type_is_refused():
+    from optree_core.registry import GLOBAL_NAMESPACE
+
+    ns = "ns-rebind"
+    with duo_registered((GLOBAL_NAMESPACE, False), (ns, True)):
+        outer = spec_of(Duo(0, 0))
+        inner = spec_of({"k": Duo(0, 0)}, namespace=ns)
+        with pytest.raises(ValueError, match=r"registers .*Duo.* differently"):
+            outer.compose(inner)
+        with pytest.raises(ValueError, match="differently"):
+            spec_of({"k": Duo(0, 0)}).broadcast_to_common_suffix(inner)
+        with pytest.raises(ValueError, match="differently"):
+            optree_core.treespec_tuple([outer, inner])
+        with pytest.raises(ValueError, match="differently"):  # through compose, as optree
+            optree_core.tree_transpose(outer, spec_of(Duo(0, 0), namespace=ns), [1, 2, 3])
+    with duo_registered((GLOBAL_NAMESPACE, False)):  # only global: resolves the same anywhere
+        with optree_core.dict_insertion_ordered(True, namespace="ns-keep"):
+            inner = spec_of({"x": 0}, namespace="ns-keep")
+        composed = spec_of(Duo(0, 0)).compose(spec_of(Duo(0, 0), namespace="ns-keep"))
+        assert composed.namespace == "ns-keep"
+        assert composed.unflatten([1, 2, 3, 4]) == Duo(Duo(1, 2), Duo(3, 4))
+
+
+def test_from_collection_of_a_leaf_warns_and_gives_the_leaf_spec():
+    for leaf, none_is_leaf in ((1, False), ("x", True), (None, True)):
+        with pytest.warns(UserWarning, match="got a leaf"):
+            spec = optree_core.treespec_from_collection(leaf, none_is_leaf=none_is_leaf,
+                                                        namespace="ns-leaf")
+        assert spec == optree_core.treespec_leaf(none_is_leaf=none_is_leaf)
+        assert spec.namespace == ""
+    assert optree_core.treespec_from_collection(None) == NONE
+
+
+def test_is_one_level_needs_every_child_to_be_a_leaf():
+    assert spec_of([1, 2]).is_one_level() and optree_core.treespec_is_one_level(spec_of({"a": 1}))
+    assert not spec_of([1, None]).is_one_level()  # None is a node
+    assert spec_of([1, None], none_is_leaf=True).is_one_level()
+    assert not spec_of([1, ()]).is_one_level()
+    assert not LEAF.is_one_level()
+
+
+def test_state_layout_round_trips_and_never_shares_key_lists():
+    tree = {"b": 1, "a": collections.defaultdict(list, {"y": 2, "x": 3}), "c": Point(4, 5)}
+    spec = spec_of(tree)
+    nodes, none_is_leaf, namespace = spec.__getstate__()
+    assert (none_is_leaf, namespace) == (False, "")
+    root = nodes[-1]
+    assert root[0] == optree_core.PyTreeKind.DICT and root[2] == ["a", "b", "c"]
+    assert list(root[7]) == ["b", "a", "c"]  # the insertion order, as a dict
+    root[2].append("z")  # the state is a copy
+    assert spec.unflatten(range(5)) == {"b": 2, "a": {"x": 0, "y": 1}, "c": Point(3, 4)}
+    restored = optree_core.PyTreeSpec.__new__(optree_core.PyTreeSpec)
+    state = spec.__getstate__()
+    restored.__setstate__(state)
+    state[0][-1][2].append("z")  # and the restored spec took its own copy
+    assert restored == spec and list(restored.unflatten(range(5))) == ["b", "a", "c"]
+    # A state written by optree-core 0.1 still loads.
+    legacy = (1, tuple((*node[:7], None) for node in spec.__getstate__()[0]), False, "")
+    assert optree_core.ops._treespec_from_state(legacy) == spec
+
+
+def test_malformed_states_raise_runtime_error():
+    def load(state):
+        spec = optree_core.PyTreeSpec.__new__(optree_core.PyTreeSpec)
+        spec.__setstate__(state)
+        return spec
+
+    leaf = (int(optree_core.PyTreeKind.LEAF), 0, None, None, None, 1, 1, None)
+    point_state = spec_of(Point(1, 2)).__getstate__()
+    bad_arity = ((*point_state[0][:2],
+                  (int(optree_core.PyTreeKind.NAMEDTUPLE), 3, Point, None, None, 2, 3, None)),
+                 False, "")
+    custom_tuple = ((leaf, (int(optree_core.PyTreeKind.CUSTOM), 1, None, None, tuple, 1, 2,
+                            None)), False, "")
+    for state, words in (((leaf,), "3-tuple"), (((leaf[:3],), False, ""), "7- or 8-tuple"),
+                         (((leaf, leaf), False, ""), "single tree"),
+                         (bad_arity, "does not match the arity"),
+                         (custom_tuple, "built-in node type")):
+        with pytest.raises(RuntimeError, match=words):
+            load(state)
+
+
+class SelfKey:
+    def __init__(self, value):
+        self.value = value
+
+    def __eq__(self, other):
+        return isinstance(other, SelfKey) and self.value == other.value
+
+    def __hash__(self):
+        return hash(self.value)
+
+    def __repr__(self):
+        return f"SelfKey({self.value!r})"
+
+
+def test_spec_reachable_from_its_own_keys_prints_hashes_and_is_collected():
+    import gc
+    import weakref
+
+    key = SelfKey("a")
+    spec = spec_of({key: 0})
+    first_hash = hash(spec)
+    key.value = spec  # spec -> key list -> key -> spec
+    assert repr(spec) == "PyTreeSpec({SelfKey(...): *})"
+    assert hash(spec) == hash(spec) != first_hash
+    ref = weakref.ref(spec)
+    del spec, key
+    gc.collect()
+    assert ref() is None
+
+
+def test_cycle_through_an_unregistered_custom_type_is_collected():
+    import gc
+    import weakref
+
+    ns = "ns-gc"
+    cyclic = type("Cyclic", (), {})
+    optree_core.register_pytree_node(cyclic, lambda _: ((), None), lambda *_: None,
+                                     namespace=ns)
+    # Two nodes of one spec share the registration. (Two specs sharing it keep a cycle alive, as
+    # in optree: neither can see the other's references.)
+    cyclic.spec = spec_of([cyclic(), cyclic()], namespace=ns)
+    optree_core.unregister_pytree_node(cyclic, namespace=ns)
+    ref = weakref.ref(cyclic)
+    del cyclic
+    gc.collect()
+    assert ref() is None
+
+
+def test_deeper_than_the_recursion_limit_spec_raises_recursion_error():
+    deep = spec_of([0])
+    while deep.num_nodes <= 2 * optree_core.MAX_RECURSION_DEPTH:
+        deep = deep.compose(deep)
+    tree = 0
+    for _ in range(deep.num_nodes - 1):
+        tree = [tree]
+    for walk in (deep.paths, deep.accessors, deep.__repr__, lambda: deep.is_prefix(deep),
+                 lambda: deep.broadcast_to_common_suffix(deep), lambda: deep.flatten_up_to(tree)):
+        with pytest.raises(RecursionError):
+            walk()
+    shallow = spec_of([0]).compose(spec_of([0]))
+    assert deep.broadcast_to_common_suffix(shallow) == deep  # stops at the shallow leaves
+    rebuilt, depth = deep.unflatten([7]), 0  # unflatten is iterative: any depth works
+    while isinstance(rebuilt, list):
+        rebuilt, depth = rebuilt[0], depth + 1
+    assert (rebuilt, depth) == (7, deep.num_nodes - 1)
+
+
+def test_namedtuple_repr_after_its_fields_changed_raises_value_error():
+    cls = collections.namedtuple("Moving", "a b")
+    spec = spec_of(cls(1, 2))
+    cls._fields = ("a", "b", "c")
+    with pytest.raises(ValueError, match="no longer match"):
+        repr(spec)
+
+
+def test_deque_maxlen_is_ignored_by_prefixes_but_not_by_equality():
+    bounded = spec_of(collections.deque([1, 2], maxlen=2))
+    wider = spec_of(collections.deque([1, 2], maxlen=5))
+    unbounded = spec_of(collections.deque([1, 2]))
+    for x, y in ((bounded, wider), (wider, unbounded), (unbounded, bounded)):
+        assert x != y and x <= y and y <= x and not x < y
+    assert bounded.broadcast_to_common_suffix(wider) == bounded  # keeps its own node
+    assert not spec_of(collections.deque([1])) <= bounded  # arity still counts
+
+
+def test_entry_and_child_take_int_like_indices():
+    class AsIndex:
+        def __index__(self):
+            return 1
+
+    class AsInt:
+        def __int__(self):
+            return 1
+
+    spec = spec_of({"a": 1, "b": [2]})
+    for index in (1, AsIndex(), AsInt()):
+        assert spec.entry(index) == "b" and optree_core.treespec_entry(spec, index) == "b"
+        assert spec.child(index) == spec_of([0]) == optree_core.treespec_child(spec, index)
+    with pytest.raises(TypeError):
+        spec.child("1")
+
+
+def test_prefix_relations_ignore_defaultdict_factory_and_deque_maxlen():
+    lhs = collections.defaultdict(list, {"a": 1, "b": [2, 3]})
+    rhs = collections.defaultdict(set, {"b": [5, [6]], "a": 4})
+    assert spec_of(lhs).is_prefix(spec_of(rhs)) and optree_core.prefix_errors(lhs, rhs) == []
+    lhs, rhs = collections.deque([1, 2]), collections.deque([3, [4, 5]], maxlen=3)
+    assert spec_of(lhs).is_prefix(spec_of(rhs)) and optree_core.prefix_errors(lhs, rhs) == []
+
+
+def test_structseq_repr_names_unnamed_slots_by_index():
+    import os
+
+    stat = os.stat_result(range(os.stat_result.n_fields))
+    text = repr(spec_of(stat))
+    assert text.startswith("PyTreeSpec(os.stat_result(st_mode=*, st_ino=*,")
+    assert text.endswith("st_size=*, <unnamed@7>=*, <unnamed@8>=*, <unnamed@9>=*))")
+
+
+def test_transform_merges_namespaces_and_checks_what_callbacks_return():
+    from optree_core.registry import GLOBAL_NAMESPACE
+
+    ns = "ns-transform"
+    with duo_registered((GLOBAL_NAMESPACE, False), (ns, True)):
+        spec = spec_of([Duo(0, 0), 1])
+        scoped_leaf = spec_of(Duo(0, 0), namespace=ns)
+        with pytest.raises(ValueError, match="differently"):
+            spec.transform(f_leaf=lambda leaf: scoped_leaf)
+    with pytest.raises(TypeError, match="must return a PyTreeSpec"):
+        spec_of([1]).transform(f_node=lambda node: None)
+    with pytest.raises(TypeError, match="must return a PyTreeSpec"):
+        spec_of([1]).transform(f_leaf=lambda leaf: 0)
+    ns2 = "ns-transform-2"
+    with optree_core.dict_insertion_ordered(True, namespace=ns2):
+        ordered = spec_of({"b": 1, "a": 2}, namespace=ns2)
+        built = optree_core.treespec_dict({"b": LEAF, "a": LEAF}, namespace=ns2)
+    assert ordered.namespace == built.namespace == ns2  # dict order depends on the namespace
+    assert ordered == built and ordered.entries() == ["b", "a"]
+    assert spec_of([1]).transform(f_leaf=lambda leaf: ordered).namespace == ns2

@@ -209,7 +209,9 @@ class Flattener {
         none_is_leaf_(none_is_leaf),
         one_level_(one_level),
         ns_(ns),
-        dict_insertion_ordered_(PyTreeTypeRegistry::Instance().IsDictInsertionOrdered(ns)) {}
+        dict_insertion_ordered_(PyTreeTypeRegistry::Instance().IsDictInsertionOrdered(ns)),
+        namespace_orders_dicts_(
+            !ns.empty() && PyTreeTypeRegistry::Instance().IsDictInsertionOrdered(ns, false)) {}
 
   void Run(nb::handle tree) {
     // Size the traversal like the previous tree: repeated flattens of one structure then
@@ -349,7 +351,10 @@ class Flattener {
       case PyTreeKind::kList: {
         node.arity = PyList_GET_SIZE(obj);
         for (Py_ssize_t i = 0; i < node.arity; ++i) {
-          if (i >= PyList_GET_SIZE(obj)) RaiseMutated("list", obj);
+          if (i >= PyList_GET_SIZE(obj)) {  // Shrunk by is_leaf or a flatten function.
+            RaisePython(PyExc_IndexError, "list index out of range: the list shrank while it "
+                                          "was being flattened: " + SafeRepr(obj) + ".");
+          }
           nb::object child = nb::borrow(PyList_GET_ITEM(obj, i));
           Child(child.ptr(), depth, nullptr, i);
         }
@@ -358,9 +363,11 @@ class Flattener {
       }
       case PyTreeKind::kDict:
         SortedDictChildren(obj, node, depth);
+        used_namespace_ = used_namespace_ || namespace_orders_dicts_;
         break;
       case PyTreeKind::kDefaultDict: {
         SortedDictChildren(obj, node, depth);
+        used_namespace_ = used_namespace_ || namespace_orders_dicts_;
         nb::object factory = nb::borrow(obj).attr("default_factory");
         node.node_data = nb::make_tuple(factory, node.node_data);
         break;
@@ -397,7 +404,7 @@ class Flattener {
       case PyTreeKind::kCustom: {
         // Hold the registration: the flatten function may unregister its own type.
         node.custom = reg->shared_from_this();
-        if (!node.custom->ns.empty()) used_namespace_ = true;
+        used_namespace_ = true;
         detail::CustomFlattened flat = detail::CallCustomFlatten(*node.custom, obj);
         node.arity = PyTuple_GET_SIZE(flat.children.ptr());
         const bool has_entries = !flat.entries.is_none();
@@ -425,13 +432,16 @@ class Flattener {
   std::uint64_t last_leaf_version_ = 0;
 
  public:
-  // Whether a custom node registered in the (non-global) namespace was met: the spec records
-  // the namespace only then, as optree does.
+  // Whether a custom node was met: the spec records the namespace only then, as optree does
+  // (the namespace decides how its custom nodes flatten; other nodes flatten the same anywhere).
   bool used_namespace_ = false;
 
  private:
   const std::string& ns_;
   bool dict_insertion_ordered_;
+  // The namespace itself (not the global setting) keeps dicts in insertion order: a spec with a
+  // dict then depends on the namespace and records it, as optree does.
+  bool namespace_orders_dicts_;
   std::vector<nb::object> path_;
 };
 

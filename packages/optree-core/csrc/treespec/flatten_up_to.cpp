@@ -93,6 +93,7 @@ class UpToFlattener {
   }
 
   void Recurse(Py_ssize_t index, PyObject* obj) {
+    CheckWalkDepth(stack_.size());
     const Node& node = spec_.traversal()[index];
     switch (node.kind) {
       case PyTreeKind::kLeaf:

@@ -33,12 +33,15 @@ std::string MappingBody(nb::handle keys, const std::vector<std::string>& childre
   return "{" + Join(items) + "}";
 }
 
-std::string NodeRepr(const PyTreeSpec& spec, Py_ssize_t index) {
+std::string NodeRepr(const PyTreeSpec& spec, Py_ssize_t index, size_t depth = 0) {
+  CheckWalkDepth(depth);
   const Node& node = spec.traversal()[index];
   if (node.kind == PyTreeKind::kLeaf) return "*";
   if (node.kind == PyTreeKind::kNone) return "None";
   std::vector<std::string> children;
-  for (Py_ssize_t child : spec.ChildIndices(index)) children.push_back(NodeRepr(spec, child));
+  for (Py_ssize_t child : spec.ChildIndices(index)) {
+    children.push_back(NodeRepr(spec, child, depth + 1));
+  }
   switch (node.kind) {
     case PyTreeKind::kTuple:
       return "(" + Join(children) + (node.arity == 1 ? ",)" : ")");
@@ -64,9 +67,21 @@ std::string NodeRepr(const PyTreeSpec& spec, Py_ssize_t index) {
     case PyTreeKind::kStructSequence: {
       const bool structseq = node.kind == PyTreeKind::kStructSequence;
       nb::object fields = node.node_data.attr(structseq ? "__match_args__" : "_fields");
+      if (!structseq && nb::len(fields) != static_cast<size_t>(node.arity)) {
+        // The class's _fields was reassigned after the spec was made.
+        RaisePython(PyExc_ValueError,
+                    "The fields of namedtuple " + TypeQualName(node.node_data, false) + " (" +
+                        SafeRepr(fields) + ") no longer match the arity of its PyTreeSpec "
+                        "node (" + std::to_string(node.arity) + ").");
+      }
       std::vector<std::string> items;
+      // A PyStructSequence's unnamed slots (os.stat_result's 7-9) are not in __match_args__,
+      // which lists the named ones first; they print as <unnamed@index>.
+      const Py_ssize_t named = static_cast<Py_ssize_t>(nb::len(fields));
       for (Py_ssize_t i = 0; i < node.arity; ++i) {
-        items.push_back(nb::cast<std::string>(nb::str(fields[i])) + "=" + children[i]);
+        std::string name = i < named ? nb::cast<std::string>(nb::str(fields[i]))
+                                     : "<unnamed@" + std::to_string(i) + ">";
+        items.push_back(name + "=" + children[i]);
       }
       return TypeQualName(node.node_data, structseq) + "(" + Join(items) + ")";
     }

@@ -1,4 +1,7 @@
 // Equality and hashing of treespecs.
+#include <algorithm>
+#include <vector>
+
 #include "optree_core/exceptions.h"
 #include "optree_core/hashing.h"
 #include "optree_core/treespec.h"
@@ -7,10 +10,12 @@ namespace optree_core {
 
 namespace {
 
+// An unset field (a spec rebuilt from a pickle) equals None (a spec from flattening).
 bool ObjectsEqual(const nb::object& a, const nb::object& b) {
-  if (a.is_valid() != b.is_valid()) return false;
-  if (!a.is_valid() || a.ptr() == b.ptr()) return true;
-  int eq = PyObject_RichCompareBool(a.ptr(), b.ptr(), Py_EQ);
+  PyObject* x = a.is_valid() ? a.ptr() : Py_None;
+  PyObject* y = b.is_valid() ? b.ptr() : Py_None;
+  if (x == y) return true;
+  int eq = PyObject_RichCompareBool(x, y, Py_EQ);
   if (eq < 0) throw nb::python_error();
   return eq != 0;
 }
@@ -42,6 +47,11 @@ bool PyTreeSpec::Equal(const PyTreeSpec& other) const {
   if (traversal_.size() != other.traversal_.size() || none_is_leaf_ != other.none_is_leaf_) {
     return false;
   }
+  // An empty namespace (no custom node, or only global ones) matches any namespace; the hash
+  // leaves the namespace out so that equal specs hash equally.
+  if (!namespace_.empty() && !other.namespace_.empty() && namespace_ != other.namespace_) {
+    return false;
+  }
   for (size_t i = 0; i < traversal_.size(); ++i) {
     const Node& a = traversal_[i];
     const Node& b = other.traversal_[i];
@@ -59,6 +69,14 @@ bool PyTreeSpec::Equal(const PyTreeSpec& other) const {
 }
 
 Py_hash_t PyTreeSpec::Hash() const {
+  // A spec reachable from its own metadata is hashed once per walk: re-entering it adds a
+  // constant instead of recursing forever (the same guard as repr's "...").
+  static thread_local std::vector<const PyTreeSpec*> hashing;
+  if (std::find(hashing.begin(), hashing.end(), this) != hashing.end()) return kNumPyTreeKinds;
+  hashing.push_back(this);
+  struct Pop {
+    ~Pop() { hashing.pop_back(); }
+  } pop;
   Py_hash_t seed = static_cast<Py_hash_t>(traversal_.size()) * 2 + (none_is_leaf_ ? 1 : 0);
   for (const Node& node : traversal_) {
     HashCombine(seed, static_cast<Py_hash_t>(node.kind));

@@ -9,47 +9,88 @@
 namespace optree_core {
 
 namespace {
-constexpr int kStateVersion = 1;
+
+// The layout of optree's PyTreeSpec state, so that specs pickled by either package load in
+// the other: (node_states, none_is_leaf, namespace), each node state
+// (kind, arity, node_data, node_entries, custom type, num_leaves, num_nodes, original_keys)
+// with original_keys a dict of a dict node's keys in insertion order (None for other kinds).
+// optree-core 0.1 wrote (1, node_states, none_is_leaf, namespace) with original_keys a list
+// (or None when insertion order was the sorted order); FromState still reads that.
+constexpr int kLegacyStateVersion = 1;
+
+nb::handle DictKeysOf(const Node& node) {
+  return node.kind == PyTreeKind::kDefaultDict ? nb::handle(PyTuple_GET_ITEM(node.node_data.ptr(), 1))
+                                               : nb::handle(node.node_data);
 }
+
+nb::list CopyList(nb::handle list) { return nb::steal<nb::list>(PySequence_List(list.ptr())); }
+
+// node_data with its mutable key list copied, so a state and a spec never share one.
+nb::object CopyNodeData(PyTreeKind kind, const nb::object& data) {
+  switch (kind) {
+    case PyTreeKind::kDict:
+    case PyTreeKind::kOrderedDict:
+      return CopyList(data);
+    case PyTreeKind::kDefaultDict:
+      return nb::make_tuple(nb::handle(PyTuple_GET_ITEM(data.ptr(), 0)),
+                            CopyList(PyTuple_GET_ITEM(data.ptr(), 1)));
+    default:
+      return data.is_valid() ? data : nb::none();
+  }
+}
+
+}  // namespace
 
 nb::tuple PyTreeSpec::GetState() const {
   nb::list nodes;
   for (const Node& node : traversal_) {
-    auto opt = [](const nb::object& o) { return o.is_valid() ? o : nb::none(); };
     nb::object original_keys = nb::none();
-    if (!node.insertion_order.empty()) {
-      nb::handle keys = node.kind == PyTreeKind::kDefaultDict
-                            ? nb::handle(PyTuple_GET_ITEM(node.node_data.ptr(), 1))
-                            : nb::handle(node.node_data);
-      nb::list original;
-      for (Py_ssize_t i : node.insertion_order) original.append(keys[i]);
+    if (node.kind == PyTreeKind::kDict || node.kind == PyTreeKind::kDefaultDict) {
+      nb::handle keys = DictKeysOf(node);
+      nb::dict original;
+      for (Py_ssize_t j = 0; j < node.arity; ++j) {
+        original[keys[node.insertion_order.empty() ? j : node.insertion_order[j]]] = nb::none();
+      }
       original_keys = std::move(original);
     }
-    nodes.append(nb::make_tuple(static_cast<int>(node.kind), node.arity, opt(node.node_data),
-                                opt(node.node_entries),
+    nodes.append(nb::make_tuple(static_cast<int>(node.kind), node.arity,
+                                CopyNodeData(node.kind, node.node_data),
+                                node.node_entries.is_valid() ? node.node_entries : nb::none(),
                                 node.custom ? node.custom->type : nb::none(), node.num_leaves,
                                 node.num_nodes, original_keys));
   }
-  return nb::make_tuple(kStateVersion, nb::tuple(nodes), none_is_leaf_,
-                        nb::str(namespace_.c_str()));
+  return nb::make_tuple(nb::tuple(nodes), none_is_leaf_, nb::str(namespace_.c_str()));
 }
 
 PyTreeSpec PyTreeSpec::FromState(nb::handle state) {
+  // A malformed state is a RuntimeError, as in optree (it is not the caller's argument error
+  // but a corrupt or foreign pickle).
   auto bad = [&](const std::string& why) {
-    RaisePython(PyExc_ValueError, "Malformed pickled PyTreeSpec state (" + why + "): " +
-                                      SafeRepr(state) + ".");
+    RaisePython(PyExc_RuntimeError, "Malformed pickled PyTreeSpec state (" + why + "): " +
+                                        SafeRepr(state) + ".");
   };
-  if (!PyTuple_Check(state.ptr()) || PyTuple_GET_SIZE(state.ptr()) != 4) bad("not a 4-tuple");
+  if (!PyTuple_Check(state.ptr())) bad("not a tuple");
   nb::tuple st = nb::borrow<nb::tuple>(state);
-  if (!nb::isinstance<nb::int_>(st[0]) || nb::cast<int>(st[0]) != kStateVersion) {
-    bad("unknown version");
+  const bool legacy = PyTuple_GET_SIZE(st.ptr()) == 4 && PyLong_CheckExact(st[0].ptr()) &&
+                      nb::cast<int>(st[0]) == kLegacyStateVersion;
+  if (!legacy && PyTuple_GET_SIZE(st.ptr()) != 3) bad("not a 3-tuple");
+  const Py_ssize_t first = legacy ? 1 : 0;
+  if (!PyTuple_Check(st[first].ptr()) || !PyBool_Check(st[first + 1].ptr()) ||
+      !PyUnicode_Check(st[first + 2].ptr())) {
+    bad("not (node states, none_is_leaf, namespace)");
   }
-  const bool none_is_leaf = nb::cast<bool>(st[2]);
-  const std::string ns = nb::cast<std::string>(st[3]);
+  const bool none_is_leaf = nb::cast<bool>(st[first + 1]);
+  const std::string ns = nb::cast<std::string>(st[first + 2]);
   NodeTraversal traversal;
-  for (nb::handle item : st[1]) {
-    if (!PyTuple_Check(item.ptr()) || PyTuple_GET_SIZE(item.ptr()) != 8) bad("node not an 8-tuple");
+  for (nb::handle item : st[first]) {
+    if (!PyTuple_Check(item.ptr()) ||
+        (PyTuple_GET_SIZE(item.ptr()) != 7 && PyTuple_GET_SIZE(item.ptr()) != 8)) {
+      bad("a node state is not a 7- or 8-tuple");
+    }
     nb::tuple t = nb::borrow<nb::tuple>(item);
+    for (int field : {0, 1, 5, 6}) {
+      if (!PyLong_Check(t[field].ptr())) bad("a node's kind or counts are not integers");
+    }
     Node node;
     int kind = nb::cast<int>(t[0]);
     if (kind < 0 || kind >= kNumPyTreeKinds) bad("unknown node kind");
@@ -59,7 +100,12 @@ PyTreeSpec PyTreeSpec::FromState(nb::handle state) {
       node.node_data = nb::borrow(t[2]);
     }
     if (!t[3].is_none()) node.node_entries = nb::borrow(t[3]);
-    nb::object original_keys = t[7].is_none() ? nb::object() : nb::borrow(t[7]);
+    // Dict nodes name their keys in insertion order (a dict, or a list in the legacy layout).
+    nb::object original_keys;
+    if (PyTuple_GET_SIZE(t.ptr()) == 8 && !t[7].is_none()) {
+      if (!PyDict_Check(t[7].ptr()) && !PyList_Check(t[7].ptr())) bad("original dict keys");
+      original_keys = CopyList(t[7]);
+    }
     node.num_leaves = nb::cast<Py_ssize_t>(t[5]);
     node.num_nodes = nb::cast<Py_ssize_t>(t[6]);
     if (node.arity < 0 || node.num_nodes < 1 ||
@@ -89,9 +135,16 @@ PyTreeSpec PyTreeSpec::FromState(nb::handle state) {
         PyObject* type = node.node_data.is_valid() ? node.node_data.ptr() : nullptr;
         if (type == nullptr || !PyType_Check(type)) bad("namedtuple/structseq type");
         auto* t = reinterpret_cast<PyTypeObject*>(type);
-        if (node.kind == PyTreeKind::kNamedTuple ? !IsNamedTupleClass(t)
-                                                 : !IsStructSequenceClass(t)) {
+        const bool named = node.kind == PyTreeKind::kNamedTuple;
+        if (named ? !IsNamedTupleClass(t) : !IsStructSequenceClass(t)) {
           bad("not a namedtuple/structseq type");
+        }
+        const Py_ssize_t fields =
+            named ? static_cast<Py_ssize_t>(nb::len(nb::object(node.node_data.attr("_fields"))))
+                  : nb::cast<Py_ssize_t>(node.node_data.attr("n_sequence_fields"));
+        if (fields != node.arity) {
+          bad("the field count of " + SafeRepr(node.node_data) + ", " + std::to_string(fields) +
+              ", does not match the arity of its node, " + std::to_string(node.arity));
         }
         break;
       }
@@ -105,29 +158,42 @@ PyTreeSpec PyTreeSpec::FromState(nb::handle state) {
          PyTuple_GET_SIZE(node.node_entries.ptr()) != node.arity)) {
       bad("custom node entries");
     }
+    if (node.kind == PyTreeKind::kDict || node.kind == PyTreeKind::kOrderedDict ||
+        node.kind == PyTreeKind::kDefaultDict) {
+      node.node_data = CopyNodeData(node.kind, node.node_data);  // never share the caller's list
+    }
     if (original_keys.is_valid()) {
-      if (!PyList_CheckExact(original_keys.ptr()) ||
-          PyList_GET_SIZE(original_keys.ptr()) != node.arity ||
+      if (PyList_GET_SIZE(original_keys.ptr()) != node.arity ||
           (node.kind != PyTreeKind::kDict && node.kind != PyTreeKind::kDefaultDict)) {
         bad("original dict keys");
       }
-      nb::handle keys = node.kind == PyTreeKind::kDefaultDict
-                            ? nb::handle(PyTuple_GET_ITEM(node.node_data.ptr(), 1))
-                            : nb::handle(node.node_data);
+      nb::handle keys = DictKeysOf(node);
       nb::dict position;
-      for (Py_ssize_t i = 0; i < node.arity; ++i) position[keys[i]] = nb::int_(i);
+      try {
+        for (Py_ssize_t i = 0; i < node.arity; ++i) position[keys[i]] = nb::int_(i);
+      } catch (nb::python_error& e) {
+        if (!e.matches(PyExc_TypeError)) throw;
+        bad("unhashable dict keys");
+      }
       if (static_cast<Py_ssize_t>(nb::len(position)) != node.arity) bad("duplicate dict keys");
+      bool identity = true;
       for (nb::handle key : original_keys) {
         if (!position.contains(key)) bad("original dict keys differ from the keys");
         node.insertion_order.push_back(nb::cast<Py_ssize_t>(position[key]));
+        identity = identity && node.insertion_order.back() ==
+                                   static_cast<Py_ssize_t>(node.insertion_order.size()) - 1;
       }
+      if (identity) node.insertion_order.clear();  // As flattening stores it.
     }
     if (node.kind == PyTreeKind::kCustom) {
       nb::handle type = t[4];
       if (!PyType_Check(type.ptr())) bad("custom node without a type");
       const PyTreeTypeRegistration* reg = PyTreeTypeRegistry::Instance().Lookup(
           reinterpret_cast<PyTypeObject*>(type.ptr()), ns);
-      if (reg == nullptr || reg->kind != PyTreeKind::kCustom) {
+      if (reg != nullptr && reg->kind != PyTreeKind::kCustom) {
+        bad("the custom type " + SafeRepr(type) + " is a built-in node type");
+      }
+      if (reg == nullptr) {
         RaisePython(PyExc_ValueError, "Unknown custom type in pickled PyTreeSpec: " +
                                           SafeRepr(type) + " is not registered" +
                                           (ns.empty() ? "" : " in namespace '" + ns + "'") + ".");

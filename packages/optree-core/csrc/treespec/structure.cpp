@@ -65,15 +65,48 @@ PyTreeSpec PyTreeSpec::OneLevel() const {
   return PyTreeSpec(std::move(traversal), none_is_leaf_, namespace_);
 }
 
+namespace {
+
+// A spec that recorded no namespace resolved its custom nodes globally. Merging it into a spec of
+// namespace `ns` is sound only if `ns` resolves each of those types to the same registration
+// (a type registered only globally does); otherwise the result would claim `ns` while carrying
+// nodes that `ns` flattens differently.
+void CheckNamespaceAdoption(const NodeTraversal& nodes, const std::string& ns) {
+  if (ns.empty()) return;
+  const PyTreeTypeRegistry& registry = PyTreeTypeRegistry::Instance();
+  for (const Node& node : nodes) {
+    if (node.kind != PyTreeKind::kCustom) continue;
+    auto* type = reinterpret_cast<PyTypeObject*>(node.custom->type.ptr());
+    if (registry.Lookup(type, ns) != node.custom.get()) {
+      RaisePython(PyExc_ValueError,
+                  "Cannot merge a PyTreeSpec built in the global namespace into namespace " +
+                      SafeRepr(nb::str(ns.c_str())) + ": that namespace registers " +
+                      SafeRepr(node.custom->type) + " differently from the original "
+                      "registration its node was built with.");
+    }
+  }
+}
+
+// The namespace of a spec merged from `a` and `b` (which must agree unless one is empty),
+// after checking that the empty side can adopt it.
+std::string MergedNamespace(const PyTreeSpec& a, const PyTreeSpec& b) {
+  if (!a.ns().empty() && !b.ns().empty() && a.ns() != b.ns()) {
+    RaisePython(PyExc_ValueError, "PyTreeSpecs must have the same namespace, got " +
+                                      SafeRepr(nb::str(a.ns().c_str())) + " vs. " +
+                                      SafeRepr(nb::str(b.ns().c_str())) + ".");
+  }
+  if (a.ns().empty()) CheckNamespaceAdoption(a.traversal(), b.ns());
+  if (b.ns().empty()) CheckNamespaceAdoption(b.traversal(), a.ns());
+  return a.ns().empty() ? b.ns() : a.ns();
+}
+
+}  // namespace
+
 PyTreeSpec PyTreeSpec::Compose(const PyTreeSpec& inner) const {
   if (none_is_leaf_ != inner.none_is_leaf_) {
     RaisePython(PyExc_ValueError, "PyTreeSpecs must have the same none_is_leaf value.");
   }
-  if (!namespace_.empty() && !inner.namespace_.empty() && namespace_ != inner.namespace_) {
-    RaisePython(PyExc_ValueError, "PyTreeSpecs must have the same namespace, got " +
-                                      SafeRepr(nb::str(namespace_.c_str())) + " vs. " +
-                                      SafeRepr(nb::str(inner.namespace_.c_str())) + ".");
-  }
+  std::string ns = MergedNamespace(*this, inner);
   const Py_ssize_t inner_leaves = inner.num_leaves();
   const Py_ssize_t inner_nodes = inner.num_nodes();
   NodeTraversal traversal;
@@ -88,8 +121,7 @@ PyTreeSpec PyTreeSpec::Compose(const PyTreeSpec& inner) const {
       traversal.push_back(std::move(copy));
     }
   }
-  return PyTreeSpec(std::move(traversal), none_is_leaf_,
-                    namespace_.empty() ? inner.namespace_ : namespace_);
+  return PyTreeSpec(std::move(traversal), none_is_leaf_, std::move(ns));
 }
 
 namespace {
@@ -124,15 +156,7 @@ bool PairChildren(const PyTreeSpec& a, Py_ssize_t ia, const PyTreeSpec& b, Py_ss
   auto cb = b.ChildIndices(ib);
   if (IsDictLike(na.kind) && IsDictLike(nb_.kind)) {
     if (na.arity != nb_.arity) return false;
-    if (na.kind == PyTreeKind::kDefaultDict && nb_.kind == PyTreeKind::kDefaultDict &&
-        !NodeDataEqual(na, nb_)) {
-      // Two defaultdicts also agree on their factory (and keys).
-      PyObject* fa = PyTuple_GET_ITEM(na.node_data.ptr(), 0);
-      PyObject* fb = PyTuple_GET_ITEM(nb_.node_data.ptr(), 0);
-      int eq = PyObject_RichCompareBool(fa, fb, Py_EQ);
-      if (eq < 0) throw nb::python_error();
-      if (!eq) return false;
-    }
+    // Keys alone decide, as in tree_map: a defaultdict's factory is ignored (optree too).
     nb::dict position;
     PyObject* keys_b = DictKeys(nb_);
     for (Py_ssize_t j = 0; j < nb_.arity; ++j) {
@@ -149,18 +173,23 @@ bool PairChildren(const PyTreeSpec& a, Py_ssize_t ia, const PyTreeSpec& b, Py_ss
     }
     return true;
   }
-  if (!NodeDataEqual(na, nb_)) return false;
+  // A deque's maxlen does not change how its children are laid out, so prefixes (and
+  // broadcasting) ignore it, as optree does; equality still compares it.
+  const bool deques = na.kind == PyTreeKind::kDeque && nb_.kind == PyTreeKind::kDeque;
+  if (deques ? na.arity != nb_.arity : !NodeDataEqual(na, nb_)) return false;
   for (Py_ssize_t i = 0; i < na.arity; ++i) pairs.emplace_back(ca[i], cb[i]);
   return true;
 }
 
 // Whether the subtree of `a` at `ia` is a prefix of the subtree of `b` at `ib`.
-bool IsPrefixAt(const PyTreeSpec& a, Py_ssize_t ia, const PyTreeSpec& b, Py_ssize_t ib) {
+bool IsPrefixAt(const PyTreeSpec& a, Py_ssize_t ia, const PyTreeSpec& b, Py_ssize_t ib,
+                size_t depth = 0) {
+  CheckWalkDepth(depth);
   if (a.traversal()[ia].kind == PyTreeKind::kLeaf) return true;
   absl::InlinedVector<std::pair<Py_ssize_t, Py_ssize_t>, 8> pairs;
   if (!PairChildren(a, ia, b, ib, pairs)) return false;
   for (const auto& [x, y] : pairs) {
-    if (!IsPrefixAt(a, x, b, y)) return false;
+    if (!IsPrefixAt(a, x, b, y, depth + 1)) return false;
   }
   return true;
 }
@@ -196,6 +225,7 @@ std::string DescribeNode(const Node& node) {
 // `path` holds the entries from the roots to the current pair of nodes (for error messages).
 void CommonSuffix(const PyTreeSpec& a, Py_ssize_t ia, const PyTreeSpec& b, Py_ssize_t ib,
                   NodeTraversal& out, std::vector<nb::object>& path) {
+  CheckWalkDepth(path.size());
   const Node& na = a.traversal()[ia];
   const Node& nb_ = b.traversal()[ib];
   if (na.kind == PyTreeKind::kLeaf) {
@@ -239,11 +269,11 @@ PyTreeSpec PyTreeSpec::BroadcastToCommonSuffix(const PyTreeSpec& other) const {
   if (none_is_leaf_ != other.none_is_leaf_) {
     RaisePython(PyExc_ValueError, "PyTreeSpecs must have the same none_is_leaf value.");
   }
+  std::string ns = MergedNamespace(*this, other);
   NodeTraversal out;
   std::vector<nb::object> path;
   CommonSuffix(*this, num_nodes() - 1, other, other.num_nodes() - 1, out, path);
-  return PyTreeSpec(std::move(out), none_is_leaf_,
-                    namespace_.empty() ? other.namespace_ : namespace_);
+  return PyTreeSpec(std::move(out), none_is_leaf_, std::move(ns));
 }
 
 nb::object PyTreeSpec::Walk(nb::handle f_node, nb::handle f_leaf, nb::handle leaves,
@@ -307,18 +337,33 @@ PyTreeSpec PyTreeSpec::ReplaceChildren(const std::vector<PyTreeSpec>& children) 
   }
   NodeTraversal traversal;
   Py_ssize_t leaves = 0;
+  // The result's namespace merges the root's and the children's; parts built in the global
+  // namespace must be able to adopt it (as for compose).
+  std::string ns = namespace_;
   for (const PyTreeSpec& child : children) {
     if (child.none_is_leaf_ != none_is_leaf_) {
       RaisePython(PyExc_ValueError, "PyTreeSpecs must have the same none_is_leaf value.");
     }
+    if (!child.namespace_.empty()) {
+      if (!ns.empty() && ns != child.namespace_) {
+        RaisePython(PyExc_ValueError, "PyTreeSpecs must have the same namespace, got " +
+                                          SafeRepr(nb::str(ns.c_str())) + " vs. " +
+                                          SafeRepr(nb::str(child.namespace_.c_str())) + ".");
+      }
+      ns = child.namespace_;
+    }
     traversal.insert(traversal.end(), child.traversal_.begin(), child.traversal_.end());
     leaves += child.num_leaves();
   }
+  for (const PyTreeSpec& child : children) {
+    if (child.namespace_.empty()) CheckNamespaceAdoption(child.traversal_, ns);
+  }
+  if (namespace_.empty()) CheckNamespaceAdoption(NodeTraversal{top_node}, ns);
   Node top = top_node;
   top.num_leaves = top.kind == PyTreeKind::kLeaf ? 1 : leaves;
   top.num_nodes = static_cast<Py_ssize_t>(traversal.size()) + 1;
   traversal.push_back(std::move(top));
-  return PyTreeSpec(std::move(traversal), none_is_leaf_, namespace_);
+  return PyTreeSpec(std::move(traversal), none_is_leaf_, std::move(ns));
 }
 
 PyTreeSpec PyTreeSpec::MakeLeaf(bool none_is_leaf) {
@@ -344,12 +389,19 @@ PyTreeSpec PyTreeSpec::MakeFromCollection(nb::handle collection, bool none_is_le
   NodeTraversal traversal;
   Node top = spec.root();
   if (top.kind == PyTreeKind::kLeaf) {
-    RaisePython(PyExc_ValueError, "Expected a collection of PyTreeSpecs, got a leaf: " +
-                                      SafeRepr(collection) + ".");
+    // As optree: a leaf "collection" gives the leaf spec, with a warning since it is most likely
+    // a mistake. A spec without custom nodes records no namespace.
+    const std::string message = "treespec_from_collection() got a leaf, " +
+                                SafeRepr(collection) + ", not a collection of PyTreeSpecs; "
+                                "returning the spec of a leaf.";
+    if (PyErr_WarnEx(PyExc_UserWarning, message.c_str(), 1) < 0) throw nb::python_error();
+    return MakeLeaf(none_is_leaf);
   }
   Py_ssize_t total_leaves = 0;
-  // Like flatten, the spec records a namespace only if a child uses a namespaced node.
-  std::string merged_ns;
+  // Like flatten, the spec records a namespace only if it has a custom node (the root's
+  // namespace comes from `spec`); children built in the global namespace adopt it if they can.
+  std::string merged_ns = spec.ns();
+  std::vector<const PyTreeSpec*> global_children;
   for (nb::handle child : leaves) {
     if (!nb::isinstance<PyTreeSpec>(child)) {
       RaisePython(PyExc_ValueError, "Expected a collection of PyTreeSpecs, got a child " +
@@ -368,10 +420,14 @@ PyTreeSpec PyTreeSpec::MakeFromCollection(nb::handle collection, bool none_is_le
                                           sub.Repr() + ".");
       }
       merged_ns = sub.namespace_;
+    } else {
+      global_children.push_back(&sub);
     }
     traversal.insert(traversal.end(), sub.traversal_.begin(), sub.traversal_.end());
     total_leaves += sub.num_leaves();
   }
+  for (const PyTreeSpec* sub : global_children) CheckNamespaceAdoption(sub->traversal_, merged_ns);
+  if (spec.ns().empty()) CheckNamespaceAdoption(spec.traversal_, merged_ns);
   top.num_leaves = total_leaves;
   top.num_nodes = static_cast<Py_ssize_t>(traversal.size()) + 1;
   traversal.push_back(std::move(top));

@@ -61,6 +61,7 @@ namespace {
 
 void CollectPaths(const PyTreeSpec& spec, Py_ssize_t index, std::vector<nb::object>& prefix,
                   nb::list& out) {
+  CheckWalkDepth(prefix.size());
   const Node& node = spec.traversal()[index];
   if (node.kind == PyTreeKind::kLeaf) {
     nb::object path = detail::TupleOf(prefix);
@@ -83,6 +84,7 @@ namespace {
 void CollectAccessors(const PyTreeSpec& spec, Py_ssize_t index, nb::handle entry_classes,
                       nb::handle accessor_type, nb::handle kinds,
                       std::vector<nb::object>& prefix, nb::list& out) {
+  CheckWalkDepth(prefix.size());
   const Node& node = spec.traversal()[index];
   if (node.kind == PyTreeKind::kLeaf) {
     nb::object path = detail::TupleOf(prefix);

@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -60,6 +61,12 @@ class PyTreeTypeRegistry {
     return dict_insertion_ordered_global_ || !insertion_ordered_namespaces_.empty();
   }
   void SetDictInsertionOrdered(bool mode, const std::string& ns);
+
+  // Registrations counted as optree's get_registry_size does: the global ones (built-ins
+  // included) plus those of `ns`, or of every namespace when `ns` is nullopt.
+  Py_ssize_t Size(const std::optional<std::string>& ns) const;
+  // (type, namespace) of every registration, built-ins first ("" is the global namespace).
+  std::vector<std::pair<nb::object, std::string>> Keys() const;
 
   // Bumped by every change, so lookups cached by callers can be validated cheaply.
   std::uint64_t version() const { return version_; }

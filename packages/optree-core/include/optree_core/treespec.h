@@ -11,6 +11,7 @@
 #include <utility>
 #include <vector>
 
+#include "optree_core/exceptions.h"
 #include "optree_core/kind.h"
 #include "optree_core/registry.h"
 
@@ -22,6 +23,17 @@ namespace nb = nanobind;
 // 1000 (as optree, and as Python's default recursion limit) leaves a wide C-stack margin for
 // every recursive operation (repr included) even in threads with small stacks.
 constexpr Py_ssize_t kMaxRecursionDepth = 1000;
+
+// Recursive walks over a spec check each level they descend: a spec deeper than
+// kMaxRecursionDepth (only composing specs can build one) raises RecursionError instead of
+// overflowing the C stack.
+inline void CheckWalkDepth(size_t depth) {
+  if (depth > static_cast<size_t>(kMaxRecursionDepth)) {
+    RaisePython(PyExc_RecursionError,
+                "Maximum recursion depth exceeded while walking a PyTreeSpec (deeper than " +
+                    std::to_string(kMaxRecursionDepth) + " levels).");
+  }
+}
 
 struct Node {
   PyTreeKind kind = PyTreeKind::kLeaf;
@@ -108,6 +120,11 @@ class PyTreeSpec {
   // --- serialization.cpp ------------------------------------------------------------------
   nb::tuple GetState() const;
   static PyTreeSpec FromState(nb::handle state);
+
+  // --- gc.cpp -----------------------------------------------------------------------------
+  // tp_traverse / tp_clear of the Python type (bound in module.cpp).
+  static int TpTraverse(PyObject* self, visitproc visit, void* arg);
+  static int TpClear(PyObject* self);
 
   // --- accessors --------------------------------------------------------------------------
   const NodeTraversal& traversal() const { return traversal_; }

@@ -7,6 +7,18 @@ MAX_RECURSION_DEPTH: int = 1000
 
 BUILD_INFO: dict = ...
 
+Py_DEBUG: bool = False
+
+Py_GIL_DISABLED: bool = False
+
+OPTREE_HAS_FROZENDICT: bool = False
+
+OPTREE_HAS_SUBINTERPRETER_SUPPORT: bool = False
+
+PYBIND11_HAS_NATIVE_ENUM: bool = True
+
+PYBIND11_HAS_SUBINTERPRETER_SUPPORT: bool = False
+
 class PyTreeKind(enum.IntEnum):
     """
     The kind of a pytree node: an IntEnum numbered as optree's.
@@ -44,6 +56,8 @@ class PyTreeKind(enum.IntEnum):
     STRUCTSEQUENCE = 10
 
     FROZENDICT = 11
+
+    NUM_KINDS: int = 12
 
 class PyTreeSpec:
     """
@@ -86,11 +100,11 @@ class PyTreeSpec:
 
     def entries(self) -> list: ...
 
-    def entry(self, index: int) -> object: ...
+    def entry(self, index: object) -> object: ...
 
     def children(self) -> list[PyTreeSpec]: ...
 
-    def child(self, index: int) -> PyTreeSpec: ...
+    def child(self, index: object) -> PyTreeSpec: ...
 
     def one_level(self) -> object: ...
 
@@ -139,6 +153,10 @@ class PyTreeSpec:
 
     def __reduce__(self) -> tuple: ...
 
+    def __getstate__(self) -> tuple: ...
+
+    def __setstate__(self, state: object) -> None: ...
+
     def __copy__(self) -> PyTreeSpec: ...
 
     def __deepcopy__(self, memo: object | None) -> PyTreeSpec: ...
@@ -172,3 +190,5 @@ def set_dict_insertion_ordered(mode: bool, namespace: str = '') -> None: ...
 def is_namedtuple_class(arg: object, /) -> bool: ...
 
 def is_structseq_class(arg: object, /) -> bool: ...
+
+def get_registry_size(namespace: str | None = None) -> int: ...

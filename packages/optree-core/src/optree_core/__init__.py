@@ -10,7 +10,18 @@
 
 import atexit as _atexit
 
-from optree_core import _C, accessors, dataclasses, functools, integration, ops, registry, typing
+from optree_core import (
+    _C,
+    accessors,
+    dataclasses,
+    functools,
+    integration,
+    ops,
+    registry,
+    typing,
+    utils,
+)
+from optree_core._alias import install_as_optree
 from optree_core._C import BUILD_INFO
 from optree_core.accessors import (
     AutoEntry,
@@ -129,6 +140,7 @@ PyTreeSpec.transform = treespec_transform  # type: ignore[attr-defined]
 
 __all__ = [
     "BUILD_INFO",
+    "install_as_optree",
     "AutoEntry",
     "DataclassEntry",
     "FlattenedEntry",
@@ -233,5 +245,6 @@ __all__ = [
     "ops",
     "registry",
     "typing",
+    "utils",
     "__version__",
 ]

@@ -22,12 +22,13 @@ from __future__ import annotations
 import functools
 import operator
 from collections import OrderedDict, defaultdict, deque
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any, NamedTuple
 
 from optree_core import _C
 from optree_core._C import PyTreeKind, PyTreeSpec
-from optree_core.accessors import ENTRY_CLASSES, KINDS, PyTreeAccessor
+from optree_core.accessors import ENTRY_CLASSES, KINDS, PyTreeAccessor, PyTreeEntry
+from optree_core.utils import total_order_sorted
 
 __all__ = [
     "MAX_RECURSION_DEPTH",
@@ -101,6 +102,9 @@ __all__ = [
 MAX_RECURSION_DEPTH: int = _C.MAX_RECURSION_DEPTH
 NONE_IS_NODE: bool = False
 NONE_IS_LEAF: bool = True
+
+# The dict types that flatten to mapping nodes (their children are matched by key).
+STANDARD_DICT_TYPES: frozenset[type] = frozenset({dict, OrderedDict, defaultdict})
 
 _MISSING: Any = object()
 
@@ -223,7 +227,7 @@ def tree_iter(
     *,
     none_is_leaf: bool = False,
     namespace: str = "",
-) -> Iterable[Any]:
+) -> Iterator[Any]:
     """An iterator over the leaves of a tree, in flatten order.
 
     Args:
@@ -235,10 +239,42 @@ def tree_iter(
         namespace: The namespace whose custom node registrations apply ('' for the global ones
             only).
 
+    The walk is lazy: a node is taken apart only when the iteration reaches it, so a leaf is
+    found without flattening the rest of the tree, and the iterator may itself be stored in the
+    part of the tree it has not reached yet (it is then one of the leaves).
+
         >>> list(tree_iter({'b': 2, 'a': (1, None)}))
         [1, 2]
     """
-    return iter(_C.flatten(tree, is_leaf, none_is_leaf, namespace)[0])
+    return _iter_leaves(tree, is_leaf, none_is_leaf, namespace)
+
+
+def _iter_leaves(tree: Any, is_leaf: Callable[[Any], bool] | None, none_is_leaf: bool,
+                 namespace: str) -> Iterator[Any]:
+    # The dict order in effect when tree_iter was called holds for the whole walk, even if the
+    # iteration goes on outside that dict_insertion_ordered context.
+    insertion_ordered = _C.is_dict_insertion_ordered(namespace)
+    return _walk_leaves(tree, is_leaf, none_is_leaf, namespace, insertion_ordered)
+
+
+def _walk_leaves(tree: Any, is_leaf: Callable[[Any], bool] | None, none_is_leaf: bool,
+                 namespace: str, insertion_ordered: bool) -> Iterator[Any]:
+    pending = [(tree, 0)]  # (node, depth), the next node to visit last
+    while pending:
+        node, depth = pending.pop()
+        if _C.is_leaf(node, is_leaf, none_is_leaf, namespace):
+            yield node
+            continue
+        if depth >= MAX_RECURSION_DEPTH:
+            raise RecursionError(f"tree_iter: the tree is deeper than {MAX_RECURSION_DEPTH} "
+                                 f"levels (is it cyclic?).")
+        # is_leaf already said no: do not ask it again for this node.
+        children, _, keys, kind, _ = _C.flatten_one_level(node, None, none_is_leaf, namespace)
+        if (kind in (PyTreeKind.DICT, PyTreeKind.DEFAULTDICT)
+                and _C.is_dict_insertion_ordered(namespace) != insertion_ordered):
+            keys = list(node) if insertion_ordered else total_order_sorted(node)
+            children = [node[key] for key in keys]
+        pending.extend((child, depth + 1) for child in reversed(children))
 
 
 def tree_leaves(
@@ -679,24 +715,66 @@ def tree_transpose(
     """
     if outer_treespec.none_is_leaf != inner_treespec.none_is_leaf:
         raise ValueError("Tree structures must have the same none_is_leaf value.")
+    if outer_treespec.namespace and inner_treespec.namespace and (
+            outer_treespec.namespace != inner_treespec.namespace):
+        raise ValueError(f"Tree structures must have the same namespace (or none); got "
+                         f"{outer_treespec.namespace!r} and {inner_treespec.namespace!r}.")
     outer_size, inner_size = outer_treespec.num_leaves, inner_treespec.num_leaves
     if outer_size == 0 or inner_size == 0:
         raise ValueError("Tree structures must have at least one leaf; got "
                          f"{outer_treespec} and {inner_treespec}.")
     namespace = outer_treespec.namespace or inner_treespec.namespace
-    # Each subtree under an outer leaf must hold inner_size leaves (their containers may differ,
-    # as in optree: a tuple may stand where the inner spec has a list).
-    subtrees = outer_treespec.flatten_up_to(tree)
-    grid = []
-    for path, subtree in zip(outer_treespec.paths(), subtrees):
-        leaves = tree_leaves(subtree, is_leaf, none_is_leaf=outer_treespec.none_is_leaf,
-                             namespace=namespace)
-        if len(leaves) != inner_size:
-            raise TypeError(f"Tree structure mismatch at outer path {path!r}: expected a subtree "
-                            f"with {inner_size} leaves ({inner_treespec}), got {subtree!r}.")
-        grid.append(leaves)
+    grid = _transpose_grid(outer_treespec, inner_size, tree, is_leaf, namespace)
+    if grid is None:
+        raise TypeError(_transpose_mismatch(outer_treespec, inner_treespec, tree, is_leaf,
+                                            namespace))
     subtrees = [outer_treespec.unflatten(column) for column in zip(*grid)]
     return inner_treespec.unflatten(subtrees)
+
+
+def _transpose_grid(outer_treespec: PyTreeSpec, inner_size: int, tree: Any,
+                    is_leaf: Callable[[Any], bool] | None,
+                    namespace: str) -> list[list[Any]] | None:
+    """The leaves of ``tree``, inner_size per outer leaf, or None if they do not divide so.
+
+    Subtrees are matched to the outer spec by key (flatten_up_to), and their containers may
+    differ from the inner spec (a tuple where it has a list). Where the outer part itself differs
+    (a custom node whose metadata changed when its leaves became subtrees), optree only checks
+    the leaf count and takes them in order; so does this, as a fallback.
+    """
+    none_is_leaf = outer_treespec.none_is_leaf
+    try:
+        subtrees = outer_treespec.flatten_up_to(tree)
+    except ValueError:
+        leaves = tree_leaves(tree, is_leaf, none_is_leaf=none_is_leaf, namespace=namespace)
+        if len(leaves) != outer_treespec.num_leaves * inner_size:
+            return None
+        return [leaves[start:start + inner_size] for start in range(0, len(leaves), inner_size)]
+    grid = [tree_leaves(subtree, is_leaf, none_is_leaf=none_is_leaf, namespace=namespace)
+            for subtree in subtrees]
+    return grid if all(len(leaves) == inner_size for leaves in grid) else None
+
+
+def _transpose_mismatch(outer_treespec: PyTreeSpec, inner_treespec: PyTreeSpec, tree: Any,
+                        is_leaf: Callable[[Any], bool] | None, namespace: str) -> str:
+    """Says where ``tree`` departs from ``outer_treespec.compose(inner_treespec)``."""
+    # Composing first refuses specs whose namespaces cannot merge (ValueError), as optree does.
+    outer_treespec.compose(inner_treespec)
+    num_leaves = len(tree_leaves(tree, is_leaf, none_is_leaf=outer_treespec.none_is_leaf,
+                                 namespace=namespace))
+    summary = (f"Tree structure mismatch: expected {outer_treespec.num_leaves} x "
+               f"{inner_treespec.num_leaves} leaves ({outer_treespec} of {inner_treespec}), got "
+               f"{num_leaves}")
+    try:
+        subtrees = outer_treespec.flatten_up_to(tree)
+    except ValueError as exc:
+        return f"{summary}: {exc}"
+    for path, subtree in zip(outer_treespec.paths(), subtrees):
+        count = len(tree_leaves(subtree, is_leaf, none_is_leaf=outer_treespec.none_is_leaf,
+                                namespace=namespace))
+        if count != inner_treespec.num_leaves:
+            return f"{summary}: the subtree at outer path {path!r} has {count}: {subtree!r}."
+    return f"{summary}."
 
 
 def tree_transpose_map(
@@ -740,7 +818,13 @@ def _transpose_results(outer: PyTreeSpec, results: list[Any], inner_treespec: Py
             raise ValueError("The outer structure must have at least one leaf.")
         inner_treespec = tree_structure(results[0], none_is_leaf=none_is_leaf,
                                         namespace=namespace)
-    return tree_transpose(outer, inner_treespec, outer.unflatten(results))
+    if inner_treespec.num_leaves == 0:
+        raise ValueError(f"The inner structure must have at least one leaf; got "
+                         f"{inner_treespec}.")
+    # The inner spec is a prefix of each result: what sits at its leaves (None, a list...) is
+    # carried over whole, as in optree.
+    columns = [inner_treespec.flatten_up_to(result) for result in results]
+    return inner_treespec.unflatten([outer.unflatten(row) for row in zip(*columns)])
 
 
 def tree_transpose_map_with_path(
@@ -967,6 +1051,10 @@ def broadcast_common(
 
 def _broadcast_all(trees: tuple[Any, ...], is_leaf: Any, none_is_leaf: bool,
                    namespace: str) -> tuple[PyTreeSpec, list[list[Any]]]:
+    if len(trees) == 1:  # nothing to broadcast: flatten once (a custom flatten may be one-shot)
+        leaves, spec = tree_flatten(trees[0], is_leaf, none_is_leaf=none_is_leaf,
+                                    namespace=namespace)
+        return spec, [leaves]
     specs = [tree_structure(t, is_leaf, none_is_leaf=none_is_leaf, namespace=namespace)
              for t in trees]
     common = specs[0]
@@ -1254,18 +1342,38 @@ def tree_any(
 # --- one level ----------------------------------------------------------------------------
 
 
-class FlattenOneLevelOutputEx(NamedTuple):
-    """The outermost node of a tree, taken apart."""
-
+class _FlattenOneLevelOutput(NamedTuple):
     children: list[Any]
     metadata: Any
     entries: tuple[Any, ...]
     unflatten_func: Callable[[Any, Iterable[Any]], Any]
 
 
+class FlattenOneLevelOutputEx(_FlattenOneLevelOutput):
+    """The outermost node of a tree, taken apart: it unpacks as ``(children, metadata, entries,
+    unflatten_func)``, and also names the node's ``type``, ``kind`` and ``path_entry_type`` (the
+    :class:`PyTreeEntry` class of its children's accessor entries)."""
+
+    type: type
+    kind: PyTreeKind
+    path_entry_type: type
+
+    def __new__(cls, children: list[Any], metadata: Any, entries: tuple[Any, ...],
+                unflatten_func: Callable[[Any, Iterable[Any]], Any], *, type: type,
+                kind: PyTreeKind, path_entry_type: type) -> FlattenOneLevelOutputEx:
+        self = super().__new__(cls, children, metadata, entries, unflatten_func)
+        self.type, self.kind, self.path_entry_type = type, kind, path_entry_type
+        return self
+
+
+def _none_unflatten(metadata: Any, children: Iterable[Any], /) -> None:
+    if any(True for _ in children):
+        raise ValueError("None has no children: its unflatten function got some.")
+
+
 def _builtin_unflatten(kind: PyTreeKind, node_type: type) -> Callable[[Any, Iterable[Any]], Any]:
     if kind == PyTreeKind.NONE:
-        return lambda metadata, children: None
+        return _none_unflatten
     if kind == PyTreeKind.TUPLE:
         return lambda metadata, children: tuple(children)
     if kind == PyTreeKind.LIST:
@@ -1319,11 +1427,12 @@ def tree_flatten_one_level(
     children, metadata, entries, kind, node_type = _C.flatten_one_level(
         tree, is_leaf, none_is_leaf, namespace)
     if kind == PyTreeKind.CUSTOM:
-        found = _C.lookup_node(node_type, namespace)
-        unflatten_func = found[2]
+        _, _, unflatten_func, path_entry_type, _ = _C.lookup_node(node_type, namespace)
     else:
         unflatten_func = _builtin_unflatten(kind, node_type)
-    return FlattenOneLevelOutputEx(children, metadata, entries, unflatten_func)
+        path_entry_type = ENTRY_CLASSES[kind] or PyTreeEntry
+    return FlattenOneLevelOutputEx(children, metadata, entries, unflatten_func, type=node_type,
+                                   kind=kind, path_entry_type=path_entry_type)
 
 
 def prefix_errors(
@@ -1401,8 +1510,9 @@ def _collect_prefix_errors(prefix: Any, full: Any, path: tuple[Any, ...], is_lea
             f"at the same key path the full pytree has a subtree of the same type but with "
             f"{len(children_f)} children."))
         return
-    if meta_p != meta_f and not (isinstance(meta_p, list) and isinstance(meta_f, list)
-                                 and set(meta_p) == set(meta_f)):
+    deques = kind_p[3] == kind_f[3] == PyTreeKind.DEQUE  # maxlen does not matter, as in tree_map
+    if not deques and meta_p != meta_f and not (
+            isinstance(meta_p, list) and isinstance(meta_f, list) and set(meta_p) == set(meta_f)):
         errors.append(lambda name, p=path: ValueError(
             f"pytree structure error: different pytree metadata at key path\n    {name} tree at "
             f"key path {p!r}\nAt that key path, the prefix pytree {name} has a subtree of type\n"
@@ -1533,15 +1643,21 @@ def treespec_transform(
 
 def _transform(spec: PyTreeSpec, f_node: Any, f_leaf: Any) -> PyTreeSpec:
     if spec.is_leaf():
-        return f_leaf(spec) if f_leaf is not None else spec
+        return _checked_spec(f_leaf(spec), "f_leaf") if f_leaf is not None else spec
     children = [_transform(c, f_node, f_leaf) for c in spec.children()]
     node = spec
     if f_node is not None:
-        node = f_node(spec.one_level())
-        if not isinstance(node, PyTreeSpec) or node.num_children != len(children):
+        node = _checked_spec(f_node(spec.one_level()), "f_node")
+        if node.num_children != len(children):
             raise ValueError(f"f_node must return a one-level PyTreeSpec with {len(children)} "
                              f"children, got {node!r}.")
     return node._replace_children(children)
+
+
+def _checked_spec(result: Any, name: str) -> PyTreeSpec:
+    if not isinstance(result, PyTreeSpec):
+        raise TypeError(f"treespec_transform: {name} must return a PyTreeSpec, got {result!r}.")
+    return result
 
 
 def treespec_is_leaf(treespec: PyTreeSpec, /, strict: bool = True) -> bool:
@@ -1652,7 +1768,7 @@ def treespec_from_collection(collection: Any, /, *, none_is_leaf: bool = False,
         >>> treespec_from_collection({'a': treespec_leaf(), 'b': treespec_none()})
         PyTreeSpec({'a': *, 'b': None})
     """
-    if collection is None:
+    if collection is None and not none_is_leaf:
         return _C.make_none(none_is_leaf)
     return _C.make_from_collection(collection, none_is_leaf, namespace)
 

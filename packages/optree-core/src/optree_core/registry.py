@@ -23,11 +23,13 @@ import contextlib
 import functools
 import operator
 import threading
-from collections.abc import Callable, Generator
+from collections import namedtuple
+from collections.abc import Callable, Generator, Iterator, Mapping
 from typing import Any, NamedTuple
 
 from optree_core import _C
-from optree_core.accessors import AutoEntry, PyTreeEntry
+from optree_core.accessors import ENTRY_CLASSES, AutoEntry, PyTreeEntry
+from optree_core.utils import total_order_sorted
 
 __all__ = [
     "register_pytree_node",
@@ -271,13 +273,97 @@ def dict_insertion_ordered(mode: bool, /, *, namespace: str) -> Generator[None, 
             _C.set_dict_insertion_ordered(previous, ns)
 
 
-def _total_order_sorted(keys: list[Any]) -> list[Any]:
-    """Sort keys that do not compare with each other (mixed types): by type, then value;
-    if even that fails, keep insertion order."""
-    try:
-        return sorted(keys, key=lambda k: (f"{type(k).__module__}.{type(k).__qualname__}", k))
-    except TypeError:
-        return list(keys)
+class _RegistryView(Mapping):
+    """A read-only view of the C++ registry keyed as optree's ``_NODETYPE_REGISTRY``.
+
+    Keys are the registered type (global namespace) or ``(namespace, type)``; two more keys,
+    ``collections.namedtuple`` and the struct-sequence marker, stand for the node kinds that are
+    recognized by shape rather than registered. The C++ registry stays the one source of truth:
+    the view reads it on every access. Built-in kinds get generic flatten/unflatten functions.
+    """
+
+    def __iter__(self) -> Iterator[Any]:
+        for cls, ns in _C._registry_keys():
+            yield cls if ns == "" else (ns, cls)
+            if cls is tuple:
+                yield from (namedtuple, _structseq_marker())
+
+    def __len__(self) -> int:
+        return _C.get_registry_size() + 2
+
+    def __getitem__(self, key: Any) -> PyTreeNodeRegistryEntry:
+        ns, cls = key if isinstance(key, tuple) and len(key) == 2 else ("", key)
+        if cls is namedtuple or cls is _structseq_marker():
+            kind = _C.PyTreeKind.NAMEDTUPLE if cls is namedtuple else _C.PyTreeKind.STRUCTSEQUENCE
+        else:
+            found = _C.lookup_node(cls, ns) if isinstance(cls, type) else None
+            if found is None or found[4] != ns:
+                raise KeyError(key)
+            kind = _C.PyTreeKind(found[0])
+            if kind == _C.PyTreeKind.CUSTOM:
+                return PyTreeNodeRegistryEntry(cls, found[1], found[2], found[3], kind, ns)
+        return _builtin_entry(cls, kind)
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({dict(self)!r})"
 
 
-_C._set_python_helpers(_total_order_sorted)
+def _structseq_marker() -> Any:
+    from optree_core import typing as _typing  # typing imports this module
+
+    return getattr(_typing, "StructSequence", _typing.is_structseq_class)
+
+
+@functools.cache  # one entry (and one pair of functions) per built-in kind: stable identities
+def _builtin_entry(cls: Any, kind: Any) -> PyTreeNodeRegistryEntry:
+    from optree_core import ops  # ops imports this module
+
+    def flatten_func(obj: Any) -> tuple[Any, Any, Any]:
+        children, metadata, entries, *_ = _C.flatten_one_level(obj)
+        return children, metadata, entries
+
+    entry_type = ENTRY_CLASSES[kind] or PyTreeEntry
+    return PyTreeNodeRegistryEntry(cls, flatten_func, ops._builtin_unflatten(kind, cls),
+                                   entry_type, kind, "")
+
+
+_NODETYPE_REGISTRY: Mapping[Any, PyTreeNodeRegistryEntry] = _RegistryView()
+
+
+def _registry_get(cls: Any = None, /, *,
+                  namespace: str = __GLOBAL_NAMESPACE) -> Any:
+    """The registration that decides how ``cls`` flattens in ``namespace``, or None for a leaf
+    type; without ``cls``, every registration visible there, keyed by type (the namespace's own
+    override the global ones). Available as ``register_pytree_node.get``.
+
+        >>> import optree_core as optree
+        >>> optree.register_pytree_node.get(dict).kind
+        <PyTreeKind.DICT: 5>
+        >>> optree.register_pytree_node.get(frozenset) is None  # a leaf
+        True
+    """
+    ns = "" if isinstance(namespace, _GlobalNamespace) else namespace
+    if not isinstance(ns, str):
+        raise TypeError(f"The namespace must be a string, got {namespace!r}.")
+    entries = list(_NODETYPE_REGISTRY.values())
+    if cls is None:
+        visible = {entry.type: entry for entry in entries if entry.namespace == ""}
+        if ns:
+            visible.update((entry.type, entry) for entry in entries if entry.namespace == ns)
+        return visible
+    if cls is not namedtuple and not isinstance(cls, type):
+        raise TypeError(f"Expected a class or None, got {cls!r}.")
+    for key in ([(ns, cls)] if ns else []) + [cls]:
+        if key in _NODETYPE_REGISTRY:
+            return _NODETYPE_REGISTRY[key]
+    if _C.is_structseq_class(cls):
+        return _NODETYPE_REGISTRY[_structseq_marker()]
+    if _C.is_namedtuple_class(cls):
+        return _NODETYPE_REGISTRY[namedtuple]
+    return None
+
+
+register_pytree_node.get = _registry_get  # type: ignore[attr-defined]
+
+
+_C._set_python_helpers(total_order_sorted)
