@@ -10,7 +10,19 @@
 
 import atexit as _atexit
 
-from optree_core import _C, accessors, dataclasses, functools, integration, ops, registry, typing
+from optree_core import (
+    _C,
+    accessors,
+    dataclasses,
+    functools,
+    integration,
+    integrations,
+    ops,
+    pytree,
+    registry,
+    treespec,
+    typing,
+)
 from optree_core._C import BUILD_INFO
 from optree_core.accessors import (
     AutoEntry,
@@ -230,8 +242,11 @@ __all__ = [
     "dataclasses",
     "functools",
     "integration",
+    "integrations",
     "ops",
+    "pytree",
     "registry",
+    "treespec",
     "typing",
     "__version__",
 ]
