@@ -28,6 +28,7 @@ from typing import Any, NamedTuple
 from optree_core import _C
 from optree_core._C import PyTreeKind, PyTreeSpec
 from optree_core.accessors import ENTRY_CLASSES, KINDS, PyTreeAccessor
+from optree_core.registry import DictMetaData
 
 __all__ = [
     "MAX_RECURSION_DEPTH",
@@ -1254,13 +1255,22 @@ def tree_any(
 # --- one level ----------------------------------------------------------------------------
 
 
-class FlattenOneLevelOutputEx(NamedTuple):
-    """The outermost node of a tree, taken apart."""
+class FlattenOneLevelOutput(NamedTuple):
+    """The outermost node of a tree, taken apart: what unpacks as four values."""
 
     children: list[Any]
     metadata: Any
     entries: tuple[Any, ...]
     unflatten_func: Callable[[Any, Iterable[Any]], Any]
+
+
+class FlattenOneLevelOutputEx(FlattenOneLevelOutput):
+    """:class:`FlattenOneLevelOutput` that also says what the node was: ``type``, ``kind`` and
+    ``path_entry_type`` (the entry class of its children's paths), as attributes."""
+
+    type: type
+    kind: PyTreeKind
+    path_entry_type: type
 
 
 def _builtin_unflatten(kind: PyTreeKind, node_type: type) -> Callable[[Any, Iterable[Any]], Any]:
@@ -1272,9 +1282,10 @@ def _builtin_unflatten(kind: PyTreeKind, node_type: type) -> Callable[[Any, Iter
         return lambda metadata, children: list(children)
     if kind in (PyTreeKind.DICT, PyTreeKind.ORDEREDDICT):
         ctor = dict if kind == PyTreeKind.DICT else OrderedDict
-        return lambda keys, children: ctor(zip(keys, children))
+        return lambda keys, children: ctor(_in_original_order(keys, children))
     if kind == PyTreeKind.DEFAULTDICT:
-        return lambda metadata, children: defaultdict(metadata[0], zip(metadata[1], children))
+        return lambda metadata, children: defaultdict(metadata[0],
+                                                      _in_original_order(metadata[1], children))
     if kind == PyTreeKind.DEQUE:
         return lambda maxlen, children: deque(children, maxlen=maxlen)
     if kind == PyTreeKind.NAMEDTUPLE:
@@ -1282,6 +1293,13 @@ def _builtin_unflatten(kind: PyTreeKind, node_type: type) -> Callable[[Any, Iter
     if kind == PyTreeKind.STRUCTSEQUENCE:
         return lambda cls, children: cls(tuple(children))
     raise ValueError(f"No unflatten function for node kind {kind!r}.")
+
+
+def _in_original_order(keys: Any, children: Iterable[Any]) -> list[tuple[Any, Any]]:
+    """The (key, child) pairs of a dict node, in the dict's own key order when ``keys`` is a
+    DictMetaData (a plain key list is taken as it is)."""
+    values = dict(zip(keys, children))
+    return [(k, values[k]) for k in getattr(keys, "original_keys", keys)]
 
 
 def tree_flatten_one_level(
@@ -1313,17 +1331,25 @@ def tree_flatten_one_level(
         >>> children, metadata, entries, unflatten = tree_flatten_one_level({'b': 2, 'a': [1]})
         >>> children, metadata, entries
         ([[1], 2], ['a', 'b'], ('a', 'b'))
-        >>> unflatten(metadata, children)
-        {'a': [1], 'b': 2}
+        >>> unflatten(metadata, children)  # the dict's own key order is kept
+        {'b': 2, 'a': [1]}
     """
     children, metadata, entries, kind, node_type = _C.flatten_one_level(
         tree, is_leaf, none_is_leaf, namespace)
     if kind == PyTreeKind.CUSTOM:
         found = _C.lookup_node(node_type, namespace)
-        unflatten_func = found[2]
+        unflatten_func, path_entry_type = found[2], found[3]
     else:
-        unflatten_func = _builtin_unflatten(kind, node_type)
-    return FlattenOneLevelOutputEx(children, metadata, entries, unflatten_func)
+        unflatten_func, path_entry_type = _builtin_unflatten(kind, node_type), ENTRY_CLASSES[kind]
+    # Dict keys come in traversal order (sorted unless insertion-ordered); the metadata also
+    # carries the dict's own order, which unflatten_func restores.
+    if kind == PyTreeKind.DICT:
+        metadata = DictMetaData(metadata, original_keys=list(tree))
+    elif kind == PyTreeKind.DEFAULTDICT:
+        metadata = (metadata[0], DictMetaData(metadata[1], original_keys=list(tree)))
+    output = FlattenOneLevelOutputEx(children, metadata, entries, unflatten_func)
+    output.type, output.kind, output.path_entry_type = node_type, kind, path_entry_type
+    return output
 
 
 def prefix_errors(
