@@ -1,4 +1,3 @@
 """The former home of :mod:`optree_core.integrations.torch`, kept so old imports work."""
 
 from optree_core.integrations.torch import *  # noqa: F403
-from optree_core.integrations.torch import __all__  # noqa: F401
