@@ -493,3 +493,21 @@ def test_same_shape_dict_likes_are_not_strict_prefixes_of_each_other():
     assert not spec_of({"a": 1}) < spec_of(od(a=1))
     assert not spec_of({}) < spec_of(od())
     assert spec_of({"a": 1}) < spec_of(od(a=[1]))
+
+
+def test_treespec_entry_and_child_wrappers_take_int_like_indices():
+    class OnlyIndex:
+        def __index__(self):
+            return 1
+
+    class OnlyInt:
+        def __int__(self):
+            return 1
+
+    spec = optree_core.tree_structure({"a": 1, "b": (2, 3)})
+    for index in (1, OnlyIndex(), OnlyInt()):
+        assert optree_core.treespec_entry(spec, index) == "b"
+        assert optree_core.treespec_child(spec, index) == optree_core.tree_structure((2, 3))
+    for bad in (1.0, "1"):
+        with pytest.raises(TypeError, match="must be an integer"):
+            optree_core.treespec_child(spec, bad)

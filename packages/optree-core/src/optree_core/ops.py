@@ -1473,6 +1473,16 @@ def treespec_accessors(treespec: PyTreeSpec, /) -> list[PyTreeAccessor]:
     return treespec._accessors(ENTRY_CLASSES, PyTreeAccessor, KINDS)
 
 
+def _child_index(index: Any) -> int:
+    """``index`` as an int: anything with ``__index__``, or ``__int__`` but not a float (1.5 is
+    no position); else a TypeError."""
+    if hasattr(type(index), "__index__"):
+        return operator.index(index)
+    if hasattr(type(index), "__int__") and not isinstance(index, float):
+        return int(index)
+    raise TypeError(f"A child index must be an integer, got {type(index).__name__}: {index!r}.")
+
+
 def treespec_entries(treespec: PyTreeSpec, /) -> list[Any]:
     """The entries (keys, indices) of the root's children.
 
@@ -1495,7 +1505,7 @@ def treespec_entry(treespec: PyTreeSpec, index: int, /) -> Any:
         >>> treespec_entry(tree_structure([1, 2, 3]), -1)
         2
     """
-    return treespec.entry(index)
+    return treespec.entry(_child_index(index))
 
 
 def treespec_children(treespec: PyTreeSpec, /) -> list[PyTreeSpec]:
@@ -1520,7 +1530,7 @@ def treespec_child(treespec: PyTreeSpec, index: int, /) -> PyTreeSpec:
         >>> treespec_child(tree_structure([1, (2, 3)]), 1)
         PyTreeSpec((*, *))
     """
-    return treespec.child(index)
+    return treespec.child(_child_index(index))
 
 
 def treespec_one_level(treespec: PyTreeSpec, /) -> PyTreeSpec | None:
