@@ -1139,3 +1139,31 @@ def test_tree_broadcast_map_mismatch_says_where_and_what():
     message = str(info.value)
     assert_mentions_path(message, ("x", "y"))
     assert_mentions_all(message, "2", "3")
+
+
+def test_transpose_map_moves_whole_subtrees_below_the_inner_leaves():
+    x = ((1, 2), (3,))
+    y = ((6, [None]), ({"foo": "bar"},))
+    out = optree_core.tree_transpose_map(lambda a, b: {"a": a, "b": b}, x, y)
+    assert out == {"a": ((1, 2), (3,)), "b": ((6, [None]), ({"foo": "bar"},))}
+    with pytest.raises(ValueError, match="inner structure must have at least one leaf"):
+        optree_core.tree_transpose_map(lambda a: None, [1])
+    spec = optree_core.tree_structure({"p": 0, "q": 0})
+    assert optree_core.tree_transpose_map(lambda a: a, [], inner_treespec=spec) == {"p": [], "q": []}
+
+
+def test_transpose_checks_namespaces_and_leaf_counts():
+    outer = optree_core.tree_structure({"a": 1, "b": 2, "c": 3})
+    inner = optree_core.tree_structure([1, 2])
+    with pytest.raises(TypeError, match="mismatch"):
+        optree_core.tree_transpose(outer, inner, {"a": [1, 2], "b": [3, 4]})
+    outer = optree_core.tree_structure([0, 0])
+    with pytest.raises(TypeError, match="outer path"):  # matching outer, unequal inner subtrees
+        optree_core.tree_transpose(outer, inner, [(1, 2, 3), (4,)])
+
+
+def test_one_level_none_rebuilds_only_without_children():
+    out = optree_core.tree_flatten_one_level(None)
+    assert out.unflatten_func(out.metadata, []) is None
+    with pytest.raises(ValueError, match="no children"):
+        out.unflatten_func(out.metadata, [1])

@@ -684,20 +684,37 @@ def tree_transpose(
     if outer_size == 0 or inner_size == 0:
         raise ValueError("Tree structures must have at least one leaf; got "
                          f"{outer_treespec} and {inner_treespec}.")
+    if (outer_treespec.namespace and inner_treespec.namespace
+            and outer_treespec.namespace != inner_treespec.namespace):
+        raise ValueError(f"Tree structures must have the same namespace to be transposed, got "
+                         f"{outer_treespec.namespace!r} and {inner_treespec.namespace!r}.")
     namespace = outer_treespec.namespace or inner_treespec.namespace
-    # Each subtree under an outer leaf must hold inner_size leaves (their containers may differ,
-    # as in optree: a tuple may stand where the inner spec has a list).
-    subtrees = outer_treespec.flatten_up_to(tree)
-    grid = []
-    for path, subtree in zip(outer_treespec.paths(), subtrees):
-        leaves = tree_leaves(subtree, is_leaf, none_is_leaf=outer_treespec.none_is_leaf,
-                             namespace=namespace)
-        if len(leaves) != inner_size:
-            raise TypeError(f"Tree structure mismatch at outer path {path!r}: expected a subtree "
-                            f"with {inner_size} leaves ({inner_treespec}), got {subtree!r}.")
-        grid.append(leaves)
-    subtrees = [outer_treespec.unflatten(column) for column in zip(*grid)]
-    return inner_treespec.unflatten(subtrees)
+    try:
+        subtrees = outer_treespec.flatten_up_to(tree)
+    except ValueError:
+        subtrees = None
+    if subtrees is not None:
+        # The outer structure matches: each subtree under an outer leaf must hold inner_size
+        # leaves (their containers may differ, as in optree: a tuple may stand for a list).
+        grid = []
+        for path, subtree in zip(outer_treespec.paths(), subtrees):
+            leaves = tree_leaves(subtree, is_leaf, none_is_leaf=outer_treespec.none_is_leaf,
+                                 namespace=namespace)
+            if len(leaves) != inner_size:
+                raise TypeError(f"Tree structure mismatch at outer path {path!r}: expected a "
+                                f"subtree with {inner_size} leaves ({inner_treespec}), got "
+                                f"{subtree!r}.")
+            grid.append(leaves)
+    else:
+        # A custom node whose metadata follows its contents (so flatten_up_to cannot match it)
+        # is transposed by leaf order, as optree does: the leaves must number outer x inner.
+        leaves, spec = tree_flatten(tree, is_leaf, none_is_leaf=outer_treespec.none_is_leaf,
+                                    namespace=namespace)
+        if len(leaves) != outer_size * inner_size:
+            raise TypeError(f"Tree structure mismatch: expected {outer_size} x {inner_size} "
+                            f"leaves ({outer_treespec.compose(inner_treespec)}), got {spec}.")
+        grid = [leaves[i:i + inner_size] for i in range(0, len(leaves), inner_size)]
+    return inner_treespec.unflatten([outer_treespec.unflatten(column) for column in zip(*grid)])
 
 
 def tree_transpose_map(
@@ -730,18 +747,25 @@ def tree_transpose_map(
         {'id': [1, 2], 'sq': [1, 4]}
     """
     leaves, outer, others = _flat_args(tree, rests, is_leaf, none_is_leaf, namespace)
-    return _transpose_results(outer, list(map(func, leaves, *others)), inner_treespec, none_is_leaf, namespace)
+    return _transpose_results(outer, list(map(func, leaves, *others)), inner_treespec, is_leaf,
+                              none_is_leaf, namespace)
 
 
 def _transpose_results(outer: PyTreeSpec, results: list[Any], inner_treespec: PyTreeSpec | None,
-                       none_is_leaf: bool, namespace: str) -> Any:
-    """``inner(outer)`` from one ``inner``-shaped result per leaf of ``outer``."""
+                       is_leaf: Any, none_is_leaf: bool, namespace: str) -> Any:
+    """``inner(outer)`` from one result per leaf of ``outer``, each ``inner_treespec`` at its top
+    (its subtrees below the inner leaves move whole)."""
     if inner_treespec is None:
         if not results:
-            raise ValueError("The outer structure must have at least one leaf.")
-        inner_treespec = tree_structure(results[0], none_is_leaf=none_is_leaf,
+            raise ValueError(f"The outer structure must have at least one leaf to infer the inner "
+                             f"one from; got {outer}.")
+        inner_treespec = tree_structure(results[0], is_leaf, none_is_leaf=none_is_leaf,
                                         namespace=namespace)
-    return tree_transpose(outer, inner_treespec, outer.unflatten(results))
+    if inner_treespec.num_leaves == 0:
+        raise ValueError(f"The inner structure must have at least one leaf; got {inner_treespec}.")
+    columns = [inner_treespec.flatten_up_to(result) for result in results]
+    rows = zip(*columns) if columns else [()] * inner_treespec.num_leaves
+    return inner_treespec.unflatten([outer.unflatten(list(row)) for row in rows])
 
 
 def tree_transpose_map_with_path(
@@ -774,8 +798,8 @@ def tree_transpose_map_with_path(
     """
     paths, leaves, outer = _C.flatten_with_path(tree, is_leaf, none_is_leaf, namespace)
     others = [outer.flatten_up_to(r) for r in rests]
-    return _transpose_results(outer, list(map(func, paths, leaves, *others)), inner_treespec, none_is_leaf,
-                              namespace)
+    return _transpose_results(outer, list(map(func, paths, leaves, *others)), inner_treespec,
+                              is_leaf, none_is_leaf, namespace)
 
 
 def tree_transpose_map_with_accessor(
@@ -808,7 +832,7 @@ def tree_transpose_map_with_accessor(
     """
     leaves, outer, others = _flat_args(tree, rests, is_leaf, none_is_leaf, namespace)
     results = list(map(func, treespec_accessors(outer), leaves, *others))
-    return _transpose_results(outer, results, inner_treespec, none_is_leaf, namespace)
+    return _transpose_results(outer, results, inner_treespec, is_leaf, none_is_leaf, namespace)
 
 
 def tree_broadcast_prefix(
@@ -1273,9 +1297,14 @@ class FlattenOneLevelOutputEx(FlattenOneLevelOutput):
     path_entry_type: type
 
 
+def _unflatten_none(metadata: Any, children: Iterable[Any]) -> None:
+    if any(True for _ in children):
+        raise ValueError("None has no children, but some were given to rebuild it.")
+
+
 def _builtin_unflatten(kind: PyTreeKind, node_type: type) -> Callable[[Any, Iterable[Any]], Any]:
     if kind == PyTreeKind.NONE:
-        return lambda metadata, children: None
+        return _unflatten_none
     if kind == PyTreeKind.TUPLE:
         return lambda metadata, children: tuple(children)
     if kind == PyTreeKind.LIST:
