@@ -1167,3 +1167,20 @@ def test_one_level_none_rebuilds_only_without_children():
     assert out.unflatten_func(out.metadata, []) is None
     with pytest.raises(ValueError, match="no children"):
         out.unflatten_func(out.metadata, [1])
+
+
+def test_broadcast_map_of_one_tree_flattens_it_once():
+    calls = []
+
+    class Once:
+        def __init__(self, x):
+            self.x = x
+
+    ns = fresh_namespace()
+    optree_core.register_pytree_node(Once, lambda o: (calls.append(1) or (o.x,), None),
+                                     lambda _, c: Once(*c), namespace=ns)
+    for broadcast_map in (optree_core.tree_broadcast_map, optree_core.tree_broadcast_map_with_path,
+                          optree_core.tree_broadcast_map_with_accessor):
+        calls.clear()
+        out = broadcast_map(lambda *args: args[-1] + 1, Once(1), namespace=ns)
+        assert out.x == 2 and len(calls) == 1

@@ -992,6 +992,10 @@ def broadcast_common(
 
 def _broadcast_all(trees: tuple[Any, ...], is_leaf: Any, none_is_leaf: bool,
                    namespace: str) -> tuple[PyTreeSpec, list[list[Any]]]:
+    if len(trees) == 1:  # nothing to broadcast against: one flatten, as tree_map does
+        leaves, spec = tree_flatten(trees[0], is_leaf, none_is_leaf=none_is_leaf,
+                                    namespace=namespace)
+        return spec, [leaves]
     specs = [tree_structure(t, is_leaf, none_is_leaf=none_is_leaf, namespace=namespace)
              for t in trees]
     common = specs[0]
