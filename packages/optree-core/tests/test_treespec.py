@@ -511,3 +511,22 @@ def test_treespec_entry_and_child_wrappers_take_int_like_indices():
     for bad in (1.0, "1"):
         with pytest.raises(TypeError, match="must be an integer"):
             optree_core.treespec_child(spec, bad)
+
+
+def test_treespec_transform_checks_what_the_callbacks_return():
+    spec = optree_core.tree_structure(((1, 2, 3), (4,)))
+    assert optree_core.treespec_transform(
+        spec, lambda s: optree_core.treespec_list(s.children())
+    ) == optree_core.tree_structure([[1, 2, 3], [4]])
+    with pytest.raises(TypeError, match="must return a PyTreeSpec"):
+        optree_core.treespec_transform(spec, lambda _: None)
+    with pytest.raises(TypeError, match="must return a PyTreeSpec"):
+        optree_core.treespec_transform(spec, None, lambda _: None)
+    with pytest.raises(ValueError, match="children"):
+        optree_core.treespec_transform(spec, lambda _: optree_core.tree_structure([0, 1]))
+    with pytest.raises(ValueError, match="one-level"):
+        optree_core.treespec_transform(
+            spec, lambda s: optree_core.tree_structure([None] + [0] * s.num_children))
+    with pytest.raises(ValueError, match="none_is_leaf"):
+        optree_core.treespec_transform(spec, lambda s: optree_core.treespec_list(
+            [optree_core.treespec_leaf(none_is_leaf=True)] * s.num_children, none_is_leaf=True))

@@ -1602,15 +1602,28 @@ def treespec_transform(
 
 def _transform(spec: PyTreeSpec, f_node: Any, f_leaf: Any) -> PyTreeSpec:
     if spec.is_leaf():
-        return f_leaf(spec) if f_leaf is not None else spec
+        return spec if f_leaf is None else _checked_replacement(spec, f_leaf(spec), "f_leaf")
     children = [_transform(c, f_node, f_leaf) for c in spec.children()]
     node = spec
     if f_node is not None:
-        node = f_node(spec.one_level())
-        if not isinstance(node, PyTreeSpec) or node.num_children != len(children):
-            raise ValueError(f"f_node must return a one-level PyTreeSpec with {len(children)} "
-                             f"children, got {node!r}.")
+        node = _checked_replacement(spec, f_node(spec.one_level()), "f_node")
+        if not all(child.is_leaf() for child in node.children()):
+            raise ValueError(f"f_node must return a one-level PyTreeSpec (a node over leaves), "
+                             f"got {node}.")
+        if node.num_children != len(children):
+            raise ValueError(f"f_node must return a PyTreeSpec with {len(children)} children "
+                             f"(the node's), got {node}.")
     return node._replace_children(children)
+
+
+def _checked_replacement(spec: PyTreeSpec, replacement: Any, name: str) -> PyTreeSpec:
+    """What ``f_node``/``f_leaf`` returned, if it can stand in ``spec``'s place."""
+    if not isinstance(replacement, PyTreeSpec):
+        raise TypeError(f"{name} must return a PyTreeSpec, got {replacement!r}.")
+    if replacement.none_is_leaf != spec.none_is_leaf:
+        raise ValueError(f"{name} must return a PyTreeSpec with none_is_leaf="
+                         f"{spec.none_is_leaf} (the input's), got {replacement}.")
+    return replacement
 
 
 def treespec_is_leaf(treespec: PyTreeSpec, /, strict: bool = True) -> bool:
