@@ -530,3 +530,19 @@ def test_treespec_transform_checks_what_the_callbacks_return():
     with pytest.raises(ValueError, match="none_is_leaf"):
         optree_core.treespec_transform(spec, lambda s: optree_core.treespec_list(
             [optree_core.treespec_leaf(none_is_leaf=True)] * s.num_children, none_is_leaf=True))
+
+
+def test_treespec_from_collection_of_a_leaf_warns_and_gives_the_leaf_spec():
+    for leaf, none_is_leaf in ((1, False), ("text", False), (None, True)):
+        with pytest.warns(UserWarning, match="given a leaf"):
+            spec = optree_core.treespec_from_collection(leaf, none_is_leaf=none_is_leaf,
+                                                        namespace="some-namespace")
+        assert spec == optree_core.treespec_leaf(none_is_leaf=none_is_leaf)
+        assert spec.namespace == ""
+    assert optree_core.treespec_from_collection(None, namespace="ns") == optree_core.treespec_none()
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with pytest.raises(UserWarning):
+            optree_core.treespec_from_collection(1)

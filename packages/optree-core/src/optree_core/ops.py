@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import functools
 import operator
+import warnings
 from collections import OrderedDict, defaultdict, deque
 from collections.abc import Callable, Iterable
 from typing import Any, NamedTuple
@@ -1734,8 +1735,15 @@ def treespec_from_collection(collection: Any, /, *, none_is_leaf: bool = False,
         >>> treespec_from_collection({'a': treespec_leaf(), 'b': treespec_none()})
         PyTreeSpec({'a': *, 'b': None})
     """
-    if collection is None:
-        return _C.make_none(none_is_leaf)
+    if collection is None and not none_is_leaf:
+        return _C.make_none(False)
+    if _C.is_leaf(collection, None, none_is_leaf, namespace):
+        # As optree: a leaf has no children to be specs, so it stands for itself (with a
+        # warning, since passing one is most likely a mistake). The spec records no namespace.
+        warnings.warn(f"treespec_from_collection() was given a leaf ({collection!r}), not a "
+                      f"collection of PyTreeSpecs; returning the leaf spec.", UserWarning,
+                      stacklevel=2)
+        return _C.make_leaf(none_is_leaf)
     return _C.make_from_collection(collection, none_is_leaf, namespace)
 
 
