@@ -120,7 +120,13 @@ def public_modules(package: str) -> list[str]:
     seen = {_identity(name, obj) for module in modules
             for name, obj in _exports(importlib.import_module(module)).items()}
     for name in _other_public_modules(package, modules):
-        exports = _exports(importlib.import_module(name))
+        try:
+            module = importlib.import_module(name)
+        except ModuleNotFoundError as exc:
+            if (exc.name or "").split(".")[0] == package:
+                raise
+            continue  # a helper for an optional library not installed here (optree_core's jax)
+        exports = _exports(module)
         new = {_identity(n, obj) for n, obj in exports.items() if not inspect.ismodule(obj)}
         if new - seen:
             modules.append(name)

@@ -77,7 +77,8 @@ def run_suite(tests: Path, mode: str, alias: str | None, pytest_args: list[str],
     env["COMPAT_OUTCOMES"] = str(out)
     cmd = [sys.executable, "-m", "pytest", str(tests), "-p", "alias_plugin", "-p",
            "no:cacheprovider", "-q", "--no-header", "-rN", "--tb=no",
-           "--rootdir", str(tests.parent), "-c", str(tests.parent / "pytest.ini"), *pytest_args]
+           "--continue-on-collection-errors", "--rootdir", str(tests.parent), "-c",
+           str(tests.parent / "pytest.ini"), *pytest_args]
     print(f"[compat] {mode}: {' '.join(cmd[1:])}", file=sys.stderr, flush=True)
     proc = subprocess.run(cmd, env=env, cwd=tests.parent, capture_output=True, text=True)
     tail = proc.stdout.strip().splitlines()[-1:] or ["(no output)"]

@@ -160,3 +160,95 @@ def test_namedtuple_entry_indexes_like_a_sequence():
     # A NamedTupleEntry reads by position, so the accessor also works on a plain tuple.
     accessor = optree_core.tree_accessors(Point(1, 2))[1]
     assert accessor((10, 20)) == 20
+
+
+def test_base_entry_fetches_by_item_and_explains_when_it_cannot():
+    entry = optree_core.FlattenedEntry(1, list, K.CUSTOM)
+    assert entry([10, 20]) == 20
+    assert entry.codify("t") == "t[<flat index 1>]"
+    with pytest.raises(TypeError, match="does not support item access"):
+        entry(object())
+
+
+def test_getattr_entry_walks_dotted_names_and_codifies_non_identifiers():
+    import types
+
+    obj = types.SimpleNamespace(inner=types.SimpleNamespace(value=3))
+    assert optree_core.GetAttrEntry("inner.value", object, K.CUSTOM)(obj) == 3
+    assert optree_core.GetAttrEntry("inner.value", object, K.CUSTOM).codify("o") == "o.inner.value"
+    assert optree_core.GetAttrEntry("x-y", object, K.CUSTOM).codify("o") == "getattr(o, 'x-y')"
+    assert optree_core.GetAttrEntry("a.1", object, K.CUSTOM).codify("o") == "getattr(o.a, '1')"
+
+
+def test_entries_equal_when_they_fetch_the_same_way():
+    class Renamed(optree_core.SequenceEntry):  # same __call__ and codify: the same entry
+        __slots__ = ()
+
+    class Reversed(optree_core.SequenceEntry):  # its own __call__: a different entry
+        __slots__ = ()
+
+        def __call__(self, obj):
+            return obj[-1 - self.entry]
+
+    base = optree_core.SequenceEntry(0, list, K.LIST)
+    assert Renamed(0, list, K.LIST) == base and hash(Renamed(0, list, K.LIST)) == hash(base)
+    assert Reversed(0, list, K.LIST) != base
+    assert optree_core.GetItemEntry(0, list, K.LIST) == base  # SequenceEntry adds no behaviour
+    assert optree_core.SequenceEntry(1, list, K.LIST) != base
+
+
+def test_accessor_not_equal_to_a_plain_tuple_and_slices_keep_the_class():
+    accessor = optree_core.tree_accessors(({"c": 1},))[0]
+    assert accessor != tuple(accessor)
+    assert accessor == optree_core.PyTreeAccessor(tuple(accessor))
+
+    class MyAccessor(optree_core.PyTreeAccessor):
+        __slots__ = ()
+
+    mine = MyAccessor(tuple(accessor))
+    assert type(mine[:1]) is MyAccessor and type(mine + mine[0]) is MyAccessor
+    assert type(mine * 2) is MyAccessor
+
+
+def test_auto_entry_dispatches_on_the_node_type():
+    import dataclasses
+    import sys
+    from collections import UserDict, UserList
+
+    @dataclasses.dataclass
+    class DC:
+        a: int
+
+    cases = [
+        (type(sys.float_info), 0, optree_core.StructSequenceEntry),
+        (Point, 0, optree_core.NamedTupleEntry),
+        (DC, "a", optree_core.DataclassEntry),
+        (UserDict, "k", optree_core.MappingEntry),
+        (UserList, 0, optree_core.SequenceEntry),
+        (object, 0, optree_core.FlattenedEntry),
+    ]
+    for node_type, entry, expected in cases:
+        assert type(optree_core.AutoEntry(entry, node_type, K.CUSTOM)) is expected
+    with pytest.raises(ValueError, match="custom nodes only"):
+        optree_core.AutoEntry(0, list, K.LIST)
+
+
+def test_structseq_entries_of_unnamed_slots_use_the_index():
+    import os
+
+    st = os.stat_result(range(os.stat_result.n_fields))
+    entries = [accessor[-1] for accessor in optree_core.tree_accessors(st)]
+    assert len(entries) == os.stat_result.n_sequence_fields
+    unnamed = [e for e in entries if e.is_unnamed]
+    assert [e.entry for e in unnamed] == [7, 8, 9]  # the integer st_atime/st_mtime/st_ctime slots
+    for e in unnamed:
+        assert repr(e) == f"StructSequenceEntry(entry={e.entry}, type={os.stat_result!r})"
+        assert e.codify("st") == f"st[{e.entry}]"
+        assert e(st) == e.entry
+    assert entries[0].field == "st_mode" and entries[0].codify("st") == "st.st_mode"
+    assert entries[0].fields[:2] == ("st_mode", "st_ino")
+
+
+def test_namedtuple_entry_fields():
+    entry = optree_core.NamedTupleEntry(1, Point, K.NAMEDTUPLE)
+    assert entry.fields == ("x", "y") and entry.field == "y"

@@ -106,3 +106,176 @@ def test_make_dataclass_registers_the_class_and_names_the_caller_module():
     leaves, spec = optree_core.tree_flatten(Point(1, 2), namespace=ns)
     assert leaves == [1]
     assert optree_core.tree_unflatten(spec, [5]) == Point(5, 2)
+
+
+def test_register_node_registers_an_existing_dataclass_in_every_call_form():
+    for form in ("call", "keyword-decorator", "positional-decorator"):
+        ns = fresh_namespace()
+
+        @dataclasses.dataclass
+        class Box:
+            a: int
+            b: list
+            tag: str = odc.field(default="t", pytree_node=False)
+
+        if form == "call":
+            assert odc.register_node(Box, namespace=ns) is Box
+        elif form == "keyword-decorator":
+            assert odc.register_node(namespace=ns)(Box) is Box
+        else:
+            assert odc.register_node(ns)(Box) is Box
+        leaves, spec = optree_core.tree_flatten(Box(1, [2, 3], "x"), namespace=ns)
+        assert leaves == [1, 2, 3]
+        assert optree_core.tree_unflatten(spec, [10, 20, 30]) == Box(10, [20, 30], "x")
+        children, metadata = Box.__optree_dataclass_fields__
+        assert list(children) == ["a", "b"] and list(metadata) == ["tag"]
+
+
+def test_register_node_argument_errors():
+    @dataclasses.dataclass
+    class Box:
+        a: int
+
+    with pytest.raises(ValueError, match="namespace is required"):
+        odc.register_node(Box)
+    with pytest.raises(ValueError, match="given twice"):
+        odc.register_node("ns", namespace="ns")
+    with pytest.raises(ValueError, match="cannot be empty"):
+        odc.register_node("")
+    with pytest.raises(TypeError, match="must be a string"):
+        odc.register_node(Box, namespace=1)
+    with pytest.raises(TypeError, match="not a dataclass"):
+        odc.register_node(int, namespace="ns")
+    with pytest.raises(TypeError, match="Expected a dataclass"):
+        odc.register_node(Box(1), namespace="ns")
+
+
+def test_register_node_only_once_and_empty_namespace_is_global():
+    @dataclasses.dataclass
+    class Once:
+        a: int
+
+    odc.register_node(Once, namespace="")  # '' is the global namespace here, as in optree
+    try:
+        assert optree_core.tree_leaves(Once(4)) == [4]
+        assert optree_core.tree_structure(Once(4)).namespace == ""
+        with pytest.raises(TypeError, match="already registered"):
+            odc.register_node(Once, namespace=fresh_namespace())
+    finally:
+        optree_core.unregister_pytree_node(Once, namespace=optree_core.registry.GLOBAL_NAMESPACE)
+
+
+def test_register_node_leaves_no_marker_when_registration_fails():
+    ns = fresh_namespace()
+
+    @dataclasses.dataclass
+    class Taken:
+        a: int
+
+    optree_core.register_pytree_node(Taken, lambda t: ((t.a,), None),
+                                     lambda _, c: Taken(*c), namespace=ns)
+    with pytest.raises(ValueError, match="already registered"):
+        odc.register_node(Taken, namespace=ns)
+    assert "__optree_dataclass_fields__" not in Taken.__dict__
+    odc.register_node(Taken, namespace=fresh_namespace())  # still registrable elsewhere
+
+
+def test_register_node_rolls_back_when_the_marker_cannot_be_set():
+    ns = fresh_namespace()
+
+    class Refusing(type):
+        def __setattr__(cls, name, value):
+            if name == "__optree_dataclass_fields__":
+                raise AttributeError("read-only class")
+            super().__setattr__(name, value)
+
+    @dataclasses.dataclass
+    class Stubborn(metaclass=Refusing):
+        a: int
+
+    with pytest.raises(AttributeError, match="read-only"):
+        odc.register_node(Stubborn, namespace=ns)
+    assert optree_core.tree_leaves(Stubborn(1), namespace=ns) == [Stubborn(1)]  # rolled back
+
+
+def test_register_node_rejects_init_vars_and_uninitialised_children_and_warns_on_init_false():
+    @dataclasses.dataclass
+    class WithInitVar:
+        a: int
+        scale: dataclasses.InitVar[int] = 1
+
+    with pytest.raises(TypeError, match="InitVar"):
+        odc.register_node(WithInitVar, namespace=fresh_namespace())
+
+    @dataclasses.dataclass
+    class Hidden:
+        a: int
+        cache: int = dataclasses.field(default=0, init=False)
+
+    with pytest.raises(TypeError, match="'cache'"):
+        odc.register_node(Hidden, namespace=fresh_namespace())
+
+    @dataclasses.dataclass(init=False)
+    class Manual:
+        a: int
+
+        def __init__(self, a):
+            self.a = a
+
+    ns = fresh_namespace()
+    with pytest.warns(UserWarning, match="init=False"):
+        odc.register_node(Manual, namespace=ns)
+    assert optree_core.tree_map(lambda v: v + 1, Manual(1), namespace=ns).a == 2
+
+
+def test_dataclass_decorator_refuses_a_second_application():
+    with pytest.raises(TypeError, match="more than once"):
+        @odc.dataclass(namespace=fresh_namespace())
+        @odc.dataclass(namespace=fresh_namespace())
+        class Twice:
+            a: int
+
+
+def test_field_reads_pytree_node_from_metadata_and_gates_doc():
+    import sys
+
+    assert odc.field(metadata={"pytree_node": False}).metadata["pytree_node"] is False
+    assert odc.field().metadata["pytree_node"] is True
+    with pytest.raises(TypeError, match="init=False"):
+        odc.field(init=False, metadata={"pytree_node": True})
+    if sys.version_info < (3, 14):
+        with pytest.raises(TypeError, match="doc"):
+            odc.field(doc="the weight")
+    else:
+        assert odc.field(doc="the weight").doc == "the weight"
+
+
+def test_public_api_mirrors_dataclasses():
+    assert odc.__all__ == ["DataclassEntry", "register_node", *dataclasses.__all__]
+    for name in dataclasses.__all__:
+        if name not in {"field", "dataclass", "make_dataclass"}:
+            assert getattr(odc, name) is getattr(dataclasses, name)
+
+
+def test_make_dataclass_accepts_the_dataclasses_spelling_of_namespace():
+    ns = fresh_namespace()
+    Vec = odc.make_dataclass("Vec", ["x", "y"], namespace={"norm1": lambda s: s.x + s.y}, ns=ns)
+    assert Vec(1, 2).norm1() == 3
+    assert optree_core.tree_leaves(Vec(1, 2), namespace=ns) == [1, 2]
+    with pytest.raises(TypeError, match="registry namespace"):
+        odc.make_dataclass("Vec", ["x"], namespace={})
+
+
+def test_dataclass_entry_integers_count_registered_children():
+    ns = fresh_namespace()
+
+    @odc.dataclass(namespace=ns)
+    class Mixed:
+        meta: str = odc.field(default="m", pytree_node=False)
+        a: int = 1
+        b: int = 2
+
+    entry = optree_core.DataclassEntry(1, Mixed, optree_core.PyTreeKind.CUSTOM)
+    assert entry.field == "b"  # the second child, not the second declared field
+    assert entry.fields == ("meta", "a", "b") and entry.init_fields == ("meta", "a", "b")
+    assert entry.children_fields == ("a", "b")

@@ -15,8 +15,11 @@ MODULES = [
     "optree_core.dataclasses",
     "optree_core.functools",
     "optree_core.utils",
-    "optree_core.integration.torch",
-    "optree_core.integration.numpy",
+    "optree_core.integrations.torch",
+    "optree_core.integrations.numpy",
+    "optree_core.integrations.attrs",
+    "optree_core.pytree",
+    "optree_core.treespec",
 ]
 
 
@@ -26,6 +29,8 @@ def test_module_doctests(name):
         pytest.importorskip("torch")
     if name.endswith(".numpy"):
         pytest.importorskip("numpy")
+    if name.endswith(".attrs"):
+        pytest.importorskip("attrs")
     module = importlib.import_module(name)
     result = doctest.testmod(module, optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE)
     assert result.failed == 0, f"{result.failed} doctest(s) failed in {name}"

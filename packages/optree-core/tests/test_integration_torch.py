@@ -61,18 +61,29 @@ def test_ravel_empty_tree(tree_ravel):
     assert unravel(flat) == {}
 
 
-def test_unravel_rejects_a_dtype_that_loses_information(tree_ravel):
-    # A complex vector cast to the real leaves would silently drop the imaginary parts.
-    _, unravel = tree_ravel([torch.ones(2), torch.zeros(1)])
-    with pytest.raises(TypeError, match="complex"):
+def test_unravel_of_a_mixed_dtype_tree_needs_the_flat_dtype(tree_ravel):
+    # The pieces are cast back to the leaves' dtypes, exact only from the flat dtype: a complex
+    # vector cast to the real leaves would silently drop the imaginary parts.
+    flat, unravel = tree_ravel([torch.ones(2), torch.zeros(1, dtype=torch.int64)])
+    assert flat.dtype == torch.float32
+    with pytest.raises(ValueError, match="dtype"):
         unravel(torch.ones(3, dtype=torch.complex64))
-    back = unravel(torch.arange(3))  # an integer vector casts to float without loss of kind
-    assert [t.tolist() for t in back] == [[0.0, 1.0], [2.0]]
+    with pytest.raises(ValueError, match="dtype"):
+        unravel(torch.arange(3))
+    back = unravel(torch.tensor([0.5, 1.5, 2.0]))
+    assert back[0].tolist() == [0.5, 1.5] and back[1].dtype == torch.int64
+
+
+def test_unravel_of_a_single_dtype_tree_keeps_the_given_dtype(tree_ravel):
+    _, unravel = tree_ravel([torch.ones(2), torch.zeros(1)])
+    back = unravel(torch.tensor([1 + 2j, 3j, 4], dtype=torch.complex64))
+    assert [t.dtype for t in back] == [torch.complex64, torch.complex64]
+    assert back[0].tolist() == [1 + 2j, 3j]  # nothing dropped
 
 
 def test_unravel_of_an_empty_tree_checks_its_argument(tree_ravel):
     _, unravel = tree_ravel([])
     with pytest.raises(ValueError, match="shape"):
         unravel(torch.zeros(2))
-    with pytest.raises(ValueError, match="shape"):
+    with pytest.raises(ValueError, match="Expected a tensor"):
         unravel("not a tensor")

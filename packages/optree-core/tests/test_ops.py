@@ -1237,6 +1237,34 @@ def test_list_shrunk_by_is_leaf_raises_index_error():
     assert items == [0]
 
 
+def test_transpose_map_moves_whole_subtrees_below_the_inner_leaves():
+    x = ((1, 2), (3,))
+    y = ((6, [None]), ({"foo": "bar"},))
+    out = optree_core.tree_transpose_map(lambda a, b: {"a": a, "b": b}, x, y)
+    assert out == {"a": ((1, 2), (3,)), "b": ((6, [None]), ({"foo": "bar"},))}
+    with pytest.raises(ValueError, match="inner structure must have at least one leaf"):
+        optree_core.tree_transpose_map(lambda a: None, [1])
+    spec = optree_core.tree_structure({"p": 0, "q": 0})
+    assert optree_core.tree_transpose_map(lambda a: a, [], inner_treespec=spec) == {"p": [], "q": []}
+
+
+def test_transpose_checks_namespaces_and_leaf_counts():
+    outer = optree_core.tree_structure({"a": 1, "b": 2, "c": 3})
+    inner = optree_core.tree_structure([1, 2])
+    with pytest.raises(TypeError, match="mismatch"):
+        optree_core.tree_transpose(outer, inner, {"a": [1, 2], "b": [3, 4]})
+    outer = optree_core.tree_structure([0, 0])
+    with pytest.raises(TypeError, match="outer path"):  # matching outer, unequal inner subtrees
+        optree_core.tree_transpose(outer, inner, [(1, 2, 3), (4,)])
+
+
+def test_one_level_none_rebuilds_only_without_children():
+    out = optree_core.tree_flatten_one_level(None)
+    assert out.unflatten_func(out.metadata, []) is None
+    with pytest.raises(ValueError, match="no children"):
+        out.unflatten_func(out.metadata, [1])
+
+
 def test_broadcast_map_of_one_tree_flattens_it_once():
     ns = fresh_namespace("one-shot")
     calls = []
@@ -1268,3 +1296,4 @@ def test_tree_iter_keeps_the_dict_order_in_effect_when_it_was_created():
     sorted_it = optree_core.tree_iter(tree)
     with optree_core.dict_insertion_ordered(True, namespace=GLOBAL_NAMESPACE):
         assert list(sorted_it) == [3, 2, 1]
+

@@ -519,3 +519,115 @@ def test_registry_entries_of_builtins_are_stable():
     get = optree_core.register_pytree_node.get
     assert get(dict) is get(dict) and get() == get()
     assert get(dict).flatten_func is get(dict).flatten_func
+
+
+def test_registry_get_reports_builtins_user_registrations_and_leaves():
+    import collections
+
+    from optree_core.registry import DictMetaData
+
+    get = optree_core.register_pytree_node.get
+    assert get(list).kind == optree_core.PyTreeKind.LIST
+    assert get(frozenset) is None
+    assert get(collections.namedtuple("P", "a")).kind == optree_core.PyTreeKind.NAMEDTUPLE
+    values, meta, _ = get(dict).flatten_func({"b": 1, "a": 2})
+    assert list(values) == [2, 1] and meta == ["a", "b"] and list(meta.original_keys) == ["b", "a"]
+    assert isinstance(meta, DictMetaData)
+    assert list(get(dict).unflatten_func(meta, [20, 10])) == ["b", "a"]  # insertion order back
+
+    class Node:
+        pass
+
+    ns = fresh_namespace()
+    optree_core.register_pytree_node(Node, lambda n: ((), None), lambda m, c: Node(), namespace=ns)
+    try:
+        assert get(Node) is None and get(Node, namespace=ns).namespace == ns
+        assert get(namespace=ns)[Node].type is Node and Node not in get()
+        assert len(get(namespace=ns)) == len(get()) + 1
+    finally:
+        optree_core.unregister_pytree_node(Node, namespace=ns)
+    assert get(Node, namespace=ns) is None
+    with pytest.raises(TypeError, match="class or None"):
+        get(3)
+
+
+def test_dict_metadata_checks_its_keys_and_pickles():
+    import pickle
+
+    from optree_core.registry import DictMetaData
+
+    meta = DictMetaData(["a", "b"], original_keys=["b", "a"])
+    again = pickle.loads(pickle.dumps(meta))
+    assert again == ["a", "b"] and list(again.original_keys) == ["b", "a"]
+    with pytest.raises(ValueError, match="distinct keys"):
+        DictMetaData(["a", "b"], original_keys=["a"])
+    with pytest.raises(ValueError, match="not the same keys"):
+        DictMetaData(["a", "b"], original_keys=["a", "c"])
+
+
+def test_registering_a_namedtuple_class_warns_before_touching_the_registry():
+    import warnings
+
+    Pair = collections.namedtuple("Pair", "a b")
+    ns = fresh_namespace()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with pytest.raises(UserWarning, match="namedtuple"):
+            optree_core.register_pytree_node(Pair, lambda p: ((p.b, p.a), None),
+                                             lambda _, c: Pair(c[1], c[0]), namespace=ns)
+    assert optree_core.tree_structure(Pair(1, 2), namespace=ns).kind == optree_core.PyTreeKind.NAMEDTUPLE
+    with pytest.warns(UserWarning, match="namedtuple"):
+        optree_core.register_pytree_node(Pair, lambda p: ((p.b, p.a), None),
+                                         lambda _, c: Pair(c[1], c[0]), namespace=ns)
+    assert optree_core.tree_leaves(Pair(1, 2), namespace=ns) == [2, 1]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # the refused duplicate overrides nothing: no warning
+        with pytest.raises(ValueError, match="already registered"):
+            optree_core.register_pytree_node(Pair, lambda p: ((), None), lambda _, c: None,
+                                             namespace=ns)
+    optree_core.unregister_pytree_node(Pair, namespace=ns)
+
+
+def test_legacy_node_class_gets_the_dunder_protocol():
+    ns = fresh_namespace()
+
+    @optree_core.register_pytree_node_class(namespace=ns)
+    class Rev(collections.UserList):
+        def tree_flatten(self):
+            return list(reversed(self.data)), "rev", None
+
+        @classmethod
+        def tree_unflatten(cls, metadata, children):
+            return cls(reversed(children))
+
+    children, metadata, _ = Rev([1, 2]).__tree_flatten__()
+    assert children == [2, 1] and Rev.__tree_unflatten__(metadata, children) == Rev([1, 2])
+    optree_core.unregister_pytree_node(Rev, namespace=ns)
+
+
+def test_nested_global_insertion_order_contexts_restore_the_outer_mode():
+    from optree_core.registry import GLOBAL_NAMESPACE
+
+    def order():
+        return optree_core.tree_leaves({"b": 1, "a": 2})
+
+    with optree_core.dict_insertion_ordered(True, namespace=GLOBAL_NAMESPACE):
+        with optree_core.dict_insertion_ordered(False, namespace=GLOBAL_NAMESPACE):
+            assert order() == [2, 1]
+        assert order() == [1, 2]
+    assert order() == [2, 1]
+
+
+def test_flatten_one_level_says_what_the_node_is_and_keeps_dict_order():
+    from optree_core.registry import DictMetaData
+
+    out = optree_core.tree_flatten_one_level({"b": 1, "a": 2})
+    assert out.type is dict and out.kind == optree_core.PyTreeKind.DICT
+    assert out.path_entry_type is optree_core.MappingEntry
+    assert isinstance(out.metadata, DictMetaData) and list(out.metadata.original_keys) == ["b", "a"]
+    assert list(out.unflatten_func(out.metadata, out.children)) == ["b", "a"]
+    assert out.unflatten_func(["a", "b"], [2, 1]) == {"a": 2, "b": 1}  # a plain key list works
+    dd = collections.defaultdict(int, {"y": 1, "x": 2})
+    out = optree_core.tree_flatten_one_level(dd)
+    rebuilt = out.unflatten_func(out.metadata, out.children)
+    assert list(rebuilt) == ["y", "x"] and rebuilt.default_factory is int

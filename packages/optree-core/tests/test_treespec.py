@@ -789,3 +789,56 @@ def test_transform_merges_namespaces_and_checks_what_callbacks_return():
     assert ordered.namespace == built.namespace == ns2  # dict order depends on the namespace
     assert ordered == built and ordered.entries() == ["b", "a"]
     assert spec_of([1]).transform(f_leaf=lambda leaf: ordered).namespace == ns2
+
+
+def test_treespec_entry_and_child_wrappers_take_int_like_indices():
+    class OnlyIndex:
+        def __index__(self):
+            return 1
+
+    class OnlyInt:
+        def __int__(self):
+            return 1
+
+    spec = optree_core.tree_structure({"a": 1, "b": (2, 3)})
+    for index in (1, OnlyIndex(), OnlyInt()):
+        assert optree_core.treespec_entry(spec, index) == "b"
+        assert optree_core.treespec_child(spec, index) == optree_core.tree_structure((2, 3))
+    for bad in (1.0, "1"):
+        with pytest.raises(TypeError, match="must be an integer"):
+            optree_core.treespec_child(spec, bad)
+
+
+def test_treespec_transform_checks_what_the_callbacks_return():
+    spec = optree_core.tree_structure(((1, 2, 3), (4,)))
+    assert optree_core.treespec_transform(
+        spec, lambda s: optree_core.treespec_list(s.children())
+    ) == optree_core.tree_structure([[1, 2, 3], [4]])
+    with pytest.raises(TypeError, match="must return a PyTreeSpec"):
+        optree_core.treespec_transform(spec, lambda _: None)
+    with pytest.raises(TypeError, match="must return a PyTreeSpec"):
+        optree_core.treespec_transform(spec, None, lambda _: None)
+    with pytest.raises(ValueError, match="children"):
+        optree_core.treespec_transform(spec, lambda _: optree_core.tree_structure([0, 1]))
+    with pytest.raises(ValueError, match="one-level"):
+        optree_core.treespec_transform(
+            spec, lambda s: optree_core.tree_structure([None] + [0] * s.num_children))
+    with pytest.raises(ValueError, match="none_is_leaf"):
+        optree_core.treespec_transform(spec, lambda s: optree_core.treespec_list(
+            [optree_core.treespec_leaf(none_is_leaf=True)] * s.num_children, none_is_leaf=True))
+
+
+def test_treespec_from_collection_of_a_leaf_warns_and_gives_the_leaf_spec():
+    for leaf, none_is_leaf in ((1, False), ("text", False), (None, True)):
+        with pytest.warns(UserWarning, match="leaf"):
+            spec = optree_core.treespec_from_collection(leaf, none_is_leaf=none_is_leaf,
+                                                        namespace="some-namespace")
+        assert spec == optree_core.treespec_leaf(none_is_leaf=none_is_leaf)
+        assert spec.namespace == ""
+    assert optree_core.treespec_from_collection(None, namespace="ns") == optree_core.treespec_none()
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with pytest.raises(UserWarning):
+            optree_core.treespec_from_collection(1)

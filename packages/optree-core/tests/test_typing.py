@@ -89,3 +89,50 @@ def test_typing_namedtuple_is_a_namedtuple_node():
     assert leaves == [1, "y"]
     assert spec.kind == optree_core.PyTreeKind.NAMEDTUPLE
     assert spec.unflatten([2, "z"]) == Typed(2, "z")
+
+
+def test_structseq_fields_marks_unnamed_slots_in_place():
+    import os
+
+    fields = optree_core.structseq_fields(os.stat_result)
+    assert len(fields) == os.stat_result.n_sequence_fields
+    unnamed = optree_core.typing.PyStructSequence_UnnamedField
+    assert [i for i, name in enumerate(fields) if name == unnamed] == [7, 8, 9]
+    assert fields[:7] == os.stat_result.__match_args__[:7]
+
+
+def test_compiled_and_reference_checks_agree():
+    import collections
+    import os
+    import sys
+    import time
+
+    Pair = collections.namedtuple("Pair", "a b")
+    samples = [Pair, Pair(1, 2), (1, 2), tuple, time.struct_time, time.gmtime(0), sys.float_info,
+               os.stat_result, int, 3, None, type("FakeStruct", (tuple,), {"n_fields": 1,
+                                                                         "n_sequence_fields": 1,
+                                                                         "n_unnamed_fields": 0})]
+    for name in ("is_namedtuple", "is_namedtuple_class", "is_namedtuple_instance",
+                 "is_structseq", "is_structseq_class", "is_structseq_instance"):
+        public = getattr(optree_core, name)
+        for sample in samples:
+            assert public.__python_implementation__(sample) == public.__cxx_implementation__(sample)
+    for name, good in (("namedtuple_fields", Pair), ("structseq_fields", os.stat_result)):
+        public = getattr(optree_core, name)
+        assert public.__python_implementation__(good) == public(good)
+        with pytest.raises(TypeError):
+            public.__python_implementation__((1, 2))
+
+
+def test_struct_sequence_type_checks_structurally_and_cannot_be_built():
+    import time
+
+    from optree_core.typing import StructSequence
+
+    assert isinstance(time.gmtime(0), StructSequence)
+    assert issubclass(time.struct_time, StructSequence)
+    assert not isinstance((1, 2), StructSequence) and not issubclass(tuple, StructSequence)
+    with pytest.raises(TypeError, match="cannot be subclassed"):
+        type("Sub", (StructSequence,), {})
+    with pytest.raises(NotImplementedError):
+        StructSequence(range(1))

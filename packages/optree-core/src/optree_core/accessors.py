@@ -66,13 +66,16 @@ class PyTreeEntry:
         return (self.__class__, (self.entry, self.type, self.kind))
 
     def __call__(self, obj: Any) -> Any:
-        """Fetch the child of ``obj`` this entry selects."""
-        raise NotImplementedError(f"{self.__class__.__name__} cannot fetch children; "
-                                  "use a subclass such as GetItemEntry or GetAttrEntry.")
+        """Fetch the child of ``obj`` this entry selects (by item access, unless overridden)."""
+        try:
+            return obj[self.entry]
+        except TypeError as exc:
+            raise TypeError(f"{self.__class__!r} cannot fetch entry {self.entry!r} of {obj!r}: "
+                            f"the object does not support item access.") from exc
 
     def codify(self, node: str = "") -> str:
         """Python source that fetches the child from the expression ``node``."""
-        raise NotImplementedError
+        return f"{node}[<flat index {self.entry!r}>]"
 
     def __add__(self, other: object) -> PyTreeAccessor:
         if isinstance(other, PyTreeEntry):
@@ -81,12 +84,17 @@ class PyTreeEntry:
             return PyTreeAccessor((self, *other))
         return NotImplemented
 
+    def _identity(self) -> tuple[Any, ...]:
+        # Two entries are equal when they select the same child the same way: a subclass that
+        # only renames or documents (keeps __call__ and codify) equals its base.
+        cls = self.__class__
+        return (self.entry, self.type, self.kind, cls.__call__, cls.codify)
+
     def __eq__(self, other: object) -> bool:
-        return (isinstance(other, PyTreeEntry) and type(self) is type(other)
-                and (self.entry, self.type, self.kind) == (other.entry, other.type, other.kind))
+        return isinstance(other, PyTreeEntry) and self._identity() == other._identity()
 
     def __hash__(self) -> int:
-        return hash((type(self), self.entry, self.type, self.kind))
+        return hash(self._identity())
 
     def __repr__(self) -> str:
         return f"{self.__class__.__name__}(entry={self.entry!r}, type={self.type!r})"
@@ -135,10 +143,15 @@ class GetAttrEntry(PyTreeEntry):
         return self.entry
 
     def __call__(self, obj: Any) -> Any:
-        return getattr(obj, self.name)
+        # A dotted name walks nested attributes ('a.b' is obj.a.b).
+        for part in self.name.split("."):
+            obj = getattr(obj, part)
+        return obj
 
     def codify(self, node: str = "") -> str:
-        return f"{node}.{self.name}"
+        for part in self.name.split("."):
+            node = f"{node}.{part}" if part.isidentifier() else f"getattr({node}, {part!r})"
+        return node
 
     def __repr__(self) -> str:
         return f"{self.__class__.__name__}(name={self.name!r}, type={self.type!r})"
@@ -159,13 +172,11 @@ class FlattenedEntry(PyTreeEntry):
 
     __slots__ = ()
 
-    def codify(self, node: str = "") -> str:
-        return f"{node}[<flat index {self.entry!r}>]"
-
 
 class AutoEntry(PyTreeEntry):
-    """Picks the entry class for a custom node: item access for sequences and mappings,
-    attribute access for string entries of other objects, a flattened entry otherwise.
+    """Picks the entry class for the children of a custom node from its type: the field entry of a
+    PyStructSequence, namedtuple or dataclass, item access for mappings and sequences, a
+    flattened entry otherwise.
 
     Args:
         entry: The entry the custom node's flatten function gave for the child.
@@ -174,7 +185,7 @@ class AutoEntry(PyTreeEntry):
 
     >>> from optree_core import AutoEntry, PyTreeKind
     >>> type(AutoEntry(0, list, PyTreeKind.CUSTOM)).__name__
-    'GetItemEntry'
+    'SequenceEntry'
     """
 
     __slots__ = ()
@@ -182,15 +193,28 @@ class AutoEntry(PyTreeEntry):
     def __new__(cls, entry: Any, type: type, kind: PyTreeKind) -> PyTreeEntry:
         if cls is not AutoEntry:
             return super().__new__(cls)
-        from collections.abc import Mapping, Sequence
+        if kind != PyTreeKind.CUSTOM:
+            raise ValueError(f"AutoEntry picks entries for custom nodes only, got kind {kind!r}.")
+        return _auto_entry_class(type)(entry, type, kind)
 
-        if dataclasses.is_dataclass(type):
-            chosen: type[PyTreeEntry] = DataclassEntry
-        elif issubclass(type, (Sequence, Mapping)):
-            chosen = GetItemEntry
-        else:
-            chosen = FlattenedEntry
-        return chosen(entry, type, kind)
+
+def _auto_entry_class(node_type: type) -> type[PyTreeEntry]:
+    """The entry class AutoEntry stands for, for children of a custom node of ``node_type``."""
+    from collections.abc import Mapping, Sequence
+
+    from optree_core.typing import is_namedtuple_class, is_structseq_class
+
+    if is_structseq_class(node_type):
+        return StructSequenceEntry
+    if is_namedtuple_class(node_type):
+        return NamedTupleEntry
+    if dataclasses.is_dataclass(node_type):
+        return DataclassEntry
+    if issubclass(node_type, Mapping):
+        return MappingEntry
+    if issubclass(node_type, Sequence):
+        return SequenceEntry
+    return FlattenedEntry
 
 
 class SequenceEntry(GetItemEntry):
@@ -257,8 +281,15 @@ class NamedTupleEntry(SequenceEntry):
     __slots__ = ()
 
     @property
+    def fields(self) -> tuple[str, ...]:
+        """The field names of the namedtuple type."""
+        from optree_core.typing import namedtuple_fields
+
+        return namedtuple_fields(self.type)
+
+    @property
     def field(self) -> str:
-        return self.type._fields[self.entry]
+        return self.fields[self.entry]
 
     def codify(self, node: str = "") -> str:
         return f"{node}.{self.field}"
@@ -284,21 +315,101 @@ class StructSequenceEntry(SequenceEntry):
     __slots__ = ()
 
     @property
+    def fields(self) -> tuple[str, ...]:
+        """The sequence field names of the type (unnamed slots as ``PyStructSequence_UnnamedField``)."""
+        from optree_core.typing import structseq_fields
+
+        return structseq_fields(self.type)
+
+    @property
     def field(self) -> str:
-        return self.type.__match_args__[self.entry]
+        return self.fields[self.entry]
+
+    @property
+    def is_unnamed(self) -> bool:
+        """Whether the slot has no field name (``os.stat_result`` has such slots): it is then
+        fetched and printed by index."""
+        from optree_core.typing import PyStructSequence_UnnamedField
+
+        return self.field == PyStructSequence_UnnamedField
 
     def __call__(self, obj: Any) -> Any:
-        return getattr(obj, self.field)
+        return obj[self.entry] if self.is_unnamed else getattr(obj, self.field)
 
     def codify(self, node: str = "") -> str:
-        return f"{node}.{self.field}"
+        return f"{node}[{self.entry!r}]" if self.is_unnamed else f"{node}.{self.field}"
+
+    def __repr__(self) -> str:
+        if self.is_unnamed:
+            return f"{self.__class__.__name__}(entry={self.entry!r}, type={self.type!r})"
+        return f"{self.__class__.__name__}(field={self.field!r}, type={self.type!r})"
+
+
+class _FieldRecordEntry(GetAttrEntry):
+    """Base of the entries of field-declaring classes (dataclasses, attrs classes).
+
+    The entry is a field name, or an integer counting through the children the class's
+    registration recorded. Subclasses say how to list the fields of a class and which class
+    attribute their ``register_node`` records the children in.
+
+    Args:
+        entry: The field name (or the child's index among the recorded children).
+        type: The Python type of the parent node.
+        kind: The :class:`PyTreeKind` of the parent node.
+
+    >>> from optree_core import DataclassEntry, PyTreeKind
+    >>> from dataclasses import dataclass
+    >>> @dataclass
+    ... class P:
+    ...     x: int
+    ...     y: int
+    >>> DataclassEntry(1, P, PyTreeKind.CUSTOM).field
+    'y'
+    """
+
+    __slots__ = ()
+
+    _REGISTRATION_ATTRIBUTE = ""
+
+    @staticmethod
+    def _field_records(node_type: type) -> list[tuple[str, bool]]:
+        """``(name, init)`` for every field of ``node_type``, in declaration order."""
+        raise NotImplementedError
+
+    @property
+    def fields(self) -> tuple[str, ...]:
+        """The names of all fields of the class, in declaration order."""
+        return tuple(name for name, _ in self._field_records(self.type))
+
+    @property
+    def init_fields(self) -> tuple[str, ...]:
+        """The names of the fields ``__init__`` takes."""
+        return tuple(name for name, init in self._field_records(self.type) if init)
+
+    @property
+    def children_fields(self) -> tuple[str, ...]:
+        """The fields an integer entry counts through: the children recorded by ``register_node``
+        on the class itself (a subclass inherits the attribute, not the registration), else all
+        fields in declaration order."""
+        registration = self.type.__dict__.get(self._REGISTRATION_ATTRIBUTE)
+        return self.fields if registration is None else tuple(registration[0])
+
+    @property
+    def field(self) -> str:
+        if isinstance(self.entry, int):
+            return self.children_fields[self.entry]
+        return self.entry
+
+    @property
+    def name(self) -> str:
+        return self.field
 
     def __repr__(self) -> str:
         return f"{self.__class__.__name__}(field={self.field!r}, type={self.type!r})"
 
 
-class DataclassEntry(GetAttrEntry):
-    """A field of a dataclass (the entry is the field name, or its index among fields).
+class DataclassEntry(_FieldRecordEntry):
+    """A field of a dataclass (the entry is the field name, or its index among the children).
 
     Args:
         entry: The field name (or the field's index among the pytree fields).
@@ -310,24 +421,18 @@ class DataclassEntry(GetAttrEntry):
     >>> @odc.dataclass(namespace='dc-doc')
     ... class P:
     ...     x: int
-    >>> optree.tree_accessors(P(1), namespace='dc-doc')[0].codify('p')
-    'p.x'
+    >>> entry = optree.tree_accessors(P(1), namespace='dc-doc')[0][0]
+    >>> entry.codify('p'), entry.fields
+    ('p.x', ('x',))
     """
 
     __slots__ = ()
 
-    @property
-    def field(self) -> str:
-        if isinstance(self.entry, int):
-            return [f.name for f in dataclasses.fields(self.type) if f.init][self.entry]
-        return self.entry
+    _REGISTRATION_ATTRIBUTE = "__optree_dataclass_fields__"
 
-    @property
-    def name(self) -> str:
-        return self.field
-
-    def __repr__(self) -> str:
-        return f"{self.__class__.__name__}(field={self.field!r}, type={self.type!r})"
+    @staticmethod
+    def _field_records(node_type: type) -> list[tuple[str, bool]]:
+        return [(f.name, f.init) for f in dataclasses.fields(node_type)]
 
 
 class PyTreeAccessor(tuple):
@@ -362,22 +467,25 @@ class PyTreeAccessor(tuple):
 
     def __getitem__(self, index):  # type: ignore[override]
         item = super().__getitem__(index)
-        return PyTreeAccessor(item) if isinstance(index, slice) else item
+        return self.__class__(item) if isinstance(index, slice) else item
 
     def __add__(self, other: object) -> PyTreeAccessor:
         if isinstance(other, PyTreeEntry):
-            return PyTreeAccessor((*self, other))
+            return self.__class__((*self, other))
         if isinstance(other, PyTreeAccessor):
-            return PyTreeAccessor((*self, *other))
+            return self.__class__((*self, *other))
         return NotImplemented
 
     def __mul__(self, n: int) -> PyTreeAccessor:  # type: ignore[override]
-        return PyTreeAccessor(super().__mul__(n))
+        return self.__class__(super().__mul__(n))
 
     __rmul__ = __mul__
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, PyTreeAccessor) and super().__eq__(other)
+
+    def __ne__(self, other: object) -> bool:
+        return not self == other
 
     def __hash__(self) -> int:
         return super().__hash__()

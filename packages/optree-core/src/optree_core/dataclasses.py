@@ -17,42 +17,59 @@ the other fields are metadata.
 from __future__ import annotations
 
 import dataclasses as _dataclasses
-import sys
-from collections.abc import Callable
+import inspect as _inspect
+import sys as _sys
+from dataclasses import (  # noqa: F401 (re-exported: the rest of the dataclasses API)
+    KW_ONLY,
+    MISSING,
+    Field,
+    FrozenInstanceError,
+    InitVar,
+    asdict,
+    astuple,
+    fields,
+    is_dataclass,
+    replace,
+)
 from typing import Any
 
+from optree_core import _field_nodes
 from optree_core.accessors import DataclassEntry
-from optree_core.registry import register_pytree_node
 
-__all__ = ["field", "dataclass", "make_dataclass", "fields", "asdict", "astuple", "replace",
-           "is_dataclass", "FrozenInstanceError", "InitVar", "KW_ONLY", "MISSING"]
+__all__ = ["DataclassEntry", "register_node", *_dataclasses.__all__]
 
-fields = _dataclasses.fields
-asdict = _dataclasses.asdict
-astuple = _dataclasses.astuple
-replace = _dataclasses.replace
-is_dataclass = _dataclasses.is_dataclass
-FrozenInstanceError = _dataclasses.FrozenInstanceError
-InitVar = _dataclasses.InitVar
-KW_ONLY = _dataclasses.KW_ONLY
-MISSING = _dataclasses.MISSING
-
-_PYTREE_NODE = "pytree_node"
+_HELPER = "optree_core.dataclasses.register_node"
 
 
-def field(*, pytree_node: bool | None = None, metadata: dict[str, Any] | None = None,
-          **kwargs: Any) -> Any:
-    """``dataclasses.field`` with ``pytree_node`` (default True) saying whether the field is a
-    child (True) or metadata (False). Fields with ``init=False`` must say ``pytree_node=False``:
-    they cannot be passed back to ``__init__`` when the tree is rebuilt.
+def field(
+    *,
+    default: Any = MISSING,
+    default_factory: Any = MISSING,
+    init: bool = True,
+    repr: bool = True,
+    hash: bool | None = None,
+    compare: bool = True,
+    metadata: dict[Any, Any] | None = None,
+    kw_only: Any = MISSING,
+    doc: str | None = None,
+    pytree_node: bool | None = None,
+) -> Any:
+    """``dataclasses.field`` with ``pytree_node`` saying whether the field is a child (True) or
+    metadata (False). Fields with ``init=False`` must say ``pytree_node=False``: they cannot be
+    passed back to ``__init__`` when the tree is rebuilt.
 
     Args:
-        pytree_node: Whether the field is a child (``True``, the default) or metadata kept in the
-            treespec (``False``).
+        default, default_factory, init, repr, hash, compare, kw_only: As for
+            ``dataclasses.field``.
         metadata: Extra field metadata, as for ``dataclasses.field``; the ``pytree_node`` flag is
             added to a copy of it.
-        **kwargs: Any other keyword of ``dataclasses.field`` (``default``, ``default_factory``,
-            ``init``, ``repr``...).
+        doc: The field's docstring (Python 3.14's ``dataclasses.field(doc=...)``; a TypeError on
+            older Pythons, as there).
+        pytree_node: Whether the field is a child or metadata kept in the treespec; ``None`` (the
+            default) reads ``metadata['pytree_node']``, else True.
+
+    Raises:
+        TypeError: for ``init=False`` with ``pytree_node`` true, or ``doc`` before Python 3.14.
 
     >>> from optree_core import dataclasses as odc
     >>> import optree_core as optree
@@ -64,47 +81,53 @@ def field(*, pytree_node: bool | None = None, metadata: dict[str, Any] | None = 
     [2.0]
     """
     metadata = dict(metadata or {})
-    init = kwargs.get("init", True)
     if pytree_node is None:
-        pytree_node = True
+        pytree_node = metadata.get(_field_nodes.PYTREE_NODE, True)
+    metadata[_field_nodes.PYTREE_NODE] = pytree_node
     if pytree_node and not init:
-        raise TypeError("A pytree node field must have init=True (the class is rebuilt through "
-                        "__init__); mark init=False fields with pytree_node=False.")
-    metadata[_PYTREE_NODE] = pytree_node
-    return _dataclasses.field(metadata=metadata, **kwargs)
+        raise TypeError("A pytree_node=True field must have init=True (instances are rebuilt "
+                        "through __init__); declare it with field(init=False, pytree_node=False).")
+    kwargs: dict[str, Any] = {}
+    if doc is not None:
+        if _sys.version_info < (3, 14):
+            raise TypeError("field() got an unexpected keyword argument 'doc' (dataclass fields "
+                            "take a docstring from Python 3.14 on).")
+        kwargs["doc"] = doc
+    return _dataclasses.field(default=default, default_factory=default_factory, init=init,
+                              repr=repr, hash=hash, compare=compare, metadata=metadata,
+                              kw_only=kw_only, **kwargs)
 
 
-def _register(cls: type, namespace: str) -> type:
-    all_fields = [f for f in _dataclasses.fields(cls)]
-    children = tuple(f.name for f in all_fields
-                     if f.init and f.metadata.get(_PYTREE_NODE, True))
-    meta = tuple(f.name for f in all_fields
-                 if f.init and not f.metadata.get(_PYTREE_NODE, True))
-
-    def flatten(obj: Any) -> tuple[tuple[Any, ...], tuple[Any, ...], tuple[str, ...]]:
-        return (tuple(getattr(obj, n) for n in children),
-                tuple((n, getattr(obj, n)) for n in meta), children)
-
-    def unflatten(metadata: tuple[Any, ...], values: tuple[Any, ...]) -> Any:
-        kwargs = dict(zip(children, values))
-        kwargs.update(metadata)
-        return cls(**kwargs)
-
-    return register_pytree_node(cls, flatten, unflatten, path_entry_type=DataclassEntry,
-                                namespace=namespace)
-
-
-def dataclass(cls: type | None = None, /, *, namespace: str, **kwargs: Any) -> Any:
+def dataclass(
+    cls: type | None = None,
+    /,
+    *,
+    init: bool = True,
+    repr: bool = True,
+    eq: bool = True,
+    order: bool = False,
+    unsafe_hash: bool = False,
+    frozen: bool = False,
+    match_args: bool = True,
+    kw_only: bool = False,
+    slots: bool = False,
+    weakref_slot: bool = False,
+    namespace: str,
+) -> Any:
     """``dataclasses.dataclass`` that also registers the class as a pytree node in
-    ``namespace``. Takes the same keywords as ``dataclasses.dataclass``.
+    ``namespace`` (see :func:`register_node`).
 
     Args:
         cls: The class to decorate (omitted when called with keywords only, as
             ``@dataclass(namespace=...)``).
+        init, repr, eq, order, unsafe_hash, frozen, match_args, kw_only, slots, weakref_slot: As
+            for ``dataclasses.dataclass``.
         namespace: The registry namespace the class is registered in (required: a pytree class is
-            scoped like any custom node).
-        **kwargs: The keywords of ``dataclasses.dataclass`` (``frozen``, ``order``...);
-            ``init=False`` is refused.
+            scoped like any custom node); ``''`` means the global namespace.
+
+    Raises:
+        TypeError: if ``cls`` is not a class, was already decorated by this function, or the
+            namespace is not a string.
 
     >>> from optree_core import dataclasses as odc
     >>> import optree_core as optree
@@ -115,30 +138,60 @@ def dataclass(cls: type | None = None, /, *, namespace: str, **kwargs: Any) -> A
     >>> optree.tree_map(lambda x: -x, Params(1.0, 2.0), namespace='dc-fn-doc')
     Params(w=-1.0, b=-2.0)
     """
+    options = {"init": init, "repr": repr, "eq": eq, "order": order, "unsafe_hash": unsafe_hash,
+               "frozen": frozen, "match_args": match_args, "kw_only": kw_only, "slots": slots,
+               "weakref_slot": weakref_slot}
     if cls is None:
-        return lambda c: dataclass(c, namespace=namespace, **kwargs)
-    if not isinstance(cls, type):
-        raise TypeError(f"@dataclass expects a class, got {cls!r}.")
-    if kwargs.get("init", True) is False:
-        raise TypeError("A pytree dataclass needs init=True to be rebuilt from its fields.")
-    return _register(_dataclasses.dataclass(cls, **kwargs), namespace)
+        return lambda klass, /: dataclass(klass, namespace=namespace, **options)
+    if not _inspect.isclass(cls):
+        raise TypeError(f"@optree_core.dataclasses.dataclass() decorates classes, got {cls!r}.")
+    if DataclassEntry._REGISTRATION_ATTRIBUTE in cls.__dict__:
+        raise TypeError(f"@optree_core.dataclasses.dataclass() was already applied to "
+                        f"{cls.__name__}; it cannot be applied more than once.")
+    namespace = _field_nodes.check_namespace(namespace)
+    return register_node(_dataclasses.dataclass(cls, **options), namespace=namespace)
 
 
-def make_dataclass(cls_name: str, fields: Any, *, namespace: str, bases: tuple[type, ...] = (),
-                   ns: dict[str, Any] | None = None, module: str | None = None,
-                   **kwargs: Any) -> type:
+def make_dataclass(
+    cls_name: str,
+    fields: Any,  # noqa: F811 (the parameter name dataclasses.make_dataclass uses)
+    *,
+    bases: tuple[type, ...] = (),
+    ns: dict[str, Any] | None = None,
+    init: bool = True,
+    repr: bool = True,
+    eq: bool = True,
+    order: bool = False,
+    unsafe_hash: bool = False,
+    frozen: bool = False,
+    match_args: bool = True,
+    kw_only: bool = False,
+    slots: bool = False,
+    weakref_slot: bool = False,
+    module: str | None = None,
+    decorator: Any = _dataclasses.dataclass,
+    namespace: Any,
+) -> type:
     """``dataclasses.make_dataclass`` that also registers the class as a pytree node.
+
+    ``namespace`` is the registry namespace here; the class body that
+    ``dataclasses.make_dataclass`` calls ``namespace`` is ``ns``. Code written for
+    ``dataclasses`` that passes a dict as ``namespace`` and the registry namespace as ``ns``
+    is understood too.
 
     Args:
         cls_name: The name of the new class.
         fields: The fields, as for ``dataclasses.make_dataclass``: names, ``(name, type)`` or
             ``(name, type, field(...))`` items.
-        namespace: The registry namespace the class is registered in.
         bases: The base classes of the new class.
-        ns: Extra attributes of the class body (``namespace`` of ``dataclasses.make_dataclass``,
-            renamed since ``namespace`` is the registry's here).
-        module: The ``__module__`` of the new class (by default the caller's).
-        **kwargs: The other keywords of ``dataclasses.make_dataclass``.
+        ns: Extra attributes of the class body.
+        init, repr, eq, order, unsafe_hash, frozen, match_args, kw_only, slots, weakref_slot: As
+            for ``dataclasses.dataclass``.
+        module: The ``__module__`` of the new class (by default the caller's; accepted on every
+            Python, as 3.12's ``make_dataclass`` does).
+        decorator: Python 3.14's class decorator hook; only ``dataclasses.dataclass`` (the
+            default) before 3.14.
+        namespace: The registry namespace the class is registered in.
 
     >>> from optree_core import dataclasses as odc
     >>> import optree_core as optree
@@ -146,11 +199,87 @@ def make_dataclass(cls_name: str, fields: Any, *, namespace: str, bases: tuple[t
     >>> optree.tree_leaves(Point(1, 2), namespace='mdc-doc')
     [1, 2]
     """
+    if isinstance(namespace, dict) or namespace is None:
+        if not (ns is _field_nodes.GLOBAL_NAMESPACE or isinstance(ns, str)):
+            raise TypeError("make_dataclass() missing the registry namespace: pass it as "
+                            "namespace= (the class body goes in ns=).")
+        ns, namespace = namespace, ns
+    namespace = _field_nodes.check_namespace(namespace)
+    if decorator is not _dataclasses.dataclass and _sys.version_info < (3, 14):
+        raise TypeError("make_dataclass() got an unexpected keyword argument 'decorator' "
+                        "(it takes one from Python 3.14 on).")
     if module is None:
-        module = sys._getframe(1).f_globals.get("__name__", "__main__")
-    cls = _dataclasses.make_dataclass(cls_name, fields, bases=bases, namespace=ns, **kwargs)
-    cls.__module__ = module  # what Python 3.12's `module=` does; 3.11 has no such keyword
-    return _register(cls, namespace)
+        module = _sys._getframe(1).f_globals.get("__name__", "__main__")
+    options = {"init": init, "repr": repr, "eq": eq, "order": order, "unsafe_hash": unsafe_hash,
+               "frozen": frozen, "match_args": match_args, "kw_only": kw_only, "slots": slots,
+               "weakref_slot": weakref_slot}
+    if _sys.version_info >= (3, 14):
+        options["decorator"] = decorator
+    cls = _dataclasses.make_dataclass(cls_name, fields, bases=bases, namespace=ns, **options)
+    cls.__module__ = module  # what Python 3.12's `module=` does, on every version
+    return register_node(cls, namespace=namespace)
 
 
-_ = Callable  # re-exported names above are the API; keep the import for type readers
+def register_node(cls: Any = None, /, *, namespace: Any = None) -> Any:
+    """Register an existing dataclass as a pytree node: its ``init`` fields whose metadata says
+    ``pytree_node`` (default True) are children, its other ``init`` fields metadata.
+
+    Instances are rebuilt with ``cls(**fields)``, so ``__init__`` (and ``__post_init__``) runs
+    again on unflatten. A class needing anything else is better registered with
+    :func:`optree_core.register_pytree_node` and its own functions. Usable as
+    ``register_node(cls, namespace=...)``, ``@register_node(namespace=...)`` or
+    ``@register_node('namespace')``.
+
+    Args:
+        cls: The dataclass, or the namespace string when used as ``@register_node('ns')``.
+        namespace: The registry namespace (``''`` for the global one).
+
+    Returns:
+        ``cls`` (or a decorator that registers the class it is given).
+
+    Raises:
+        TypeError: if ``cls`` is not a dataclass, was registered by this function before, has
+            an ``InitVar`` (which ``cls(**fields)`` cannot restore), or has a child field that
+            ``__init__`` does not take.
+        ValueError: if the namespace is missing or given twice.
+
+    Warns:
+        UserWarning: when the dataclass was made with ``init=False`` (its ``__init__`` may not
+            take the fields).
+
+    >>> import dataclasses
+    >>> import optree_core as optree
+    >>> from optree_core import dataclasses as odc
+    >>> @odc.register_node(namespace='register-doc')
+    ... @dataclasses.dataclass
+    ... class Point:
+    ...     x: float
+    ...     y: float
+    >>> optree.tree_map(lambda v: v * 2, Point(1.0, 2.0), namespace='register-doc')
+    Point(x=2.0, y=4.0)
+    >>> optree.tree_accessors(Point(1.0, 2.0), namespace='register-doc')[1].codify('p')
+    'p.y'
+    """
+    return _field_nodes.node_registrar(_register_dataclass, cls, namespace)
+
+
+def _register_dataclass(cls: Any, *, namespace: Any) -> type:
+    if not _inspect.isclass(cls):
+        raise TypeError(f"Expected a dataclass, got {cls!r}.")
+    if not _dataclasses.is_dataclass(cls):
+        raise TypeError(f"{cls!r} is not a dataclass.")
+    namespace = _field_nodes.check_namespace(namespace)
+    if not cls.__dataclass_params__.init:  # type: ignore[attr-defined]
+        _field_nodes.warn_custom_init(cls, "was made with dataclass(init=False)", _HELPER)
+    # InitVar pseudo-fields are __init__ parameters that fields() does not list, so
+    # cls(**fields) could never pass them back.
+    init_vars = [name for name, f in cls.__dataclass_fields__.items()  # type: ignore[attr-defined]
+                 if f._field_type is _dataclasses._FIELD_INITVAR]  # type: ignore[attr-defined]
+    if init_vars:
+        raise TypeError(f"Dataclass {cls.__name__!r} has InitVar field(s) {init_vars!r}, which "
+                        f"{_HELPER} cannot pass back to __init__ on unflatten; register it with "
+                        f"optree_core.register_pytree_node and explicit functions instead.")
+    records = [_field_nodes.FieldRecord(f.name, f.name, f.init, f)
+               for f in _dataclasses.fields(cls)]
+    return _field_nodes.register_field_node(cls, namespace, records=records,
+                                            entry_type=DataclassEntry, helper=_HELPER)

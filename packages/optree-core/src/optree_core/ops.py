@@ -27,7 +27,8 @@ from typing import Any, NamedTuple
 
 from optree_core import _C
 from optree_core._C import PyTreeKind, PyTreeSpec
-from optree_core.accessors import ENTRY_CLASSES, KINDS, PyTreeAccessor, PyTreeEntry
+from optree_core.accessors import ENTRY_CLASSES, KINDS, PyTreeAccessor
+from optree_core.registry import DictMetaData
 from optree_core.utils import total_order_sorted
 
 __all__ = [
@@ -723,6 +724,10 @@ def tree_transpose(
     if outer_size == 0 or inner_size == 0:
         raise ValueError("Tree structures must have at least one leaf; got "
                          f"{outer_treespec} and {inner_treespec}.")
+    if (outer_treespec.namespace and inner_treespec.namespace
+            and outer_treespec.namespace != inner_treespec.namespace):
+        raise ValueError(f"Tree structures must have the same namespace to be transposed, got "
+                         f"{outer_treespec.namespace!r} and {inner_treespec.namespace!r}.")
     namespace = outer_treespec.namespace or inner_treespec.namespace
     grid = _transpose_grid(outer_treespec, inner_size, tree, is_leaf, namespace)
     if grid is None:
@@ -807,24 +812,25 @@ def tree_transpose_map(
         {'id': [1, 2], 'sq': [1, 4]}
     """
     leaves, outer, others = _flat_args(tree, rests, is_leaf, none_is_leaf, namespace)
-    return _transpose_results(outer, list(map(func, leaves, *others)), inner_treespec, none_is_leaf, namespace)
+    return _transpose_results(outer, list(map(func, leaves, *others)), inner_treespec, is_leaf,
+                              none_is_leaf, namespace)
 
 
 def _transpose_results(outer: PyTreeSpec, results: list[Any], inner_treespec: PyTreeSpec | None,
-                       none_is_leaf: bool, namespace: str) -> Any:
-    """``inner(outer)`` from one ``inner``-shaped result per leaf of ``outer``."""
+                       is_leaf: Any, none_is_leaf: bool, namespace: str) -> Any:
+    """``inner(outer)`` from one result per leaf of ``outer``, each ``inner_treespec`` at its top
+    (its subtrees below the inner leaves move whole)."""
     if inner_treespec is None:
         if not results:
-            raise ValueError("The outer structure must have at least one leaf.")
-        inner_treespec = tree_structure(results[0], none_is_leaf=none_is_leaf,
+            raise ValueError(f"The outer structure must have at least one leaf to infer the inner "
+                             f"one from; got {outer}.")
+        inner_treespec = tree_structure(results[0], is_leaf, none_is_leaf=none_is_leaf,
                                         namespace=namespace)
     if inner_treespec.num_leaves == 0:
-        raise ValueError(f"The inner structure must have at least one leaf; got "
-                         f"{inner_treespec}.")
-    # The inner spec is a prefix of each result: what sits at its leaves (None, a list...) is
-    # carried over whole, as in optree.
+        raise ValueError(f"The inner structure must have at least one leaf; got {inner_treespec}.")
     columns = [inner_treespec.flatten_up_to(result) for result in results]
-    return inner_treespec.unflatten([outer.unflatten(row) for row in zip(*columns)])
+    rows = zip(*columns) if columns else [()] * inner_treespec.num_leaves
+    return inner_treespec.unflatten([outer.unflatten(list(row)) for row in rows])
 
 
 def tree_transpose_map_with_path(
@@ -857,8 +863,8 @@ def tree_transpose_map_with_path(
     """
     paths, leaves, outer = _C.flatten_with_path(tree, is_leaf, none_is_leaf, namespace)
     others = [outer.flatten_up_to(r) for r in rests]
-    return _transpose_results(outer, list(map(func, paths, leaves, *others)), inner_treespec, none_is_leaf,
-                              namespace)
+    return _transpose_results(outer, list(map(func, paths, leaves, *others)), inner_treespec,
+                              is_leaf, none_is_leaf, namespace)
 
 
 def tree_transpose_map_with_accessor(
@@ -891,7 +897,7 @@ def tree_transpose_map_with_accessor(
     """
     leaves, outer, others = _flat_args(tree, rests, is_leaf, none_is_leaf, namespace)
     results = list(map(func, treespec_accessors(outer), leaves, *others))
-    return _transpose_results(outer, results, inner_treespec, none_is_leaf, namespace)
+    return _transpose_results(outer, results, inner_treespec, is_leaf, none_is_leaf, namespace)
 
 
 def tree_broadcast_prefix(
@@ -1342,47 +1348,42 @@ def tree_any(
 # --- one level ----------------------------------------------------------------------------
 
 
-class _FlattenOneLevelOutput(NamedTuple):
+class FlattenOneLevelOutput(NamedTuple):
+    """The outermost node of a tree, taken apart: what unpacks as four values."""
+
     children: list[Any]
     metadata: Any
     entries: tuple[Any, ...]
     unflatten_func: Callable[[Any, Iterable[Any]], Any]
 
 
-class FlattenOneLevelOutputEx(_FlattenOneLevelOutput):
-    """The outermost node of a tree, taken apart: it unpacks as ``(children, metadata, entries,
-    unflatten_func)``, and also names the node's ``type``, ``kind`` and ``path_entry_type`` (the
-    :class:`PyTreeEntry` class of its children's accessor entries)."""
+class FlattenOneLevelOutputEx(FlattenOneLevelOutput):
+    """:class:`FlattenOneLevelOutput` that also says what the node was: ``type``, ``kind`` and
+    ``path_entry_type`` (the entry class of its children's paths), as attributes."""
 
     type: type
     kind: PyTreeKind
     path_entry_type: type
 
-    def __new__(cls, children: list[Any], metadata: Any, entries: tuple[Any, ...],
-                unflatten_func: Callable[[Any, Iterable[Any]], Any], *, type: type,
-                kind: PyTreeKind, path_entry_type: type) -> FlattenOneLevelOutputEx:
-        self = super().__new__(cls, children, metadata, entries, unflatten_func)
-        self.type, self.kind, self.path_entry_type = type, kind, path_entry_type
-        return self
 
-
-def _none_unflatten(metadata: Any, children: Iterable[Any], /) -> None:
+def _unflatten_none(metadata: Any, children: Iterable[Any]) -> None:
     if any(True for _ in children):
-        raise ValueError("None has no children: its unflatten function got some.")
+        raise ValueError("None has no children, but some were given to rebuild it.")
 
 
 def _builtin_unflatten(kind: PyTreeKind, node_type: type) -> Callable[[Any, Iterable[Any]], Any]:
     if kind == PyTreeKind.NONE:
-        return _none_unflatten
+        return _unflatten_none
     if kind == PyTreeKind.TUPLE:
         return lambda metadata, children: tuple(children)
     if kind == PyTreeKind.LIST:
         return lambda metadata, children: list(children)
     if kind in (PyTreeKind.DICT, PyTreeKind.ORDEREDDICT):
         ctor = dict if kind == PyTreeKind.DICT else OrderedDict
-        return lambda keys, children: ctor(zip(keys, children))
+        return lambda keys, children: ctor(_in_original_order(keys, children))
     if kind == PyTreeKind.DEFAULTDICT:
-        return lambda metadata, children: defaultdict(metadata[0], zip(metadata[1], children))
+        return lambda metadata, children: defaultdict(metadata[0],
+                                                      _in_original_order(metadata[1], children))
     if kind == PyTreeKind.DEQUE:
         return lambda maxlen, children: deque(children, maxlen=maxlen)
     if kind == PyTreeKind.NAMEDTUPLE:
@@ -1390,6 +1391,13 @@ def _builtin_unflatten(kind: PyTreeKind, node_type: type) -> Callable[[Any, Iter
     if kind == PyTreeKind.STRUCTSEQUENCE:
         return lambda cls, children: cls(tuple(children))
     raise ValueError(f"No unflatten function for node kind {kind!r}.")
+
+
+def _in_original_order(keys: Any, children: Iterable[Any]) -> list[tuple[Any, Any]]:
+    """The (key, child) pairs of a dict node, in the dict's own key order when ``keys`` is a
+    DictMetaData (a plain key list is taken as it is)."""
+    values = dict(zip(keys, children))
+    return [(k, values[k]) for k in getattr(keys, "original_keys", keys)]
 
 
 def tree_flatten_one_level(
@@ -1421,18 +1429,25 @@ def tree_flatten_one_level(
         >>> children, metadata, entries, unflatten = tree_flatten_one_level({'b': 2, 'a': [1]})
         >>> children, metadata, entries
         ([[1], 2], ['a', 'b'], ('a', 'b'))
-        >>> unflatten(metadata, children)
-        {'a': [1], 'b': 2}
+        >>> unflatten(metadata, children)  # the dict's own key order is kept
+        {'b': 2, 'a': [1]}
     """
     children, metadata, entries, kind, node_type = _C.flatten_one_level(
         tree, is_leaf, none_is_leaf, namespace)
     if kind == PyTreeKind.CUSTOM:
-        _, _, unflatten_func, path_entry_type, _ = _C.lookup_node(node_type, namespace)
+        found = _C.lookup_node(node_type, namespace)
+        unflatten_func, path_entry_type = found[2], found[3]
     else:
-        unflatten_func = _builtin_unflatten(kind, node_type)
-        path_entry_type = ENTRY_CLASSES[kind] or PyTreeEntry
-    return FlattenOneLevelOutputEx(children, metadata, entries, unflatten_func, type=node_type,
-                                   kind=kind, path_entry_type=path_entry_type)
+        unflatten_func, path_entry_type = _builtin_unflatten(kind, node_type), ENTRY_CLASSES[kind]
+    # Dict keys come in traversal order (sorted unless insertion-ordered); the metadata also
+    # carries the dict's own order, which unflatten_func restores.
+    if kind == PyTreeKind.DICT:
+        metadata = DictMetaData(metadata, original_keys=list(tree))
+    elif kind == PyTreeKind.DEFAULTDICT:
+        metadata = (metadata[0], DictMetaData(metadata[1], original_keys=list(tree)))
+    output = FlattenOneLevelOutputEx(children, metadata, entries, unflatten_func)
+    output.type, output.kind, output.path_entry_type = node_type, kind, path_entry_type
+    return output
 
 
 def prefix_errors(
@@ -1557,6 +1572,16 @@ def treespec_accessors(treespec: PyTreeSpec, /) -> list[PyTreeAccessor]:
     return treespec._accessors(ENTRY_CLASSES, PyTreeAccessor, KINDS)
 
 
+def _child_index(index: Any) -> int:
+    """``index`` as an int: anything with ``__index__``, or ``__int__`` but not a float (1.5 is
+    no position); else a TypeError."""
+    if hasattr(type(index), "__index__"):
+        return operator.index(index)
+    if hasattr(type(index), "__int__") and not isinstance(index, float):
+        return int(index)
+    raise TypeError(f"A child index must be an integer, got {type(index).__name__}: {index!r}.")
+
+
 def treespec_entries(treespec: PyTreeSpec, /) -> list[Any]:
     """The entries (keys, indices) of the root's children.
 
@@ -1579,7 +1604,7 @@ def treespec_entry(treespec: PyTreeSpec, index: int, /) -> Any:
         >>> treespec_entry(tree_structure([1, 2, 3]), -1)
         2
     """
-    return treespec.entry(index)
+    return treespec.entry(_child_index(index))
 
 
 def treespec_children(treespec: PyTreeSpec, /) -> list[PyTreeSpec]:
@@ -1604,7 +1629,7 @@ def treespec_child(treespec: PyTreeSpec, index: int, /) -> PyTreeSpec:
         >>> treespec_child(tree_structure([1, (2, 3)]), 1)
         PyTreeSpec((*, *))
     """
-    return treespec.child(index)
+    return treespec.child(_child_index(index))
 
 
 def treespec_one_level(treespec: PyTreeSpec, /) -> PyTreeSpec | None:
@@ -1643,21 +1668,28 @@ def treespec_transform(
 
 def _transform(spec: PyTreeSpec, f_node: Any, f_leaf: Any) -> PyTreeSpec:
     if spec.is_leaf():
-        return _checked_spec(f_leaf(spec), "f_leaf") if f_leaf is not None else spec
+        return spec if f_leaf is None else _checked_replacement(spec, f_leaf(spec), "f_leaf")
     children = [_transform(c, f_node, f_leaf) for c in spec.children()]
     node = spec
     if f_node is not None:
-        node = _checked_spec(f_node(spec.one_level()), "f_node")
+        node = _checked_replacement(spec, f_node(spec.one_level()), "f_node")
+        if not all(child.is_leaf() for child in node.children()):
+            raise ValueError(f"f_node must return a one-level PyTreeSpec (a node over leaves), "
+                             f"got {node}.")
         if node.num_children != len(children):
-            raise ValueError(f"f_node must return a one-level PyTreeSpec with {len(children)} "
-                             f"children, got {node!r}.")
+            raise ValueError(f"f_node must return a PyTreeSpec with {len(children)} children "
+                             f"(the node's), got {node}.")
     return node._replace_children(children)
 
 
-def _checked_spec(result: Any, name: str) -> PyTreeSpec:
-    if not isinstance(result, PyTreeSpec):
-        raise TypeError(f"treespec_transform: {name} must return a PyTreeSpec, got {result!r}.")
-    return result
+def _checked_replacement(spec: PyTreeSpec, replacement: Any, name: str) -> PyTreeSpec:
+    """What ``f_node``/``f_leaf`` returned, if it can stand in ``spec``'s place."""
+    if not isinstance(replacement, PyTreeSpec):
+        raise TypeError(f"{name} must return a PyTreeSpec, got {replacement!r}.")
+    if replacement.none_is_leaf != spec.none_is_leaf:
+        raise ValueError(f"{name} must return a PyTreeSpec with none_is_leaf="
+                         f"{spec.none_is_leaf} (the input's), got {replacement}.")
+    return replacement
 
 
 def treespec_is_leaf(treespec: PyTreeSpec, /, strict: bool = True) -> bool:

@@ -23,6 +23,7 @@ import contextlib
 import functools
 import operator
 import threading
+import warnings
 from collections import namedtuple
 from collections.abc import Callable, Generator, Iterator, Mapping
 from typing import Any, NamedTuple
@@ -37,6 +38,7 @@ __all__ = [
     "unregister_pytree_node",
     "dict_insertion_ordered",
     "PyTreeNodeRegistryEntry",
+    "DictMetaData",
 ]
 
 
@@ -88,7 +90,7 @@ class PyTreeNodeRegistryEntry(NamedTuple):
     flatten_func: Callable[..., Any]
     unflatten_func: Callable[..., Any]
     path_entry_type: type[PyTreeEntry] = AutoEntry
-    kind: Any = None
+    kind: Any = _C.PyTreeKind.CUSTOM
     namespace: str = ""
 
 
@@ -145,9 +147,33 @@ def register_pytree_node(
     if not (isinstance(path_entry_type, type) and issubclass(path_entry_type, PyTreeEntry)):
         raise TypeError(f"path_entry_type must be a subclass of PyTreeEntry, "
                         f"got {path_entry_type!r}.")
+    _warn_if_overriding_a_builtin_kind(cls, ns)
     with _REGISTRY_LOCK:
         _C.register_node(cls, flatten_func, unflatten_func, path_entry_type, ns)
     return cls
+
+
+def _warn_if_overriding_a_builtin_kind(cls: type, namespace: str) -> None:
+    """Warn that a namedtuple or PyStructSequence class, a node already, gets custom functions.
+
+    Warned before registering (and only for a registration that will be accepted), so a warning
+    raised as an error leaves the registry untouched.
+    """
+    from optree_core.typing import is_namedtuple_class, is_structseq_class
+
+    if is_namedtuple_class(cls):
+        family = "collections.namedtuple"
+    elif is_structseq_class(cls):
+        family = "PyStructSequence"
+    else:
+        return
+    existing = _C.lookup_node(cls, namespace)
+    if existing is not None and existing[0] == _C.PyTreeKind.CUSTOM and existing[4] == namespace:
+        return  # a duplicate: register_node refuses it, nothing is overridden
+    where = f" in namespace {namespace!r}" if namespace else " in the global namespace"
+    warnings.warn(f"{cls!r} is a {family} type, a pytree node of its own kind everywhere; this "
+                  f"registration replaces its flattening with the given functions{where}.",
+                  UserWarning, stacklevel=3)
 
 
 def register_pytree_node_class(
@@ -192,6 +218,10 @@ def register_pytree_node_class(
     if namespace is None:
         raise ValueError("Must specify the namespace (use GLOBAL_NAMESPACE for all).")
     flatten_name, unflatten_name = _node_protocol(cls)
+    if flatten_name != "__tree_flatten__":
+        # A class written for the older protocol answers to the current one too, as in optree.
+        cls.__tree_flatten__ = cls.__dict__.get(flatten_name, getattr(cls, flatten_name))
+        cls.__tree_unflatten__ = cls.__dict__.get(unflatten_name, getattr(cls, unflatten_name))
     entry_type = path_entry_type or getattr(cls, "TREE_PATH_ENTRY_TYPE", AutoEntry)
     register_pytree_node(cls, operator.methodcaller(flatten_name), getattr(cls, unflatten_name),
                          path_entry_type=entry_type, namespace=namespace)
@@ -264,7 +294,9 @@ def dict_insertion_ordered(mode: bool, /, *, namespace: str) -> Generator[None, 
     """
     ns = _check_namespace(namespace)
     with _REGISTRY_LOCK:
-        previous = _C.is_dict_insertion_ordered(ns, inherit_global_namespace=False)
+        # (_C answers False for '' when asked not to inherit, so the global one is asked plainly.)
+        previous = (_C.is_dict_insertion_ordered(ns, inherit_global_namespace=False) if ns
+                    else _C.is_dict_insertion_ordered(""))
         _C.set_dict_insertion_ordered(bool(mode), ns)
     try:
         yield
@@ -319,7 +351,8 @@ def _builtin_entry(cls: Any, kind: Any) -> PyTreeNodeRegistryEntry:
     from optree_core import ops  # ops imports this module
 
     def flatten_func(obj: Any) -> tuple[Any, Any, Any]:
-        children, metadata, entries, *_ = _C.flatten_one_level(obj)
+        # As the tree's own one-level flatten: dict metadata keeps the dict's key order too.
+        children, metadata, entries, _ = ops.tree_flatten_one_level(obj)
         return children, metadata, entries
 
     entry_type = ENTRY_CLASSES[kind] or PyTreeEntry
@@ -367,3 +400,49 @@ register_pytree_node.get = _registry_get  # type: ignore[attr-defined]
 
 
 _C._set_python_helpers(total_order_sorted)
+
+
+class DictMetaData(list):
+    """The keys of a dict node in traversal order (sorted, or insertion order under
+    :func:`dict_insertion_ordered`), with ``original_keys``: the dict's own key order, which
+    unflattening restores. A plain list otherwise (indexing, iteration, equality).
+
+    Args:
+        keys: The keys in traversal order.
+        original_keys: The keys in the dict's insertion order (default: ``keys``' order).
+        check_keys_consistency: Whether to check that both hold the same keys.
+
+    Raises:
+        ValueError: if ``original_keys`` has another length or (when checked) other keys.
+
+    >>> from optree_core.registry import DictMetaData
+    >>> meta = DictMetaData(['a', 'b'], original_keys=['b', 'a'])
+    >>> meta == ['a', 'b'], list(meta.original_keys)
+    (True, ['b', 'a'])
+    """
+
+    __slots__ = ("original_keys",)
+
+    def __init__(self, keys: Any = (), /, *, original_keys: Any = None,
+                 check_keys_consistency: bool = True) -> None:
+        super().__init__(keys)
+        self.original_keys = dict.fromkeys(self if original_keys is None else original_keys)
+        if len(self.original_keys) != len(self):
+            raise ValueError(f"original_keys holds {len(self.original_keys)} distinct keys but keys "
+                             f"holds {len(self)}.")
+        if check_keys_consistency and set(self.original_keys) != set(self):
+            raise ValueError(f"original_keys {list(self.original_keys)!r} and keys {list(self)!r} "
+                             f"are not the same keys.")
+
+    def __getnewargs_ex__(self) -> tuple[tuple[Any, ...], dict[str, Any]]:
+        return (list(self),), {"original_keys": list(self.original_keys),
+                               "check_keys_consistency": False}
+
+    def __reduce_ex__(self, protocol: Any) -> Any:
+        return (_rebuild_dict_metadata, (list(self), list(self.original_keys)))
+
+
+def _rebuild_dict_metadata(keys: list[Any], original_keys: list[Any]) -> DictMetaData:
+    return DictMetaData(keys, original_keys=original_keys, check_keys_consistency=False)
+
+

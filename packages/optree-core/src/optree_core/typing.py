@@ -17,6 +17,7 @@ one from ``(metadata, children)``.
 from __future__ import annotations
 
 import enum
+import sys
 from collections.abc import Callable, Hashable, Iterable
 from typing import Any, Protocol, TypeVar, Union, runtime_checkable
 
@@ -40,6 +41,7 @@ __all__ = [
     "is_structseq_class",
     "is_structseq_instance",
     "structseq_fields",
+    "StructSequence",
 ]
 
 T = TypeVar("T")
@@ -236,4 +238,124 @@ def structseq_fields(obj: object, /) -> tuple[str, ...]:
     cls = obj if isinstance(obj, type) else type(obj)
     if not is_structseq_class(cls):
         raise TypeError(f"Expected a PyStructSequence type or instance, got {obj!r}.")
-    return tuple(cls.__match_args__[: cls.n_sequence_fields])  # type: ignore[attr-defined]
+    return _structseq_sequence_fields(cls)
+
+
+# What a PyStructSequence slot without a name is called (CPython's own marker; not an
+# identifier, so accessors fetch such slots by index).
+PyStructSequence_UnnamedField = "unnamed field"
+
+
+def _structseq_sequence_fields(cls: type) -> tuple[str, ...]:
+    n_sequence = cls.n_sequence_fields  # type: ignore[attr-defined]
+    n_unnamed = cls.n_unnamed_fields  # type: ignore[attr-defined]
+    # Named fields are member descriptors listed in slot order; the unnamed ones may sit anywhere
+    # among the sequence slots (os.stat_result has three in the middle), so locate each named
+    # field by building an instance of distinct sentinels and seeing which one it returns.
+    member_type = type(type(sys.version_info).major)
+    named = [name for name, member in vars(cls).items()
+             if isinstance(member, member_type)][: n_sequence - n_unnamed]
+    if n_unnamed == 0:
+        return tuple(named)
+    sentinels = [object() for _ in range(n_sequence)]
+    position = {id(s): i for i, s in enumerate(sentinels)}
+    names = [PyStructSequence_UnnamedField] * n_sequence
+    try:
+        probe = cls(sentinels + [None] * (cls.n_fields - n_sequence))  # type: ignore[attr-defined]
+    except (TypeError, ValueError):  # a type that checks its values: assume unnamed slots trail
+        names[: len(named)] = named
+        return tuple(names)
+    for name in named:
+        names[position[id(getattr(probe, name))]] = name
+    return tuple(names)
+
+
+# Reference implementations in plain Python, one per structural check above. Each public check
+# exposes ``__cxx_implementation__`` (the compiled path it runs, i.e. itself) and
+# ``__python_implementation__`` (the reference), as optree's do, so both can be tested alike.
+_Py_TPFLAGS_BASETYPE = 1 << 10  # CPython's "may be subclassed" type flag
+
+
+def _py_is_namedtuple_class(cls: object, /) -> bool:
+    return (isinstance(cls, type) and issubclass(cls, tuple)
+            and isinstance(getattr(cls, "_fields", None), tuple)
+            and all(type(name) is str for name in cls._fields)  # type: ignore[attr-defined]
+            and callable(getattr(cls, "_make", None)) and callable(getattr(cls, "_asdict", None)))
+
+
+def _py_is_structseq_class(cls: object, /) -> bool:
+    return (isinstance(cls, type) and cls.__bases__ == (tuple,)
+            and all(isinstance(getattr(cls, name, None), int)
+                    for name in ("n_fields", "n_sequence_fields", "n_unnamed_fields"))
+            and not cls.__flags__ & _Py_TPFLAGS_BASETYPE)
+
+
+def _py_namedtuple_fields(obj: object, /) -> tuple[str, ...]:
+    cls = obj if isinstance(obj, type) else type(obj)
+    if not _py_is_namedtuple_class(cls):
+        raise TypeError(f"Expected a collections.namedtuple type or instance, got {obj!r}.")
+    return cls._fields  # type: ignore[attr-defined]
+
+
+def _py_structseq_fields(obj: object, /) -> tuple[str, ...]:
+    cls = obj if isinstance(obj, type) else type(obj)
+    if not _py_is_structseq_class(cls):
+        raise TypeError(f"Expected a PyStructSequence type or instance, got {obj!r}.")
+    return _structseq_sequence_fields(cls)
+
+
+def _reference_checks(is_class: Callable[[object], bool]) -> tuple[Callable[[object], bool], ...]:
+    """(is_instance, is_class_or_instance) built on a class check."""
+    return (lambda obj, /: is_class(type(obj)),
+            lambda obj, /: is_class(obj if isinstance(obj, type) else type(obj)))
+
+
+for _public, _reference in (
+    (is_namedtuple_class, _py_is_namedtuple_class),
+    (is_namedtuple_instance, _reference_checks(_py_is_namedtuple_class)[0]),
+    (is_namedtuple, _reference_checks(_py_is_namedtuple_class)[1]),
+    (namedtuple_fields, _py_namedtuple_fields),
+    (is_structseq_class, _py_is_structseq_class),
+    (is_structseq_instance, _reference_checks(_py_is_structseq_class)[0]),
+    (is_structseq, _reference_checks(_py_is_structseq_class)[1]),
+    (structseq_fields, _py_structseq_fields),
+):
+    _public.__cxx_implementation__ = _public  # type: ignore[attr-defined]
+    _public.__python_implementation__ = _reference  # type: ignore[attr-defined]
+del _public, _reference
+
+
+class _StructSequenceMeta(type):
+    """Makes ``isinstance``/``issubclass`` against :class:`StructSequence` run the structural check."""
+
+    def __instancecheck__(cls, instance: Any, /) -> bool:
+        return is_structseq_instance(instance)
+
+    def __subclasscheck__(cls, subclass: type, /) -> bool:
+        return is_structseq_class(subclass)
+
+
+class StructSequence(tuple, metaclass=_StructSequenceMeta):  # type: ignore[type-arg]
+    """The type of CPython's PyStructSequence classes (``time.struct_time``, ``os.stat_result``),
+    for annotations and ``isinstance`` checks; it cannot be instantiated or subclassed.
+
+    Args:
+        sequence: (not accepted: the class only stands for the real PyStructSequence types).
+
+    >>> import time
+    >>> from optree_core.typing import StructSequence
+    >>> isinstance(time.gmtime(0), StructSequence), issubclass(time.struct_time, StructSequence)
+    (True, True)
+    >>> isinstance((1, 2), StructSequence)
+    False
+    """
+
+    __slots__ = ()
+
+    def __init_subclass__(cls, /, **kwargs: Any) -> None:
+        raise TypeError("StructSequence stands for CPython's PyStructSequence types and cannot be "
+                        "subclassed.")
+
+    def __new__(cls, /, *args: Any, **kwargs: Any) -> StructSequence:
+        raise NotImplementedError("StructSequence cannot be instantiated; build an instance of a real "
+                        "PyStructSequence type (e.g. time.struct_time) instead.")

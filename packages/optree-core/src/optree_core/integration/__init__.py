@@ -1,11 +1,17 @@
-"""Helpers for array libraries; each submodule imports its library lazily (on first use of the
-submodule), so optree_core itself never needs torch or numpy."""
+"""The former name of :mod:`optree_core.integrations` (optree before 0.13 spelled it
+``integration``); ``optree_core.integration.numpy`` and ``.torch`` still import."""
 
-__all__ = ["numpy", "torch"]
+from __future__ import annotations
+
+from types import ModuleType
+
+from optree_core.integrations import SUBMODULES
+
+__all__: list[str] = []
 
 
-def __getattr__(name: str):
-    if name in __all__:
+def __getattr__(name: str) -> ModuleType:
+    if name in SUBMODULES:
         import importlib
 
         return importlib.import_module(f"{__name__}.{name}")
