@@ -88,6 +88,11 @@ def unzip2(pairs: Iterable[tuple[T, S]], /) -> tuple[tuple[T, ...], tuple[S, ...
     Unlike ``zip(*pairs)``, an empty input gives two empty tuples, and an item that is not a
     pair raises ``ValueError``.
 
+    Args:
+        pairs: Any iterable of 2-item iterables (e.g. ``dict.items()``).
+
+    >>> unzip2({'a': 1, 'b': 2}.items())
+    (('a', 'b'), (1, 2))
     >>> unzip2({}.items())
     ((), ())
     """
