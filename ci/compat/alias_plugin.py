@@ -13,53 +13,11 @@ exception type is still checked). ``COMPAT_OUTCOMES=FILE`` receives one JSON obj
 
 from __future__ import annotations
 
-import importlib
-import importlib.abc
-import importlib.util
 import json
 import os
-import sys
 
 import pytest
-
-
-class _AliasFinder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
-    """Resolve ``alias`` and ``alias.*`` to ``target`` and ``target.*`` (same module objects)."""
-
-    def __init__(self, alias: str, target: str) -> None:
-        self.alias, self.target = alias, target
-
-    def find_spec(self, fullname, path=None, target=None):
-        if fullname != self.alias and not fullname.startswith(self.alias + "."):
-            return None
-        real_name = self.target + fullname[len(self.alias):]
-        try:
-            real = importlib.import_module(real_name)
-        except ModuleNotFoundError as exc:
-            if exc.name == real_name:
-                return None  # the peer's module has no counterpart: a plain ImportError
-            raise
-        is_package = hasattr(real, "__path__")
-        return importlib.util.spec_from_loader(fullname, self, is_package=is_package)
-
-    def create_module(self, spec):
-        real = importlib.import_module(self.target + spec.name[len(self.alias):])
-        # importlib overwrites __spec__ on the module it is handed; keep the real one.
-        self._saved_spec = real.__spec__
-        return real
-
-    def exec_module(self, module):
-        module.__spec__ = self._saved_spec
-
-
-def _install_alias() -> None:
-    pair = os.environ.get("COMPAT_ALIAS")
-    if not pair:
-        return
-    alias, target = pair.split(":")
-    for name in [n for n in sys.modules if n == alias or n.startswith(alias + ".")]:
-        del sys.modules[name]  # a peer imported earlier (e.g. by torch) must not shadow ours
-    sys.meta_path.insert(0, _AliasFinder(alias, target))
+from compat_alias import install_alias
 
 
 def _forgive_wording() -> None:
@@ -75,7 +33,7 @@ def _forgive_wording() -> None:
         setattr(pytest, name, lenient)
 
 
-_install_alias()
+install_alias()
 _forgive_wording()
 _OUTCOMES: dict[str, str] = {}
 

@@ -22,12 +22,14 @@ native run saved there earlier is the reference.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib.util
 import json
 import os
 import re
 import subprocess
 import sys
+import sysconfig
 import tarfile
 import tempfile
 from io import BytesIO
@@ -62,6 +64,26 @@ def export_tests(checkout: Path, tag: str, dest: Path) -> Path:
     tests = export_tree(checkout, tag, dest, "tests")
     (dest / "pytest.ini").write_text("[pytest]\n")  # keep this repository's settings out
     return tests
+
+
+@contextlib.contextmanager
+def alias_in_subprocesses():
+    """Let interpreters that a peer's test starts see the alias too.
+
+    optree's tests run ``import optree`` in fresh interpreters whose environment keeps
+    ``COMPAT_ALIAS`` but drops ``PYTHONPATH``; a ``.pth`` file in this interpreter's
+    site-packages (removed afterwards) installs the alias there, and only where that variable is
+    set, so the interpreter is unchanged for everything else.
+    """
+    site = Path(sysconfig.get_paths()["purelib"])
+    pth = site / "_diffopt_compat_alias.pth"
+    here = str(Path(__file__).parent)
+    pth.write_text(f"import os, sys; os.environ.get('COMPAT_ALIAS') and (sys.path.append({here!r}) "
+                   f"or __import__('compat_alias').install_alias())\n")
+    try:
+        yield
+    finally:
+        pth.unlink(missing_ok=True)
 
 
 def run_suite(tests: Path, mode: str, alias: str | None, pytest_args: list[str],
@@ -112,7 +134,7 @@ def main() -> int:
     ours, default_tag = PEERS[args.peer]
     out_dir = ROOT / "out" / "compat"
     out_dir.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(prefix=f"compat-{args.peer}-") as tmp:
+    with tempfile.TemporaryDirectory(prefix=f"compat-{args.peer}-") as tmp, alias_in_subprocesses():
         tests = export_tests(args.checkout.resolve(), args.tag or default_tag, Path(tmp))
         modes = [("alias", f"{args.peer}:{ours}")]
         if not args.strict_only:

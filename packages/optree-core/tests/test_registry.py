@@ -631,3 +631,20 @@ def test_flatten_one_level_says_what_the_node_is_and_keeps_dict_order():
     out = optree_core.tree_flatten_one_level(dd)
     rebuilt = out.unflatten_func(out.metadata, out.children)
     assert list(rebuilt) == ["y", "x"] and rebuilt.default_factory is int
+
+
+def test_custom_flatten_returning_a_tuple_of_the_wrong_length_raises_runtime_error():
+    class Three:
+        pass
+
+    ns = "wrong-arity"
+    for result, error in (((1,), RuntimeError), ((1, 2, 3, 4), RuntimeError), ([1, None], TypeError)):
+        optree_core.register_pytree_node(Three, lambda _, r=result: r, lambda m, c: Three(),
+                                         namespace=ns)
+        try:
+            with pytest.raises(error, match="2- or 3-tuple"):
+                optree_core.tree_flatten(Three(), namespace=ns)
+            with pytest.raises(error, match="2- or 3-tuple"):
+                optree_core.tree_flatten_one_level(Three(), namespace=ns)
+        finally:
+            optree_core.unregister_pytree_node(Three, namespace=ns)

@@ -156,10 +156,15 @@ bool CallIsLeaf(nb::handle is_leaf, nb::handle obj) {
 CustomFlattened CallCustomFlatten(const PyTreeTypeRegistration& reg, nb::handle obj) {
   nb::object result = reg.flatten_func(obj);
   const std::string who = "PyTree custom flatten function for type " + SafeRepr(reg.type);
-  if (!PyTuple_Check(result.ptr()) ||
-      (PyTuple_GET_SIZE(result.ptr()) != 2 && PyTuple_GET_SIZE(result.ptr()) != 3)) {
+  if (!PyTuple_Check(result.ptr())) {
     RaisePython(PyExc_TypeError, who + " should return a 2- or 3-tuple (children, metadata[, "
                                        "entries]), got " + SafeRepr(result) + ".");
+  }
+  if (PyTuple_GET_SIZE(result.ptr()) != 2 && PyTuple_GET_SIZE(result.ptr()) != 3) {
+    // A tuple of the wrong length: RuntimeError, the type optree raises for it.
+    RaisePython(PyExc_RuntimeError, who + " should return a 2- or 3-tuple (children, metadata[, "
+                                          "entries]), got " + std::to_string(PyTuple_GET_SIZE(result.ptr())) +
+                                        " items: " + SafeRepr(result) + ".");
   }
   CustomFlattened out;
   PyObject* children = PySequence_Tuple(PyTuple_GET_ITEM(result.ptr(), 0));
