@@ -648,3 +648,18 @@ def test_custom_flatten_returning_a_tuple_of_the_wrong_length_raises_runtime_err
                 optree_core.tree_flatten_one_level(Three(), namespace=ns)
         finally:
             optree_core.unregister_pytree_node(Three, namespace=ns)
+
+
+def test_custom_flatten_with_entries_of_another_length_raises_runtime_error():
+    class Pair:
+        pass
+
+    ns = "entries-arity"
+    optree_core.register_pytree_node(Pair, lambda _: ((1, 2), None, ("a", "b", "c")),
+                                     lambda m, c: Pair(), namespace=ns)
+    try:
+        for flatten in (optree_core.tree_flatten, optree_core.tree_flatten_one_level):
+            with pytest.raises(RuntimeError, match=r"children \(2\) and number of entries \(3\)"):
+                flatten(Pair(), namespace=ns)
+    finally:
+        optree_core.unregister_pytree_node(Pair, namespace=ns)

@@ -185,7 +185,8 @@ CustomFlattened CallCustomFlatten(const PyTreeTypeRegistration& reg, nb::handle 
     }
     out.entries = nb::steal(entries);
     if (PyTuple_GET_SIZE(entries) != PyTuple_GET_SIZE(children)) {
-      RaisePython(PyExc_ValueError,
+      // RuntimeError, the type optree raises for a flatten function that breaks its contract.
+      RaisePython(PyExc_RuntimeError,
                   who + " returned inconsistent number of children (" +
                       std::to_string(PyTuple_GET_SIZE(children)) + ") and number of entries (" +
                       std::to_string(PyTuple_GET_SIZE(entries)) + ").");
