@@ -36,11 +36,25 @@ def torchrun(args: list[str], cwd: Path) -> subprocess.Popen:
                             start_new_session=True)
 
 
+# gloo's C++ occasionally aborts a rank ("terminate called without an active exception", no
+# Python traceback) on this loaded 2-core CI box; seen twice in ~10 full runs, never in isolation.
+# Such a run says nothing about the meta-gradient, so it is retried once; any other failure, or
+# the abort twice in a row, fails the test.
+GLOO_ABORT = "terminate called without an active exception"
+
+
+def run_torchrun(args: list[str], cwd: Path) -> tuple[int, str, str]:
+    for attempt in range(2):
+        ((rc, out, err),) = finish([torchrun(args, cwd)], deadline_s=90)
+        if rc == 0 or GLOO_ABORT not in err or attempt == 1:
+            return rc, out, err
+    raise AssertionError("unreachable")
+
+
 @pytest.fixture(scope="module")
 def ddp_run(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("ddp")
-    ((rc, _, err),) = finish([torchrun([str(HERE / "_ddp_scenario.py"), str(tmp / "result.json")], tmp)],
-                             deadline_s=90)
+    rc, _, err = run_torchrun([str(HERE / "_ddp_scenario.py"), str(tmp / "result.json")], tmp)
     assert rc == 0, err[-4000:]
     return json.loads((tmp / "result.json").read_text())
 
@@ -56,8 +70,7 @@ def test_ddp_meta_gradient_is_the_mean_of_the_ranks(ddp_run, inner):
 
 
 def test_example_trains_under_torchrun(tmp_path):
-    ((rc, out, err),) = finish([torchrun([str(EXAMPLE), "--iterations", "60", "--inner", "meta-adam"], tmp_path)],
-                               deadline_s=90)
+    rc, out, err = run_torchrun([str(EXAMPLE), "--iterations", "60", "--inner", "meta-adam"], tmp_path)
     assert rc == 0, err[-4000:]
     assert "learned dataset with DDP: 2 rank(s), inner loop meta-adam" in out
     losses = out.split("first -> last 10 steps | ")[1].split(" |")[0].split(" -> ")
