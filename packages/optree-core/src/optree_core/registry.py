@@ -434,10 +434,6 @@ class DictMetaData(list):
             raise ValueError(f"original_keys {list(self.original_keys)!r} and keys {list(self)!r} "
                              f"are not the same keys.")
 
-    def __getnewargs_ex__(self) -> tuple[tuple[Any, ...], dict[str, Any]]:
-        return (list(self),), {"original_keys": list(self.original_keys),
-                               "check_keys_consistency": False}
-
     def __reduce_ex__(self, protocol: Any) -> Any:
         return (_rebuild_dict_metadata, (list(self), list(self.original_keys)))
 
