@@ -158,23 +158,38 @@ class TraceableTreeSpec:
 
     def __repr__(self) -> str:
         suffix = ", NoneIsLeaf" if self.none_is_leaf else ""
-        namespace = f", namespace={self.namespace!r}" if self.namespace else ""
-        return f"PyTreeSpec({self._describe()}{suffix}{namespace})"
+        if self.namespace and self._has_custom_node():
+            suffix += f", namespace={self.namespace!r}"
+        return f"PyTreeSpec({self._describe()}{suffix})"
+
+    def _has_custom_node(self) -> bool:
+        return self._kind == _CUSTOM or any(child._has_custom_node() for child in self._children)
 
     def _describe(self) -> str:
-        if self._kind == _LEAF:
+        kind = self._kind
+        if kind == _LEAF:
             return "*"
-        if self._kind == _NONE:
+        if kind == _NONE:
             return "None"
         inner = [child._describe() for child in self._children]
-        if self._kind == _TUPLE:
+        if kind == _TUPLE:
             return "(" + ", ".join(inner) + ("," if len(inner) == 1 else "") + ")"
-        if self._kind == _LIST:
+        if kind == _LIST:
             return "[" + ", ".join(inner) + "]"
-        if self._kind in _DICT_KINDS:
+        if kind in _DICT_KINDS:
             body = "{" + ", ".join(f"{k!r}: {v}" for k, v in zip(self._entries, inner)) + "}"
-            return body if self._kind == _DICT else f"{self.type.__name__}({body})"
-        return f"{self.type.__name__}({', '.join(inner)})"
+            if kind == _DEFAULTDICT:
+                return f"defaultdict({self._metadata[0]!r}, {body})"
+            return body if kind == _DICT else f"OrderedDict({body})"
+        if kind == _DEQUE:
+            maxlen = "" if self._metadata is None else f", maxlen={self._metadata}"
+            return f"deque([{', '.join(inner)}]{maxlen})"
+        if kind == _NAMEDTUPLE or kind == _STRUCTSEQUENCE:
+            fields = self.type._fields if kind == _NAMEDTUPLE else self.type.__match_args__
+            name = self.type.__name__ if kind == _NAMEDTUPLE \
+                else f"{self.type.__module__}.{self.type.__name__}"
+            return f"{name}({', '.join(f'{f}={v}' for f, v in zip(fields, inner))})"
+        return f"CustomTreeNode({self.type.__name__}[{self._metadata!r}], [{', '.join(inner)}])"
 
     def unflatten(self, leaves: Iterable[Any]) -> Any:
         """The tree of this structure holding ``leaves`` (in flatten order)."""
