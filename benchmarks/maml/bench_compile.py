@@ -19,8 +19,9 @@ step (``fused_optim.Adam``, eager in every variant). Variants, timed interleaved
 - ``MetaAdam eager``: what diffopt users run today, ``diffopt.MetaAdam(use_accelerated_op=True)``
   on the ``nn.Module`` with ``loss.backward()`` (autograd, ``create_graph`` inner gradients).
 
-The compiled and eager ``func`` meta-gradients are compared first. Then each blocker met on the
-way to compiling diffopt's own code runs as a minimal reproduction and prints what torch says.
+The compiled and eager meta-gradients are compared first. Then each blocker met on the way to
+compiling diffopt's own code runs as a minimal reproduction and prints what torch says now (the
+pytree ones compile since diffopt registers its Dynamo twins of optree-core's functions).
 
     python benchmarks/maml/bench_compile.py [--repeats 15] [--tasks 10] [--skip-blockers | --blockers-only]
 """
@@ -57,6 +58,17 @@ def sample_tasks(n_tasks: int, generator: torch.Generator):
     return x, amplitude * torch.sin(x + phase)
 
 
+def mean_meta_gradient(task_loss, n_tasks: int):
+    """The outer step: every task's meta-gradient and query loss by ``grad_and_value``, averaged."""
+
+    def step(params, x, y):
+        results = [torch.func.grad_and_value(task_loss)(params, x[t], y[t]) for t in range(n_tasks)]
+        grads = {n: sum(g[n] for g, _ in results) / n_tasks for n in NAMES}
+        return grads, sum(loss for _, loss in results) / n_tasks
+
+    return step
+
+
 def func_step_fn(net: nn.Module, n_tasks: int):
     """The meta-gradient (mean over tasks) and query loss of one outer step, in torch.func."""
 
@@ -69,12 +81,7 @@ def func_step_fn(net: nn.Module, n_tasks: int):
             params, m, v = dict(zip(NAMES, new.params)), new.exp_avgs, new.exp_avg_sqs
         return F.mse_loss(torch.func.functional_call(net, params, (x[K:],)), y[K:])
 
-    def step(params, x, y):
-        results = [torch.func.grad_and_value(task_loss)(params, x[t], y[t]) for t in range(n_tasks)]
-        grads = {n: sum(g[n] for g, _ in results) / n_tasks for n in NAMES}
-        return grads, sum(loss for _, loss in results) / n_tasks
-
-    return step
+    return mean_meta_gradient(task_loss, n_tasks)
 
 
 def diffopt_step_fn(net: nn.Module, n_tasks: int):
@@ -89,12 +96,7 @@ def diffopt_step_fn(net: nn.Module, n_tasks: int):
             params = diffopt.apply_updates(params, updates, inplace=False)
         return F.mse_loss(torch.func.functional_call(net, params, (x[K:],)), y[K:])
 
-    def step(params, x, y):
-        results = [torch.func.grad_and_value(task_loss)(params, x[t], y[t]) for t in range(n_tasks)]
-        grads = {n: sum(g[n] for g, _ in results) / n_tasks for n in NAMES}
-        return grads, sum(loss for _, loss in results) / n_tasks
-
-    return step
+    return mean_meta_gradient(task_loss, n_tasks)
 
 
 def make_func_runner(step_fn, net: nn.Module):
@@ -149,9 +151,20 @@ def blocker_nanobind_method():
 
     def f(tree):
         leaves, spec = optree_core.tree_flatten(tree)
-        return spec.unflatten([leaf * 2 for leaf in leaves])  # type(spec).unflatten(spec, ...) works
+        return spec.unflatten([leaf * 2 for leaf in leaves])
 
     return torch.compile(f, backend="eager")({"a": torch.ones(2)})
+
+
+def blocker_outside_treespec():
+    import optree_core
+
+    spec = optree_core.tree_structure({"a": 0, "b": 0})  # built in eager code: a nanobind object
+
+    def f(x):
+        return optree_core.tree_unflatten(spec, [x, x + 1])
+
+    return torch.compile(f, backend="eager")(torch.ones(2))
 
 
 def blocker_diffopt_update():
@@ -206,6 +219,8 @@ BLOCKERS = [
     ("PyTreeSpec.unflatten (a nanobind method) called at a graph break, torch.compile(backend='eager')",
      blocker_nanobind_method),
     ("diffopt.adam(use_accelerated_op=True).update + apply_updates inside torch.compile", blocker_diffopt_update),
+    ("optree_core.tree_unflatten with a treespec built outside the compiled function",
+     blocker_outside_treespec),
     ("torch.vmap(torch.func.grad(f)) where f applies an autograd.Function, inside torch.compile",
      blocker_vmap_grad_function),
     ("autograd MAML (torch.autograd.grad(create_graph=True) + backward) inside torch.compile",
@@ -214,7 +229,7 @@ BLOCKERS = [
 
 
 def report_blockers() -> None:
-    print("\n### What blocks compiling diffopt's own MAML step\n")
+    print("\n### What blocked (or blocks) compiling diffopt's own MAML step\n")
     for title, fn in BLOCKERS:
         torch._dynamo.reset()
         try:

@@ -297,13 +297,13 @@ def _maml_problem():
 def _maml_outer_loss(net, tx):
     def outer_loss(params, x, y):
         total = 0.0
-        for t in range(x.shape[0]):
+        for xt, yt in zip(x, y):
             p, state = params, tx.init(params)
             for _ in range(3):
-                g = grad(lambda q: F.mse_loss(functional_call(net, q, (x[t, :5],)), y[t, :5]))(p)
+                g = grad(lambda q, xt=xt, yt=yt: F.mse_loss(functional_call(net, q, (xt[:5],)), yt[:5]))(p)
                 updates, state = tx.update(g, state, params=p, inplace=False)
                 p = diffopt.apply_updates(p, updates, inplace=False)
-            total = total + F.mse_loss(functional_call(net, p, (x[t, 5:],)), y[t, 5:])
+            total = total + F.mse_loss(functional_call(net, p, (xt[5:],)), yt[5:])
         return total / x.shape[0]
 
     return outer_loss

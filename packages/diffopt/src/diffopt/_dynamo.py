@@ -142,12 +142,11 @@ class TraceableTreeSpec:
                 or self.num_children != other.num_children
                 or self.none_is_leaf != other.none_is_leaf):
             return False
-        if self._kind in _DICT_KINDS or self._kind == _CUSTOM:
-            if self._entries != other._entries:
-                return False
-        if self._kind != _NAMEDTUPLE and self._kind != _STRUCTSEQUENCE:
-            if self._metadata != other._metadata:
-                return False
+        if (self._kind in _DICT_KINDS or self._kind == _CUSTOM) and self._entries != other._entries:
+            return False
+        # A named tuple's metadata is its type, compared above.
+        if self._kind not in (_NAMEDTUPLE, _STRUCTSEQUENCE) and self._metadata != other._metadata:
+            return False
         return all(a == b for a, b in zip(self._children, other._children))
 
     def __ne__(self, other: object) -> bool:
@@ -184,7 +183,7 @@ class TraceableTreeSpec:
         if kind == _DEQUE:
             maxlen = "" if self._metadata is None else f", maxlen={self._metadata}"
             return f"deque([{', '.join(inner)}]{maxlen})"
-        if kind == _NAMEDTUPLE or kind == _STRUCTSEQUENCE:
+        if kind in (_NAMEDTUPLE, _STRUCTSEQUENCE):
             fields = self.type._fields if kind == _NAMEDTUPLE else self.type.__match_args__
             name = self.type.__name__ if kind == _NAMEDTUPLE \
                 else f"{self.type.__module__}.{self.type.__name__}"
@@ -251,7 +250,7 @@ class TraceableTreeSpec:
             if type(node) is not self.type:
                 raise ValueError(f"flatten_up_to: expected a {self.type!r} node, got "
                                  f"{type(node)!r}")
-            children, metadata, entries, _, _ = _flatten_one_level(
+            children, metadata, _, _, _ = _flatten_one_level(
                 node, self.none_is_leaf, self.namespace)
             if len(children) != self.num_children:
                 raise ValueError(f"flatten_up_to: a {self.type.__name__} node with "
