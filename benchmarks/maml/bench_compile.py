@@ -214,6 +214,22 @@ def blocker_autograd_double_backward():
     return torch._dynamo.explain(maml)(torch.randn(3))
 
 
+def blocker_int_step_recompiles():
+    from torch._dynamo.testing import CompileCounter
+
+    def f(p, g, m, v, step):  # the fused op's schema takes `int step`
+        out = FF.adam_update(p, g, m, v, step, lr=0.1)
+        return out.params, out.exp_avgs, out.exp_avg_sqs
+
+    counter = CompileCounter()
+    compiled = torch.compile(f, backend=counter, dynamic=True)
+    p, g, m, v = [torch.ones(4)], [torch.ones(4)], [torch.zeros(4)], [torch.zeros(4)]
+    for step in range(1, 13):
+        p, m, v = compiled(p, g, m, v, step)
+    return (f"{counter.frame_count} compilations for 12 calls with steps 1..12 (dynamic=True; past "
+            f"torch._dynamo.config.recompile_limit={torch._dynamo.config.recompile_limit} it runs eager)")
+
+
 BLOCKERS = [
     ("optree_core.tree_flatten (a nanobind function) inside torch.compile", blocker_optree_core),
     ("PyTreeSpec.unflatten (a nanobind method) called at a graph break, torch.compile(backend='eager')",
@@ -225,6 +241,8 @@ BLOCKERS = [
      blocker_vmap_grad_function),
     ("autograd MAML (torch.autograd.grad(create_graph=True) + backward) inside torch.compile",
      blocker_autograd_double_backward),
+    ("fused_optim.functional.adam_update with a Python-int step that changes between calls",
+     blocker_int_step_recompiles),
 ]
 
 
@@ -238,7 +256,9 @@ def report_blockers() -> None:
             last = traceback.format_exception_only(type(error), error)[-1].strip().splitlines()[0]
             print(f"- {title}: raises `{last[:300]}`")
             continue
-        if hasattr(result, "graph_break_count"):
+        if isinstance(result, str):
+            print(f"- {title}: {result}")
+        elif hasattr(result, "graph_break_count"):
             reasons = sorted({r.reason.splitlines()[0][:200] for r in result.break_reasons})
             print(f"- {title}: {result.graph_break_count} graph break(s), {result.graph_count} graph(s)"
                   + (f"; first reason: `{reasons[0]}`" if reasons else ""))

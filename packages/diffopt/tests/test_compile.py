@@ -243,10 +243,23 @@ def _meta_problem():
     return net, x, torch.randn(8, 1, generator=gen, dtype=torch.float64)
 
 
-@pytest.mark.parametrize("accelerated", [False, pytest.param(True, marks=fused)])
-def test_meta_adam_step_breaks_only_at_torch_autograd_grad(accelerated):
+META_OPTIMIZERS = {
+    "MetaSGD-momentum": lambda net: diffopt.MetaSGD(net, lr=0.1, momentum=0.9),
+    "MetaAdam": lambda net: diffopt.MetaAdam(net, lr=0.1),
+    "MetaAdam-accelerated": lambda net: diffopt.MetaAdam(net, lr=0.1, use_accelerated_op=True),
+    "MetaRMSProp": lambda net: diffopt.MetaRMSProp(net, lr=0.01),
+}
+
+
+def _meta_param(name):
+    marks = [fused] if name.endswith("accelerated") else []
+    return pytest.param(name, marks=marks, id=name)
+
+
+@pytest.mark.parametrize("name", [_meta_param(name) for name in META_OPTIMIZERS])
+def test_meta_optimizer_step_breaks_only_at_torch_autograd_grad(name):
     net, x, y = _meta_problem()
-    opt = diffopt.MetaAdam(net, lr=0.1, use_accelerated_op=accelerated)
+    opt = META_OPTIMIZERS[name](net)
 
     def step(x, y):
         opt.step(F.mse_loss(net(x), y))
@@ -257,12 +270,12 @@ def test_meta_adam_step_breaks_only_at_torch_autograd_grad(accelerated):
     assert "torch.autograd.grad" in explanation.break_reasons[0].reason
 
 
-@pytest.mark.parametrize("accelerated", [False, pytest.param(True, marks=fused)])
-def test_meta_adam_compiled_steps_and_meta_gradient_equal_eager(accelerated):
+@pytest.mark.parametrize("name", [_meta_param(name) for name in META_OPTIMIZERS])
+def test_meta_optimizer_compiled_steps_and_meta_gradient_equal_eager(name):
     def run(compile_step):
         net, x, y = _meta_problem()
         start = list(net.parameters())
-        opt = diffopt.MetaAdam(net, lr=0.1, use_accelerated_op=accelerated)
+        opt = META_OPTIMIZERS[name](net)
 
         def step(x, y):
             opt.step(F.mse_loss(net(x), y))
@@ -282,6 +295,34 @@ def test_meta_adam_compiled_steps_and_meta_gradient_equal_eager(accelerated):
     for c, e in zip(compiled_grads, eager_grads):
         torch.testing.assert_close(c, e, rtol=1e-10, atol=1e-13)
     assert max(g.abs().max() for g in eager_grads) > 1e-3
+
+
+DROP_IN = {
+    "SGD-momentum": lambda params: diffopt.SGD(params, lr=0.1, momentum=0.9),
+    "Adam": lambda params: diffopt.Adam(params, lr=0.1),
+    "Adam-accelerated": lambda params: diffopt.Adam(params, lr=0.1, use_accelerated_op=True),
+    "RMSProp": lambda params: diffopt.RMSProp(params, lr=0.01, centered=True),
+}
+
+
+@pytest.mark.parametrize("name", [_meta_param(name) for name in DROP_IN])
+def test_drop_in_step_compiles_to_one_graph_equal_to_eager(name):
+    def run(compile_step):
+        net, x, y = _meta_problem()
+        opt = DROP_IN[name](net.parameters())
+        step = torch.compile(opt.step, backend="aot_eager", fullgraph=True) if compile_step else opt.step
+        for _ in range(3):
+            opt.zero_grad()
+            F.mse_loss(net(x), y).backward()
+            step()
+        return [p.detach().clone() for p in net.parameters()], opt
+
+    torch._dynamo.reset()
+    eager_params, opt = run(False)
+    compiled_params, _ = run(True)
+    _assert_one_graph(opt.step)
+    for c, e in zip(compiled_params, eager_params):
+        torch.testing.assert_close(c, e, rtol=1e-12, atol=1e-14)
 
 
 # --- a whole MAML outer step ------------------------------------------------------------------
