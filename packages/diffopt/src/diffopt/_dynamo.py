@@ -17,14 +17,13 @@ The registration waits for ``torch._dynamo`` (importing it costs about a second)
 diffopt is imported if Dynamo already is, else right after the first ``import torch._dynamo``
 (which ``torch.compile`` does). optree-core itself never imports torch, so the twins live here.
 
+With them, ``torch.compile(fn, fullgraph=True)`` of a function that calls
+``optree_core.tree_map`` (or diffopt's updates) traces into one graph instead of failing.
+
 Example:
-    >>> import torch
-    >>> import optree_core
-    >>> def double(tree):
-    ...     return optree_core.tree_map(lambda x: 2 * x, tree)
-    >>> compiled = torch.compile(double, backend='eager', fullgraph=True)  # no graph break
-    >>> compiled({'b': torch.ones(1), 'a': (torch.zeros(1), None)})
-    {'b': tensor([2.]), 'a': (tensor([0.]), None)}
+    >>> import torch._dynamo  # what torch.compile imports: the twins are registered from then on
+    >>> register_dynamo_polyfills()  # so a second registration does nothing
+    False
 """
 
 from __future__ import annotations

@@ -156,8 +156,9 @@ def scale_by_accelerated_adam(
     The fused op takes the step as a Python int, read from the (plain, unbatched) count; when
     the count is batched by ``torch.func.vmap`` (an ensemble whose ``init`` ran under vmap, one
     count per member) or traced by ``torch.compile`` (which cannot read it into Python without a
-    graph break) the update runs :func:`scale_by_adam`'s math instead, with the same results. Under a task-batched ``vmap`` (shared count) the op itself runs batched, which
-    needs fused-optim's vmap rule for ``adam_direction``.
+    graph break) the update runs :func:`scale_by_adam`'s math instead, with the same results.
+    Under a task-batched ``vmap`` (shared count) the op itself runs batched, which needs
+    fused-optim's vmap rule for ``adam_direction``.
 
     Args:
         b1: decay of the first moment.
