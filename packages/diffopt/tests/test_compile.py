@@ -161,6 +161,23 @@ def test_registration_waits_for_dynamo_and_happens_once():
     subprocess.run([sys.executable, "-c", code_dynamo_first], check=True)
 
 
+def test_a_twin_registered_elsewhere_first_leaves_the_others_registered():
+    code = (
+        "import warnings, torch, torch._dynamo, optree_core\n"
+        "from torch.compiler import substitute_in_graph\n"
+        "def leaves(tree, /, is_leaf=None, *, none_is_leaf=False, namespace=''):\n"
+        "    return [tree]\n"
+        "substitute_in_graph(optree_core.tree_leaves)(leaves)\n"
+        "with warnings.catch_warnings(record=True) as caught:\n"
+        "    warnings.simplefilter('always')\n"
+        "    import diffopt\n"
+        "assert any('tree_leaves' in str(w.message) for w in caught), caught\n"
+        "f = torch.compile(lambda t: optree_core.tree_flatten(t)[0], backend='eager', fullgraph=True)\n"
+        "assert f({'a': torch.ones(1)})[0].shape == (1,)\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)
+
+
 # --- diffopt's functional optimizers ---------------------------------------------------------
 
 def _params():

@@ -392,8 +392,15 @@ def register_dynamo_polyfills() -> bool:
         substitute_in_graph(_node_entry, can_constant_fold_through=True)(_node_entry)
         substitute_in_graph(_dict_keys_in_order, can_constant_fold_through=True)(
             _dict_keys_in_order)
+        refused = []
         for original, twin in _TWINS:
-            substitute_in_graph(original)(twin)
+            try:
+                substitute_in_graph(original)(twin)
+            except ValueError as error:  # another library registered one first: keep the rest
+                refused.append(f"{original.__name__} ({error})")
+        if refused:
+            warnings.warn("diffopt: torch.compile support not registered for "
+                          + ", ".join(refused), stacklevel=2)
         return True
 
 
