@@ -5,6 +5,18 @@ with ``torch.distributed.rpc.rpc_async`` (so, inside a :func:`diffopt.distribute
 gradients flow back through them) and combines the results with a reducer. The
 ``parallelize*`` decorators make a function do this whenever it is called.
 
+Calls that a partitioner deals to the same worker travel together: one RPC per worker carries
+all of them, runs them there one after the other in the partition's order, and brings their
+results back in one reply (:func:`_run_calls`); the reducer still sees one result per call, in
+the partition's order. Each call still owns its arguments, as if it had come alone: a tensor
+several calls share (say, inside a module sent by value) travels once, and every call after the
+first gets a private copy of it, attached to the caller's graph where the original is. An
+exclusive partition of many small tasks (TorchOpt's ``dim_partitioner(0, exclusive=True,
+keepdim=False)``) therefore costs one message, one transfer of the shared tensors and one
+distributed-autograd send/receive pair per worker, not per task. The calls dealt to one worker
+run one after the other (not side by side in its RPC thread pool), and ``timeout`` bounds the
+worker's whole share.
+
 Failures reach the caller, never a hang:
 
 * an exception raised by the function on a worker is re-raised on the caller with its type, the
@@ -29,6 +41,7 @@ from __future__ import annotations
 
 import functools
 import importlib
+import io
 import numbers
 import pickle
 from collections.abc import Callable, Iterable
@@ -152,6 +165,92 @@ def _calls(func: Any, args: Any, kwargs: Any, partitioner: Any) -> list[tuple[in
     return calls
 
 
+class _ArgumentsPickler(pickle.Pickler):
+    """Pickles one call's ``(args, kwargs)`` for a batched message, setting its tensors and RRefs
+    aside: the message carries those itself, so RPC sends them its own way (distributed autograd
+    records the tensors, ``nn.Parameter`` arrives detached, RRefs fork) and an object several
+    calls share travels once."""
+
+    def __init__(self, file: io.BytesIO, aside: list[Any], positions: dict[int, int]) -> None:
+        super().__init__(file, protocol=pickle.HIGHEST_PROTOCOL)
+        self.aside = aside
+        self.positions = positions
+
+    def persistent_id(self, obj: Any) -> int | None:
+        if not isinstance(obj, (torch.Tensor, rpc.PyRRef)):
+            return None
+        position = self.positions.get(id(obj))
+        if position is None:
+            position = self.positions[id(obj)] = len(self.aside)
+            self.aside.append(obj)
+        return position
+
+
+class _ArgumentsUnpickler(pickle.Unpickler):
+    """Rebuilds one call's arguments on the worker. A tensor an earlier call of the batch already
+    received is handed over as a private copy, so each call owns its arguments as if it had come
+    in its own message (a call adapting or mutating a shared module cannot affect the next)."""
+
+    def __init__(self, data: bytes, aside: list[Any], handed: set[int]) -> None:
+        super().__init__(io.BytesIO(data))
+        self.aside = aside
+        self.handed = handed
+        self.loaded: dict[int, Any] = {}  # one object per position within the call (tied weights)
+
+    def persistent_load(self, position: int) -> Any:
+        if position not in self.loaded:
+            obj = self.aside[position]
+            if isinstance(obj, torch.Tensor):
+                if position in self.handed:
+                    obj = _private_copy(obj)
+                self.handed.add(position)
+            self.loaded[position] = obj
+        return self.loaded[position]
+
+
+def _private_copy(tensor: torch.Tensor) -> torch.Tensor:
+    """A copy of a received tensor, as a message of its own would have delivered it."""
+    if tensor.grad_fn is not None:  # attached to the caller's graph: the copy stays attached
+        return tensor.clone()
+    copy = tensor.detach().clone().requires_grad_(tensor.requires_grad)
+    if isinstance(tensor, torch.nn.Parameter):
+        return torch.nn.Parameter(copy, requires_grad=tensor.requires_grad)
+    return copy
+
+
+def _pack_calls(calls: list[tuple[tuple, dict]]) -> tuple[list[bytes], list[Any]] | None:
+    """The calls' arguments pickled one call at a time, and what they set aside; ``None`` when
+    some argument does not pickle outside RPC's own pickler (those calls then go one by one)."""
+    aside: list[Any] = []
+    positions: dict[int, int] = {}
+    blobs = []
+    for call in calls:
+        buffer = io.BytesIO()
+        try:
+            _ArgumentsPickler(buffer, aside, positions).dump(call)
+        except Exception:  # whatever RPC alone can pickle: these calls go unbatched
+            return None
+        blobs.append(buffer.getvalue())
+    return blobs, aside
+
+
+def _run_calls(func: Callable[..., T], blobs: list[bytes], aside: list[Any]) -> list[T]:
+    """The worker's side of a batched call: ``func`` on each call's arguments, in order."""
+    handed: set[int] = set()
+    # Every call's arguments first, so the private copies are taken before any call can change
+    # what it received.
+    arguments = [_ArgumentsUnpickler(blob, aside, handed).load() for blob in blobs]
+    return [func(*args, **kwargs) for args, kwargs in arguments]
+
+
+def _by_worker(calls: list[tuple[int, tuple, dict]]) -> dict[int, list[int]]:
+    """The indices of the calls dealt to each worker, workers in order of first appearance."""
+    groups: dict[int, list[int]] = {}
+    for index, (worker, _, _) in enumerate(calls):
+        groups.setdefault(worker, []).append(index)
+    return groups
+
+
 def _explain(func: Any, worker: int, error: BaseException, timeout: float) -> BaseException:
     """The exception the caller sees for one failed call."""
     message = str(error)
@@ -185,7 +284,7 @@ def remote_async_call(func: Callable[..., T], *, args: tuple | None = None,
         partitioner: a worker id or name (one call there), or a partition function returning
             ``(worker, args, kwargs)`` triplets (default :data:`batch_partitioner`).
         reducer: combines the list of results (default: none, the future holds the list).
-        timeout: seconds each remote call may take (default: the RPC agent's).
+        timeout: seconds each worker's share of the call may take (default: the RPC agent's).
 
     Returns:
         A future; ``.wait()`` gives the (reduced) result or raises the first failure.
@@ -214,10 +313,19 @@ def remote_async_call(func: Callable[..., T], *, args: tuple | None = None,
     timeout = _check_timeout(timeout)
     calls = _calls(func, args, kwargs, batch_partitioner if partitioner is None else partitioner)
 
+    # One message per worker (see the module's docstring); (worker, call indices, payload).
+    messages: list[tuple[int, list[int], tuple[Callable[..., Any], tuple, dict]]] = []
+    for worker, indices in _by_worker(calls).items():
+        packed = _pack_calls([calls[i][1:] for i in indices]) if len(indices) > 1 else None
+        if packed is not None:
+            messages.append((worker, indices, (_run_calls, (func, *packed), {})))
+        else:
+            messages.extend((worker, [i], (func, *calls[i][1:])) for i in indices)
+
     futures = []
-    for worker, worker_args, worker_kwargs in calls:
+    for worker, indices, (target, send_args, send_kwargs) in messages:
         try:
-            future = rpc.rpc_async(worker, func, args=worker_args, kwargs=worker_kwargs,
+            future = rpc.rpc_async(worker, target, args=send_args, kwargs=send_kwargs,
                                    timeout=timeout)
         except (pickle.PicklingError, AttributeError, TypeError) as error:
             if "pickle" not in str(error).lower():
@@ -225,24 +333,29 @@ def remote_async_call(func: Callable[..., T], *, args: tuple | None = None,
             raise TypeError(f"cannot send {_describe(func)} or its arguments to worker {worker}: "
                             f"RPC pickles functions by reference, so use a module-level function "
                             f"(not a lambda or a nested function) ({error})") from error
-        futures.append((worker, future))
+        futures.append((worker, indices, future))
 
     result: torch.futures.Future = torch.futures.Future()
 
     def finish(_: torch.futures.Future) -> None:
-        values = []
-        for worker, future in futures:
+        values: list[Any] = [None] * len(calls)
+        for worker, indices, future in futures:
             try:
-                values.append(future.wait())
+                value = future.wait()
             except Exception as error:  # handed to the caller through the future
                 result.set_exception(_explain(func, worker, error, timeout))
                 return
+            if len(indices) == 1:
+                values[indices[0]] = value
+            else:
+                for index, item in zip(indices, value):
+                    values[index] = item
         try:
             result.set_result(values if reducer is None else reducer(values))
         except Exception as error:  # a failing reducer fails the call
             result.set_exception(error)
 
-    torch.futures.collect_all([future for _, future in futures]).add_done_callback(finish)
+    torch.futures.collect_all([future for *_, future in futures]).add_done_callback(finish)
     return result
 
 
@@ -259,7 +372,7 @@ def remote_sync_call(func: Callable[..., T], *, args: tuple | None = None,
         partitioner: a worker id or name, or a partition function (default
             :data:`batch_partitioner`: the tensors' first dimension is split among the workers).
         reducer: combines the list of results (default: none, the list is returned).
-        timeout: seconds each remote call may take (default: the RPC agent's).
+        timeout: seconds each worker's share of the call may take (default: the RPC agent's).
 
     Returns:
         The (reduced) result.
@@ -318,7 +431,7 @@ def parallelize_async(partitioner: Any = None,
         partitioner: as in :func:`remote_async_call`; default :data:`batch_partitioner`, and then
             the default reducer is :func:`mean_reducer`.
         reducer: as in :func:`remote_async_call`.
-        timeout: seconds each remote call may take.
+        timeout: seconds each worker's share of the call may take.
 
     Returns:
         The decorator. The function must be defined at module level.
@@ -352,7 +465,7 @@ def parallelize_sync(partitioner: Any = None,
         partitioner: as in :func:`remote_async_call`; default :data:`batch_partitioner`, and then
             the default reducer is :func:`mean_reducer`.
         reducer: as in :func:`remote_async_call`.
-        timeout: seconds each remote call may take.
+        timeout: seconds each worker's share of the call may take.
 
     Returns:
         The decorator. The function must be defined at module level.
