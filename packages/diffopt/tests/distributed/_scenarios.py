@@ -81,10 +81,23 @@ def adapt_shared_module(net, x):
     """Who ran the call, whether it came in a batched message, what it saw of the module every
     call shares; then it changes that module in place (later calls must not see it)."""
     batched = any(frame.name == "_run_calls" for frame in traceback.extract_stack())
-    seen = float(net.weight.sum())
+    seen = float(net.weight.detach().sum())
     with torch.no_grad():
         net.weight.add_(1.0)
     return todist.get_world_rank(), batched, seen, float(x.sum())
+
+
+def describe_arguments(tensors, scale):
+    """What a call received (type, requires_grad, is_leaf, attached), who ran it, in what grad
+    mode; then it changes its arguments in place (the caller's must not change)."""
+    seen = [(type(t).__name__, t.requires_grad, t.is_leaf, t.grad_fn is not None)
+            for t in tensors["args"]]
+    out = (todist.get_world_rank(), torch.is_grad_enabled(), seen,
+           tensors["args"][0] * scale)  # a result attached to the received tensor
+    with torch.no_grad():
+        for t in tensors["args"]:
+            t.add_(1.0)
+    return out
 
 
 def rows_and_rank(x):
@@ -259,6 +272,34 @@ def scenario_maml(out: dict) -> None:
         todist.rpc.rpc_async = rpc_async
     out["batched_messages"] = sent
     out["batched_weight_sum"] = float(shared.weight.sum())
+
+    # The caller's own share (worker 0, run here) receives what a message delivers to worker 1,
+    # in and out of a distributed autograd context, and changing it leaves the caller's alone.
+    leaf = torch.tensor([1.0, 2.0], requires_grad=True)
+    param = torch.nn.Parameter(torch.tensor([3.0, 4.0]))
+    plain = torch.tensor([5.0, 6.0])
+    deliveries = {}
+    for label in ("context", "no_context", "no_grad"):
+        arguments = ({"args": [leaf * 1.0, leaf, param, plain]}, 2.0)  # a non-leaf first
+
+        def both(*args, **kwargs):  # the same arguments to worker 0 (here) and worker 1
+            return [(0, args, kwargs), (1, args, kwargs)]
+
+        if label == "context":
+            with todist.autograd.context() as context_id:
+                got = todist.remote_sync_call(describe_arguments, args=arguments,
+                                              partitioner=both)
+                (grad,) = todist.autograd.grad(context_id, sum(g[3].sum() for g in got), leaf)
+                deliveries["grad_through_both"] = grad.tolist()
+        elif label == "no_context":
+            got = todist.remote_sync_call(describe_arguments, args=arguments, partitioner=both)
+        else:
+            with torch.no_grad():
+                got = todist.remote_sync_call(describe_arguments, args=arguments,
+                                              partitioner=both)
+        deliveries[label] = [g[:3] for g in got]
+    deliveries["caller_untouched"] = [leaf.tolist(), param.tolist(), plain.tolist()]
+    out["own_share"] = deliveries
 
     # A worker's exception: same type, with the worker and its traceback.
     try:

@@ -124,13 +124,34 @@ def test_torchopt_rref_patterns_give_the_single_process_meta_gradient(maml_run):
 
 def test_calls_dealt_to_one_worker_travel_as_one_message(maml_run):
     calls = maml_run["batched_calls"]  # 7 one-row calls over 3 workers, round-robin
-    assert maml_run["batched_messages"] == [0, 1, 2]  # one message per worker
+    # One message per other worker; worker 0's own share ran in the calling thread.
+    assert maml_run["batched_messages"] == [1, 2]
     assert [rank for rank, *_ in calls] == [0, 1, 2, 0, 1, 2, 0]
-    assert all(batched for _, batched, _, _ in calls)
+    assert [batched for _, batched, _, _ in calls] == [False, True, True] * 2 + [False]
     assert [value for *_, value in calls] == [float(i) for i in range(7)]  # in order
     # Each call saw the module as sent, not as an earlier call of its message left it.
     assert len({seen for _, _, seen, _ in calls}) == 1
     assert calls[0][2] == maml_run["batched_weight_sum"]  # and the caller's module is untouched
+
+
+def test_the_callers_own_share_receives_what_a_message_delivers(maml_run):
+    deliveries = maml_run["own_share"]
+    for label in ("context", "no_context", "no_grad"):
+        (here_rank, *here), (there_rank, *there) = deliveries[label]
+        assert (here_rank, there_rank) == (0, 1)
+        assert here == there, label  # grad mode and each argument's kind, as worker 1 saw them
+        assert here[0] is True  # functions run with grad enabled, as in an RPC thread
+    # In a distributed autograd context, the non-leaf and the leaf arrive attached, the
+    # Parameter detached (RPC rebuilds it from its data), the plain tensor plain.
+    assert deliveries["context"][0][2] == [["Tensor", True, False, True],
+                                           ["Tensor", True, False, True],
+                                           ["Parameter", True, True, False],
+                                           ["Tensor", False, True, False]]
+    assert deliveries["grad_through_both"] == [4.0, 4.0]  # 2 (scale) from each of 2 workers
+    # Outside a context, tensors that require grad arrive as detached leaves.
+    assert [kind[2:] for kind in deliveries["no_context"][0][2]] == [[True, False]] * 4
+    # The calls changed their arguments in place; the caller's tensors did not change.
+    assert deliveries["caller_untouched"] == [[1.0, 2.0], [3.0, 4.0], [5.0, 6.0]]
 
 
 def test_world_information_on_every_worker(maml_run):

@@ -17,6 +17,14 @@ distributed-autograd send/receive pair per worker, not per task. The calls dealt
 run one after the other (not side by side in its RPC thread pool), and ``timeout`` bounds the
 worker's whole share.
 
+A synchronous call (:func:`remote_sync_call`, :func:`parallelize`) without an explicit
+``timeout`` runs the caller's own share in the caller's thread while the other workers compute,
+instead of sending a message to itself: on copies of its arguments delivered as a message would
+deliver them (tensors that require grad attached to the caller's graph inside a distributed
+autograd context, ``nn.Parameter`` detached, grad mode on) and with its results copied back, so
+it computes the same as through RPC, minus one message and one distributed-autograd send/receive
+pair per step. (Rank 0 drives training and is a worker too, so this is its share of every step.)
+
 Failures reach the caller, never a hang:
 
 * an exception raised by the function on a worker is re-raised on the caller with its type, the
@@ -44,6 +52,7 @@ import importlib
 import io
 import numbers
 import pickle
+import traceback
 from collections.abc import Callable, Iterable
 from typing import Any, TypeVar
 
@@ -187,35 +196,50 @@ class _ArgumentsPickler(pickle.Pickler):
 
 
 class _ArgumentsUnpickler(pickle.Unpickler):
-    """Rebuilds one call's arguments on the worker. A tensor an earlier call of the batch already
-    received is handed over as a private copy, so each call owns its arguments as if it had come
-    in its own message (a call adapting or mutating a shared module cannot affect the next)."""
+    """Rebuilds one call's arguments from a batched message (or the caller's own share), handing
+    each tensor set aside through ``deliver(position, tensor)`` (once per position within the call,
+    so tied weights stay tied); RRefs pass as they are."""
 
-    def __init__(self, data: bytes, aside: list[Any], handed: set[int]) -> None:
+    def __init__(self, data: bytes, aside: list[Any],
+                 deliver: Callable[[int, torch.Tensor], torch.Tensor]) -> None:
         super().__init__(io.BytesIO(data))
         self.aside = aside
-        self.handed = handed
-        self.loaded: dict[int, Any] = {}  # one object per position within the call (tied weights)
+        self.deliver = deliver
+        self.loaded: dict[int, Any] = {}
 
     def persistent_load(self, position: int) -> Any:
         if position not in self.loaded:
             obj = self.aside[position]
             if isinstance(obj, torch.Tensor):
-                if position in self.handed:
-                    obj = _private_copy(obj)
-                self.handed.add(position)
+                obj = self.deliver(position, obj)
             self.loaded[position] = obj
         return self.loaded[position]
 
 
-def _private_copy(tensor: torch.Tensor) -> torch.Tensor:
-    """A copy of a received tensor, as a message of its own would have delivered it."""
-    if tensor.grad_fn is not None:  # attached to the caller's graph: the copy stays attached
-        return tensor.clone()
-    copy = tensor.detach().clone().requires_grad_(tensor.requires_grad)
+def _as_delivered(tensor: torch.Tensor, attach: bool) -> torch.Tensor:
+    """A copy of ``tensor`` as an RPC message delivers it: an ``nn.Parameter`` as a detached
+    Parameter (RPC rebuilds it from its data), a tensor that requires grad still attached to the
+    sender's graph when distributed autograd records the message (``attach``), else detached with
+    its ``requires_grad`` flag."""
     if isinstance(tensor, torch.nn.Parameter):
-        return torch.nn.Parameter(copy, requires_grad=tensor.requires_grad)
-    return copy
+        return torch.nn.Parameter(tensor.detach().clone(), requires_grad=tensor.requires_grad)
+    if attach and tensor.requires_grad:
+        with torch.enable_grad():
+            return tensor.clone()
+    return tensor.detach().clone().requires_grad_(tensor.requires_grad)
+
+
+def _first_as_received(handed: set[int]) -> Callable[[int, torch.Tensor], torch.Tensor]:
+    """Delivery on a worker: a tensor as received the first time, a private copy (as a message
+    of its own would have delivered it) to every later call of the batch."""
+
+    def deliver(position: int, tensor: torch.Tensor) -> torch.Tensor:
+        if position in handed:
+            return _as_delivered(tensor, attach=tensor.grad_fn is not None)
+        handed.add(position)
+        return tensor
+
+    return deliver
 
 
 def _pack_calls(calls: list[tuple[tuple, dict]]) -> tuple[list[bytes], list[Any]] | None:
@@ -236,11 +260,59 @@ def _pack_calls(calls: list[tuple[tuple, dict]]) -> tuple[list[bytes], list[Any]
 
 def _run_calls(func: Callable[..., T], blobs: list[bytes], aside: list[Any]) -> list[T]:
     """The worker's side of a batched call: ``func`` on each call's arguments, in order."""
-    handed: set[int] = set()
+    deliver = _first_as_received(set())
     # Every call's arguments first, so the private copies are taken before any call can change
     # what it received.
-    arguments = [_ArgumentsUnpickler(blob, aside, handed).load() for blob in blobs]
+    arguments = [_ArgumentsUnpickler(blob, aside, deliver).load() for blob in blobs]
     return [func(*args, **kwargs) for args, kwargs in arguments]
+
+
+def _in_autograd_context() -> bool:
+    import torch.distributed.autograd as dist_autograd
+
+    try:
+        dist_autograd._current_context()
+    except RuntimeError:
+        return False
+    return True
+
+
+def _run_here(func: Callable[..., Any], packed: tuple[list[bytes], list[Any]]) -> Any:
+    """The caller's own share of a call, run in the caller's thread as its RPC thread would run
+    it: on copies of the arguments delivered as a message delivers them, with grad mode on, and
+    the results copied back as a reply. Saves the message to itself (pickling, TensorPipe, the
+    distributed-autograd send/receive pair) while the other workers compute."""
+    blobs, aside = packed
+    attach = torch.is_grad_enabled() and _in_autograd_context()
+    future: torch.futures.Future = torch.futures.Future()
+    try:
+        with torch.inference_mode(False), torch.enable_grad():
+            deliver = lambda _, tensor: _as_delivered(tensor, attach)  # noqa: E731
+            arguments = [_ArgumentsUnpickler(blob, aside, deliver).load() for blob in blobs]
+            results = [func(*args, **kwargs) for args, kwargs in arguments]
+            reply = _pack_calls([results])
+            if reply is None:
+                raise TypeError(f"{_describe(func)} returned something that cannot be pickled "
+                                f"(RPC could not have sent it back either)")
+            (values,) = [_ArgumentsUnpickler(blob, reply[1], deliver).load() for blob in reply[0]]
+    except Exception as error:  # reaches the caller like a worker's exception
+        future.set_exception(_as_worker_error(error))
+    else:
+        future.set_result(values)
+    return future
+
+
+def _as_worker_error(error: Exception) -> Exception:
+    """``error`` dressed as RPC dresses a worker's exception: same type, the worker named, the
+    traceback in the message."""
+    message = (f"On {rpc.get_worker_info()}:\n{error!r}\n"
+               + "".join(traceback.format_exception(error)))
+    try:
+        dressed = type(error)(message)
+    except Exception:  # a type whose constructor does not take one message
+        dressed = RuntimeError(message)
+    dressed.__cause__ = error
+    return dressed
 
 
 def _by_worker(calls: list[tuple[int, tuple, dict]]) -> dict[int, list[int]]:
@@ -274,7 +346,8 @@ def _explain(func: Any, worker: int, error: BaseException, timeout: float) -> Ba
 def remote_async_call(func: Callable[..., T], *, args: tuple | None = None,
                       kwargs: dict | None = None, partitioner: Any = None,
                       reducer: Callable[[Iterable[T]], Any] | None = None,
-                      timeout: float | None = UNSET_RPC_TIMEOUT) -> torch.futures.Future:
+                      timeout: float | None = UNSET_RPC_TIMEOUT,
+                      _run_own_share_here: bool = False) -> torch.futures.Future:
     """Run ``func`` on remote workers and return a :class:`torch.futures.Future` of the result.
 
     Args:
@@ -313,11 +386,19 @@ def remote_async_call(func: Callable[..., T], *, args: tuple | None = None,
     timeout = _check_timeout(timeout)
     calls = _calls(func, args, kwargs, batch_partitioner if partitioner is None else partitioner)
 
+    # The caller's own share runs here (synchronous calls without a timeout to enforce: see
+    # _run_here), after the other workers' messages are sent.
+    own = rpc.get_worker_info().id if _run_own_share_here and timeout == UNSET_RPC_TIMEOUT \
+        else None
+    here: tuple[int, list[int], tuple[list[bytes], list[Any]]] | None = None
     # One message per worker (see the module's docstring); (worker, call indices, payload).
     messages: list[tuple[int, list[int], tuple[Callable[..., Any], tuple, dict]]] = []
     for worker, indices in _by_worker(calls).items():
-        packed = _pack_calls([calls[i][1:] for i in indices]) if len(indices) > 1 else None
-        if packed is not None:
+        packed = _pack_calls([calls[i][1:] for i in indices]) \
+            if len(indices) > 1 or worker == own else None
+        if packed is not None and worker == own:
+            here = (worker, indices, packed)
+        elif packed is not None:
             messages.append((worker, indices, (_run_calls, (func, *packed), {})))
         else:
             messages.extend((worker, [i], (func, *calls[i][1:])) for i in indices)
@@ -333,29 +414,30 @@ def remote_async_call(func: Callable[..., T], *, args: tuple | None = None,
             raise TypeError(f"cannot send {_describe(func)} or its arguments to worker {worker}: "
                             f"RPC pickles functions by reference, so use a module-level function "
                             f"(not a lambda or a nested function) ({error})") from error
-        futures.append((worker, indices, future))
+        futures.append((worker, indices, future, target is _run_calls))
+    if here is not None:
+        worker, indices, packed = here
+        futures.append((worker, indices, _run_here(func, packed), True))
 
+    futures.sort(key=lambda entry: entry[1][0])  # failures reported in the partition's order
     result: torch.futures.Future = torch.futures.Future()
 
     def finish(_: torch.futures.Future) -> None:
         values: list[Any] = [None] * len(calls)
-        for worker, indices, future in futures:
+        for worker, indices, future, listed in futures:
             try:
                 value = future.wait()
             except Exception as error:  # handed to the caller through the future
                 result.set_exception(_explain(func, worker, error, timeout))
                 return
-            if len(indices) == 1:
-                values[indices[0]] = value
-            else:
-                for index, item in zip(indices, value):
-                    values[index] = item
+            for index, item in zip(indices, value if listed else [value]):
+                values[index] = item
         try:
             result.set_result(values if reducer is None else reducer(values))
         except Exception as error:  # a failing reducer fails the call
             result.set_exception(error)
 
-    torch.futures.collect_all([future for *_, future in futures]).add_done_callback(finish)
+    torch.futures.collect_all([entry[2] for entry in futures]).add_done_callback(finish)
     return result
 
 
@@ -392,7 +474,7 @@ def remote_sync_call(func: Callable[..., T], *, args: tuple | None = None,
         tensor(15.)
     """
     return remote_async_call(func, args=args, kwargs=kwargs, partitioner=partitioner,
-                             reducer=reducer, timeout=timeout).wait()
+                             reducer=reducer, timeout=timeout, _run_own_share_here=True).wait()
 
 
 def _parallelizer(partitioner: Any, reducer: Any, timeout: Any, wait: bool):
@@ -412,7 +494,7 @@ def _parallelizer(partitioner: Any, reducer: Any, timeout: Any, wait: bool):
         @functools.wraps(func)
         def wrapped(*args: Any, **kwargs: Any) -> Any:
             future = remote_async_call(remote, args=args, kwargs=kwargs, partitioner=partitioner,
-                                       reducer=reducer, timeout=timeout)
+                                       reducer=reducer, timeout=timeout, _run_own_share_here=wait)
             return future.wait() if wait else future
 
         setattr(wrapped, _PARALLELIZED, True)
