@@ -9,7 +9,9 @@ meta-gradient back through every inner loop. Configurations, each in fresh proce
 * ``distributed, W workers``: W processes on loopback (TensorPipe under ``auto_init_rpc``), rank 0
   drives and works; the task batch is split by ``batch_partitioner`` into one contiguous block
   per worker (one RPC per worker and step; ``--partition task`` makes one RPC per task with
-  ``dim_partitioner(0, exclusive=True, keepdim=False)`` instead), block losses summed by
+  ``dim_partitioner(0, exclusive=True, keepdim=False)`` instead; ``--partition torchopt`` is
+  TorchOpt's documented pattern: the module sent as an ``RRef``, ``dim_partitioner(0,
+  exclusive=False, keepdim=True)``, ``mean_reducer``), block losses summed by
   ``sum_reducer``, the meta-gradient taken by ``diffopt.distributed.autograd`` through the remote
   inner loops. 1 thread per process.
 
@@ -114,6 +116,32 @@ def distributed_step_per_task(net, tasks, steps):
         return todist.autograd.grad(context_id, loss, tuple(net.parameters()))
 
 
+def inner_loops_rref(net_rref, x_support, y_support, x_query, y_query, steps: int):
+    """TorchOpt's documented worker function: fetch the module behind the RRef, then its block of
+    tasks, each on a reference clone with detached buffers; the block's mean query loss."""
+    net = net_rref.to_here()
+    return torch.stack([
+        inner_loop(diffopt.module_clone(net, by="reference", detach_buffers=True), x_support[i],
+                   y_support[i], x_query[i], y_query[i], steps)
+        for i in range(x_support.shape[0])]).mean()
+
+
+def distributed_step_rref(net, tasks, steps):
+    """TorchOpt's documented pattern: the module sent as an RRef to a copy,
+    ``dim_partitioner(0, exclusive=False, keepdim=True)``, ``mean_reducer``."""
+    net_rref = todist.rpc.RRef(diffopt.module_clone(net, by="copy"))
+    with todist.autograd.context() as context_id:
+        loss = todist.remote_sync_call(
+            inner_loops_rref, args=(net_rref, *tasks, steps),
+            partitioner=todist.dim_partitioner(0, exclusive=False, keepdim=True),
+            reducer=todist.mean_reducer)
+        return todist.autograd.grad(context_id, loss, tuple(net.parameters()))
+
+
+STEPS = {"block": distributed_step, "task": distributed_step_per_task,
+         "torchopt": distributed_step_rref}
+
+
 def cpu_times() -> list[float]:
     """Process CPU seconds of every rank (just this process when RPC is not running)."""
     if not todist.world._rpc_running():
@@ -163,7 +191,7 @@ def _run_distributed(args) -> dict | None:
         net = make_model(args.width)
         tasks = sample_tasks(args.tasks, args.k, 12345)
         reference = sequential_step(net, tasks, args.inner_steps)
-        step = distributed_step if args.partition == "block" else distributed_step_per_task
+        step = STEPS[args.partition]
         got = step(net, tasks, args.inner_steps)
         diff = max(float((a - b).abs().max()) for a, b in zip(reference, got))
         return {**time_steps(step, net, args), "grad_diff": diff}
@@ -229,8 +257,10 @@ def main() -> int:
                         default="driver")
     parser.add_argument("--out", type=Path)
     parser.add_argument("--threads", type=int, default=1)
-    parser.add_argument("--partition", choices=["block", "task"], default="block",
-                        help="one RPC per worker (block) or per task")
+    parser.add_argument("--partition", choices=list(STEPS), default="block",
+                        help="one RPC per worker (block), per task, or TorchOpt's documented "
+                             "pattern (torchopt: module as an RRef, dim_partitioner(0, "
+                             "exclusive=False, keepdim=True), mean_reducer)")
     parser.add_argument("--torch-transports", action="store_true",
                         help="TensorPipe's default transports (shared memory) instead of TCP")
     parser.add_argument("--quick", action="store_true",
@@ -255,7 +285,7 @@ def main() -> int:
     print(f"MAML step: MLP 1-{args.width}-{args.width}-1, {args.tasks} tasks x {args.k}+{args.k} "
           f"points, {args.inner_steps} inner MetaSGD steps; {args.rounds} rounds x {args.steps} "
           f"steps; {os.cpu_count()} CPUs; one RPC per "
-          f"{'worker' if args.partition == 'block' else 'task'}; TensorPipe transports: "
+          f"{'task' if args.partition == 'task' else 'worker'} ({args.partition}); TensorPipe transports: "
           f"{'torch defaults (shm)' if args.torch_transports else 'diffopt default (uv/TCP)'}",
           flush=True)
     bar = _report.progress(desc="distributed MAML", total=args.rounds * len(configs),

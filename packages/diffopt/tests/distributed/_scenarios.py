@@ -13,6 +13,7 @@ import json
 import os
 import sys
 import time
+import traceback
 from pathlib import Path
 
 import torch
@@ -60,6 +61,43 @@ def parallel_inner_loop(net, x, y):
 def batch_sum_and_rank(x):
     """Default partitioner/reducer: a block of rows per worker, results averaged."""
     return x.sum() * 0 + todist.get_world_rank(), x.sum()
+
+
+def inner_loops_from_rref(net_rref, x, y):
+    """TorchOpt's documented worker function: the module behind an RRef, then a block of tasks
+    (each on a reference clone with detached buffers); the block's mean query loss."""
+    net = net_rref.to_here()
+    return torch.stack([inner_loop(diffopt.module_clone(net, by="reference", detach_buffers=True),
+                                   x[i], y[i]) for i in range(x.shape[0])]).mean()
+
+
+def inner_loop_from_rref(net_rref, x, y):
+    """TorchOpt's example's worker function: one task, the module fetched from the RRef."""
+    net = diffopt.module_clone(net_rref.to_here(), by="reference", detach_buffers=True)
+    return inner_loop(net, x, y)
+
+
+def adapt_shared_module(net, x):
+    """Who ran the call, whether it came in a batched message, what it saw of the module every
+    call shares; then it changes that module in place (later calls must not see it)."""
+    batched = any(frame.name == "_run_calls" for frame in traceback.extract_stack())
+    seen = float(net.weight.detach().sum())
+    with torch.no_grad():
+        net.weight.add_(1.0)
+    return todist.get_world_rank(), batched, seen, float(x.sum())
+
+
+def describe_arguments(tensors, scale):
+    """What a call received (type, requires_grad, is_leaf, attached), who ran it, in what grad
+    mode; then it changes its arguments in place (the caller's must not change)."""
+    seen = [(type(t).__name__, t.requires_grad, t.is_leaf, t.grad_fn is not None)
+            for t in tensors["args"]]
+    out = (todist.get_world_rank(), torch.is_grad_enabled(), seen,
+           tensors["args"][0] * scale)  # a result attached to the received tensor
+    with torch.no_grad():
+        for t in tensors["args"]:
+            t.add_(1.0)
+    return out
 
 
 def rows_and_rank(x):
@@ -196,6 +234,72 @@ def scenario_maml(out: dict) -> None:
     out["world"] = [todist.remote_sync_call(world_report, partitioner=rank)[0]
                     for rank in range(todist.get_world_size())]
     out["world_by_name"] = todist.remote_sync_call(world_report, partitioner="worker2")[0]["rank"]
+
+    # TorchOpt's documented pattern (module as an RRef, one block per worker, mean_reducer) and
+    # its example's (one task per call, many per worker, sent as one message per worker): the
+    # same meta-gradient as the single process.
+    # (mean_reducer averages the blocks' means: 6 tasks make equal blocks of 2 on 3 workers; the
+    # exclusive partition deals 5 tasks as 2, 2 and 1 calls.)
+    x6, y6 = make_tasks(6)
+    patterns = {"rref_blocks": (inner_loops_from_rref, (x6, y6),
+                                todist.dim_partitioner(0, exclusive=False, keepdim=True)),
+                "rref_tasks": (inner_loop_from_rref, (x, y),
+                               todist.dim_partitioner(0, exclusive=True, keepdim=False))}
+    for name, (func, (xs, ys), partitioner) in patterns.items():
+        _, local = meta_gradient_local(net, xs, ys, "sgd")
+        net_rref = todist.rpc.RRef(diffopt.module_clone(net, by="copy"))
+        with todist.autograd.context() as context_id:
+            loss = todist.remote_sync_call(func, args=(net_rref, xs, ys),
+                                           partitioner=partitioner, reducer=todist.mean_reducer)
+            grads = todist.autograd.grad(context_id, loss, params)
+        out[f"{name}_grad_diff"] = max_diff(local, grads)
+    # Calls dealt to one worker travel as one message, each call owning its arguments, and the
+    # results come back in the partition's order.
+    shared = torch.nn.Linear(3, 3)
+    sent = []
+    rpc_async = todist.rpc.rpc_async
+
+    def counting_rpc_async(to, func, *args, **kwargs):
+        sent.append(to)
+        return rpc_async(to, func, *args, **kwargs)
+
+    todist.rpc.rpc_async = counting_rpc_async
+    try:
+        out["batched_calls"] = todist.remote_sync_call(
+            adapt_shared_module, args=(shared, torch.arange(7.0)),
+            partitioner=todist.dim_partitioner(0, exclusive=True, keepdim=False))
+    finally:
+        todist.rpc.rpc_async = rpc_async
+    out["batched_messages"] = sent
+    out["batched_weight_sum"] = float(shared.weight.sum())
+
+    # The caller's own share (worker 0, run here) receives what a message delivers to worker 1,
+    # in and out of a distributed autograd context, and changing it leaves the caller's alone.
+    leaf = torch.tensor([1.0, 2.0], requires_grad=True)
+    param = torch.nn.Parameter(torch.tensor([3.0, 4.0]))
+    plain = torch.tensor([5.0, 6.0])
+    deliveries = {}
+    for label in ("context", "no_context", "no_grad"):
+        arguments = ({"args": [leaf * 1.0, leaf, param, plain]}, 2.0)  # a non-leaf first
+
+        def both(*args, **kwargs):  # the same arguments to worker 0 (here) and worker 1
+            return [(0, args, kwargs), (1, args, kwargs)]
+
+        if label == "context":
+            with todist.autograd.context() as context_id:
+                got = todist.remote_sync_call(describe_arguments, args=arguments,
+                                              partitioner=both)
+                (grad,) = todist.autograd.grad(context_id, sum(g[3].sum() for g in got), leaf)
+                deliveries["grad_through_both"] = grad.tolist()
+        elif label == "no_context":
+            got = todist.remote_sync_call(describe_arguments, args=arguments, partitioner=both)
+        else:
+            with torch.no_grad():
+                got = todist.remote_sync_call(describe_arguments, args=arguments,
+                                              partitioner=both)
+        deliveries[label] = [g[:3] for g in got]
+    deliveries["caller_untouched"] = [leaf.tolist(), param.tolist(), plain.tolist()]
+    out["own_share"] = deliveries
 
     # A worker's exception: same type, with the worker and its traceback.
     try:

@@ -7,6 +7,7 @@ test instead of stalling CI. The scenarios themselves live in ``_scenarios.py``.
 
 from __future__ import annotations
 
+import copy
 import json
 import os
 import signal
@@ -113,6 +114,44 @@ def test_partitioners_deal_work_as_documented(maml_run):
     assert maml_run["async_single_worker"] == 7
     # parallelize() defaults: batch blocks, mean reducer -> mean rank (0+1+2)/3, mean block sum.
     assert maml_run["default_parallelize"] == [1.0, 5.0]
+
+
+def test_torchopt_rref_patterns_give_the_single_process_meta_gradient(maml_run):
+    # float64; only the order of the final means differs from the single process.
+    assert maml_run["rref_blocks_grad_diff"] <= 1e-12
+    assert maml_run["rref_tasks_grad_diff"] <= 1e-12
+
+
+def test_calls_dealt_to_one_worker_travel_as_one_message(maml_run):
+    calls = maml_run["batched_calls"]  # 7 one-row calls over 3 workers, round-robin
+    # One message per other worker; worker 0's own share ran in the calling thread.
+    assert maml_run["batched_messages"] == [1, 2]
+    assert [rank for rank, *_ in calls] == [0, 1, 2, 0, 1, 2, 0]
+    assert [batched for _, batched, _, _ in calls] == [False, True, True] * 2 + [False]
+    assert [value for *_, value in calls] == [float(i) for i in range(7)]  # in order
+    # Each call saw the module as sent, not as an earlier call of its message left it.
+    assert len({seen for _, _, seen, _ in calls}) == 1
+    assert calls[0][2] == maml_run["batched_weight_sum"]  # and the caller's module is untouched
+
+
+def test_the_callers_own_share_receives_what_a_message_delivers(maml_run):
+    deliveries = maml_run["own_share"]
+    for label in ("context", "no_context", "no_grad"):
+        (here_rank, *here), (there_rank, *there) = deliveries[label]
+        assert (here_rank, there_rank) == (0, 1)
+        assert here == there, label  # grad mode and each argument's kind, as worker 1 saw them
+        assert here[0] is True  # functions run with grad enabled, as in an RPC thread
+    # In a distributed autograd context, the non-leaf and the leaf arrive attached, the
+    # Parameter detached (RPC rebuilds it from its data), the plain tensor plain.
+    assert deliveries["context"][0][2] == [["Tensor", True, False, True],
+                                           ["Tensor", True, False, True],
+                                           ["Parameter", True, True, False],
+                                           ["Tensor", False, True, False]]
+    assert deliveries["grad_through_both"] == [4.0, 4.0]  # 2 (scale) from each of 2 workers
+    # Outside a context, tensors that require grad arrive as detached leaves.
+    assert [kind[2:] for kind in deliveries["no_context"][0][2]] == [[True, False]] * 4
+    # The calls changed their arguments in place; the caller's tensors did not change.
+    assert deliveries["caller_untouched"] == [[1.0, 2.0], [3.0, 4.0], [5.0, 6.0]]
 
 
 def test_world_information_on_every_worker(maml_run):
@@ -233,6 +272,68 @@ def test_partitioner_splits_pytrees_and_broadcasts_the_rest():
 
     clone = pickle.loads(pickle.dumps(todist.dim_partitioner(1, exclusive=True, workers=[0])))
     assert (clone.dim, clone.exclusive, clone.keepdim, clone.workers) == (1, True, True, [0])
+
+
+def test_partitioner_defaults_give_each_worker_one_contiguous_block():
+    tasks = torch.arange(16.0)
+    for partitioner in (todist.dim_partitioner(workers=[0, 1, 2]),
+                        todist.TensorDimensionPartitioner(0, workers=[0, 1, 2]),
+                        todist.dim_partitioner(0, exclusive=False, keepdim=True,
+                                               workers=[0, 1, 2])):
+        calls = partitioner(tasks)
+        assert [worker for worker, _, _ in calls] == [0, 1, 2]  # one call per worker
+        assert [c[1][0].tolist() for c in calls] == [tasks[:6].tolist(), tasks[6:11].tolist(),
+                                                     tasks[11:].tolist()]
+    assert todist.batch_partitioner.exclusive is False and todist.batch_partitioner.keepdim
+    # Fewer rows than workers: one row each, the surplus workers get no call.
+    assert [w for w, _, _ in todist.dim_partitioner(workers=[0, 1, 2])(torch.zeros(2))] == [0, 1]
+
+
+def _adapt_in_place(net, x, scale=1.0):
+    """Read the module, then change it in place (as torch.optim would): what later calls of the
+    same message must not see."""
+    seen = (net[0].weight.detach().clone(), net[0].weight is net[1].weight,
+            isinstance(net[0].weight, torch.nn.Parameter))
+    with torch.no_grad():
+        net[0].weight.add_(100.0)
+    return seen, float(x.sum()) * scale
+
+
+def test_batched_calls_run_in_order_each_on_its_own_arguments():
+    from diffopt.distributed.api import _by_worker, _pack_calls, _run_calls
+
+    calls = [(0, ("a",), {}), (1, ("b",), {}), (0, ("c",), {}), (2, ("d",), {}), (1, ("e",), {})]
+    assert _by_worker(calls) == {0: [0, 2], 1: [1, 4], 2: [3]}
+
+    tied = torch.nn.Linear(3, 3, bias=False)
+    net = torch.nn.Sequential(tied, tied)  # one weight used twice: it must stay one weight
+    original = tied.weight.detach().clone()
+    received = copy.deepcopy(net)  # stands for what the message delivered to the worker
+    xs = torch.arange(3.0).reshape(3, 1)
+    blobs, aside = _pack_calls([((received, xs[i]), {"scale": 10.0 ** i}) for i in range(3)])
+    assert sum(isinstance(obj, torch.nn.Parameter) for obj in aside) == 1  # sent once
+    results = _run_calls(_adapt_in_place, blobs, aside)
+    assert [value for _, value in results] == [0.0, 10.0, 200.0]  # in order, own kwargs
+    for (weight, still_tied, is_parameter), _ in results:
+        torch.testing.assert_close(weight, original)  # no call saw another's change
+        assert still_tied and is_parameter
+    # Something only RPC's own pickler can send: no batching (the calls then go one by one).
+    assert _pack_calls([((lambda: 1,), {}), ((lambda: 2,), {})]) is None
+
+
+def test_batched_calls_keep_tensors_attached_to_the_callers_graph():
+    from diffopt.distributed.api import _pack_calls, _run_calls
+
+    w = torch.tensor([1.0, 2.0], requires_grad=True)
+    shared = w * 3  # a non-leaf: what RPC delivers inside a distributed autograd context
+    blobs, aside = _pack_calls([((shared, float(i)), {}) for i in range(3)])
+    outs = _run_calls(torch.mul, blobs, aside)
+    (grad,) = torch.autograd.grad(sum(o.sum() for o in outs), w)
+    torch.testing.assert_close(grad, torch.tensor([9.0, 9.0]))  # 3 * (0 + 1 + 2)
+    leaf = torch.ones(2, requires_grad=True)
+    blobs, aside = _pack_calls([((leaf,), {}), ((leaf,), {})])
+    first, second = _run_calls(lambda t: t, blobs, aside)
+    assert first is leaf and second is not leaf and second.is_leaf and second.requires_grad
 
 
 def test_partitioner_rejects_bad_input():

@@ -5,6 +5,26 @@ with ``torch.distributed.rpc.rpc_async`` (so, inside a :func:`diffopt.distribute
 gradients flow back through them) and combines the results with a reducer. The
 ``parallelize*`` decorators make a function do this whenever it is called.
 
+Calls that a partitioner deals to the same worker travel together: one RPC per worker carries
+all of them, runs them there one after the other in the partition's order, and brings their
+results back in one reply (:func:`_run_calls`); the reducer still sees one result per call, in
+the partition's order. Each call still owns its arguments, as if it had come alone: a tensor
+several calls share (say, inside a module sent by value) travels once, and every call after the
+first gets a private copy of it, attached to the caller's graph where the original is. An
+exclusive partition of many small tasks (TorchOpt's ``dim_partitioner(0, exclusive=True,
+keepdim=False)``) therefore costs one message, one transfer of the shared tensors and one
+distributed-autograd send/receive pair per worker, not per task. The calls dealt to one worker
+run one after the other (not side by side in its RPC thread pool), and ``timeout`` bounds the
+worker's whole share.
+
+A synchronous call (:func:`remote_sync_call`, :func:`parallelize`) without an explicit
+``timeout`` runs the caller's own share in the caller's thread while the other workers compute,
+instead of sending a message to itself: on copies of its arguments delivered as a message would
+deliver them (tensors that require grad attached to the caller's graph inside a distributed
+autograd context, ``nn.Parameter`` detached, grad mode on) and with its results copied back, so
+it computes the same as through RPC, minus one message and one distributed-autograd send/receive
+pair per step. (Rank 0 drives training and is a worker too, so this is its share of every step.)
+
 Failures reach the caller, never a hang:
 
 * an exception raised by the function on a worker is re-raised on the caller with its type, the
@@ -29,8 +49,10 @@ from __future__ import annotations
 
 import functools
 import importlib
+import io
 import numbers
 import pickle
+import traceback
 from collections.abc import Callable, Iterable
 from typing import Any, TypeVar
 
@@ -152,6 +174,155 @@ def _calls(func: Any, args: Any, kwargs: Any, partitioner: Any) -> list[tuple[in
     return calls
 
 
+class _ArgumentsPickler(pickle.Pickler):
+    """Pickles one call's ``(args, kwargs)`` for a batched message, setting its tensors and RRefs
+    aside: the message carries those itself, so RPC sends them its own way (distributed autograd
+    records the tensors, ``nn.Parameter`` arrives detached, RRefs fork) and an object several
+    calls share travels once."""
+
+    def __init__(self, file: io.BytesIO, aside: list[Any], positions: dict[int, int]) -> None:
+        super().__init__(file, protocol=pickle.HIGHEST_PROTOCOL)
+        self.aside = aside
+        self.positions = positions
+
+    def persistent_id(self, obj: Any) -> int | None:
+        if not isinstance(obj, (torch.Tensor, rpc.PyRRef)):
+            return None
+        position = self.positions.get(id(obj))
+        if position is None:
+            position = self.positions[id(obj)] = len(self.aside)
+            self.aside.append(obj)
+        return position
+
+
+class _ArgumentsUnpickler(pickle.Unpickler):
+    """Rebuilds one call's arguments from a batched message (or the caller's own share), handing
+    each tensor set aside through ``deliver(position, tensor)`` (once per position within the call,
+    so tied weights stay tied); RRefs pass as they are."""
+
+    def __init__(self, data: bytes, aside: list[Any],
+                 deliver: Callable[[int, torch.Tensor], torch.Tensor]) -> None:
+        super().__init__(io.BytesIO(data))
+        self.aside = aside
+        self.deliver = deliver
+        self.loaded: dict[int, Any] = {}
+
+    def persistent_load(self, position: int) -> Any:
+        if position not in self.loaded:
+            obj = self.aside[position]
+            if isinstance(obj, torch.Tensor):
+                obj = self.deliver(position, obj)
+            self.loaded[position] = obj
+        return self.loaded[position]
+
+
+def _as_delivered(tensor: torch.Tensor, attach: bool) -> torch.Tensor:
+    """A copy of ``tensor`` as an RPC message delivers it: an ``nn.Parameter`` as a detached
+    Parameter (RPC rebuilds it from its data), a tensor that requires grad still attached to the
+    sender's graph when distributed autograd records the message (``attach``), else detached with
+    its ``requires_grad`` flag."""
+    if isinstance(tensor, torch.nn.Parameter):
+        return torch.nn.Parameter(tensor.detach().clone(), requires_grad=tensor.requires_grad)
+    if attach and tensor.requires_grad:
+        with torch.enable_grad():
+            return tensor.clone()
+    return tensor.detach().clone().requires_grad_(tensor.requires_grad)
+
+
+def _first_as_received(handed: set[int]) -> Callable[[int, torch.Tensor], torch.Tensor]:
+    """Delivery on a worker: a tensor as received the first time, a private copy (as a message
+    of its own would have delivered it) to every later call of the batch."""
+
+    def deliver(position: int, tensor: torch.Tensor) -> torch.Tensor:
+        if position in handed:
+            return _as_delivered(tensor, attach=tensor.grad_fn is not None)
+        handed.add(position)
+        return tensor
+
+    return deliver
+
+
+def _pack_calls(calls: list[tuple[tuple, dict]]) -> tuple[list[bytes], list[Any]] | None:
+    """The calls' arguments pickled one call at a time, and what they set aside; ``None`` when
+    some argument does not pickle outside RPC's own pickler (those calls then go one by one)."""
+    aside: list[Any] = []
+    positions: dict[int, int] = {}
+    blobs = []
+    for call in calls:
+        buffer = io.BytesIO()
+        try:
+            _ArgumentsPickler(buffer, aside, positions).dump(call)
+        except Exception:  # whatever RPC alone can pickle: these calls go unbatched
+            return None
+        blobs.append(buffer.getvalue())
+    return blobs, aside
+
+
+def _run_calls(func: Callable[..., T], blobs: list[bytes], aside: list[Any]) -> list[T]:
+    """The worker's side of a batched call: ``func`` on each call's arguments, in order."""
+    deliver = _first_as_received(set())
+    # Every call's arguments first, so the private copies are taken before any call can change
+    # what it received.
+    arguments = [_ArgumentsUnpickler(blob, aside, deliver).load() for blob in blobs]
+    return [func(*args, **kwargs) for args, kwargs in arguments]
+
+
+def _in_autograd_context() -> bool:
+    import torch.distributed.autograd as dist_autograd
+
+    try:
+        dist_autograd._current_context()
+    except RuntimeError:
+        return False
+    return True
+
+
+def _run_here(func: Callable[..., Any], packed: tuple[list[bytes], list[Any]]) -> Any:
+    """The caller's own share of a call, run in the caller's thread as its RPC thread would run
+    it: on copies of the arguments delivered as a message delivers them, with grad mode on, and
+    the results copied back as a reply. Saves the message to itself (pickling, TensorPipe, the
+    distributed-autograd send/receive pair) while the other workers compute."""
+    blobs, aside = packed
+    attach = torch.is_grad_enabled() and _in_autograd_context()
+    future: torch.futures.Future = torch.futures.Future()
+    try:
+        with torch.inference_mode(False), torch.enable_grad():
+            deliver = lambda _, tensor: _as_delivered(tensor, attach)  # noqa: E731
+            arguments = [_ArgumentsUnpickler(blob, aside, deliver).load() for blob in blobs]
+            results = [func(*args, **kwargs) for args, kwargs in arguments]
+            reply = _pack_calls([results])
+            if reply is None:
+                raise TypeError(f"{_describe(func)} returned something that cannot be pickled "
+                                f"(RPC could not have sent it back either)")
+            (values,) = [_ArgumentsUnpickler(blob, reply[1], deliver).load() for blob in reply[0]]
+    except Exception as error:  # reaches the caller like a worker's exception
+        future.set_exception(_as_worker_error(error))
+    else:
+        future.set_result(values)
+    return future
+
+
+def _as_worker_error(error: Exception) -> Exception:
+    """``error`` dressed as RPC dresses a worker's exception: same type, the worker named, the
+    traceback in the message."""
+    message = (f"On {rpc.get_worker_info()}:\n{error!r}\n"
+               + "".join(traceback.format_exception(error)))
+    try:
+        dressed = type(error)(message)
+    except Exception:  # a type whose constructor does not take one message
+        dressed = RuntimeError(message)
+    dressed.__cause__ = error
+    return dressed
+
+
+def _by_worker(calls: list[tuple[int, tuple, dict]]) -> dict[int, list[int]]:
+    """The indices of the calls dealt to each worker, workers in order of first appearance."""
+    groups: dict[int, list[int]] = {}
+    for index, (worker, _, _) in enumerate(calls):
+        groups.setdefault(worker, []).append(index)
+    return groups
+
+
 def _explain(func: Any, worker: int, error: BaseException, timeout: float) -> BaseException:
     """The exception the caller sees for one failed call."""
     message = str(error)
@@ -175,7 +346,8 @@ def _explain(func: Any, worker: int, error: BaseException, timeout: float) -> Ba
 def remote_async_call(func: Callable[..., T], *, args: tuple | None = None,
                       kwargs: dict | None = None, partitioner: Any = None,
                       reducer: Callable[[Iterable[T]], Any] | None = None,
-                      timeout: float | None = UNSET_RPC_TIMEOUT) -> torch.futures.Future:
+                      timeout: float | None = UNSET_RPC_TIMEOUT,
+                      _run_own_share_here: bool = False) -> torch.futures.Future:
     """Run ``func`` on remote workers and return a :class:`torch.futures.Future` of the result.
 
     Args:
@@ -185,7 +357,7 @@ def remote_async_call(func: Callable[..., T], *, args: tuple | None = None,
         partitioner: a worker id or name (one call there), or a partition function returning
             ``(worker, args, kwargs)`` triplets (default :data:`batch_partitioner`).
         reducer: combines the list of results (default: none, the future holds the list).
-        timeout: seconds each remote call may take (default: the RPC agent's).
+        timeout: seconds each worker's share of the call may take (default: the RPC agent's).
 
     Returns:
         A future; ``.wait()`` gives the (reduced) result or raises the first failure.
@@ -214,10 +386,27 @@ def remote_async_call(func: Callable[..., T], *, args: tuple | None = None,
     timeout = _check_timeout(timeout)
     calls = _calls(func, args, kwargs, batch_partitioner if partitioner is None else partitioner)
 
+    # The caller's own share runs here (synchronous calls without a timeout to enforce: see
+    # _run_here), after the other workers' messages are sent.
+    own = rpc.get_worker_info().id if _run_own_share_here and timeout == UNSET_RPC_TIMEOUT \
+        else None
+    here: tuple[int, list[int], tuple[list[bytes], list[Any]]] | None = None
+    # One message per worker (see the module's docstring); (worker, call indices, payload).
+    messages: list[tuple[int, list[int], tuple[Callable[..., Any], tuple, dict]]] = []
+    for worker, indices in _by_worker(calls).items():
+        packed = _pack_calls([calls[i][1:] for i in indices]) \
+            if len(indices) > 1 or worker == own else None
+        if packed is not None and worker == own:
+            here = (worker, indices, packed)
+        elif packed is not None:
+            messages.append((worker, indices, (_run_calls, (func, *packed), {})))
+        else:
+            messages.extend((worker, [i], (func, *calls[i][1:])) for i in indices)
+
     futures = []
-    for worker, worker_args, worker_kwargs in calls:
+    for worker, indices, (target, send_args, send_kwargs) in messages:
         try:
-            future = rpc.rpc_async(worker, func, args=worker_args, kwargs=worker_kwargs,
+            future = rpc.rpc_async(worker, target, args=send_args, kwargs=send_kwargs,
                                    timeout=timeout)
         except (pickle.PicklingError, AttributeError, TypeError) as error:
             if "pickle" not in str(error).lower():
@@ -225,24 +414,30 @@ def remote_async_call(func: Callable[..., T], *, args: tuple | None = None,
             raise TypeError(f"cannot send {_describe(func)} or its arguments to worker {worker}: "
                             f"RPC pickles functions by reference, so use a module-level function "
                             f"(not a lambda or a nested function) ({error})") from error
-        futures.append((worker, future))
+        futures.append((worker, indices, future, target is _run_calls))
+    if here is not None:
+        worker, indices, packed = here
+        futures.append((worker, indices, _run_here(func, packed), True))
 
+    futures.sort(key=lambda entry: entry[1][0])  # failures reported in the partition's order
     result: torch.futures.Future = torch.futures.Future()
 
     def finish(_: torch.futures.Future) -> None:
-        values = []
-        for worker, future in futures:
+        values: list[Any] = [None] * len(calls)
+        for worker, indices, future, listed in futures:
             try:
-                values.append(future.wait())
+                value = future.wait()
             except Exception as error:  # handed to the caller through the future
                 result.set_exception(_explain(func, worker, error, timeout))
                 return
+            for index, item in zip(indices, value if listed else [value]):
+                values[index] = item
         try:
             result.set_result(values if reducer is None else reducer(values))
         except Exception as error:  # a failing reducer fails the call
             result.set_exception(error)
 
-    torch.futures.collect_all([future for _, future in futures]).add_done_callback(finish)
+    torch.futures.collect_all([entry[2] for entry in futures]).add_done_callback(finish)
     return result
 
 
@@ -259,7 +454,7 @@ def remote_sync_call(func: Callable[..., T], *, args: tuple | None = None,
         partitioner: a worker id or name, or a partition function (default
             :data:`batch_partitioner`: the tensors' first dimension is split among the workers).
         reducer: combines the list of results (default: none, the list is returned).
-        timeout: seconds each remote call may take (default: the RPC agent's).
+        timeout: seconds each worker's share of the call may take (default: the RPC agent's).
 
     Returns:
         The (reduced) result.
@@ -279,7 +474,7 @@ def remote_sync_call(func: Callable[..., T], *, args: tuple | None = None,
         tensor(15.)
     """
     return remote_async_call(func, args=args, kwargs=kwargs, partitioner=partitioner,
-                             reducer=reducer, timeout=timeout).wait()
+                             reducer=reducer, timeout=timeout, _run_own_share_here=True).wait()
 
 
 def _parallelizer(partitioner: Any, reducer: Any, timeout: Any, wait: bool):
@@ -299,7 +494,7 @@ def _parallelizer(partitioner: Any, reducer: Any, timeout: Any, wait: bool):
         @functools.wraps(func)
         def wrapped(*args: Any, **kwargs: Any) -> Any:
             future = remote_async_call(remote, args=args, kwargs=kwargs, partitioner=partitioner,
-                                       reducer=reducer, timeout=timeout)
+                                       reducer=reducer, timeout=timeout, _run_own_share_here=wait)
             return future.wait() if wait else future
 
         setattr(wrapped, _PARALLELIZED, True)
@@ -318,7 +513,7 @@ def parallelize_async(partitioner: Any = None,
         partitioner: as in :func:`remote_async_call`; default :data:`batch_partitioner`, and then
             the default reducer is :func:`mean_reducer`.
         reducer: as in :func:`remote_async_call`.
-        timeout: seconds each remote call may take.
+        timeout: seconds each worker's share of the call may take.
 
     Returns:
         The decorator. The function must be defined at module level.
@@ -352,7 +547,7 @@ def parallelize_sync(partitioner: Any = None,
         partitioner: as in :func:`remote_async_call`; default :data:`batch_partitioner`, and then
             the default reducer is :func:`mean_reducer`.
         reducer: as in :func:`remote_async_call`.
-        timeout: seconds each remote call may take.
+        timeout: seconds each worker's share of the call may take.
 
     Returns:
         The decorator. The function must be defined at module level.
