@@ -21,10 +21,13 @@ from diffopt.tree_math import _requires_grad
 
 __all__ = [
     "bias_correction",
+    "can_use_foreach",
     "check_leaf",
     "count_power",
     "flatten_updates",
     "per_dtype",
+    "scale_leaf",
+    "scale_leaves",
     "unflatten",
     "zeros_like_params",
 ]
@@ -55,6 +58,51 @@ def flatten_updates(name: str, updates: Any, *trees: Any) -> tuple[Any, list, li
 def unflatten(treespec: Any, leaves: list) -> Any:
     """Inverse of :func:`flatten_updates` for one list of leaves."""
     return optree_core.tree_unflatten(treespec, leaves)
+
+
+def can_use_foreach(tensors: list) -> bool:
+    """Whether multi-tensor ``torch._foreach_*`` ops may replace a loop of per-leaf ops.
+
+    One foreach op is one autograd node for all the leaves instead of one per leaf, and its
+    derivative formulas are themselves differentiable, to any order. The loop stays where the
+    foreach ops fall short: under a ``torch.func`` transform (vmap has no batching rule for them
+    and would fall back to a slow loop over the batch; ``grad``/``jvp`` need the same numbers as
+    the per-leaf math), inside a forward-mode AD level, while Dynamo traces (the per-leaf math
+    keeps the step count a tensor), and for leaves other than plain float32/float64 tensors of one
+    dtype (whose formulas use that dtype's smallest normal number).
+    """
+    if not tensors:
+        return False
+    first = tensors[0]
+    dtype = first.dtype
+    if dtype is not torch.float32 and dtype is not torch.float64:
+        return False
+    for t in tensors:
+        if t.dtype is not dtype or (type(t) is not torch.Tensor
+                                     and type(t) is not torch.nn.Parameter):
+            return False
+    return not (torch._C._are_functorch_transforms_active()
+                or torch.autograd.forward_ad._current_level >= 0
+                or torch.compiler.is_compiling())
+
+
+def scale_leaf(leaf: torch.Tensor, factor: float,
+               add_to: torch.Tensor | None = None) -> torch.Tensor:
+    """``add_to + factor * leaf`` (one fused op) or ``factor * leaf``; ``leaf`` itself for 1."""
+    if add_to is not None:
+        return torch.add(add_to, leaf, alpha=factor)
+    return leaf if factor == 1.0 else leaf * factor
+
+
+def scale_leaves(leaves: list, factor: float, add_to: list | None = None) -> list:
+    """:func:`scale_leaf` over lists, by one multi-tensor op where :func:`can_use_foreach`."""
+    if can_use_foreach(leaves if add_to is None else leaves + add_to):
+        if add_to is not None:
+            return torch._foreach_add(add_to, leaves, alpha=factor)
+        return leaves if factor == 1.0 else torch._foreach_mul(leaves, factor)
+    if add_to is None:
+        return [scale_leaf(leaf, factor) for leaf in leaves]
+    return [scale_leaf(leaf, factor, p) for leaf, p in zip(leaves, add_to)]
 
 
 def check_leaf(name: str, index: int, update: torch.Tensor, reference: torch.Tensor) -> None:
