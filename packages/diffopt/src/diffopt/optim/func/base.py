@@ -6,8 +6,8 @@ Example:
     >>> w = torch.tensor([1.0], requires_grad=True)
     >>> opt = diffopt.FuncOptimizer(diffopt.sgd(lr=0.5))
     >>> new = opt.step((2 * w).sum(), {'w': w})
-    >>> new['w']
-    tensor([0.], grad_fn=<AddBackward0>)
+    >>> new['w'], new['w'].requires_grad  # a function of w: differentiable again
+    (tensor([0.], grad_fn=<ForeachAddBackward0List>), True)
 """
 
 from __future__ import annotations
