@@ -16,7 +16,7 @@ import torch
 import optree_core
 from diffopt.transform._leafwise import scale_leaves
 
-__all__ = ["add_leaves", "apply_updates"]
+__all__ = ["apply_updates"]  # add_leaves: the internal multi-tensor form it shares
 
 
 def add_leaves(params: list, updates: list, alpha: float = 1.0) -> list:
