@@ -113,7 +113,7 @@ def test_fused_updates_are_one_node_each_and_the_graph_is_smaller():
     assert len(fused_nodes) < len(plain_nodes)
     assert len(fused_edges) < len(plain_edges)
     # The fused node stands for the element-wise Adam arithmetic, which the plain path computes
-    # with eight multi-tensor nodes per step (lerp, mul, addcmul, clamp_min, sqrt, add, div, add).
+    # with eight multi-tensor nodes per step (lerp, mul, lerp, clamp_min, sqrt, add, div, add).
     assert len(plain_nodes) - len(fused_nodes) >= 2 * 6
 
     # Same dependency structure between the named tensors in both pictures.

@@ -124,18 +124,19 @@ def check_leaf(name: str, index: int, update: torch.Tensor, reference: torch.Ten
 def zeros_like_params(name: str, params: Any, *, requires_grad: bool = False,
                       fill_value: float = 0.0) -> Any:
     """A tree of ``fill_value`` shaped like ``params``, checking every leaf is a float tensor."""
-
-    def make(leaf: Any) -> torch.Tensor:
+    leaves, treespec = optree_core.tree_flatten(params)
+    for leaf in leaves:
         if not isinstance(leaf, torch.Tensor):
             raise TypeError(f"{name}: params must be a pytree of tensors, found "
                             f"{type(leaf).__name__}")
         if not (leaf.is_floating_point() or leaf.is_complex()):
             raise TypeError(f"{name}: params must be floating point tensors, found {leaf.dtype}")
-        with torch.no_grad():
-            out = torch.full_like(leaf, fill_value, memory_format=torch.preserve_format)
-        return _requires_grad(out, requires_grad)
-
-    return optree_core.tree_map(make, params)
+    # Factory functions record no autograd history: the new leaves start their own graphs.
+    if fill_value == 0.0:
+        out = [torch.zeros_like(leaf) for leaf in leaves]
+    else:
+        out = [torch.full_like(leaf, fill_value) for leaf in leaves]
+    return optree_core.tree_unflatten(treespec, [_requires_grad(t, requires_grad) for t in out])
 
 
 def count_power(base: Any, count: torch.Tensor) -> torch.Tensor:

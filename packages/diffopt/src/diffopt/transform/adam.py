@@ -96,7 +96,7 @@ def _adam_multi_tensor(grads: list, mus: list, nus: list, step: int, b1: float, 
           \frac{m_t}{\sqrt{v_t + \epsilon_{root} c_2} + \epsilon \sqrt{c_2}},
         \qquad c_i = 1 - \beta_i^t,
 
-    which makes one step eight ops for all leaves together (``lerp``, ``mul``, ``addcmul``,
+    which makes one step eight ops for all leaves together (``lerp``, ``mul`` and ``lerp``,
     ``clamp_min`` and ``sqrt``, ``add``, ``div``, and ``add`` into ``add_to`` or ``mul``), each
     one autograd node: the per-leaf form builds about fourteen nodes per leaf. Where ``eps_root`` is 0 the
     root is taken of ``max(v, tiny)`` (``tiny``: the dtype's smallest normal number), whose
@@ -110,7 +110,8 @@ def _adam_multi_tensor(grads: list, mus: list, nus: list, step: int, b1: float, 
     bc1, bc2 = 1.0 - b1 ** step, 1.0 - b2 ** step
     root_bc2 = math.sqrt(bc2)
     mus = torch._foreach_lerp(mus, grads, 1.0 - b1)
-    nus = torch._foreach_addcmul(torch._foreach_mul(nus, b2), grads, grads, value=1.0 - b2)
+    # Both moments as lerps: a list-by-scalar mul wraps the scalar into a tensor per leaf.
+    nus = torch._foreach_lerp(nus, torch._foreach_mul(grads, grads), 1.0 - b2)
     if eps_root:
         denom = torch._foreach_sqrt(torch._foreach_add(nus, eps_root * bc2))
     else:
