@@ -25,6 +25,7 @@ __all__ = [
     "check_leaf",
     "count_power",
     "flatten_updates",
+    "foreach_mul_scalar",
     "per_dtype",
     "scale_leaf",
     "scale_leaves",
@@ -86,6 +87,18 @@ def can_use_foreach(tensors: list) -> bool:
                 or torch.compiler.is_compiling())
 
 
+def foreach_mul_scalar(leaves: list, factor: float) -> list:
+    """``[leaf * factor ...]`` as one foreach op, for :func:`can_use_foreach` leaves.
+
+    On the CPU the factor goes in as a 0-d tensor: given a Python number, the CPU foreach ops
+    wrap it into a new tensor once per leaf, forward and backward (twice as slow on small leaves).
+    """
+    first = leaves[0]
+    if first.device.type == "cpu":
+        return torch._foreach_mul(leaves, torch.scalar_tensor(factor, dtype=first.dtype))
+    return torch._foreach_mul(leaves, factor)
+
+
 def scale_leaf(leaf: torch.Tensor, factor: float,
                add_to: torch.Tensor | None = None) -> torch.Tensor:
     """``add_to + factor * leaf`` (one fused op) or ``factor * leaf``; ``leaf`` itself for 1."""
@@ -99,7 +112,7 @@ def scale_leaves(leaves: list, factor: float, add_to: list | None = None) -> lis
     if can_use_foreach(leaves if add_to is None else leaves + add_to):
         if add_to is not None:
             return torch._foreach_add(add_to, leaves, alpha=factor)
-        return leaves if factor == 1.0 else torch._foreach_mul(leaves, factor)
+        return leaves if factor == 1.0 else foreach_mul_scalar(leaves, factor)
     if add_to is None:
         return [scale_leaf(leaf, factor) for leaf in leaves]
     return [scale_leaf(leaf, factor, p) for leaf, p in zip(leaves, add_to)]

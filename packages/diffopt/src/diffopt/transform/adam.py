@@ -29,6 +29,7 @@ from diffopt.transform._leafwise import (
     can_use_foreach,
     check_leaf,
     flatten_updates,
+    foreach_mul_scalar,
     per_dtype,
     scale_leaf,
     scale_leaves,
@@ -124,7 +125,7 @@ def _adam_multi_tensor(grads: list, mus: list, nus: list, step: int, b1: float, 
     step_size = factor * root_bc2 / bc1
     if add_to is not None:
         return torch._foreach_add(add_to, directions, alpha=step_size), mus, nus
-    return torch._foreach_mul(directions, step_size), mus, nus
+    return foreach_mul_scalar(directions, step_size), mus, nus
 
 
 def scale_by_adam(
