@@ -106,20 +106,29 @@ def test_adam_foreach_step_passes_gradcheck_and_gradgradcheck():
 
 def test_adam_foreach_zero_gradients_finite_and_exact():
     """Where g (so m and v) is exactly 0 the first direction g / (|g| + eps) is 0, and its
-    derivative there is exactly 1 / eps (a plain sqrt would give NaN); with eps = 0 it stays
-    finite (no 0 / 0)."""
+    derivative there is exactly 1 / eps (a plain sqrt would give NaN)."""
     g = [torch.tensor([0.0, 2.0], dtype=torch.float64, requires_grad=True)]
-    for eps in (1e-8, 0.0):
-        tx = diffopt.transform.scale_by_adam(eps=eps)
-        out, _ = tx.update(g, tx.init(g))
-        assert out[0][0].item() == 0.0 and torch.isfinite(out[0]).all()
-        (grad,) = torch.autograd.grad(out[0].sum(), g, create_graph=True)
-        assert torch.isfinite(grad).all()
-        if eps:
-            torch.testing.assert_close(grad, torch.tensor([1 / eps, eps / (2 + eps) ** 2],
-                                                          dtype=torch.float64))
-        (second,) = torch.autograd.grad(grad.sum(), g)
-        assert torch.isfinite(second).all()
+    eps = 1e-8
+    tx = diffopt.transform.scale_by_adam(eps=eps)
+    out, _ = tx.update(g, tx.init(g))
+    assert out[0][0].item() == 0.0 and torch.isfinite(out[0]).all()
+    (grad,) = torch.autograd.grad(out[0].sum(), g, create_graph=True)
+    torch.testing.assert_close(grad, torch.tensor([1 / eps, eps / (2 + eps) ** 2],
+                                                  dtype=torch.float64))
+    (second,) = torch.autograd.grad(grad.sum(), g)
+    assert torch.isfinite(second).all()
+
+
+def test_adam_without_eps_keeps_the_per_leaf_math(monkeypatch):
+    """eps = eps_root = 0: the per-leaf path on both sides (0 / 0 at all-zero entries, as
+    torch.optim.Adam), so eager and torch.func results cannot differ there."""
+    g = [torch.tensor([0.0, 2.0], dtype=torch.float64)]
+    tx = diffopt.transform.scale_by_adam(eps=0.0)
+    eager, _ = tx.update(g, tx.init(g))
+    _force_per_leaf(monkeypatch)
+    per_leaf, _ = tx.update(g, tx.init(g))
+    torch.testing.assert_close(eager[0], per_leaf[0], equal_nan=True)
+    assert torch.isnan(eager[0][0]) and eager[0][1].item() == 1.0
 
 
 def test_chain_fuses_adam_and_scale_with_the_same_state():
@@ -156,6 +165,7 @@ def test_mixed_dtypes_take_the_per_leaf_path():
     leaves = [torch.ones(2, dtype=torch.float64), torch.ones(2, dtype=torch.float32)]
     assert not _leafwise.can_use_foreach(leaves)
     assert not _leafwise.can_use_foreach([torch.ones(2, dtype=torch.float16)])
+    assert not _leafwise.can_use_foreach([torch.ones(2).to_sparse()])
     assert _leafwise.can_use_foreach([torch.ones(2), torch.nn.Parameter(torch.ones(3))])
     tx = diffopt.adam(0.1)
     updates, _ = tx.update(leaves, tx.init(leaves))

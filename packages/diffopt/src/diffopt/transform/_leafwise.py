@@ -69,8 +69,9 @@ def can_use_foreach(tensors: list) -> bool:
     foreach ops fall short: under a ``torch.func`` transform (vmap has no batching rule for them
     and would fall back to a slow loop over the batch; ``grad``/``jvp`` need the same numbers as
     the per-leaf math), inside a forward-mode AD level, while Dynamo traces (the per-leaf math
-    keeps the step count a tensor), and for leaves other than plain float32/float64 tensors of one
-    dtype (whose formulas use that dtype's smallest normal number).
+    keeps the step count a tensor), and for leaves other than plain dense float32/float64 tensors
+    of one dtype (the formulas use that dtype's smallest normal number; subclasses such as fake
+    or sparse tensors keep their own per-op behaviour).
     """
     if not tensors:
         return False
@@ -79,8 +80,8 @@ def can_use_foreach(tensors: list) -> bool:
     if dtype is not torch.float32 and dtype is not torch.float64:
         return False
     for t in tensors:
-        if t.dtype is not dtype or (type(t) is not torch.Tensor
-                                     and type(t) is not torch.nn.Parameter):
+        if (t.dtype is not dtype or t.layout is not torch.strided
+                or (type(t) is not torch.Tensor and type(t) is not torch.nn.Parameter)):
             return False
     return not (torch._C._are_functorch_transforms_active()
                 or torch.autograd.forward_ad._current_level >= 0
