@@ -1,6 +1,10 @@
 #!/usr/bin/env python3
 """MAML outer-step time and peak memory: diffopt (accelerated op on/off) vs TorchOpt vs higher.
 
+Configurations (diffopt and TorchOpt alike): the plain ``MetaAdam``/``MetaSGD``, the same with
+the accelerated op (``-accel``), and the functional API (``-func``: ``adam``/``sgd``,
+``update(inplace=False)``, ``apply_updates(inplace=False)``, ``torch.func.functional_call``).
+
 Problems: the MAML sinusoid MLP (1-40-40-1, K=10) and a 4-layer conv net (4 x [3x3 conv,
 BatchNorm without running stats, ReLU, 2x2 max-pool], 5-way 5-shot on 28x28 inputs, 2 tasks
 per outer step; the MLP takes 10 tasks of K=10 points), each with
@@ -22,10 +26,12 @@ which is what MAML's peak memory scales with. Peers are imported
 lazily and skipped with a message when not installed.
 
     python benchmarks/maml/bench_maml.py [--repeats 10] [--threads 1] [--device cpu] [--quick]
+                                         [--libraries diffopt,torchopt,...] [--skip-memory]
 
 A progress bar over the (problem, inner optimizer, steps) cases runs on stderr (``--no-progress``
 or ``NO_PROGRESS=1`` turns it off); the run ends with the markdown table and a summary of the
-speed-ups and graph memory against issue 5's targets.
+speed-ups and graph memory against issue 5's targets, and a table of each diffopt
+configuration against the same TorchOpt configuration (ratios of medians).
 """
 
 from __future__ import annotations
@@ -47,7 +53,11 @@ from torch import nn
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import _report  # benchmarks/_report.py: the progress bar and the summary table
 
-LIBRARIES = ["diffopt", "diffopt-accel", "torchopt", "torchopt-accel", "higher"]
+LIBRARIES = ["diffopt", "diffopt-accel", "diffopt-func", "torchopt", "torchopt-accel",
+             "torchopt-func", "higher"]
+# Each diffopt configuration and the same configuration of TorchOpt, compared one to one.
+PAIRS = [("diffopt", "torchopt"), ("diffopt-accel", "torchopt-accel"),
+         ("diffopt-func", "torchopt-func")]
 INNER_LR = {"sgd": 0.1, "adam": 0.01}
 
 
@@ -97,6 +107,28 @@ def make_outer_step(library: str, problem: str, inner: str, steps: int, net: nn.
     loss = loss_fn(problem)
     lr = INNER_LR[inner]
     accelerated = library.endswith("-accel")
+    if library.endswith("-func"):
+        # The functional API as TorchOpt documents it: a tuple of parameters, update(inplace=False),
+        # apply_updates(inplace=False), the module called with them by torch.func.functional_call.
+        lib = __import__(library.split("-")[0])
+        names = [name for name, _ in net.named_parameters()]
+
+        def call(params, x):
+            return torch.func.functional_call(net, dict(zip(names, params)), (x,))
+
+        def outer_step():
+            for xs, ys, xq, yq in tasks:
+                params = tuple(net.parameters())
+                inner_opt = lib.sgd(lr=lr) if inner == "sgd" else lib.adam(lr=lr)
+                state = inner_opt.init(params)
+                for _ in range(steps):
+                    grads = torch.autograd.grad(loss(call(params, xs), ys), params,
+                                                create_graph=True)
+                    updates, state = inner_opt.update(grads, state, inplace=False)
+                    params = lib.apply_updates(params, updates, inplace=False)
+                loss(call(params, xq), yq).backward()
+
+        return outer_step
     if library.startswith("diffopt") or library.startswith("torchopt"):
         lib = __import__("diffopt" if library.startswith("diffopt") else "torchopt")
         if inner == "sgd":
@@ -359,6 +391,10 @@ def main(argv=None) -> int:
     parser.add_argument("--quick", action="store_true", help="2 repeats, 1 warm-up")
     parser.add_argument("--check-only", action="store_true",
                         help="only the meta-gradient agreement checks, no timing")
+    parser.add_argument("--libraries", default=",".join(LIBRARIES),
+                        help="comma-separated subset of " + ", ".join(LIBRARIES))
+    parser.add_argument("--skip-memory", action="store_true",
+                        help="time only: no graph MiB, no per-library RSS processes")
     parser.add_argument("--worker", help=argparse.SUPPRESS)
     _report.add_progress_flag(parser)
     args = parser.parse_args(argv)
@@ -373,7 +409,9 @@ def main(argv=None) -> int:
         return 0
 
     libraries = []
-    for library in LIBRARIES:
+    for library in args.libraries.split(","):
+        if library not in LIBRARIES:
+            parser.error(f"unknown library {library!r}; choose from {', '.join(LIBRARIES)}")
         reason = available(library)
         if reason:
             print(f"skipping {library}: {reason}")
@@ -413,7 +451,7 @@ def main(argv=None) -> int:
                     continue
                 results = time_interleaved(libs, problem, inner, steps, args.repeats,
                                            args.warmup, device)
-                for library in libs:
+                for library in libs if not args.skip_memory else ():
                     results[library]["graph_mib"] = graph_mib(library, problem, inner, steps,
                                                               device)
                     cmd = [sys.executable, __file__, "--worker",
@@ -432,8 +470,9 @@ def main(argv=None) -> int:
           + " | speed-up vs torchopt | vs higher |")
     print("|" + "---|" * (len(libraries) + 5))
     for problem, inner, steps, results in rows:
-        cells = [f"{results[lib]['seconds'] * 1e3:.2f} ({results[lib]['graph_mib']:.3f} / "
-                 f"{results[lib]['peak_mib']:.0f})"
+        cells = [f"{results[lib]['seconds'] * 1e3:.2f}" + (
+                 f" ({results[lib]['graph_mib']:.3f} / {results[lib]['peak_mib']:.0f})"
+                 if "graph_mib" in results[lib] else "")
                  if lib in results else "-" for lib in libraries]
         # diffopt's best configuration against each peer's best (TorchOpt with or without its op)
         ours = min(r["seconds"] for lib, r in results.items() if lib.startswith("diffopt"))
@@ -448,7 +487,24 @@ def main(argv=None) -> int:
                     for status in sorted(set(checks) - {"OK"}))
           + (" (the float64 finite-difference check above says which side is right)."
              if set(checks) - {"OK"} else "."))
-    if rows:
+    pair_rows = [(problem, inner, steps, results) for problem, inner, steps, results in rows
+                 if any(ours in results and theirs in results for ours, theirs in PAIRS)]
+    if pair_rows:
+        print("\nSame configuration, ratio of medians (TorchOpt / diffopt; above 1: diffopt is "
+              "faster):\n")
+        print("| problem | inner | steps | " + " | ".join(f"{theirs} / {ours}"
+                                                      for ours, theirs in PAIRS)
+              + " | best / best |")
+        print("|" + "---|" * (len(PAIRS) + 4))
+        for problem, inner, steps, results in pair_rows:
+            cells = [f"{results[theirs]['median'] / results[ours]['median']:.2f}"
+                     if ours in results and theirs in results else "-" for ours, theirs in PAIRS]
+            best = {name: min((r["median"] for lib, r in results.items() if lib.startswith(name)),
+                              default=None) for name in ("diffopt", "torchopt")}
+            cells.append(f"{best['torchopt'] / best['diffopt']:.2f}"
+                         if None not in best.values() else "-")
+            print(f"| {problem} | {inner} | {steps} | " + " | ".join(cells) + " |")
+    if rows and not args.skip_memory:
         print()
         print(_report.summary_table(comparisons(rows), title="Summary against issue 5's targets",
                                     note="ratio = peer / diffopt, each library's best "
