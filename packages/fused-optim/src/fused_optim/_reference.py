@@ -304,7 +304,7 @@ class Lion(_ForeachOptimizer):
         lr, wd = float(group["lr"]), group["weight_decay"]
         beta1, beta2 = group["betas"]
         if group["maximize"]:
-            grads = torch._foreach_neg(grads)
+            grads = list(torch._foreach_neg(grads))
         c = torch._foreach_mul(exp_avgs, beta1)
         torch._foreach_add_(c, torch._foreach_mul(grads, 1 - beta1))
         if wd != 0:
@@ -343,7 +343,7 @@ class Adan(_ForeachOptimizer):
         lr, wd, eps = float(group["lr"]), group["weight_decay"], group["eps"]
         beta1, beta2, beta3 = group["betas"]
         if group["maximize"]:
-            grads = torch._foreach_neg(grads)
+            grads = list(torch._foreach_neg(grads))
         for i, step in enumerate(steps):  # no previous gradient yet: a zero difference
             if step == 1:
                 prev[i].copy_(grads[i])

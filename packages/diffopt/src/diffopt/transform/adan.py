@@ -35,6 +35,7 @@ from diffopt.transform._leafwise import (
     unflatten,
     zeros_like_params,
 )
+from diffopt.transform.adam import _wrapped  # whether the count is batched by vmap
 from diffopt.tree_math import safe_sqrt
 
 __all__ = ["ScaleByAdanState", "scale_by_accelerated_adan", "scale_by_adan"]
@@ -82,11 +83,6 @@ def _init_fn(name: str, moment_requires_grad: bool):
                                 count=torch.zeros((), dtype=torch.int64))
 
     return init_fn
-
-
-def _wrapped(tensor: torch.Tensor) -> bool:
-    """Whether ``tensor`` is a torch.func wrapper (batched by vmap, or traced by grad/jvp)."""
-    return torch._C._functorch.is_functorch_wrapped_tensor(tensor)
 
 
 def scale_by_adan(b1: float = 0.98, b2: float = 0.92, b3: float = 0.99, eps: float = 1e-8,
