@@ -23,8 +23,7 @@ math::AdanHyper<double> MakeHyper(const char* op, double lr, double beta1, doubl
   return h;
 }
 
-void SetStepScalars(MultiTensorCall& call, const std::vector<double>& steps, double beta1, double beta2,
-                    double beta3) {
+void SetStepScalars(MultiTensorCall& call, const std::vector<double>& steps, double beta1, double beta2, double beta3) {
   call.SetStepScalars(4, steps, [&](double step, double* row) {
     row[adan_cols::kBc1] = 1.0 - std::pow(beta1, step);
     row[adan_cols::kBc2] = 1.0 - std::pow(beta2, step);
@@ -33,10 +32,10 @@ void SetStepScalars(MultiTensorCall& call, const std::vector<double>& steps, dou
   });
 }
 
-void AdanStepInPlace(at::TensorList params, at::TensorList grads, at::TensorList exp_avgs,
-                     at::TensorList exp_avg_diffs, at::TensorList exp_avg_sqs, at::TensorList prev_grads,
-                     at::TensorList state_steps, double lr, double beta1, double beta2, double beta3, double eps,
-                     double weight_decay, bool no_prox, bool maximize) {
+void AdanStepInPlace(at::TensorList params, at::TensorList grads, at::TensorList exp_avgs, at::TensorList exp_avg_diffs,
+                     at::TensorList exp_avg_sqs, at::TensorList prev_grads, at::TensorList state_steps, double lr,
+                     double beta1, double beta2, double beta3, double eps, double weight_decay, bool no_prox,
+                     bool maximize) {
   constexpr const char* op = "fused_optim::adan_step_";
   const auto hyper = MakeHyper(op, lr, beta1, beta2, beta3, eps, weight_decay, no_prox, maximize);
   MultiTensorCall call(op, params, kInPlace);
@@ -46,15 +45,14 @@ void AdanStepInPlace(at::TensorList params, at::TensorList grads, at::TensorList
                 {"exp_avg_sqs", exp_avg_sqs},
                 {"prev_grads", prev_grads}});
   CheckStepTensors(op, state_steps, call.size());
-  if (call.ChecksOnly()) return;                                       // nothing is written yet
+  if (call.ChecksOnly()) return;                                           // nothing is written yet
   SetStepScalars(call, IncrementSteps(state_steps), beta1, beta2, beta3);  // first modification
   call.Launch(FUSED_OPTIM_KERNEL(AdanStep), hyper);
 }
 
-Lists<5> AdanUpdate(at::TensorList params, at::TensorList grads, at::TensorList exp_avgs,
-                    at::TensorList exp_avg_diffs, at::TensorList exp_avg_sqs, at::TensorList prev_grads,
-                    int64_t step, double lr, double beta1, double beta2, double beta3, double eps,
-                    double weight_decay, bool no_prox, bool maximize) {
+Lists<5> AdanUpdate(at::TensorList params, at::TensorList grads, at::TensorList exp_avgs, at::TensorList exp_avg_diffs,
+                    at::TensorList exp_avg_sqs, at::TensorList prev_grads, int64_t step, double lr, double beta1,
+                    double beta2, double beta3, double eps, double weight_decay, bool no_prox, bool maximize) {
   constexpr const char* op = "fused_optim::adan_update";
   const auto hyper = MakeHyper(op, lr, beta1, beta2, beta3, eps, weight_decay, no_prox, maximize);
   CheckStep(op, step);
@@ -72,11 +70,10 @@ Lists<5> AdanUpdate(at::TensorList params, at::TensorList grads, at::TensorList 
 Lists<6> AdanUpdateBackward(const OptionalTensorList& grad_new_params, const OptionalTensorList& grad_new_exp_avgs,
                             const OptionalTensorList& grad_new_exp_avg_diffs,
                             const OptionalTensorList& grad_new_exp_avg_sqs,
-                            const OptionalTensorList& grad_new_prev_grads, at::TensorList params,
-                            at::TensorList grads, at::TensorList exp_avgs, at::TensorList exp_avg_diffs,
-                            at::TensorList exp_avg_sqs, at::TensorList prev_grads, int64_t step, double lr,
-                            double beta1, double beta2, double beta3, double eps, double weight_decay, bool no_prox,
-                            bool maximize) {
+                            const OptionalTensorList& grad_new_prev_grads, at::TensorList params, at::TensorList grads,
+                            at::TensorList exp_avgs, at::TensorList exp_avg_diffs, at::TensorList exp_avg_sqs,
+                            at::TensorList prev_grads, int64_t step, double lr, double beta1, double beta2,
+                            double beta3, double eps, double weight_decay, bool no_prox, bool maximize) {
   constexpr const char* op = "fused_optim::adan_update_backward";
   const auto hyper = MakeHyper(op, lr, beta1, beta2, beta3, eps, weight_decay, no_prox, maximize);
   CheckStep(op, step);

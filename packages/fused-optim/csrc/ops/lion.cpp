@@ -18,9 +18,8 @@ math::LionHyper<double> MakeHyper(const char* op, double lr, double beta1, doubl
   return h;
 }
 
-void LionStepInPlace(at::TensorList params, at::TensorList grads, at::TensorList exp_avgs,
-                     at::TensorList state_steps, double lr, double beta1, double beta2, double weight_decay,
-                     bool maximize) {
+void LionStepInPlace(at::TensorList params, at::TensorList grads, at::TensorList exp_avgs, at::TensorList state_steps,
+                     double lr, double beta1, double beta2, double weight_decay, bool maximize) {
   constexpr const char* op = "fused_optim::lion_step_";
   const auto hyper = MakeHyper(op, lr, beta1, beta2, weight_decay, maximize);
   MultiTensorCall call(op, params, kInPlace);

@@ -21,18 +21,8 @@ struct AdanHyper {
   // The same hyper-parameters in another math type (kernels receive them in double).
   template <typename U>
   FUSED_OPTIM_HOST_DEVICE AdanHyper<U> To() const {
-    return {U(lr),
-            U(beta1),
-            U(beta2),
-            U(beta3),
-            U(eps),
-            U(decay),
-            U(prox),
-            U(one_minus_beta1),
-            U(one_minus_beta2),
-            U(one_minus_beta3),
-            maximize,
-            has_decay,
+    return {U(lr),   U(beta1),           U(beta2),           U(beta3),           U(eps),   U(decay),
+            U(prox), U(one_minus_beta1), U(one_minus_beta2), U(one_minus_beta3), maximize, has_decay,
             has_prox};
   }
 };
