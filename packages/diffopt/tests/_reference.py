@@ -179,3 +179,46 @@ def radam_reference(lr=1e-3, betas=(0.9, 0.999), eps=1e-6, weight_decay=0.0):
         return out, {"m": ms, "v": vs, "t": t}
 
     return init, step
+
+
+def lion_reference(lr=1e-4, betas=(0.9, 0.99), weight_decay=0.0):
+    """Lion as the paper's Algorithm writes it (Chen et al., 2023)."""
+    b1, b2 = betas
+
+    def init(params):
+        return {"m": [torch.zeros_like(p) for p in params]}
+
+    def step(params, grads, state):
+        out, ms = [], []
+        for p, g, m in zip(params, grads, state["m"]):
+            out.append(p - lr * (torch.sign(b1 * m + (1 - b1) * g) + weight_decay * p))
+            ms.append(b2 * m + (1 - b2) * g)
+        return out, {"m": ms}
+
+    return init, step
+
+
+def adan_reference(lr=1e-3, betas=(0.98, 0.92, 0.99), eps=1e-8, weight_decay=0.0, no_prox=False):
+    """Adan (Xie et al.), betas as decay rates, a zero gradient difference on the first step."""
+    b1, b2, b3 = betas
+
+    def init(params):
+        return {"m": [torch.zeros_like(p) for p in params], "v": [torch.zeros_like(p) for p in params],
+                "n": [torch.zeros_like(p) for p in params], "prev": [None] * len(params), "t": 0}
+
+    def step(params, grads, state):
+        t = state["t"] + 1
+        out, ms, vs, ns = [], [], [], []
+        for p, g, m, v, n, prev in zip(params, grads, state["m"], state["v"], state["n"], state["prev"]):
+            d = torch.zeros_like(g) if prev is None else g - prev
+            m = b1 * m + (1 - b1) * g
+            v = b2 * v + (1 - b2) * d
+            n = b3 * n + (1 - b3) * (g + b2 * d) ** 2
+            u = (m / (1 - b1**t) + b2 * v / (1 - b2**t)) / (torch.sqrt(n / (1 - b3**t)) + eps)
+            out.append(p * (1 - lr * weight_decay) - lr * u if no_prox else (p - lr * u) / (1 + lr * weight_decay))
+            ms.append(m)
+            vs.append(v)
+            ns.append(n)
+        return out, {"m": ms, "v": vs, "n": ns, "prev": list(grads), "t": t}
+
+    return init, step

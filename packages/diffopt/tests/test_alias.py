@@ -23,6 +23,10 @@ ALIASES = {
     "adadelta": lambda: diffopt.adadelta(lr=1.0, eps=1e-2),
     "adamax": lambda: diffopt.adamax(lr=0.1),
     "radam": lambda: diffopt.radam(lr=0.1),
+    "lion": lambda: diffopt.lion(lr=0.05, weight_decay=0.1),
+    "lion-accelerated-maximize": lambda: diffopt.lion(lr=0.05, maximize=True, use_accelerated_op=True),
+    "adan": lambda: diffopt.adan(lr=0.1, weight_decay=0.02),
+    "adan-accelerated": lambda: diffopt.adan(lr=0.1, weight_decay=0.02, no_prox=True, use_accelerated_op=True),
     "adam-schedule": lambda: diffopt.adam(lr=diffopt.linear_schedule(0.1, 0.01, 20)),
     "clipped-sgd": lambda: diffopt.chain(diffopt.clip_grad_norm(1.0), diffopt.sgd(lr=0.1)),
 }

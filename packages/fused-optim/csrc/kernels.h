@@ -10,6 +10,8 @@
 #include "fused_optim/math/adagrad.h"
 #include "fused_optim/math/adam.h"
 #include "fused_optim/math/adamax.h"
+#include "fused_optim/math/adan.h"
+#include "fused_optim/math/lion.h"
 #include "fused_optim/math/radam.h"
 #include "fused_optim/math/rmsprop.h"
 #include "fused_optim/math/sgd.h"
@@ -24,7 +26,9 @@
   X(AdagradStep) X(AdagradBackward)                                      \
   X(AdadeltaStep) X(AdadeltaBackward)                                    \
   X(AdamaxStep) X(AdamaxBackward)                                        \
-  X(RadamStep) X(RadamBackward)
+  X(RadamStep) X(RadamBackward)                                          \
+  X(LionStep) X(LionBackward)                                            \
+  X(AdanStep) X(AdanBackward)
 // clang-format on
 
 namespace fused_optim {

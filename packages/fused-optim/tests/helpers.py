@@ -90,6 +90,14 @@ def _cases() -> list[FunctionalCase]:
         kw = dict(step=step, lr=0.01, beta1=0.9, beta2=0.999, eps=1e-3, weight_decay=wd,
                   decoupled_weight_decay=decoupled, maximize=maximize)
         cases.append(FunctionalCase("radam_update", (PARAM, GRAD, ANY, POS), kw, f"radam-s{step}-d{decoupled}"))
+    for wd, maximize in [(0.0, False), (0.1, True)]:
+        kw = dict(lr=0.1, beta1=0.9, beta2=0.99, weight_decay=wd, maximize=maximize)
+        cases.append(FunctionalCase("lion_update", (PARAM, GRAD, ANY), kw, f"lion-wd{wd}-mx{maximize}"))
+    for step, wd, no_prox, maximize in [(1, 0.0, False, False), (3, 0.1, False, True), (2, 0.1, True, False)]:
+        kw = dict(step=step, lr=0.05, beta1=0.98, beta2=0.92, beta3=0.99, eps=1e-3, weight_decay=wd,
+                  no_prox=no_prox, maximize=maximize)
+        cases.append(FunctionalCase("adan_update", (PARAM, GRAD, ANY, ANY, POS, GRAD), kw,
+                                    f"adan-s{step}-wd{wd}-np{no_prox}"))
     return cases
 
 

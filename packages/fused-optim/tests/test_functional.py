@@ -132,7 +132,28 @@ def _multi_step_cases():
     def adamw_amsgrad(p, w, n):
         return adam(p, w, n, amsgrad=True, name="adamw_update")
 
-    return [sgd, adam, adamw_amsgrad, direction, rmsprop, adagrad, adadelta, adamax, radam]
+    def lion(p, w, n):
+        # sign() has no derivative: the meta-gradient reaches p0 through the decay and w through
+        # the momentum, whose value the next step's sign reads (without a derivative) -- so the
+        # loss also reads the momentum, or w would have no gradient at all.
+        m = torch.zeros_like(p)
+        for t in range(n):
+            g = torch.sin(p) * w[t]
+            (p,), (m,) = F.lion_update([p], [g], [m], lr=0.05, weight_decay=0.5)
+        return p + m
+
+    def adan(p, w, n, no_prox=False):
+        m, v, s, prev = (torch.zeros_like(p) for _ in range(4))
+        for t in range(n):
+            g = torch.sin(p) * w[t]
+            (p,), (m,), (v,), (s,), (prev,) = F.adan_update([p], [g], [m], [v], [s], [prev], t + 1, lr=0.05,
+                                                            eps=1e-3, weight_decay=0.1, no_prox=no_prox)
+        return p
+
+    def adan_no_prox(p, w, n):
+        return adan(p, w, n, no_prox=True)
+
+    return [sgd, adam, adamw_amsgrad, direction, rmsprop, adagrad, adadelta, adamax, radam, lion, adan, adan_no_prox]
 
 
 @pytest.mark.parametrize("unrolled", _multi_step_cases(), ids=lambda f: f.__name__)
@@ -211,7 +232,7 @@ def test_adam_direction_zero_gradient_is_finite_and_exact():
 
 
 @pytest.mark.parametrize("name", ["adam_update", "adamw_update", "radam_update", "rmsprop_update",
-                                  "adagrad_update", "adamax_update", "adadelta_update"])
+                                  "adagrad_update", "adamax_update", "adadelta_update", "adan_update"])
 def test_meta_gradient_finite_with_dead_units(name):
     # A two-step unroll where half of the gradient entries are exactly zero at every step.
     p0 = torch.tensor([0.5, -1.0, 2.0, 0.3], dtype=torch.float64, requires_grad=True)
@@ -227,6 +248,9 @@ def test_meta_gradient_finite_with_dead_units(name):
             out = fn([p], [g], *states, t + 5 if name == "radam_update" else t)
         elif name == "adagrad_update":
             states = states or [[z]]
+            out = fn([p], [g], *states, t)
+        elif name == "adan_update":
+            states = states or [[z], [z], [z], [z]]
             out = fn([p], [g], *states, t)
         elif name == "adadelta_update":
             states = states or [[z], [z]]

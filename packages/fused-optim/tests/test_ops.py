@@ -51,6 +51,11 @@ def _step_args(name: str, dtype=torch.float32):
         return (p, g, lst(), lst(True), steps()), dict(lr=0.01, beta1=0.9, beta2=0.999, eps=1e-8,
                                                       weight_decay=0.1, decoupled_weight_decay=True,
                                                       maximize=False)
+    if name == "lion_step_":
+        return (p, g, lst(), steps()), dict(lr=0.01, beta1=0.9, beta2=0.99, weight_decay=0.1, maximize=True)
+    if name == "adan_step_":
+        return (p, g, lst(), lst(), lst(True), lst(), steps()), dict(
+            lr=0.01, beta1=0.98, beta2=0.92, beta3=0.99, eps=1e-8, weight_decay=0.1, no_prox=False, maximize=False)
     raise AssertionError(name)
 
 

@@ -47,7 +47,7 @@ from diffopt import (
     visual,
 )
 from diffopt.accelerated_op import accelerated_op_available
-from diffopt.alias import adadelta, adagrad, adam, adamax, adamw, radam, rmsprop, sgd
+from diffopt.alias import adadelta, adagrad, adam, adamax, adamw, adan, lion, radam, rmsprop, sgd
 from diffopt.base import EmptyState, GradientTransformation, identity
 from diffopt.clip import clip_grad_norm
 from diffopt.combine import chain
@@ -62,7 +62,9 @@ from diffopt.optim import (
     AdaMax,
     Adamax,
     AdamW,
+    Adan,
     FuncOptimizer,
+    Lion,
     MetaAdaDelta,
     MetaAdadelta,
     MetaAdaGrad,
@@ -71,6 +73,8 @@ from diffopt.optim import (
     MetaAdaMax,
     MetaAdamax,
     MetaAdamW,
+    MetaAdan,
+    MetaLion,
     MetaOptimizer,
     MetaRAdam,
     MetaRMSProp,
@@ -118,9 +122,11 @@ __all__ = [
     "Adam",
     "AdamW",
     "Adamax",
+    "Adan",
     "EmptyState",
     "FuncOptimizer",
     "GradientTransformation",
+    "Lion",
     "MetaAdaDelta",
     "MetaAdaGrad",
     "MetaAdaMax",
@@ -129,6 +135,8 @@ __all__ = [
     "MetaAdam",
     "MetaAdamW",
     "MetaAdamax",
+    "MetaAdan",
+    "MetaLion",
     "MetaOptimizer",
     "MetaRAdam",
     "MetaRMSProp",
@@ -147,6 +155,7 @@ __all__ = [
     "adam",
     "adamax",
     "adamw",
+    "adan",
     "add_decayed_weights",
     "alias",
     "apply_updates",
@@ -160,6 +169,7 @@ __all__ = [
     "extract_state_dict",
     "hook",
     "identity",
+    "lion",
     "linear_schedule",
     "module_clone",
     "module_detach_",

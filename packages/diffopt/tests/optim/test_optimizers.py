@@ -5,6 +5,7 @@ import torch
 from helpers import small_mlp
 
 import diffopt
+import fused_optim
 
 # (diffopt class, torch class, kwargs shared by both)
 CASES = [
@@ -30,6 +31,15 @@ CASES = [
     (diffopt.RAdam, torch.optim.RAdam, dict(lr=0.01, eps=1e-8)),
     (diffopt.RAdam, torch.optim.RAdam, dict(lr=0.01, eps=1e-7, weight_decay=0.1,
                                             betas=(0.8, 0.9))),
+]
+
+# Lion and Adan are not in torch.optim: their twins are fused-optim's drop-in classes.
+CASES += [
+    (diffopt.Lion, fused_optim.Lion, dict(lr=0.01)),
+    (diffopt.Lion, fused_optim.Lion, dict(lr=0.01, betas=(0.8, 0.9), weight_decay=0.5, maximize=True)),
+    (diffopt.Adan, fused_optim.Adan, dict(lr=0.01)),
+    (diffopt.Adan, fused_optim.Adan, dict(lr=0.01, betas=(0.9, 0.8, 0.95), weight_decay=0.1)),
+    (diffopt.Adan, fused_optim.Adan, dict(lr=0.01, weight_decay=0.1, no_prox=True, maximize=True)),
 ]
 
 STEPS = 40

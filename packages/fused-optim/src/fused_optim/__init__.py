@@ -2,7 +2,8 @@
 
 * Drop-in optimizers: ``fused_optim.Adam``, ``AdamW``, ``SGD``, ``RMSprop``, ``Adagrad``,
   ``Adadelta``, ``Adamax``, ``RAdam`` take the same arguments as their ``torch.optim`` twins and
-  share their ``state_dict`` layout, with one multi-tensor kernel per step.
+  share their ``state_dict`` layout, with one multi-tensor kernel per step; ``Lion`` and ``Adan``,
+  which torch.optim lacks, follow their papers.
 * Differentiable out-of-place updates for meta-learning: :mod:`fused_optim.functional`
   (``adam_update``, ``adam_direction``...), one fused backward node per call.
 * The custom ops themselves: ``torch.ops.fused_optim.*`` (see :mod:`fused_optim.ops`).
@@ -25,7 +26,18 @@ check_running_torch()
 
 from fused_optim import functional, ops  # noqa: E402
 from fused_optim._C import BUILD_INFO  # noqa: E402
-from fused_optim.optim import SGD, Adadelta, Adagrad, Adam, Adamax, AdamW, RAdam, RMSprop  # noqa: E402
+from fused_optim.optim import (  # noqa: E402
+    SGD,
+    Adadelta,
+    Adagrad,
+    Adam,
+    Adamax,
+    AdamW,
+    Adan,
+    Lion,
+    RAdam,
+    RMSprop,
+)
 from fused_optim.version import __version__  # noqa: E402
 
 __all__ = [
@@ -36,6 +48,8 @@ __all__ = [
     "Adam",
     "AdamW",
     "Adamax",
+    "Adan",
+    "Lion",
     "RAdam",
     "RMSprop",
     "__version__",

@@ -28,6 +28,8 @@ __all__ = [
     "AdagradUpdate",
     "AdamUpdate",
     "AdamaxUpdate",
+    "AdanUpdate",
+    "LionUpdate",
     "RAdamUpdate",
     "RMSpropUpdate",
     "SGDUpdate",
@@ -36,7 +38,9 @@ __all__ = [
     "adam_direction",
     "adam_update",
     "adamax_update",
+    "adan_update",
     "adamw_update",
+    "lion_update",
     "radam_update",
     "rmsprop_update",
     "sgd_update",
@@ -159,6 +163,47 @@ class AdamaxUpdate(NamedTuple):
     exp_infs: list[Tensor]
 
 
+class LionUpdate(NamedTuple):
+    """The result of :func:`lion_update`.
+
+    Attributes:
+        params: The updated parameters.
+        exp_avgs: The new momenta.
+
+    >>> import torch
+    >>> out = lion_update([torch.ones(1)], [torch.full((1,), 2.0)], [torch.zeros(1)], lr=0.5)
+    >>> out.params, out.exp_avgs
+    ([tensor([0.5000])], [tensor([0.0200])])
+    """
+
+    params: list[Tensor]
+    exp_avgs: list[Tensor]
+
+
+class AdanUpdate(NamedTuple):
+    """The result of :func:`adan_update`.
+
+    Attributes:
+        params: The updated parameters.
+        exp_avgs: The new first moments of the gradient.
+        exp_avg_diffs: The new first moments of the gradient difference.
+        exp_avg_sqs: The new second moments of the Nesterov-corrected gradient.
+        prev_grads: This step's gradients (after the ``maximize`` sign), the next step's previous ones.
+
+    >>> import torch
+    >>> z = torch.zeros(1)
+    >>> out = adan_update([torch.ones(1)], [torch.full((1,), 2.0)], [z], [z], [z], [z], 1)
+    >>> out.exp_avgs, out.prev_grads
+    ([tensor([0.0400])], [tensor([2.])])
+    """
+
+    params: list[Tensor]
+    exp_avgs: list[Tensor]
+    exp_avg_diffs: list[Tensor]
+    exp_avg_sqs: list[Tensor]
+    prev_grads: list[Tensor]
+
+
 class RAdamUpdate(NamedTuple):
     """The result of :func:`radam_update`.
 
@@ -227,6 +272,12 @@ def _betas(betas: Any) -> tuple[float, float]:
     if not isinstance(betas, Sequence) or len(betas) != 2:
         raise TypeError(f"betas must be a pair (beta1, beta2), got {betas!r}")
     return _number("beta1", betas[0]), _number("beta2", betas[1])
+
+
+def _betas3(betas: Any) -> tuple[float, float, float]:
+    if not isinstance(betas, Sequence) or len(betas) != 3:
+        raise TypeError(f"betas must be a triple (beta1, beta2, beta3), got {betas!r}")
+    return _number("beta1", betas[0]), _number("beta2", betas[1]), _number("beta3", betas[2])
 
 
 def sgd_update(params: Sequence[Tensor], grads: Sequence[Tensor],
@@ -541,3 +592,90 @@ def radam_update(params: Sequence[Tensor], grads: Sequence[Tensor], exp_avgs: Se
              _tensors("exp_avg_sqs", exp_avg_sqs)]
     node = "FusedRAdamW" if decoupled_weight_decay and kwargs["weight_decay"] != 0 else "FusedRAdam"
     return RAdamUpdate(*apply_functional("radam_update", lists, kwargs, node=node))
+
+
+def lion_update(params: Sequence[Tensor], grads: Sequence[Tensor], exp_avgs: Sequence[Tensor], *,
+                lr: float = 1e-4, betas: tuple[float, float] = (0.9, 0.99), weight_decay: float = 0.0,
+                maximize: bool = False) -> LionUpdate:
+    r"""One Lion step (Chen et al., 2023, "Symbolic Discovery of Optimization Algorithms"), out of place.
+
+    .. math::
+        c = \beta_1 m + (1-\beta_1) g',\quad p' = p\,(1 - \eta\lambda) - \eta\,\mathrm{sign}(c),\quad
+        m' = \beta_2 m + (1-\beta_2) g'
+
+    with :math:`g' = \pm g` (``maximize``) and decoupled weight decay :math:`\lambda`.
+
+    Gradients: ``sign`` has a zero derivative wherever it has one (autograd takes 0 at 0 too), so
+    the meta-gradient reaches ``params`` only through the decay (:math:`\partial p'/\partial p =
+    1 - \eta\lambda`), and reaches ``grads`` and ``exp_avgs`` only through the new momentum
+    :math:`m'` (which the next steps' signs read, again without a derivative). This is exactly what
+    autograd gives for the same formula written in PyTorch.
+
+    Args:
+        params, grads, exp_avgs: Lists of tensors of matching shapes (the momenta start at zeros).
+        lr, betas, weight_decay, maximize: As in :class:`fused_optim.Lion`.
+
+    Returns:
+        ``LionUpdate(params, exp_avgs)``.
+
+    >>> import torch
+    >>> p = torch.tensor([1.0, 1.0], requires_grad=True)
+    >>> lion_update([p], [torch.tensor([3.0, -0.1])], [torch.zeros(2)], lr=0.1).params[0]
+    tensor([0.9000, 1.1000], grad_fn=<FusedLionBackward>)
+    """
+    beta1, beta2 = _betas(betas)
+    kwargs = {"lr": _number("lr", lr), "beta1": beta1, "beta2": beta2,
+              "weight_decay": _number("weight_decay", weight_decay), "maximize": bool(maximize)}
+    lists = [_tensors("params", params), _tensors("grads", grads), _tensors("exp_avgs", exp_avgs)]
+    return LionUpdate(*apply_functional("lion_update", lists, kwargs))
+
+
+def adan_update(params: Sequence[Tensor], grads: Sequence[Tensor], exp_avgs: Sequence[Tensor],
+                exp_avg_diffs: Sequence[Tensor], exp_avg_sqs: Sequence[Tensor], prev_grads: Sequence[Tensor],
+                step: int, *, lr: float = 1e-3, betas: tuple[float, float, float] = (0.98, 0.92, 0.99),
+                eps: float = 1e-8, weight_decay: float = 0.0, no_prox: bool = False,
+                maximize: bool = False) -> AdanUpdate:
+    r"""One Adan step (Xie et al., 2022/2024, "Adan: Adaptive Nesterov Momentum Algorithm"), out of place.
+
+    With the betas as decay rates (the paper writes their complements), :math:`g' = \pm g`,
+    :math:`d = g' - g_{prev}` and bias corrections :math:`b_k = 1 - \beta_k^t`:
+
+    .. math::
+        m' = \beta_1 m + (1-\beta_1) g',\quad v' = \beta_2 v + (1-\beta_2) d,\quad
+        n' = \beta_3 n + (1-\beta_3) (g' + \beta_2 d)^2,
+
+        u = \frac{m'/b_1 + \beta_2 v'/b_2}{\sqrt{n'/b_3} + \epsilon},\quad
+        p' = \frac{p - \eta u}{1 + \eta\lambda}
+        \quad(\text{no\_prox: } p' = p\,(1 - \eta\lambda) - \eta u)
+
+    Choices where Algorithm 1 of the paper leaves room (those of the authors' PyTorch code):
+    the moments start at zero with bias corrections, instead of the paper's :math:`m_0 = g_0`;
+    on the first step (``step == 1``) there is no previous gradient and the difference
+    :math:`d` is zero (``prev_grads`` is then not read and gets a zero gradient); :math:`\epsilon`
+    is added to the bias-corrected root rather than under it. ``prev_grads`` returns this step's
+    :math:`g'`. The default decay is the paper's proximal one; ``no_prox=True`` decays decoupled,
+    as AdamW. Gradient clipping (the authors' ``max_grad_norm``) is left to the caller.
+
+    Args:
+        params, grads, exp_avgs, exp_avg_diffs, exp_avg_sqs, prev_grads: Lists of tensors of
+            matching shapes (the state starts at zeros).
+        step: The step count after this update (1 on the first call).
+        lr, betas, eps, weight_decay, no_prox, maximize: As in :class:`fused_optim.Adan`.
+
+    Returns:
+        ``AdanUpdate(params, exp_avgs, exp_avg_diffs, exp_avg_sqs, prev_grads)``.
+
+    >>> import torch
+    >>> p = torch.tensor([1.0], requires_grad=True)
+    >>> z = torch.zeros(1)
+    >>> adan_update([p], [torch.tensor([3.0])], [z], [z], [z], [z], 1, lr=0.1, eps=0.0).params[0].detach()
+    tensor([0.9000])
+    """
+    beta1, beta2, beta3 = _betas3(betas)
+    kwargs = {"step": _step(step), "lr": _number("lr", lr), "beta1": beta1, "beta2": beta2, "beta3": beta3,
+              "eps": _number("eps", eps), "weight_decay": _number("weight_decay", weight_decay),
+              "no_prox": bool(no_prox), "maximize": bool(maximize)}
+    lists = [_tensors("params", params), _tensors("grads", grads), _tensors("exp_avgs", exp_avgs),
+             _tensors("exp_avg_diffs", exp_avg_diffs), _tensors("exp_avg_sqs", exp_avg_sqs),
+             _tensors("prev_grads", prev_grads)]
+    return AdanUpdate(*apply_functional("adan_update", lists, kwargs))

@@ -37,8 +37,10 @@ __all__ = [
     "adagrad_step_",
     "adam_step_",
     "adamax_step_",
+    "adan_step_",
     "apply_functional",
     "describe_node",
+    "lion_step_",
     "node_class",
     "radam_step_",
     "rmsprop_step_",
@@ -56,6 +58,8 @@ STEP_OPS = (
     "adadelta_step_",
     "adamax_step_",
     "radam_step_",
+    "lion_step_",
+    "adan_step_",
 )
 
 
@@ -138,6 +142,9 @@ FUNCTIONAL_OPS: dict[str, FunctionalOpSpec] = {
                          (_A, _A, _A), (_A, _A, _A, _A), "FusedAdamax"),
         FunctionalOpSpec("radam_update", ("params", "grads", "exp_avgs", "exp_avg_sqs"), (0, 1, 2, 3),
                          (_A, _A, _A), (_A, _A, _A, _A), "FusedRAdam"),
+        FunctionalOpSpec("lion_update", ("params", "grads", "exp_avgs"), (0,), (_A, _A), (_A, _A, _A), "FusedLion"),
+        FunctionalOpSpec("adan_update", ("params", "grads", "exp_avgs", "exp_avg_diffs", "exp_avg_sqs", "prev_grads"),
+                         (0, 1, 2, 3, 4, 5), (_A, _A, _A, _A, _A), (_A, _A, _A, _A, _A, _A), "FusedAdan"),
     )
 }
 
@@ -695,3 +702,51 @@ def radam_step_(params: list[torch.Tensor], grads: list[torch.Tensor], exp_avgs:
     _lib.radam_step_.default(params, grads, exp_avgs, exp_avg_sqs, state_steps, lr=lr, beta1=beta1, beta2=beta2,
                              eps=eps, weight_decay=weight_decay, decoupled_weight_decay=decoupled_weight_decay,
                              maximize=maximize)
+
+
+def lion_step_(params: list[torch.Tensor], grads: list[torch.Tensor], exp_avgs: list[torch.Tensor],
+               state_steps: list[torch.Tensor], *, lr: float, beta1: float, beta2: float, weight_decay: float,
+               maximize: bool) -> None:
+    """In-place Lion step (Chen et al., 2023); increments ``state_steps``, which Lion itself does not read.
+
+    Args:
+        params, grads, exp_avgs: Lists of tensors of one device and dtype, updated in place.
+        state_steps: Per-parameter step counters (scalar tensors), incremented in place.
+        lr, beta1, beta2, weight_decay, maximize: As in :class:`fused_optim.Lion` (``betas`` split
+            in two).
+
+    >>> p, m, step = torch.ones(2), torch.zeros(2), torch.tensor(0.0)
+    >>> lion_step_([p], [torch.tensor([0.5, -2.0])], [m], [step], lr=0.1, beta1=0.9, beta2=0.99,
+    ...            weight_decay=0.0, maximize=False)
+    >>> p, step
+    (tensor([0.9000, 1.1000]), tensor(1.))
+    """
+    _lib.lion_step_.default(params, grads, exp_avgs, state_steps, lr=lr, beta1=beta1, beta2=beta2,
+                            weight_decay=weight_decay, maximize=maximize)
+
+
+def adan_step_(params: list[torch.Tensor], grads: list[torch.Tensor], exp_avgs: list[torch.Tensor],
+               exp_avg_diffs: list[torch.Tensor], exp_avg_sqs: list[torch.Tensor], prev_grads: list[torch.Tensor],
+               state_steps: list[torch.Tensor], *, lr: float, beta1: float, beta2: float, beta3: float, eps: float,
+               weight_decay: float, no_prox: bool, maximize: bool) -> None:
+    """In-place Adan step (Xie et al., 2022); increments ``state_steps``.
+
+    A tensor whose counter reaches 1 takes this step's gradient difference as zero (its
+    ``prev_grads`` entry is not read); every tensor's ``prev_grads`` entry becomes its gradient.
+
+    Args:
+        params, grads, exp_avgs, exp_avg_diffs, exp_avg_sqs, prev_grads: Lists of tensors of one
+            device and dtype, updated in place.
+        state_steps: Per-parameter step counters (scalar tensors), incremented in place.
+        lr, beta1, beta2, beta3, eps, weight_decay, no_prox, maximize: As in
+            :class:`fused_optim.Adan` (``betas`` split in three).
+
+    >>> p, z, step = torch.ones(1), torch.zeros(1), torch.tensor(0.0)
+    >>> adan_step_([p], [torch.ones(1)], [z.clone()], [z.clone()], [z.clone()], [z.clone()], [step], lr=0.1,
+    ...            beta1=0.98, beta2=0.92, beta3=0.99, eps=0.0, weight_decay=0.0, no_prox=False, maximize=False)
+    >>> p
+    tensor([0.9000])
+    """
+    _lib.adan_step_.default(params, grads, exp_avgs, exp_avg_diffs, exp_avg_sqs, prev_grads, state_steps, lr=lr,
+                            beta1=beta1, beta2=beta2, beta3=beta3, eps=eps, weight_decay=weight_decay,
+                            no_prox=no_prox, maximize=maximize)

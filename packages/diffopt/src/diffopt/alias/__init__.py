@@ -11,8 +11,11 @@ from diffopt.alias.adagrad import adagrad
 from diffopt.alias.adam import adam
 from diffopt.alias.adamax import adamax
 from diffopt.alias.adamw import adamw
+from diffopt.alias.adan import adan
+from diffopt.alias.lion import lion
 from diffopt.alias.radam import radam
 from diffopt.alias.rmsprop import rmsprop
 from diffopt.alias.sgd import sgd
 
 __all__ = ["adadelta", "adagrad", "adam", "adamax", "adamw", "radam", "rmsprop", "sgd"]
+__all__ += ["adan", "lion"]  # the research optimizers torch.optim lacks

@@ -12,8 +12,10 @@ from diffopt.optim.adagrad import AdaGrad, Adagrad
 from diffopt.optim.adam import Adam
 from diffopt.optim.adamax import AdaMax, Adamax
 from diffopt.optim.adamw import AdamW
+from diffopt.optim.adan import Adan
 from diffopt.optim.base import Optimizer
 from diffopt.optim.func import FuncOptimizer
+from diffopt.optim.lion import Lion
 from diffopt.optim.meta import (
     MetaAdaDelta,
     MetaAdadelta,
@@ -23,6 +25,8 @@ from diffopt.optim.meta import (
     MetaAdaMax,
     MetaAdamax,
     MetaAdamW,
+    MetaAdan,
+    MetaLion,
     MetaOptimizer,
     MetaRAdam,
     MetaRMSProp,
@@ -42,7 +46,9 @@ __all__ = [
     "Adam",
     "AdamW",
     "Adamax",
+    "Adan",
     "FuncOptimizer",
+    "Lion",
     "MetaAdaDelta",
     "MetaAdaGrad",
     "MetaAdaMax",
@@ -51,6 +57,8 @@ __all__ = [
     "MetaAdam",
     "MetaAdamW",
     "MetaAdamax",
+    "MetaAdan",
+    "MetaLion",
     "MetaOptimizer",
     "MetaRAdam",
     "MetaRMSProp",

@@ -13,6 +13,8 @@ Example:
 from diffopt.transform.adadelta import ScaleByAdaDeltaState, scale_by_adadelta
 from diffopt.transform.adam import ScaleByAdamState, scale_by_accelerated_adam, scale_by_adam
 from diffopt.transform.adamax import ScaleByAdamaxState, scale_by_adamax
+from diffopt.transform.adan import ScaleByAdanState, scale_by_accelerated_adan, scale_by_adan
+from diffopt.transform.lion import ScaleByLionState, scale_by_accelerated_lion, scale_by_lion
 from diffopt.transform.masked import MaskedNode, MaskedState, masked
 from diffopt.transform.nan_to_num import NanToNumState, nan_to_num
 from diffopt.transform.radam import ScaleByRAdamState, scale_by_radam
@@ -35,6 +37,8 @@ __all__ = [
     "ScaleByAdaDeltaState",
     "ScaleByAdamState",
     "ScaleByAdamaxState",
+    "ScaleByAdanState",
+    "ScaleByLionState",
     "ScaleByRAdamState",
     "ScaleByRStdDevState",
     "ScaleByRmsState",
@@ -47,9 +51,13 @@ __all__ = [
     "nan_to_num",
     "scale",
     "scale_by_accelerated_adam",
+    "scale_by_accelerated_adan",
+    "scale_by_accelerated_lion",
     "scale_by_adadelta",
     "scale_by_adam",
     "scale_by_adamax",
+    "scale_by_adan",
+    "scale_by_lion",
     "scale_by_radam",
     "scale_by_rms",
     "scale_by_rss",

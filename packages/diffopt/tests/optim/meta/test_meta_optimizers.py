@@ -36,6 +36,10 @@ CASES = {
     "adamax": (diffopt.MetaAdaMax, dict(lr=0.05), ref.adamax_reference, dict(lr=0.05)),
     "radam": (diffopt.MetaRAdam, dict(lr=0.05, betas=(0.9, 0.9)), ref.radam_reference,
               dict(lr=0.05, betas=(0.9, 0.9))),
+    "lion": (diffopt.MetaLion, dict(lr=0.01, weight_decay=0.3), ref.lion_reference, dict(lr=0.01, weight_decay=0.3)),
+    "adan": (diffopt.MetaAdan, dict(lr=0.05, weight_decay=0.1), ref.adan_reference, dict(lr=0.05, weight_decay=0.1)),
+    "adan-no-prox": (diffopt.MetaAdan, dict(lr=0.05, weight_decay=0.1, no_prox=True, betas=(0.9, 0.8, 0.95)),
+                     ref.adan_reference, dict(lr=0.05, weight_decay=0.1, no_prox=True, betas=(0.9, 0.8, 0.95))),
 }
 
 
@@ -103,14 +107,16 @@ def test_radam_rectified_phase():
 
 
 @pytest.mark.parametrize("steps", [1, 3, 5])
-@pytest.mark.parametrize("case", ["adam", "adam-wd", "adamw"])
+@pytest.mark.parametrize("case", ["adam", "adam-wd", "adamw",
+                                  "lion", "adan", "adan-no-prox"])
 def test_accelerated_meta_gradient(case, steps):
     if not _fused_available():
         pytest.skip("fused-optim is not installed")
     _check_case(case, steps, accelerated=True)
 
 
-@pytest.mark.parametrize("cls", [diffopt.MetaAdam, diffopt.MetaAdamW])
+@pytest.mark.parametrize("cls", [diffopt.MetaAdam, diffopt.MetaAdamW,
+                                 diffopt.MetaLion, diffopt.MetaAdan])
 def test_accelerated_equals_plain(cls):
     if not _fused_available():
         pytest.skip("fused-optim is not installed")

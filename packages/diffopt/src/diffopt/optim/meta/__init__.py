@@ -11,7 +11,9 @@ from diffopt.optim.meta.adagrad import MetaAdaGrad, MetaAdagrad
 from diffopt.optim.meta.adam import MetaAdam
 from diffopt.optim.meta.adamax import MetaAdaMax, MetaAdamax
 from diffopt.optim.meta.adamw import MetaAdamW
+from diffopt.optim.meta.adan import MetaAdan
 from diffopt.optim.meta.base import MetaOptimizer
+from diffopt.optim.meta.lion import MetaLion
 from diffopt.optim.meta.radam import MetaRAdam
 from diffopt.optim.meta.rmsprop import MetaRMSProp, MetaRMSprop
 from diffopt.optim.meta.sgd import MetaSGD
@@ -25,6 +27,8 @@ __all__ = [
     "MetaAdam",
     "MetaAdamW",
     "MetaAdamax",
+    "MetaAdan",
+    "MetaLion",
     "MetaOptimizer",
     "MetaRAdam",
     "MetaRMSProp",
