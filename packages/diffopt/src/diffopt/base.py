@@ -238,7 +238,7 @@ class ChainedGradientTransformation(GradientTransformation):
         instance = super().__new__(cls, init_fn, update_fn)
         instance.transformations = members
         # Used by MetaOptimizer and FuncOptimizer: the update and ``params + updates`` at once.
-        instance._update_and_apply = update_and_apply
+        instance._update_and_apply = update_and_apply  # type: ignore[attr-defined]
         return instance
 
     def __repr__(self) -> str:

@@ -9,6 +9,7 @@ Example:
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import torch
@@ -19,7 +20,7 @@ from diffopt.transform._leafwise import scale_leaves
 __all__ = ["apply_updates"]  # add_leaves: the internal multi-tensor form it shares
 
 
-def add_leaves(params: list, updates: list, alpha: float = 1.0) -> list:
+def add_leaves(params: Sequence[Any], updates: Sequence[Any], alpha: float = 1.0) -> list:
     """``p + alpha * u`` for each pair (``p`` itself where ``u`` is ``None``), differentiably.
 
     One multi-tensor ``add`` for all the pairs where the leaves allow it (see

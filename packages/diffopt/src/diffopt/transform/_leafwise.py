@@ -12,7 +12,7 @@ whose ``init`` ran under ``vmap``) works like a shared one.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
 import torch
 
@@ -96,8 +96,8 @@ def foreach_mul_scalar(leaves: list, factor: float) -> list:
     """
     first = leaves[0]
     if first.device.type == "cpu":
-        return torch._foreach_mul(leaves, torch.scalar_tensor(factor, dtype=first.dtype))
-    return torch._foreach_mul(leaves, factor)
+        return cast(list, torch._foreach_mul(leaves, torch.scalar_tensor(factor, dtype=first.dtype)))
+    return cast(list, torch._foreach_mul(leaves, factor))
 
 
 def scale_leaf(leaf: torch.Tensor, factor: float,
@@ -112,7 +112,7 @@ def scale_leaves(leaves: list, factor: float, add_to: list | None = None) -> lis
     """:func:`scale_leaf` over lists, by one multi-tensor op where :func:`can_use_foreach`."""
     if can_use_foreach(leaves if add_to is None else leaves + add_to):
         if add_to is not None:
-            return torch._foreach_add(add_to, leaves, alpha=factor)
+            return cast(list, torch._foreach_add(add_to, leaves, alpha=factor))
         return leaves if factor == 1.0 else foreach_mul_scalar(leaves, factor)
     if add_to is None:
         return [scale_leaf(leaf, factor) for leaf in leaves]

@@ -19,7 +19,7 @@ Example:
 from __future__ import annotations
 
 import math
-from typing import NamedTuple
+from typing import NamedTuple, cast
 
 import torch
 
@@ -125,8 +125,8 @@ def _adam_multi_tensor(grads: list, mus: list, nus: list, step: int, b1: float, 
     directions = torch._foreach_div(mus, denom)
     step_size = factor * root_bc2 / bc1
     if add_to is not None:
-        return torch._foreach_add(add_to, directions, alpha=step_size), mus, nus
-    return foreach_mul_scalar(directions, step_size), mus, nus
+        return cast(list, torch._foreach_add(add_to, directions, alpha=step_size)), mus, nus
+    return foreach_mul_scalar(cast(list, directions), step_size), mus, nus
 
 
 def scale_by_adam(
@@ -200,7 +200,8 @@ def scale_by_adam(
         del params, inplace
         return scaled_update(updates, state)
 
-    update_fn.scaled_update = scaled_update  # a following constant scale (and add) fuses in
+    # A following constant scale (and add) fuses in.
+    update_fn.scaled_update = scaled_update  # type: ignore[attr-defined]
     return GradientTransformation(_init_fn("scale_by_adam", moment_requires_grad), update_fn)
 
 
@@ -291,7 +292,8 @@ def scale_by_accelerated_adam(
         del params, inplace
         return scaled_update(updates, state)
 
-    update_fn.scaled_update = scaled_update  # a following constant scale (and add) fuses in
+    # A following constant scale (and add) fuses in.
+    update_fn.scaled_update = scaled_update  # type: ignore[attr-defined]
     return GradientTransformation(
         _init_fn("scale_by_accelerated_adam", moment_requires_grad), update_fn
     )

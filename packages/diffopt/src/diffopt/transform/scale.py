@@ -86,7 +86,7 @@ def scale(step_size: float | torch.Tensor) -> GradientTransformation:
 
     if isinstance(step_size, (int, float)) and not isinstance(step_size, bool):
         # A chain fuses this factor into a preceding transformation's ``scaled_update``.
-        update_fn.constant_factor = float(step_size)
+        update_fn.constant_factor = float(step_size)  # type: ignore[attr-defined]
     return GradientTransformation(init_fn, update_fn)
 
 
