@@ -77,45 +77,61 @@ class Timing:
 
 
 def run_interleaved(fns: dict[str, Callable[[], Any]], timing: Timing
-                    ) -> tuple[dict[str, list[float]], dict[str, int], dict[str, list[dict]]]:
+                    ) -> tuple[dict[str, list[float]], dict[str, int], dict[str, list[dict]],
+                               dict[str, BaseException]]:
     """Seconds per call of every callable, round after round in a rotated order; the loop count
-    per sample of each; and, for self-timed callables, the extra figures each call returned."""
-    loops = {}
+    per sample of each; for self-timed callables, the extra figures each call returned; and the
+    error of each callable that raised (it is dropped from the later rounds, so a peer that
+    cannot run a workload does not stop the others)."""
+    loops: dict[str, int] = {}
+    errors: dict[str, BaseException] = {}
     for name, fn in fns.items():
-        for _ in range(timing.warmup):
-            fn()
-        loops[name] = calibrate(fn, timing.min_time) if timing.min_time > 0 else 1
+        try:
+            for _ in range(timing.warmup):
+                fn()
+            loops[name] = calibrate(fn, timing.min_time) if timing.min_time > 0 else 1
+        except Exception as exc:
+            errors[name] = exc
     samples: dict[str, list[float]] = {name: [] for name in fns}
     extras: dict[str, list[dict]] = {name: [] for name in fns}
-    names = list(fns)
     gc_was_enabled = gc.isenabled()
     try:
         for r in range(timing.rounds):
+            names = [name for name in fns if name not in errors]
             if timing.disable_gc:
                 gc.collect()  # between rounds, outside the clock
                 gc.disable()
-            for name in names[r % len(names):] + names[: r % len(names)]:
-                fn, n = fns[name], loops[name]
-                if timing.self_timed:
-                    got = fn()
-                    figures = got if isinstance(got, dict) else {"seconds": got}
-                    samples[name].append(float(figures["seconds"]))
-                    extras[name].append({k: v for k, v in figures.items() if k != "seconds"})
+            for name in names[r % max(len(names), 1):] + names[: r % max(len(names), 1)]:
+                try:
+                    seconds, figures = _sample(fns[name], loops.get(name, 1), timing)
+                except Exception as exc:
+                    errors[name] = exc
                     continue
-                if timing.sync:
-                    timing.sync()
-                start = time.perf_counter()
-                for _ in range(n):
-                    fn()
-                if timing.sync:
-                    timing.sync()
-                samples[name].append((time.perf_counter() - start) / n)
+                samples[name].append(seconds)
+                if figures:
+                    extras[name].append(figures)
             if gc_was_enabled:
                 gc.enable()
     finally:
         if gc_was_enabled:
             gc.enable()
-    return samples, loops, extras
+    return samples, loops, extras, errors
+
+
+def _sample(fn: Callable[[], Any], loops: int, timing: Timing) -> tuple[float, dict]:
+    """One sample: seconds per call, and the extra figures of a self-timed call."""
+    if timing.self_timed:
+        got = fn()
+        figures = dict(got) if isinstance(got, dict) else {"seconds": got}
+        return float(figures.pop("seconds")), figures
+    if timing.sync:
+        timing.sync()
+    start = time.perf_counter()
+    for _ in range(loops):
+        fn()
+    if timing.sync:
+        timing.sync()
+    return (time.perf_counter() - start) / loops, {}
 
 
 # --- one workload ---------------------------------------------------------------------------------
@@ -157,9 +173,9 @@ def race_workload(params: dict[str, Any], selected: list[str], build: Callable[[
                   timing: Timing, ours: Iterable[str]) -> Workload:
     """Build the workload's contenders and time those selected, interleaved.
 
-    ``build()`` returns ``{contender: callable | reason}`` or ``(that, info)``; a contender whose
-    warm-up raises is recorded with its error (re-raised in its own test when it is ours, a skip
-    for a peer that cannot run the workload).
+    ``build()`` returns ``{contender: callable | reason}`` or ``(that, info)``; a contender that
+    raises is recorded with its error (re-raised in its own test when it is ours, a skip for a
+    peer that cannot run the workload).
     """
     built = build()
     contenders, info = built if isinstance(built, tuple) else (built, {})
@@ -171,21 +187,17 @@ def race_workload(params: dict[str, Any], selected: list[str], build: Callable[[
             workload.outcomes[name] = Outcome(skipped=fn)
         else:
             fns[name] = fn
-    # A contender that fails is dropped before the timed rounds, so it cannot stall the others.
-    for name in list(fns):
-        try:
-            fns[name]()
-        except Exception as exc:
-            outcome = Outcome(error=exc, skipped=f"{type(exc).__name__}: {exc}"[:300])
-            if name in ours:
-                outcome.skipped = None
-            workload.outcomes[name] = outcome
-            del fns[name]
     start_load = os.getloadavg()[0]
     if fns:
-        samples, loops, extras = run_interleaved(fns, timing)
+        samples, loops, extras, errors = run_interleaved(fns, timing)
         for name in fns:
-            workload.outcomes[name] = Outcome(samples[name], loops[name], extras[name])
+            if name in errors:
+                exc = errors[name]
+                # Ours failing fails its test; a peer that cannot run the workload is a skip.
+                reason = None if name in ours else f"{type(exc).__name__}: {exc}"[:300]
+                workload.outcomes[name] = Outcome(error=exc, skipped=reason)
+            else:
+                workload.outcomes[name] = Outcome(samples[name], loops[name], extras[name])
     workload.load = (start_load, os.getloadavg()[0])
     workload.outcomes = {name: workload.outcomes[name] for name in selected}  # the tests' order
     return workload
@@ -215,16 +227,33 @@ class Pair:
     ``scope`` limits the target to some rows (``covers(params)``), named by ``scope_text``.
     """
 
-    peer: str
-    ours: str
+    peer: str | tuple[str, ...]  # a tuple: the best (lowest median) of those contenders
+    ours: str | tuple[str, ...]
     target: float | dict[str, float] | None = None  # a dict: per value of the report's series
     covers: Callable[[dict[str, Any]], bool] | None = None
     scope_text: str = ""
     name: str = ""
 
     def label(self, series: str = "") -> str:
-        base = self.name or f"{self.peer} / {self.ours}"
+        base = self.name or f"{_side_name(self.peer)} / {_side_name(self.ours)}"
         return f"{base} {series}".strip()
+
+    def ratio(self, medians: dict[str, float]) -> float | None:
+        peer, ours = _side_median(self.peer, medians), _side_median(self.ours, medians)
+        return None if peer is None or ours is None else peer / ours
+
+
+def _names(side: str | tuple[str, ...]) -> tuple[str, ...]:
+    return (side,) if isinstance(side, str) else side
+
+
+def _side_name(side: str | tuple[str, ...]) -> str:
+    return side if isinstance(side, str) else "best of " + ", ".join(side)
+
+
+def _side_median(side: str | tuple[str, ...], medians: dict[str, float]) -> float | None:
+    present = [medians[name] for name in _names(side) if name in medians]
+    return min(present) if present else None
 
 
 @dataclass
@@ -247,7 +276,7 @@ class Report:
 
     def __post_init__(self) -> None:
         if not self.ours:
-            self.ours = tuple(dict.fromkeys(p.ours for p in self.pairs))
+            self.ours = tuple(dict.fromkeys(name for p in self.pairs for name in _names(p.ours)))
 
 
 def fmt_seconds(seconds: float | None) -> str:
@@ -261,14 +290,15 @@ def fmt_seconds(seconds: float | None) -> str:
 
 
 def _row_label(params: dict[str, Any], skip: str | None = None) -> str:
-    return " ".join(str(v) for k, v in params.items() if k != skip)
+    """``mlp sgd steps=3``: strings as they are, numbers named by their parameter."""
+    return " ".join(v if isinstance(v, str) else f"{k}={v}" for k, v in params.items() if k != skip)
 
 
 def markdown(report: Report, workloads: list[Workload]) -> str:
     """The median table with its ratio columns, then the summary and verdict lines."""
     contenders = list(dict.fromkeys(name for w in workloads for name in w.outcomes))
     columns = list(dict.fromkeys(k for w in workloads for k in w.params))
-    pairs = [p for p in report.pairs if p.peer in contenders and p.ours in contenders]
+    pairs = [p for p in report.pairs if set(_names(p.peer) + _names(p.ours)) & set(contenders)]
     header = [*columns, *(f"{c} median" for c in contenders), *(p.label() for p in pairs),
               "rounds", "load avg"]
     lines = [f"## {report.title}", "", "| " + " | ".join(header) + " |",
@@ -280,8 +310,8 @@ def markdown(report: Report, workloads: list[Workload]) -> str:
                   ("skip" if w.outcomes.get(c) and w.outcomes[c].skipped else "-")
                   for c in contenders]
         for p in pairs:
-            ok = p.peer in medians and p.ours in medians
-            cells.append(f"{medians[p.peer] / medians[p.ours]:.2f}" if ok else "-")
+            ratio = p.ratio(medians)
+            cells.append("-" if ratio is None else f"{ratio:.2f}")
         rounds = max((len(o.samples) for o in w.outcomes.values()), default=0)
         cells += [str(rounds), f"{w.load[0]:.1f} -> {w.load[1]:.1f}"]
         lines.append("| " + " | ".join(cells) + " |")
@@ -306,10 +336,8 @@ def comparisons(report: Report, workloads: list[Workload]) -> list[_report.Compa
             for w in workloads:
                 if value is not None and w.params.get(report.series) != value:
                     continue
-                medians = w.medians()
-                if pair.peer in medians and pair.ours in medians:
-                    targeted = pair.covers(w.params) if pair.covers else True
-                    comparison.add(_row_label(w.params, report.series),
-                                   medians[pair.peer] / medians[pair.ours], targeted=targeted)
+                targeted = pair.covers(w.params) if pair.covers else True
+                comparison.add(_row_label(w.params, report.series), pair.ratio(w.medians()),
+                               targeted=targeted)
             out.append(comparison)
     return out
