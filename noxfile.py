@@ -208,8 +208,10 @@ def benchmarks(session: nox.Session) -> None:
 
     Each area writes its record beside RESULTS.md: benchmarks/results/<area>.json
     (--benchmark-json), <area>.md (the ratio tables and verdict) and histograms/<area>-*.svg.
-    ``--check`` instead compares the run with that record (--benchmark-compare, failing on a
-    median 25% slower) and leaves the record alone (the new run goes to .benchmarks/latest/).
+    ``--check`` instead compares the run with that record: pytest-benchmark's --benchmark-compare
+    fails on a median 25% slower, and --compare-ratios prints every peer/ours ratio against the
+    recorded one (ratios hardly move with the machine's load; times do). The record is left
+    alone: the new run goes to .benchmarks/latest/.
     """
     _see_main_venv(session)
     session.install("-c", CONSTRAINTS, *PEERS)
@@ -223,6 +225,7 @@ def benchmarks(session: nox.Session) -> None:
                 session.error(f"no recorded run to compare with: {record}")
             out = ROOT / ".benchmarks" / "latest"
             outputs = [f"--benchmark-compare={record}", "--benchmark-compare-fail=median:25%",
+                       f"--compare-ratios={record}",
                        f"--benchmark-json={out / f'{area}.json'}",
                        f"--bench-report={out / f'{area}.md'}"]
             out.mkdir(parents=True, exist_ok=True)

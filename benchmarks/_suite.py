@@ -341,3 +341,52 @@ def comparisons(report: Report, workloads: list[Workload]) -> list[_report.Compa
                                targeted=targeted)
             out.append(comparison)
     return out
+
+
+# --- against a recorded run -----------------------------------------------------------------------
+
+
+def recorded_medians(path: Any) -> dict[tuple[str, str], dict[str, dict[str, float]]]:
+    """``{(test file, test function): {workload: {contender: median}}}`` from a run's
+    ``--benchmark-json`` file (the record kept in benchmarks/results)."""
+    import json
+
+    data = json.loads(open(path).read())  # noqa: SIM115 (a short read)
+    out: dict[tuple[str, str], dict[str, dict[str, float]]] = {}
+    for bench in data.get("benchmarks", []):
+        info = bench.get("extra_info", {})
+        if "contender" not in info or "workload" not in info:
+            continue
+        file, _, name = bench["fullname"].partition("::")
+        key = (file, name.split("[")[0])
+        out.setdefault(key, {}).setdefault(info["workload"], {})[info["contender"]] = (
+            bench["stats"]["median"])
+    return out
+
+
+def ratio_drift(report: Report, workloads: list[Workload], recorded: dict[str, dict[str, float]],
+                source: str, tolerance: float = 0.1) -> str:
+    """Each ratio of this run against the same ratio in a recorded run. Ratios, unlike absolute
+    times, hardly move with the load on a shared machine, so a ratio that fell by more than
+    ``tolerance`` is a regression (or a peer that got faster) worth a look."""
+    lines = [f"### Against the recorded run ({source}): ratios now and then", "",
+             "| comparison | workload | recorded | now | change |", "|---|---|---:|---:|---:|"]
+    fallen = 0
+    for w in workloads:
+        label = " ".join(str(v) for v in w.params.values())
+        then = recorded.get(label)
+        if not then:
+            continue
+        for pair in report.pairs:
+            old, new = pair.ratio(then), pair.ratio(w.medians())
+            if old is None or new is None:
+                continue
+            change = new / old - 1
+            flag = " **fell**" if change < -tolerance else ""
+            fallen += bool(flag)
+            lines.append(f"| {pair.label()} | {label} | {old:.2f} | {new:.2f} | "
+                         f"{change:+.0%}{flag} |")
+    if len(lines) == 4:
+        return f"(no workload of this run is in the recorded run {source})"
+    lines += ["", f"{fallen} ratio(s) fell by more than {tolerance:.0%} against the record."]
+    return "\n".join(lines)

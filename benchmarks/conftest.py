@@ -33,6 +33,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="where the tensors of the optim benchmarks live (cpu or cuda)")
     group.addoption("--compiled", action="store_true",
                     help="also time the torch.compile (inductor) contenders: minutes of compiling")
+    group.addoption("--compare-ratios", type=Path, default=None, metavar="JSON",
+                    help="print every peer/ours ratio against the same ratio in a recorded "
+                         "--benchmark-json file (e.g. benchmarks/results/maml.json)")
     group.addoption("--bench-report", type=Path, default=None,
                     help="also write the closing markdown tables to this file")
 
@@ -151,8 +154,14 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
     if not state or not state.reports:
         return
     parts = [_header(config)]
-    for report, workloads in state.reports.values():
+    baseline = config.getoption("--compare-ratios")
+    recorded = _suite.recorded_medians(baseline) if baseline else {}
+    for (path, function), (report, workloads) in state.reports.items():
         parts.append(_suite.markdown(report, workloads))
+        if baseline:
+            key = (Path(path).relative_to(config.rootpath).as_posix(), function)
+            parts.append(_suite.ratio_drift(report, workloads, recorded.get(key, {}),
+                                            str(baseline)))
     text = "\n\n".join(parts) + "\n"
     terminalreporter.write_sep("=", "peer / ours ratios (markdown for benchmarks/RESULTS.md)")
     terminalreporter.write_line(text)
