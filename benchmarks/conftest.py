@@ -122,6 +122,7 @@ def race(benchmark: Any, request: pytest.FixtureRequest):
         label = " ".join(str(v) for v in params.values())
         benchmark.group = f"{report.title}: {label}"
         benchmark.extra_info.update(contender=contender, workload=label,
+                                    ours=contender in report.ours,
                                     load_avg=list(workload.load), loops=outcome.loops,
                                     **{k: v for k, v in workload.info.items()
                                        if isinstance(v, str | int | float | bool)})
