@@ -47,6 +47,17 @@ def pytest_configure(config: pytest.Config) -> None:
     config.stash[_STATE] = _State()
 
 
+def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:
+    """A bare ``pytest`` from the repository root runs the packages' tests, not these
+    benchmarks (minutes): they are collected only when a path inside benchmarks/ is named."""
+    here = Path(__file__).resolve().parent
+    for arg in config.args:
+        named = Path(arg.split("::")[0]).resolve()
+        if named == here or here in named.parents:
+            return None
+    return True if here in collection_path.resolve().parents else None
+
+
 class _State:
     def __init__(self) -> None:
         self.selected: dict[tuple, list[str]] = {}  # workload key -> its contenders in this run
@@ -145,7 +156,7 @@ def _header(config: pytest.Config) -> str:
         if module is not None:
             versions.append(f"{name} {getattr(module, '__version__', '?')}")
     now = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC")
-    mode = "quick (smoke) mode, " if _suite.QUICK else ""
+    mode = "quick (smoke) mode: one cold round, not a measurement; " if _suite.QUICK else ""
     return (f"Run of {now}: {mode}Python {platform.python_version()}, {os.cpu_count()} CPUs; "
             + ", ".join(versions) + f"\n\nCommand: `pytest {' '.join(config.invocation_params.args)}`")
 
