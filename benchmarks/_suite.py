@@ -390,3 +390,14 @@ def ratio_drift(report: Report, workloads: list[Workload], recorded: dict[str, d
         return f"(no workload of this run is in the recorded run {source})"
     lines += ["", f"{fallen} ratio(s) fell by more than {tolerance:.0%} against the record."]
     return "\n".join(lines)
+
+
+# --- the scripts' command lines -------------------------------------------------------------------
+
+
+def run_suite(test_file: Any, argv: list[str]) -> int:
+    """``python benchmarks/<area>/bench_<area>.py [pytest options]``: the area's suite module
+    through pytest (the scripts keep only their workloads and child-process roles)."""
+    import pytest
+
+    return int(pytest.main([str(test_file), "-p", "no:cacheprovider", *argv]))
