@@ -38,8 +38,7 @@ REPORT = {
 
 
 def _with_reasons(variants: dict, names: list[str]) -> dict:
-    return {name: variants.get(name, "torchopt is not installed or does not run under vmap")
-            for name in names}
+    return {name: variants.get(name, "torchopt is not installed") for name in names}
 
 
 @pytest.mark.parametrize("contender", ENSEMBLE)
