@@ -66,26 +66,15 @@ def test_implicit(race, steps, contender):
             "diffopt implicit": lambda k: workloads.implicit_hypergradient(data, steps, k),
             "torchopt implicit": (lambda k: workloads.torchopt_hypergradient(data, steps, k))
             if workloads.torchopt is not None else "torchopt is not installed",
-            "unrolled": lambda k: workloads.unrolled_hypergradient(data, steps),
+            "unrolled": lambda _: workloads.unrolled_hypergradient(data, steps),
         }
-        errors: dict[str, float] = {}
-        k = 2
+        k, info = 2, {"errors": {}}
         if not _suite.quick():
-            unrolled = workloads.relative_error(fns["unrolled"](0), reference())
-            for k in workloads.CG_GRID:  # the smallest K as accurate as unrolling
-                errors["diffopt implicit"] = workloads.relative_error(fns["diffopt implicit"](k),
-                                                                      reference())
-                if errors["diffopt implicit"] <= unrolled:
-                    break
-            errors["unrolled"] = unrolled
-            if not isinstance(fns["torchopt implicit"], str):
-                errors["torchopt implicit"] = workloads.relative_error(
-                    fns["torchopt implicit"](k), reference())
-        info = {"K": k, "errors": errors}
-        if not _suite.quick():
+            k, info["errors"] = workloads.accuracy_matched(data, steps, reference())
             threads = torch.get_num_threads()
             info["memory"] = (workloads.peak_memory("unrolled", steps, 0, threads),
                               workloads.peak_memory("implicit", steps, k, threads))
+        info["K"] = k
         return {name: fn if isinstance(fn, str) else functools.partial(fn, k)
                 for name, fn in fns.items()}, info
 
