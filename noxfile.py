@@ -233,7 +233,8 @@ def benchmarks(session: nox.Session) -> None:
             outputs = [f"--benchmark-json={record}", f"--bench-report={BENCH_RESULTS / f'{area}.md'}",
                        f"--benchmark-histogram={BENCH_RESULTS / 'histograms' / area}"]
         session.run("python", "-m", "pytest", str(ROOT / "benchmarks" / area), "-p",
-                    "no:cacheprovider", "-q", *outputs, *options)
+                    "no:cacheprovider", "-q", "--benchmark-columns=min,median,iqr,rounds,iterations",
+                    *outputs, *options)
 
 
 @nox.session(name="benchmarks_smoke", venv_backend="none")
