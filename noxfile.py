@@ -218,6 +218,7 @@ def benchmarks(session: nox.Session) -> None:
     check = "--check" in session.posargs
     areas = [a for a in session.posargs if a in BENCH_AREAS] or BENCH_AREAS
     options = [a for a in session.posargs if a not in BENCH_AREAS and a != "--check"]
+    BENCH_RESULTS.mkdir(exist_ok=True)
     for area in areas:
         record = BENCH_RESULTS / f"{area}.json"
         if check:

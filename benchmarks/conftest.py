@@ -44,6 +44,9 @@ def pytest_configure(config: pytest.Config) -> None:
     if config.getoption("--quick", default=False):
         _suite.QUICK = True
     _suite.ROUNDS = config.getoption("--rounds", default=None)
+    json_path = config.getoption("benchmark_json", default=None)
+    if json_path:  # pytest-benchmark writes it at the very end, without making its folder
+        Path(json_path).parent.mkdir(parents=True, exist_ok=True)
     config.stash[_STATE] = _State()
 
 
