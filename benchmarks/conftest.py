@@ -33,6 +33,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="where the tensors of the optim benchmarks live (cpu or cuda)")
     group.addoption("--compiled", action="store_true",
                     help="also time the torch.compile (inductor) contenders: minutes of compiling")
+    group.addoption("--no-memory", action="store_true",
+                    help="time only: skip the memory figures (maml's graph and RSS, implicit's RSS)")
     group.addoption("--compare-ratios", type=Path, default=None, metavar="JSON",
                     help="print every peer/ours ratio against the same ratio in a recorded "
                          "--benchmark-json file (e.g. benchmarks/results/maml.json)")

@@ -59,7 +59,7 @@ def problem() -> dict:
 
 @pytest.mark.parametrize("contender", CONTENDERS)
 @pytest.mark.parametrize("steps", STEPS)
-def test_implicit(race, steps, contender):
+def test_implicit(race, request, steps, contender):
     def build():
         data = problem()
         fns = {
@@ -71,6 +71,7 @@ def test_implicit(race, steps, contender):
         k, info = 2, {"errors": {}}
         if not _suite.quick():
             k, info["errors"] = workloads.accuracy_matched(data, steps, reference())
+        if not _suite.quick() and not request.config.getoption("--no-memory"):
             threads = torch.get_num_threads()
             info["memory"] = (workloads.peak_memory("unrolled", steps, 0, threads),
                               workloads.peak_memory("implicit", steps, k, threads))

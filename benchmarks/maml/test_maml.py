@@ -6,7 +6,8 @@ One sample = one full outer step (inner loops, meta-backward, outer Adam update)
 contenders interleaved (benchmarks/_suite.py), 1 thread unless ``--threads``. Before timing, each
 peer's float64 meta-gradient is checked against diffopt's; the graph each saves for backward
 (exact MiB) and, outside quick mode, the peak RSS growth (a fresh process per contender, through
-bench_maml.py's ``--worker``) are recorded beside the times.
+bench_maml.py's ``--worker``) are recorded beside the times (``--no-memory``: neither); with one
+inner Adam step, a float64 finite-difference check says which side is right where they disagree.
 
     pytest benchmarks/maml [--rounds 10] [-k "conv and adam"]
 """
@@ -41,6 +42,10 @@ def _notes(done: list[_suite.Workload]) -> list[str]:
             if status != "OK":
                 lines.append(f"- {w.params['problem']}/{w.params['inner']}/{w.params['steps']}: "
                              f"{lib}: {status} ({w.info['check_details'][lib]})")
+    for w in done:
+        for lib, err in w.info.get("finite_difference", {}).items():
+            lines.append(f"- float64 finite-difference check, {w.params['problem']} / 1 Adam "
+                         f"step: {lib}: max err {err:.1e} (relative to the largest entry)")
     lines += ["", "| problem | inner | steps | " + " | ".join(
         f"{lib} graph / RSS MiB" for lib in workloads.LIBRARIES) + " |",
         "|---|---|---:|" + "---:|" * len(workloads.LIBRARIES)]
@@ -82,8 +87,9 @@ def peak_mib(library: str, problem: str, inner: str, steps: int, device: torch.d
 @pytest.mark.parametrize("contender", workloads.LIBRARIES)
 @pytest.mark.parametrize("steps", STEPS)
 @pytest.mark.parametrize(("problem", "inner"), CASES)
-def test_maml(race, problem, inner, steps, contender):
+def test_maml(race, request, problem, inner, steps, contender):
     device = torch.device("cpu")
+    memory = not request.config.getoption("--no-memory")
 
     def build():
         fns: dict[str, object] = {}
@@ -104,9 +110,12 @@ def test_maml(race, problem, inner, steps, contender):
             details[lib] = f"max err {err:.1e}" + (f", {bad} non-finite entries" if bad else "")
         info = {"checks": checks, "check_details": details,
                 "graph_mib": {lib: workloads.graph_mib(lib, problem, inner, steps, device)
-                              for lib in runnable},
-                "peak_mib": {} if _suite.quick() else
-                {lib: peak_mib(lib, problem, inner, steps, device) for lib in runnable}}
+                              for lib in runnable} if memory else {},
+                "peak_mib": {lib: peak_mib(lib, problem, inner, steps, device) for lib in runnable}
+                if memory and not _suite.quick() else {}}
+        if inner == "adam" and steps == 1 and len(runnable) > 1 and not _suite.quick():
+            # Which side is right where the libraries disagree (printed with the checks).
+            info["finite_difference"] = workloads.finite_difference_check(runnable, problem, device)
         return fns, info
 
     race(build, rounds=10, warmup=2)
