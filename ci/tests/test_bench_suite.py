@@ -100,3 +100,61 @@ def test_ratios_against_a_recorded_run(tmp_path):
                                                (3.0, "3.000 s"), (None, "-")])
 def test_times_are_printed_in_a_readable_unit(seconds, text):
     assert _suite.fmt_seconds(seconds) == text
+
+
+AREA_MODULE = '''
+import time
+
+import _suite
+import pytest
+
+built = []
+REPORT = _suite.Report(title="area", pairs=[_suite.Pair("peer", "ours", 1.0)])
+
+
+@pytest.mark.parametrize("contender", ["ours", "peer", "absent"])
+@pytest.mark.parametrize("size", [1, 2])
+def test_area(race, size, contender):
+    def build():
+        built.append(size)
+        return {"ours": lambda: time.sleep(1e-4), "peer": lambda: time.sleep(2e-4),
+                "absent": "not installed here"}
+
+    race(build, rounds=3)
+
+
+def test_each_workload_is_built_once():
+    assert built == [1, 2]
+'''
+
+
+def test_the_race_fixture_feeds_pytest_benchmark_and_closes_with_the_ratio_tables(tmp_path):
+    """A small suite through pytest: one build per workload, every contender's interleaved
+    samples in --benchmark-json as its rounds, a missing peer skipped, the tables at the end."""
+    pytest.importorskip("pytest_benchmark")
+    import shutil
+    import subprocess
+
+    bench = tmp_path / "benchmarks"
+    (bench / "area").mkdir(parents=True)
+    for name in ("conftest.py", "_suite.py", "_report.py"):
+        shutil.copy(Path(_suite.__file__).with_name(name), bench / name)
+    (bench / "area" / "test_area.py").write_text(AREA_MODULE)
+    out = subprocess.run(
+        [sys.executable, "-m", "pytest", str(bench / "area"), "-p", "no:cacheprovider", "-q",
+         f"--benchmark-json={tmp_path / 'results' / 'area.json'}",
+         f"--bench-report={tmp_path / 'area.md'}"],
+        cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "5 passed, 2 skipped" in out.stdout
+    run = json.loads((tmp_path / "results" / "area.json").read_text())
+    benches = {(b["extra_info"]["workload"], b["extra_info"]["contender"]): b
+               for b in run["benchmarks"]}
+    assert set(benches) == {("1", "ours"), ("1", "peer"), ("2", "ours"), ("2", "peer")}
+    for (workload, _), b in benches.items():
+        assert b["group"] == f"area: {workload}" and len(b["stats"]["data"]) == 3
+        assert b["extra_info"]["ours"] == (b["extra_info"]["contender"] == "ours")
+    report = (tmp_path / "area.md").read_text()
+    assert "| size | ours median | peer median | absent median | peer / ours |" in report
+    assert "| 1 | " in report and "| skip | " in report
+    assert "Verdict: " in report
