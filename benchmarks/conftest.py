@@ -11,6 +11,7 @@ from __future__ import annotations
 import datetime
 import os
 import platform
+import shlex
 import sys
 from pathlib import Path
 from typing import Any
@@ -162,8 +163,11 @@ def _header(config: pytest.Config) -> str:
             versions.append(f"{name} {getattr(module, '__version__', '?')}")
     now = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC")
     mode = "quick (smoke) mode: one cold round, not a measurement; " if _suite.QUICK else ""
-    return (f"Run of {now}: {mode}Python {platform.python_version()}, {os.cpu_count()} CPUs; "
-            + ", ".join(versions) + f"\n\nCommand: `pytest {' '.join(config.invocation_params.args)}`")
+    root = f"{config.rootpath}{os.sep}"
+    args = shlex.join(arg.replace(root, "") for arg in config.invocation_params.args)
+    return (f"Run of {now}: {mode}Python {platform.python_version()}, {os.cpu_count()} CPUs, "
+            f"load average {os.getloadavg()[0]:.1f} at the end; " + ", ".join(versions)
+            + f"\n\nCommand (from the repository root): `pytest {args}`")
 
 
 def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
