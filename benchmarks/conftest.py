@@ -9,6 +9,7 @@ workload's contenders interleaved (benchmarks/_suite.py), and the closing ratio 
 from __future__ import annotations
 
 import datetime
+import importlib.metadata
 import os
 import platform
 import shlex
@@ -154,13 +155,20 @@ def race(benchmark: Any, request: pytest.FixtureRequest):
     return run
 
 
+def _dist_version(name: str) -> str:
+    try:
+        return importlib.metadata.version(name)
+    except importlib.metadata.PackageNotFoundError:
+        return "?"
+
+
 def _header(config: pytest.Config) -> str:
     versions = []
     for name in ("optree_core", "fused_optim", "diffopt", "torch", "optree", "jax", "torchopt",
                  "higher"):
         module = sys.modules.get(name)
         if module is not None:
-            versions.append(f"{name} {getattr(module, '__version__', '?')}")
+            versions.append(f"{name} {getattr(module, '__version__', None) or _dist_version(name)}")
     now = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC")
     mode = "quick (smoke) mode: one cold round, not a measurement; " if _suite.QUICK else ""
     root = f"{config.rootpath}{os.sep}"
