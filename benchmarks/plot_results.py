@@ -142,8 +142,8 @@ def plot_suite(path: Path, out: Path) -> Path:
     labels, series = [], {}
     for workload, contenders in medians.items():
         ours = [t for t, is_ours in contenders.values() if is_ours]
-        if not ours:
-            continue
+        if not ours or all(is_ours for _, is_ours in contenders.values()):
+            continue  # no ratio to draw: ours alone (a variant-against-variant workload)
         labels.append(workload)
         for name, (t, is_ours) in contenders.items():
             if not is_ours:
