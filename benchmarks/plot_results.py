@@ -136,8 +136,9 @@ def suite_medians(path: Path) -> dict[str, dict[str, tuple[float, bool]]]:
     return found
 
 
-def plot_suite(path: Path, out: Path) -> Path:
-    """Each peer's median over our best median, per workload, from one recorded suite run."""
+def plot_suite(path: Path, out: Path) -> Path | None:
+    """Each peer's median over our best median, per workload, from one recorded suite run
+    (None when the run has no peer: distributed compares our own configurations)."""
     medians = suite_medians(path)
     labels, series = [], {}
     for workload, contenders in medians.items():
@@ -148,6 +149,8 @@ def plot_suite(path: Path, out: Path) -> Path:
         for name, (t, is_ours) in contenders.items():
             if not is_ours:
                 series.setdefault(name, {})[workload] = t / min(ours)
+    if not labels:
+        return None
     fig, ax = plt.subplots(figsize=(max(8.0, 0.35 * len(labels) * max(len(series), 1)), 4.5))
     bar_chart(ax, labels, {name: [ratios.get(w) for w in labels] for name, ratios in series.items()},
               None, f"{path.stem}: peer median / our best median ({path.name})")
@@ -174,8 +177,10 @@ def main(argv: list[str] | None = None) -> int:
         written.append(plot(results, args.out))
         print(f"wrote {written[-1]}")
     for path in suite:
-        written.append(plot_suite(path, args.out))
-        print(f"wrote {written[-1]}")
+        chart = plot_suite(path, args.out)
+        if chart is not None:
+            written.append(chart)
+            print(f"wrote {chart}")
     print(f"{len(written)} charts from {args.results} in {args.out} "
           f"({time.perf_counter() - started:.1f} s)")
     return 0
