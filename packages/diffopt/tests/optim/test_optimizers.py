@@ -30,6 +30,13 @@ CASES = [
     (diffopt.RAdam, torch.optim.RAdam, dict(lr=0.01, eps=1e-8)),
     (diffopt.RAdam, torch.optim.RAdam, dict(lr=0.01, eps=1e-7, weight_decay=0.1,
                                             betas=(0.8, 0.9))),
+    (diffopt.NAdam, torch.optim.NAdam, dict(lr=0.01)),
+    (diffopt.NAdam, torch.optim.NAdam, dict(lr=0.01, weight_decay=0.1, momentum_decay=6e-3, maximize=True)),
+    (diffopt.NAdam, torch.optim.NAdam, dict(lr=0.01, weight_decay=0.1, momentum_decay=6e-3,
+                                            decoupled_weight_decay=True, betas=(0.8, 0.9))),
+    (diffopt.Rprop, torch.optim.Rprop, dict(lr=0.01)),
+    (diffopt.Rprop, torch.optim.Rprop, dict(lr=2e-3, etas=(0.3, 1.5), step_sizes=(1e-4, 0.05),
+                                            maximize=True)),
 ]
 
 STEPS = 40

@@ -23,14 +23,18 @@ from diffopt.optim.meta import (
     MetaAdaMax,
     MetaAdamax,
     MetaAdamW,
+    MetaNAdam,
     MetaOptimizer,
     MetaRAdam,
     MetaRMSProp,
     MetaRMSprop,
+    MetaRprop,
     MetaSGD,
 )
+from diffopt.optim.nadam import NAdam
 from diffopt.optim.radam import RAdam
 from diffopt.optim.rmsprop import RMSProp, RMSprop
+from diffopt.optim.rprop import Rprop
 from diffopt.optim.sgd import SGD
 
 __all__ = [
@@ -51,15 +55,19 @@ __all__ = [
     "MetaAdam",
     "MetaAdamW",
     "MetaAdamax",
+    "MetaNAdam",
     "MetaOptimizer",
     "MetaRAdam",
     "MetaRMSProp",
     "MetaRMSprop",
+    "MetaRprop",
     "MetaSGD",
+    "NAdam",
     "Optimizer",
     "RAdam",
     "RMSProp",
     "RMSprop",
+    "Rprop",
     "SGD",
     "func",
     "meta",

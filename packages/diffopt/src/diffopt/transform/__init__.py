@@ -14,6 +14,7 @@ from diffopt.transform.adadelta import ScaleByAdaDeltaState, scale_by_adadelta
 from diffopt.transform.adam import ScaleByAdamState, scale_by_accelerated_adam, scale_by_adam
 from diffopt.transform.adamax import ScaleByAdamaxState, scale_by_adamax
 from diffopt.transform.masked import MaskedNode, MaskedState, masked
+from diffopt.transform.nadam import ScaleByNAdamState, scale_by_accelerated_nadam, scale_by_nadam
 from diffopt.transform.nan_to_num import NanToNumState, nan_to_num
 from diffopt.transform.radam import ScaleByRAdamState, scale_by_radam
 from diffopt.transform.rms import (
@@ -22,6 +23,7 @@ from diffopt.transform.rms import (
     scale_by_rms,
     scale_by_stddev,
 )
+from diffopt.transform.rprop import ScaleByRpropState, scale_by_accelerated_rprop, scale_by_rprop
 from diffopt.transform.rss import ScaleByRssState, scale_by_rss
 from diffopt.transform.scale import ScaleByScheduleState, ScaleState, scale, scale_by_schedule
 from diffopt.transform.trace import TraceState, trace
@@ -35,9 +37,11 @@ __all__ = [
     "ScaleByAdaDeltaState",
     "ScaleByAdamState",
     "ScaleByAdamaxState",
+    "ScaleByNAdamState",
     "ScaleByRAdamState",
     "ScaleByRStdDevState",
     "ScaleByRmsState",
+    "ScaleByRpropState",
     "ScaleByRssState",
     "ScaleByScheduleState",
     "ScaleState",
@@ -47,11 +51,15 @@ __all__ = [
     "nan_to_num",
     "scale",
     "scale_by_accelerated_adam",
+    "scale_by_accelerated_nadam",
+    "scale_by_accelerated_rprop",
     "scale_by_adadelta",
     "scale_by_adam",
     "scale_by_adamax",
+    "scale_by_nadam",
     "scale_by_radam",
     "scale_by_rms",
+    "scale_by_rprop",
     "scale_by_rss",
     "scale_by_schedule",
     "scale_by_stddev",

@@ -12,8 +12,10 @@ from diffopt.optim.meta.adam import MetaAdam
 from diffopt.optim.meta.adamax import MetaAdaMax, MetaAdamax
 from diffopt.optim.meta.adamw import MetaAdamW
 from diffopt.optim.meta.base import MetaOptimizer
+from diffopt.optim.meta.nadam import MetaNAdam
 from diffopt.optim.meta.radam import MetaRAdam
 from diffopt.optim.meta.rmsprop import MetaRMSProp, MetaRMSprop
+from diffopt.optim.meta.rprop import MetaRprop
 from diffopt.optim.meta.sgd import MetaSGD
 
 __all__ = [
@@ -25,9 +27,11 @@ __all__ = [
     "MetaAdam",
     "MetaAdamW",
     "MetaAdamax",
+    "MetaNAdam",
     "MetaOptimizer",
     "MetaRAdam",
     "MetaRMSProp",
     "MetaRMSprop",
+    "MetaRprop",
     "MetaSGD",
 ]

@@ -1,0 +1,56 @@
+// ASGD (Polyak & Juditsky, 1992; Bottou, 2012) element-wise math, as torch.optim.ASGD.
+//   g' = ±g + wd p;  p <- p (1 - lambd eta) - eta g';  ax <- p if mu == 1 else ax + mu (p - ax)
+// eta and mu are per-parameter state scalars read before the step; their next values
+// (lr / (1 + lambd lr t)^alpha and 1 / max(1, t - t0)) are set on the host.
+#pragma once
+
+#include "fused_optim/math/common.h"
+
+namespace fused_optim::math {
+
+template <typename T>
+struct AsgdHyper {
+  T weight_decay;
+  bool maximize, has_l2;
+  // The same hyper-parameters in another math type (kernels receive them in double).
+  template <typename U>
+  FUSED_OPTIM_HOST_DEVICE AsgdHyper<U> To() const {
+    return {U(weight_decay), maximize, has_l2};
+  }
+};
+
+// Per-tensor scalars, from the parameter's own eta and mu state.
+template <typename T>
+struct AsgdStepScalars {
+  T eta, decay, mu;  // decay = 1 - lambd * eta
+  bool copy_average;  // mu == 1: the average is the parameter itself (torch copies it)
+};
+
+template <typename T>
+FUSED_OPTIM_HOST_DEVICE inline void AsgdStep(T& p, T grad, T& ax, const AsgdHyper<T>& h, const AsgdStepScalars<T>& s) {
+  const T g = EffectiveGrad(grad, p, h.maximize, h.has_l2, h.weight_decay);
+  p = p * s.decay;
+  p = p + (-s.eta) * g;
+  ax = s.copy_average ? p : ax + (p - ax) * s.mu;
+}
+
+template <typename T>
+struct AsgdGrads {
+  T p, grad, ax;
+};
+
+// Gradients of the out-of-place step with respect to (p, grad, ax), given the gradients flowing
+// into (p', ax').
+template <typename T>
+FUSED_OPTIM_HOST_DEVICE inline AsgdGrads<T> AsgdStepBackward(T gp_new, T gax_new, const AsgdHyper<T>& h,
+                                                             const AsgdStepScalars<T>& s) {
+  const T dp_new = gp_new + (s.copy_average ? gax_new : s.mu * gax_new);
+  const T dg = -s.eta * dp_new;
+  AsgdGrads<T> out{};
+  out.ax = s.copy_average ? T(0) : (T(1) - s.mu) * gax_new;
+  out.p = s.decay * dp_new + (h.has_l2 ? h.weight_decay * dg : T(0));
+  out.grad = h.maximize ? -dg : dg;
+  return out;
+}
+
+}  // namespace fused_optim::math
