@@ -179,3 +179,82 @@ def radam_reference(lr=1e-3, betas=(0.9, 0.999), eps=1e-6, weight_decay=0.0):
         return out, {"m": ms, "v": vs, "t": t}
 
     return init, step
+
+
+def nadam_reference(lr=2e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0, momentum_decay=4e-3,
+                    decoupled=False):
+    b1, b2 = betas
+
+    def momentum(t):
+        return b1 * (1 - 0.5 * 0.96 ** (t * momentum_decay))
+
+    def init(params):
+        # torch.optim keeps the momentum product as a 0-d tensor of the default float type.
+        return {"m": [torch.zeros_like(p) for p in params], "v": [torch.zeros_like(p) for p in params],
+                "t": 0, "prod": torch.tensor(1.0, dtype=torch.get_default_dtype())}
+
+    def step(params, grads, state):
+        t = state["t"] + 1
+        prod = state["prod"] * momentum(t)
+        c_grad = (1 - momentum(t)) / (1 - float(prod))
+        c_avg = momentum(t + 1) / (1 - float(prod) * momentum(t + 1))
+        out, ms, vs = [], [], []
+        for p, g, m, v in zip(params, grads, state["m"], state["v"]):
+            if decoupled:
+                p = p * (1 - lr * weight_decay)
+            else:
+                g = g + weight_decay * p
+            m = b1 * m + (1 - b1) * g
+            v = b2 * v + (1 - b2) * g * g
+            denom = torch.sqrt(v / (1 - b2**t)) + eps
+            out.append(p - lr * (c_grad * g / denom + c_avg * m / denom))
+            ms.append(m)
+            vs.append(v)
+        return out, {"m": ms, "v": vs, "t": t, "prod": prod}
+
+    return init, step
+
+
+def rprop_reference(lr=1e-2, etas=(0.5, 1.2), step_sizes=(1e-6, 50.0)):
+    etaminus, etaplus = etas
+
+    def init(params):
+        return {"prev": [torch.zeros_like(p) for p in params], "s": [torch.full_like(p, lr) for p in params]}
+
+    def step(params, grads, state):
+        out, prevs, sizes = [], [], []
+        for p, g, prev, s in zip(params, grads, state["prev"], state["s"]):
+            agree = (g * prev).detach()
+            factor = torch.ones_like(s)
+            factor[agree > 0] = etaplus
+            factor[agree < 0] = etaminus
+            s = torch.clamp(s * factor, *step_sizes)
+            g = torch.where(agree < 0, 0.0, g)
+            out.append(p - torch.sign(g) * s)
+            prevs.append(g)
+            sizes.append(s)
+        return out, {"prev": prevs, "s": sizes}
+
+    return init, step
+
+
+def asgd_reference(lr=1e-2, lambd=1e-4, alpha=0.75, t0=1e6, weight_decay=0.0):
+    def init(params):
+        dtype = torch.get_default_dtype()
+        return {"ax": [torch.zeros_like(p) for p in params], "t": 0,
+                "eta": torch.tensor(lr, dtype=dtype), "mu": torch.tensor(1.0, dtype=dtype)}
+
+    def step(params, grads, state):
+        t = state["t"] + 1
+        eta, mu = float(state["eta"]), float(state["mu"])
+        out, axs = [], []
+        for p, g, ax in zip(params, grads, state["ax"]):
+            g = g + weight_decay * p
+            p = p * (1 - lambd * eta) - eta * g
+            out.append(p)
+            axs.append(p if mu == 1 else ax + mu * (p - ax))
+        dtype = state["eta"].dtype
+        return out, {"ax": axs, "t": t, "eta": torch.tensor(lr / (1 + lambd * lr * t) ** alpha, dtype=dtype),
+                     "mu": torch.tensor(1 / max(1, t - t0), dtype=dtype)}
+
+    return init, step

@@ -23,6 +23,10 @@ ALIASES = {
     "adadelta": lambda: diffopt.adadelta(lr=1.0, eps=1e-2),
     "adamax": lambda: diffopt.adamax(lr=0.1),
     "radam": lambda: diffopt.radam(lr=0.1),
+    "nadam": lambda: diffopt.nadam(lr=0.1),
+    "nadamw-maximize": lambda: diffopt.nadam(lr=0.1, weight_decay=0.1, decoupled_weight_decay=True, maximize=True),
+    "rprop": lambda: diffopt.rprop(lr=0.1),
+    "asgd": lambda: diffopt.asgd(lr=0.1, t0=5),
     "adam-schedule": lambda: diffopt.adam(lr=diffopt.linear_schedule(0.1, 0.01, 20)),
     "clipped-sgd": lambda: diffopt.chain(diffopt.clip_grad_norm(1.0), diffopt.sgd(lr=0.1)),
 }

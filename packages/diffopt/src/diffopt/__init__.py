@@ -47,12 +47,25 @@ from diffopt import (
     visual,
 )
 from diffopt.accelerated_op import accelerated_op_available
-from diffopt.alias import adadelta, adagrad, adam, adamax, adamw, nadam, radam, rmsprop, rprop, sgd
+from diffopt.alias import (
+    adadelta,
+    adagrad,
+    adam,
+    adamax,
+    adamw,
+    asgd,
+    nadam,
+    radam,
+    rmsprop,
+    rprop,
+    sgd,
+)
 from diffopt.base import EmptyState, GradientTransformation, identity
 from diffopt.clip import clip_grad_norm
 from diffopt.combine import chain
 from diffopt.hook import register_hook
 from diffopt.optim import (
+    ASGD,
     SGD,
     AdaDelta,
     Adadelta,
@@ -71,6 +84,7 @@ from diffopt.optim import (
     MetaAdaMax,
     MetaAdamax,
     MetaAdamW,
+    MetaASGD,
     MetaNAdam,
     MetaOptimizer,
     MetaRAdam,
@@ -94,6 +108,7 @@ from diffopt.transform import (
     scale_by_adadelta,
     scale_by_adam,
     scale_by_adamax,
+    scale_by_asgd,
     scale_by_nadam,
     scale_by_radam,
     scale_by_rms,
@@ -115,6 +130,7 @@ from diffopt.utils import (
 from diffopt.version import __version__
 
 __all__ = [
+    "ASGD",
     "SGD",
     "AdaDelta",
     "AdaGrad",
@@ -127,6 +143,7 @@ __all__ = [
     "EmptyState",
     "FuncOptimizer",
     "GradientTransformation",
+    "MetaASGD",
     "MetaAdaDelta",
     "MetaAdaGrad",
     "MetaAdaMax",
@@ -160,6 +177,7 @@ __all__ = [
     "add_decayed_weights",
     "alias",
     "apply_updates",
+    "asgd",
     "base",
     "chain",
     "clip_grad_norm",
@@ -189,6 +207,7 @@ __all__ = [
     "scale_by_adadelta",
     "scale_by_adam",
     "scale_by_adamax",
+    "scale_by_asgd",
     "scale_by_nadam",
     "scale_by_radam",
     "scale_by_rms",

@@ -37,6 +37,8 @@ CASES = [
     (diffopt.Rprop, torch.optim.Rprop, dict(lr=0.01)),
     (diffopt.Rprop, torch.optim.Rprop, dict(lr=2e-3, etas=(0.3, 1.5), step_sizes=(1e-4, 0.05),
                                             maximize=True)),
+    (diffopt.ASGD, torch.optim.ASGD, dict(lr=0.05)),
+    (diffopt.ASGD, torch.optim.ASGD, dict(lr=0.05, lambd=0.1, alpha=0.5, t0=10, weight_decay=0.1, maximize=True)),
 ]
 
 STEPS = 40

@@ -20,7 +20,7 @@ from diffopt.accelerated_op import adam_op
 from diffopt.accelerated_op.adam_op import AdamOp
 from diffopt.typing import Device
 
-__all__ = ["AdamOp", "accelerated_op_available", "adam_direction", "adam_op", "is_available"]
+__all__ = ["AdamOp", "accelerated_op_available", "adam_direction", "adam_op", "fused_update", "is_available"]
 
 _MISSING = (
     "use_accelerated_op=True needs the fused-optim package, which is not installed; "
@@ -111,6 +111,31 @@ def adam_direction(grads: list, exp_avgs: list, exp_avg_sqs: list, step: int, *,
     return _functional().adam_direction(
         grads, exp_avgs, exp_avg_sqs, step, beta1=beta1, beta2=beta2, eps=eps, eps_root=eps_root
     )
+
+
+def fused_update(name: str, *args, **kwargs):
+    """Calls ``fused_optim.functional.<name>``: one fused, differentiable optimizer update.
+
+    The accelerated transforms (:func:`~diffopt.transform.scale_by_accelerated_nadam`...) reach
+    fused-optim through this one function.
+
+    Args:
+        name: the functional update, e.g. ``'nadam_update'``.
+        *args, **kwargs: its arguments.
+
+    Returns:
+        The update's result (a NamedTuple of lists of new tensors).
+
+    Raises:
+        ImportError: if fused-optim is not installed.
+
+    Example:
+        >>> import torch
+        >>> if accelerated_op_available('cpu'):
+        ...     out = fused_update('sgd_update', [torch.ones(1)], [torch.ones(1)], lr=0.5)
+        ...     assert torch.equal(out.params[0], torch.full((1,), 0.5))
+    """
+    return getattr(_functional(), name)(*args, **kwargs)
 
 
 is_available = accelerated_op_available

@@ -11,10 +11,11 @@ from diffopt.alias.adagrad import adagrad
 from diffopt.alias.adam import adam
 from diffopt.alias.adamax import adamax
 from diffopt.alias.adamw import adamw
+from diffopt.alias.asgd import asgd
 from diffopt.alias.nadam import nadam
 from diffopt.alias.radam import radam
 from diffopt.alias.rmsprop import rmsprop
 from diffopt.alias.rprop import rprop
 from diffopt.alias.sgd import sgd
 
-__all__ = ["adadelta", "adagrad", "adam", "adamax", "adamw", "nadam", "radam", "rmsprop", "rprop", "sgd"]
+__all__ = ["adadelta", "adagrad", "adam", "adamax", "adamw", "asgd", "nadam", "radam", "rmsprop", "rprop", "sgd"]

@@ -54,7 +54,7 @@ def nadam(
         >>> tx = nadam(lr=0.1)
         >>> p = [torch.tensor([1.0])]
         >>> torch.round(tx.update([torch.tensor([5.0])], tx.init(p), params=p)[0][0], decimals=4)
-        tensor([-0.1000])
+        tensor([-0.1056])
     """
     check_lr("nadam", lr)
     if not weight_decay >= 0.0:

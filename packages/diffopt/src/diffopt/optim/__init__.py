@@ -12,6 +12,7 @@ from diffopt.optim.adagrad import AdaGrad, Adagrad
 from diffopt.optim.adam import Adam
 from diffopt.optim.adamax import AdaMax, Adamax
 from diffopt.optim.adamw import AdamW
+from diffopt.optim.asgd import ASGD
 from diffopt.optim.base import Optimizer
 from diffopt.optim.func import FuncOptimizer
 from diffopt.optim.meta import (
@@ -23,6 +24,7 @@ from diffopt.optim.meta import (
     MetaAdaMax,
     MetaAdamax,
     MetaAdamW,
+    MetaASGD,
     MetaNAdam,
     MetaOptimizer,
     MetaRAdam,
@@ -38,6 +40,7 @@ from diffopt.optim.rprop import Rprop
 from diffopt.optim.sgd import SGD
 
 __all__ = [
+    "ASGD",
     "AdaDelta",
     "AdaGrad",
     "AdaMax",
@@ -47,6 +50,7 @@ __all__ = [
     "AdamW",
     "Adamax",
     "FuncOptimizer",
+    "MetaASGD",
     "MetaAdaDelta",
     "MetaAdaGrad",
     "MetaAdaMax",

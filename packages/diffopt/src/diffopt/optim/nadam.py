@@ -36,7 +36,7 @@ class NAdam(Optimizer):
         >>> (w ** 2).sum().backward()
         >>> opt.step()
         >>> w.detach()
-        tensor([ 0.9000, -1.9000])
+        tensor([ 0.8944, -1.8944])
     """
 
     def __init__(

@@ -13,6 +13,7 @@ Example:
 from diffopt.transform.adadelta import ScaleByAdaDeltaState, scale_by_adadelta
 from diffopt.transform.adam import ScaleByAdamState, scale_by_accelerated_adam, scale_by_adam
 from diffopt.transform.adamax import ScaleByAdamaxState, scale_by_adamax
+from diffopt.transform.asgd import ScaleByASGDState, scale_by_accelerated_asgd, scale_by_asgd
 from diffopt.transform.masked import MaskedNode, MaskedState, masked
 from diffopt.transform.nadam import ScaleByNAdamState, scale_by_accelerated_nadam, scale_by_nadam
 from diffopt.transform.nan_to_num import NanToNumState, nan_to_num
@@ -34,6 +35,7 @@ __all__ = [
     "MaskedNode",
     "MaskedState",
     "NanToNumState",
+    "ScaleByASGDState",
     "ScaleByAdaDeltaState",
     "ScaleByAdamState",
     "ScaleByAdamaxState",
@@ -51,11 +53,13 @@ __all__ = [
     "nan_to_num",
     "scale",
     "scale_by_accelerated_adam",
+    "scale_by_accelerated_asgd",
     "scale_by_accelerated_nadam",
     "scale_by_accelerated_rprop",
     "scale_by_adadelta",
     "scale_by_adam",
     "scale_by_adamax",
+    "scale_by_asgd",
     "scale_by_nadam",
     "scale_by_radam",
     "scale_by_rms",

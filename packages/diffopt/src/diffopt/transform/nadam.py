@@ -16,7 +16,7 @@ Example:
     >>> import torch
     >>> tx = scale_by_nadam()
     >>> torch.round(tx.update([torch.tensor([3.0])], tx.init([torch.zeros(1)]))[0][0], decimals=4)
-    tensor([1.])
+    tensor([1.0565])
 """
 
 from __future__ import annotations

@@ -36,6 +36,15 @@ CASES = {
     "adamax": (diffopt.MetaAdaMax, dict(lr=0.05), ref.adamax_reference, dict(lr=0.05)),
     "radam": (diffopt.MetaRAdam, dict(lr=0.05, betas=(0.9, 0.9)), ref.radam_reference,
               dict(lr=0.05, betas=(0.9, 0.9))),
+    "nadam": (diffopt.MetaNAdam, dict(lr=0.05), ref.nadam_reference, dict(lr=0.05)),
+    "nadam-wd": (diffopt.MetaNAdam, dict(lr=0.05, weight_decay=0.1, momentum_decay=6e-3, betas=(0.8, 0.9)),
+                 ref.nadam_reference, dict(lr=0.05, weight_decay=0.1, momentum_decay=6e-3, betas=(0.8, 0.9))),
+    "nadamw": (diffopt.MetaNAdam, dict(lr=0.05, weight_decay=0.2, decoupled_weight_decay=True),
+               ref.nadam_reference, dict(lr=0.05, weight_decay=0.2, decoupled=True)),
+    "rprop": (diffopt.MetaRprop, dict(lr=0.01, etas=(0.4, 1.5)), ref.rprop_reference,
+              dict(lr=0.01, etas=(0.4, 1.5))),
+    "asgd": (diffopt.MetaASGD, dict(lr=0.1, lambd=0.1, t0=1, weight_decay=0.05), ref.asgd_reference,
+             dict(lr=0.1, lambd=0.1, t0=1, weight_decay=0.05)),
 }
 
 

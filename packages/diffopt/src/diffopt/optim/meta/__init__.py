@@ -11,6 +11,7 @@ from diffopt.optim.meta.adagrad import MetaAdaGrad, MetaAdagrad
 from diffopt.optim.meta.adam import MetaAdam
 from diffopt.optim.meta.adamax import MetaAdaMax, MetaAdamax
 from diffopt.optim.meta.adamw import MetaAdamW
+from diffopt.optim.meta.asgd import MetaASGD
 from diffopt.optim.meta.base import MetaOptimizer
 from diffopt.optim.meta.nadam import MetaNAdam
 from diffopt.optim.meta.radam import MetaRAdam
@@ -19,6 +20,7 @@ from diffopt.optim.meta.rprop import MetaRprop
 from diffopt.optim.meta.sgd import MetaSGD
 
 __all__ = [
+    "MetaASGD",
     "MetaAdaDelta",
     "MetaAdaGrad",
     "MetaAdaMax",

@@ -39,7 +39,7 @@ class MetaNAdam(MetaOptimizer):
         >>> diffopt.MetaNAdam(net, lr=0.25).step(net.weight.pow(2).sum())
         >>> net.weight.sum().backward()  # meta-gradient d w1 / d w0 through the step
         >>> round(net.weight.item(), 4), round(w0.grad.item(), 4)
-        (0.75, 1.0)
+        (0.7359, 1.0)
     """
 
     def __init__(
