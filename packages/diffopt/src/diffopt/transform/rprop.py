@@ -157,7 +157,8 @@ def scale_by_accelerated_rprop(lr=1e-2, etas: tuple[float, float] = (0.5, 1.2),
             # With zero params the fused update's new params are exactly the update.
             out = fused_update("rprop_update", [torch.zeros_like(grads[i]) for i in present],
                                [grads[i] for i in present], [prevs[i] for i in present],
-                               [sizes[i] for i in present], etas=etas, step_sizes=step_sizes)
+                               [sizes[i] for i in present], etaminus=float(etas[0]), etaplus=float(etas[1]),
+                               step_size_min=float(step_sizes[0]), step_size_max=float(step_sizes[1]))
             for j, i in enumerate(present):
                 new_updates[i] = out.params[j]
                 new_prevs[i] = out.prevs[j]

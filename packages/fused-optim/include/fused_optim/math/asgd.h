@@ -54,3 +54,57 @@ FUSED_OPTIM_HOST_DEVICE inline AsgdGrads<T> AsgdStepBackward(T gp_new, T gax_new
 }
 
 }  // namespace fused_optim::math
+
+// The kernel binding (see common.h): the kernel table's columns and how each element function
+// maps them to the math above, shared by the CPU loops and the CUDA kernels.
+namespace fused_optim {
+namespace asgd_cols {
+enum : int { kParam, kGrad, kAx };
+enum : int { kGParamNew = 0, kGAxNew, kOutParam, kOutGrad, kOutAx };
+enum : int { kEta = 0, kDecay, kMu, kNumScalars };  // per-tensor scalars (from each parameter's eta and mu)
+}  // namespace asgd_cols
+
+namespace bind {
+
+struct Asgd {
+  template <typename T>
+  using Hyper = math::AsgdHyper<T>;
+  template <typename T>
+  using Scalars = math::AsgdStepScalars<T>;
+  template <typename T>
+  FUSED_OPTIM_HOST_DEVICE static Scalars<T> MakeScalars(const double* row) {
+    using namespace asgd_cols;
+    return {T(row[kEta]), T(row[kDecay]), T(row[kMu]), row[kMu] == 1.0};
+  }
+  template <typename T>
+  static auto Flags(Hyper<T>& h, Scalars<T>& s) {
+    return std::tie(h.maximize, h.has_l2, s.copy_average);
+  }
+};
+
+struct AsgdStep : Asgd {
+  static constexpr int kLists = 3;
+  template <typename T, typename IO>
+  FUSED_OPTIM_ELEMENT static void Apply(const IO& io, const Hyper<T>& h, const Scalars<T>& s) {
+    using namespace asgd_cols;
+    T p = io.Load(kParam), ax = io.Load(kAx);
+    math::AsgdStep(p, io.Load(kGrad), ax, h, s);
+    io.Store(kParam, p);
+    io.Store(kAx, ax);
+  }
+};
+
+struct AsgdBackward : Asgd {
+  static constexpr int kLists = 5;
+  template <typename T, typename IO>
+  FUSED_OPTIM_ELEMENT static void Apply(const IO& io, const Hyper<T>& h, const Scalars<T>& s) {
+    using namespace asgd_cols;
+    const math::AsgdGrads<T> r = math::AsgdStepBackward<T>(io.Load(kGParamNew), io.Load(kGAxNew), h, s);
+    io.Store(kOutParam, r.p);
+    io.Store(kOutGrad, r.grad);
+    io.Store(kOutAx, r.ax);
+  }
+};
+
+}  // namespace bind
+}  // namespace fused_optim

@@ -74,3 +74,73 @@ FUSED_OPTIM_HOST_DEVICE inline NadamGrads<T> NadamStepBackward(T gp_new, T gm_ne
 }
 
 }  // namespace fused_optim::math
+
+// The kernel binding (see common.h): the kernel table's columns and how each element function
+// maps them to the math above, shared by the CPU loops and the CUDA kernels.
+namespace fused_optim {
+namespace nadam_cols {
+enum : int { kParam, kGrad, kExpAvg, kExpAvgSq };
+enum : int {
+  kGParamNew = 0,
+  kGExpAvgNew,
+  kGExpAvgSqNew,
+  kInParam,
+  kInGrad,
+  kInExpAvg,
+  kInExpAvgSq,
+  kOutParam,
+  kOutGrad,
+  kOutExpAvg,
+  kOutExpAvgSq
+};
+enum : int { kBc2 = 0, kGradCoef, kAvgCoef, kNumScalars };  // per-tensor scalars
+}  // namespace nadam_cols
+
+namespace bind {
+
+struct Nadam {
+  template <typename T>
+  using Hyper = math::NadamHyper<T>;
+  template <typename T>
+  using Scalars = math::NadamStepScalars<T>;
+  template <typename T>
+  FUSED_OPTIM_HOST_DEVICE static Scalars<T> MakeScalars(const double* row) {
+    using namespace nadam_cols;
+    return {T(row[kBc2]), T(row[kGradCoef]), T(row[kAvgCoef])};
+  }
+  template <typename T>
+  static auto Flags(Hyper<T>& h, Scalars<T>& /*s*/) {
+    return std::tie(h.maximize, h.has_l2, h.has_decay, h.lerp_small);
+  }
+};
+
+struct NadamStep : Nadam {
+  static constexpr int kLists = 4;
+  template <typename T, typename IO>
+  FUSED_OPTIM_ELEMENT static void Apply(const IO& io, const Hyper<T>& h, const Scalars<T>& s) {
+    using namespace nadam_cols;
+    T p = io.Load(kParam), m = io.Load(kExpAvg), v = io.Load(kExpAvgSq);
+    math::NadamStep(p, io.Load(kGrad), m, v, h, s);
+    io.Store(kParam, p);
+    io.Store(kExpAvg, m);
+    io.Store(kExpAvgSq, v);
+  }
+};
+
+struct NadamBackward : Nadam {
+  static constexpr int kLists = 11;
+  template <typename T, typename IO>
+  FUSED_OPTIM_ELEMENT static void Apply(const IO& io, const Hyper<T>& h, const Scalars<T>& s) {
+    using namespace nadam_cols;
+    const math::NadamGrads<T> r =
+        math::NadamStepBackward<T>(io.Load(kGParamNew), io.Load(kGExpAvgNew), io.Load(kGExpAvgSqNew), io.Load(kInParam),
+                                   io.Load(kInGrad), io.Load(kInExpAvg), io.Load(kInExpAvgSq), h, s);
+    io.Store(kOutParam, r.p);
+    io.Store(kOutGrad, r.grad);
+    io.Store(kOutExpAvg, r.m);
+    io.Store(kOutExpAvgSq, r.v);
+  }
+};
+
+}  // namespace bind
+}  // namespace fused_optim

@@ -52,9 +52,8 @@ struct RpropGrads {
 // (zero derivative, as autograd gives them); the step size flows through the clamp, whose
 // derivative is torch's: 1 where lo <= x <= hi, else 0.
 template <typename T>
-FUSED_OPTIM_HOST_DEVICE inline RpropGrads<T> RpropStepBackward(T gp_new, T gprev_new, T gs_new, T p, T grad, T prev,
+FUSED_OPTIM_HOST_DEVICE inline RpropGrads<T> RpropStepBackward(T gp_new, T gprev_new, T gs_new, T grad, T prev,
                                                                T step_size, const RpropHyper<T>& h) {
-  (void)p;
   const T g = h.maximize ? -grad : grad;
   const T prod = g * prev;
   const T factor = RpropFactor(prod, h);
@@ -73,3 +72,64 @@ FUSED_OPTIM_HOST_DEVICE inline RpropGrads<T> RpropStepBackward(T gp_new, T gprev
 }
 
 }  // namespace fused_optim::math
+
+// The kernel binding (see common.h): the kernel table's columns and how each element function
+// maps them to the math above, shared by the CPU loops and the CUDA kernels.
+namespace fused_optim {
+namespace rprop_cols {
+enum : int { kParam, kGrad, kPrev, kStepSize };
+enum : int {
+  kGParamNew = 0,
+  kGPrevNew,
+  kGStepSizeNew,
+  kInGrad,
+  kInPrev,
+  kInStepSize,
+  kOutParam,
+  kOutGrad,
+  kOutPrev,
+  kOutStepSize
+};
+}  // namespace rprop_cols
+
+namespace bind {
+
+struct Rprop : NoScalars {
+  template <typename T>
+  using Hyper = math::RpropHyper<T>;
+  template <typename T>
+  static auto Flags(Hyper<T>& h, Scalars<T>& /*s*/) {
+    return std::tie(h.maximize);
+  }
+};
+
+struct RpropStep : Rprop {
+  static constexpr int kLists = 4;
+  template <typename T, typename IO>
+  FUSED_OPTIM_ELEMENT static void Apply(const IO& io, const Hyper<T>& h, const Scalars<T>& /*s*/) {
+    using namespace rprop_cols;
+    T p = io.Load(kParam), prev = io.Load(kPrev), step_size = io.Load(kStepSize);
+    math::RpropStep(p, io.Load(kGrad), prev, step_size, h);
+    io.Store(kParam, p);
+    io.Store(kPrev, prev);
+    io.Store(kStepSize, step_size);
+  }
+};
+
+struct RpropBackward : Rprop {
+  static constexpr int kLists = 10;
+  template <typename T, typename IO>
+  FUSED_OPTIM_ELEMENT static void Apply(const IO& io, const Hyper<T>& h, const Scalars<T>& /*s*/) {
+    using namespace rprop_cols;
+    const math::RpropGrads<T> r =
+        math::RpropStepBackward<T>(io.Load(kGParamNew), io.Load(kGPrevNew), io.Load(kGStepSizeNew), io.Load(kInGrad),
+                                   io.Load(kInPrev), io.Load(kInStepSize), h);
+    io.Store(kOutParam, r.p);
+    io.Store(kOutGrad, r.grad);
+    io.Store(kOutPrev, r.prev);
+    io.Store(kOutStepSize, r.step_size);
+  }
+};
+
+}  // namespace bind
+}  // namespace fused_optim
