@@ -45,10 +45,11 @@ void AsgdStepInPlace(at::TensorList params, at::TensorList grads, at::TensorList
     ++t;
   });
   call.Launch(FUSED_OPTIM_KERNEL(AsgdStep), hyper);
-  // torch.optim's schedule, for the next step: eta = lr / (1 + lambd lr t)^alpha, mu = 1 / max(1, t - t0).
+  // torch.optim's schedule, for the next step: eta = lr / (1 + lambd lr t)^alpha, mu = 1 / max(1, t - t0),
+  // each made a tensor of the default dtype before it is copied into the state.
   for (size_t i = 0; i < steps.size(); ++i) {
-    WriteStateScalar(etas[i], lr / std::pow(1.0 + lambd * lr * steps[i], alpha));
-    WriteStateScalar(mus[i], 1.0 / std::max(1.0, steps[i] - t0));
+    WriteStateScalar(etas[i], RoundToDefaultDtype(lr / std::pow(1.0 + lambd * lr * steps[i], alpha)));
+    WriteStateScalar(mus[i], RoundToDefaultDtype(1.0 / std::max(1.0, steps[i] - t0)));
   }
 }
 

@@ -5,7 +5,10 @@
 
 #include <ATen/core/Tensor.h>
 #include <ATen/core/grad_mode.h>
+#include <c10/core/DefaultDtype.h>
 #include <c10/core/InferenceMode.h>
+#include <c10/util/BFloat16.h>
+#include <c10/util/Half.h>
 #include <c10/util/Exception.h>
 
 #include <algorithm>
@@ -57,6 +60,21 @@ inline void WriteStateScalar(const at::Tensor& s, double value) {
     s.unsafeGetTensorImpl()->bump_version();
   } else {
     const_cast<at::Tensor&>(s).fill_(value);
+  }
+}
+
+// `value` as torch.as_tensor(value) holds it: rounded to the default dtype. torch.optim.ASGD
+// builds its next eta and mu that way before copying them into the state tensors.
+inline double RoundToDefaultDtype(double value) {
+  switch (c10::get_default_dtype_as_scalartype()) {
+    case at::kFloat:
+      return static_cast<double>(static_cast<float>(value));
+    case at::kHalf:
+      return static_cast<double>(static_cast<float>(c10::Half(static_cast<float>(value))));
+    case at::kBFloat16:
+      return static_cast<double>(static_cast<float>(c10::BFloat16(static_cast<float>(value))));
+    default:
+      return value;
   }
 }
 

@@ -1,7 +1,7 @@
 """fused-optim: fused CPU/CUDA optimizer kernels for PyTorch.
 
 * Drop-in optimizers: ``fused_optim.Adam``, ``AdamW``, ``SGD``, ``RMSprop``, ``Adagrad``,
-  ``Adadelta``, ``Adamax``, ``RAdam`` take the same arguments as their ``torch.optim`` twins and
+  ``Adadelta``, ``Adamax``, ``RAdam``, ``NAdam``, ``Rprop``, ``ASGD`` take the same arguments as their ``torch.optim`` twins and
   share their ``state_dict`` layout, with one multi-tensor kernel per step.
 * Differentiable out-of-place updates for meta-learning: :mod:`fused_optim.functional`
   (``adam_update``, ``adam_direction``...), one fused backward node per call.
@@ -25,10 +25,23 @@ check_running_torch()
 
 from fused_optim import functional, ops  # noqa: E402
 from fused_optim._C import BUILD_INFO  # noqa: E402
-from fused_optim.optim import SGD, Adadelta, Adagrad, Adam, Adamax, AdamW, RAdam, RMSprop  # noqa: E402
+from fused_optim.optim import (  # noqa: E402
+    ASGD,
+    SGD,
+    Adadelta,
+    Adagrad,
+    Adam,
+    Adamax,
+    AdamW,
+    NAdam,
+    RAdam,
+    RMSprop,
+    Rprop,
+)
 from fused_optim.version import __version__  # noqa: E402
 
 __all__ = [
+    "ASGD",
     "BUILD_INFO",
     "SGD",
     "Adadelta",
@@ -36,8 +49,10 @@ __all__ = [
     "Adam",
     "AdamW",
     "Adamax",
+    "NAdam",
     "RAdam",
     "RMSprop",
+    "Rprop",
     "__version__",
     "functional",
     "ops",

@@ -22,8 +22,11 @@ from fused_optim.optim.adagrad import Adagrad
 from fused_optim.optim.adam import Adam
 from fused_optim.optim.adamax import Adamax
 from fused_optim.optim.adamw import AdamW
+from fused_optim.optim.asgd import ASGD
+from fused_optim.optim.nadam import NAdam
 from fused_optim.optim.radam import RAdam
 from fused_optim.optim.rmsprop import RMSprop
+from fused_optim.optim.rprop import Rprop
 from fused_optim.optim.sgd import SGD
 
-__all__ = ["SGD", "Adadelta", "Adagrad", "Adam", "AdamW", "Adamax", "RAdam", "RMSprop"]
+__all__ = ["ASGD", "SGD", "Adadelta", "Adagrad", "Adam", "AdamW", "Adamax", "NAdam", "RAdam", "RMSprop", "Rprop"]
