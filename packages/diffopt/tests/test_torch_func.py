@@ -66,6 +66,10 @@ OPTIMIZERS = {
     "adamax": lambda: diffopt.adamax(0.05),
     "radam": lambda: diffopt.radam(0.05),
     "radam-rectified": lambda: diffopt.radam(0.05, betas=(0.9, 0.7)),
+    "nadam": lambda: diffopt.nadam(0.05, weight_decay=0.1, momentum_decay=6e-3),
+    "nadamw": lambda: diffopt.nadam(0.05, weight_decay=0.1, decoupled_weight_decay=True),
+    "rprop": lambda: diffopt.rprop(0.01),
+    "asgd": lambda: diffopt.asgd(0.05, lambd=0.1, t0=1, weight_decay=0.1),
     "sgd-linear-schedule": lambda: diffopt.sgd(diffopt.schedule.linear_schedule(0.1, 0.01, 2)),
     "adam-polynomial-schedule": lambda: diffopt.adam(
         diffopt.schedule.polynomial_schedule(0.05, 0.01, power=2, transition_steps=3)),

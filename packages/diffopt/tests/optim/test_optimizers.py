@@ -67,6 +67,24 @@ def test_matches_torch_optim(ours, theirs, kwargs):
         torch.testing.assert_close(g, e, rtol=1e-9, atol=1e-11)
 
 
+ACCELERATED = [
+    (diffopt.NAdam, torch.optim.NAdam, dict(lr=0.01, weight_decay=0.1, momentum_decay=6e-3)),
+    (diffopt.NAdam, torch.optim.NAdam, dict(lr=0.01, weight_decay=0.1, decoupled_weight_decay=True, maximize=True)),
+    (diffopt.Rprop, torch.optim.Rprop, dict(lr=0.01, etas=(0.3, 1.5), maximize=True)),
+    (diffopt.ASGD, torch.optim.ASGD, dict(lr=0.05, lambd=0.1, t0=10, weight_decay=0.1)),
+]
+
+
+@pytest.mark.parametrize(("ours", "theirs", "kwargs"), ACCELERATED,
+                         ids=[f"{c[0].__name__}-{i}" for i, c in enumerate(ACCELERATED)])
+def test_accelerated_matches_torch_optim(ours, theirs, kwargs):
+    pytest.importorskip("fused_optim")
+    expected = _train(lambda p: theirs(p, **kwargs))
+    got = _train(lambda p: ours(p, **kwargs, use_accelerated_op=True))
+    for e, g in zip(expected, got):
+        torch.testing.assert_close(g, e, rtol=1e-9, atol=1e-11)
+
+
 def test_accelerated_adam_matches_torch_optim():
     pytest.importorskip("fused_optim")
     expected = _train(lambda p: torch.optim.Adam(p, lr=0.01))

@@ -112,14 +112,15 @@ def test_radam_rectified_phase():
 
 
 @pytest.mark.parametrize("steps", [1, 3, 5])
-@pytest.mark.parametrize("case", ["adam", "adam-wd", "adamw"])
+@pytest.mark.parametrize("case", ["adam", "adam-wd", "adamw", "nadam", "nadam-wd", "nadamw", "rprop", "asgd"])
 def test_accelerated_meta_gradient(case, steps):
     if not _fused_available():
         pytest.skip("fused-optim is not installed")
     _check_case(case, steps, accelerated=True)
 
 
-@pytest.mark.parametrize("cls", [diffopt.MetaAdam, diffopt.MetaAdamW])
+@pytest.mark.parametrize("cls", [diffopt.MetaAdam, diffopt.MetaAdamW, diffopt.MetaNAdam, diffopt.MetaRprop,
+                                 diffopt.MetaASGD])
 def test_accelerated_equals_plain(cls):
     if not _fused_available():
         pytest.skip("fused-optim is not installed")
