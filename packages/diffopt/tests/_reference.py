@@ -258,3 +258,36 @@ def asgd_reference(lr=1e-2, lambd=1e-4, alpha=0.75, t0=1e6, weight_decay=0.0):
                      "mu": torch.tensor(1 / max(1, t - t0), dtype=dtype)}
 
     return init, step
+
+
+def adafactor_reference(lr=1e-2, beta2_decay=-0.8, eps=(None, 1e-3), d=1.0, weight_decay=0.0):
+    eps1, eps2 = eps
+
+    def init(params):
+        rows = [torch.zeros(*p.shape[:-1], 1, dtype=p.dtype) if p.dim() > 1 else torch.zeros_like(p) for p in params]
+        cols = [torch.zeros(*p.shape[:-2], 1, p.shape[-1], dtype=p.dtype) if p.dim() > 1 else None for p in params]
+        return {"row": rows, "col": cols, "t": 0}
+
+    def step(params, grads, state):
+        t = state["t"] + 1
+        w = t**beta2_decay
+        rho = min(lr, 1 / math.sqrt(t))
+        out, rows, cols = [], [], []
+        for p, g, row, col in zip(params, grads, state["row"], state["col"]):
+            e1 = torch.finfo(p.dtype).eps if eps1 is None else eps1
+            alpha = torch.clamp(p.pow(2).sum().sqrt() / math.sqrt(p.numel()), min=eps2) * rho
+            if p.dim() > 1:
+                row = row + w * ((g * g).mean(-1, keepdim=True) - row)
+                col = col + w * ((g * g).mean(-2, keepdim=True) - col)
+                v = row * col / torch.clamp(row.mean(-2, keepdim=True), min=e1)
+            else:
+                row = row + w * (g * g - row)
+                v = row
+            u = g / torch.sqrt(torch.clamp(v, min=e1 * e1))
+            denom = torch.clamp(u.pow(2).sum().sqrt() / (math.sqrt(u.numel()) * d), min=1.0)
+            out.append(p * (1 - lr * weight_decay) - alpha / denom * u)
+            rows.append(row)
+            cols.append(col)
+        return out, {"row": rows, "col": cols, "t": t}
+
+    return init, step

@@ -26,6 +26,7 @@ ALIASES = {
     "nadam": lambda: diffopt.nadam(lr=0.1),
     "nadamw-maximize": lambda: diffopt.nadam(lr=0.1, weight_decay=0.1, decoupled_weight_decay=True, maximize=True),
     "rprop": lambda: diffopt.rprop(lr=0.1),
+    "adafactor": lambda: diffopt.adafactor(lr=0.1, weight_decay=0.01),
     "asgd": lambda: diffopt.asgd(lr=0.1, t0=5),
     "adam-schedule": lambda: diffopt.adam(lr=diffopt.linear_schedule(0.1, 0.01, 20)),
     "clipped-sgd": lambda: diffopt.chain(diffopt.clip_grad_norm(1.0), diffopt.sgd(lr=0.1)),

@@ -38,6 +38,10 @@ CASES = [
     (diffopt.Rprop, torch.optim.Rprop, dict(lr=2e-3, etas=(0.3, 1.5), step_sizes=(1e-4, 0.05),
                                             maximize=True)),
     (diffopt.ASGD, torch.optim.ASGD, dict(lr=0.05)),
+    (diffopt.Adafactor, torch.optim.Adafactor, dict()),
+    (diffopt.Adafactor, torch.optim.Adafactor, dict(lr=0.01, weight_decay=0.1)),
+    (diffopt.Adafactor, torch.optim.Adafactor, dict(weight_decay=0.1, maximize=True)),
+    (diffopt.Adafactor, torch.optim.Adafactor, dict(beta2_decay=-1.0, d=1.5, eps=(1e-20, 1e-2))),
     (diffopt.ASGD, torch.optim.ASGD, dict(lr=0.05, lambd=0.1, alpha=0.5, t0=10, weight_decay=0.1, maximize=True)),
 ]
 

@@ -7,6 +7,7 @@ Example:
 """
 
 from diffopt.alias.adadelta import adadelta
+from diffopt.alias.adafactor import adafactor
 from diffopt.alias.adagrad import adagrad
 from diffopt.alias.adam import adam
 from diffopt.alias.adamax import adamax
@@ -18,4 +19,4 @@ from diffopt.alias.rmsprop import rmsprop
 from diffopt.alias.rprop import rprop
 from diffopt.alias.sgd import sgd
 
-__all__ = ["adadelta", "adagrad", "adam", "adamax", "adamw", "asgd", "nadam", "radam", "rmsprop", "rprop", "sgd"]
+__all__ = ["adadelta", "adafactor", "adagrad", "adam", "adamax", "adamw", "asgd", "nadam", "radam", "rmsprop", "rprop", "sgd"]

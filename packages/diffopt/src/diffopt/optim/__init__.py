@@ -8,6 +8,7 @@ Example:
 
 from diffopt.optim import func, meta
 from diffopt.optim.adadelta import AdaDelta, Adadelta
+from diffopt.optim.adafactor import Adafactor
 from diffopt.optim.adagrad import AdaGrad, Adagrad
 from diffopt.optim.adam import Adam
 from diffopt.optim.adamax import AdaMax, Adamax
@@ -18,6 +19,7 @@ from diffopt.optim.func import FuncOptimizer
 from diffopt.optim.meta import (
     MetaAdaDelta,
     MetaAdadelta,
+    MetaAdafactor,
     MetaAdaGrad,
     MetaAdagrad,
     MetaAdam,
@@ -45,6 +47,7 @@ __all__ = [
     "AdaGrad",
     "AdaMax",
     "Adadelta",
+    "Adafactor",
     "Adagrad",
     "Adam",
     "AdamW",
@@ -55,6 +58,7 @@ __all__ = [
     "MetaAdaGrad",
     "MetaAdaMax",
     "MetaAdadelta",
+    "MetaAdafactor",
     "MetaAdagrad",
     "MetaAdam",
     "MetaAdamW",

@@ -11,6 +11,7 @@ Example:
 """
 
 from diffopt.transform.adadelta import ScaleByAdaDeltaState, scale_by_adadelta
+from diffopt.transform.adafactor import ScaleByAdafactorState, scale_by_adafactor
 from diffopt.transform.adam import ScaleByAdamState, scale_by_accelerated_adam, scale_by_adam
 from diffopt.transform.adamax import ScaleByAdamaxState, scale_by_adamax
 from diffopt.transform.asgd import ScaleByASGDState, scale_by_accelerated_asgd, scale_by_asgd
@@ -37,6 +38,7 @@ __all__ = [
     "NanToNumState",
     "ScaleByASGDState",
     "ScaleByAdaDeltaState",
+    "ScaleByAdafactorState",
     "ScaleByAdamState",
     "ScaleByAdamaxState",
     "ScaleByNAdamState",
@@ -57,6 +59,7 @@ __all__ = [
     "scale_by_accelerated_nadam",
     "scale_by_accelerated_rprop",
     "scale_by_adadelta",
+    "scale_by_adafactor",
     "scale_by_adam",
     "scale_by_adamax",
     "scale_by_asgd",

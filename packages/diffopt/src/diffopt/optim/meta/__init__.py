@@ -7,6 +7,7 @@ Example:
 """
 
 from diffopt.optim.meta.adadelta import MetaAdaDelta, MetaAdadelta
+from diffopt.optim.meta.adafactor import MetaAdafactor
 from diffopt.optim.meta.adagrad import MetaAdaGrad, MetaAdagrad
 from diffopt.optim.meta.adam import MetaAdam
 from diffopt.optim.meta.adamax import MetaAdaMax, MetaAdamax
@@ -25,6 +26,7 @@ __all__ = [
     "MetaAdaGrad",
     "MetaAdaMax",
     "MetaAdadelta",
+    "MetaAdafactor",
     "MetaAdagrad",
     "MetaAdam",
     "MetaAdamW",
