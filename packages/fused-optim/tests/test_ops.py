@@ -63,6 +63,9 @@ def _step_args(name: str, dtype=torch.float32):
         etas, mus = [torch.tensor(0.01) for _ in shapes], [torch.tensor(1.0) for _ in shapes]
         return (p, g, lst(), etas, mus, steps()), dict(lr=0.01, lambd=1e-4, alpha=0.75, t0=1.0,
                                                          weight_decay=0.1, maximize=False)
+    if name == "adafactor_step_":
+        return (p, g, [], [], lst(True), steps()), dict(lr=0.01, beta2_decay=-0.8, eps1=1e-30, eps2=1e-3, d=1.0,
+                                                        weight_decay=0.1, maximize=True, factored=False)
     raise AssertionError(name)
 
 

@@ -1,7 +1,7 @@
 """fused-optim: fused CPU/CUDA optimizer kernels for PyTorch.
 
 * Drop-in optimizers: ``fused_optim.Adam``, ``AdamW``, ``SGD``, ``RMSprop``, ``Adagrad``,
-  ``Adadelta``, ``Adamax``, ``RAdam``, ``NAdam``, ``Rprop``, ``ASGD`` take the same arguments as their ``torch.optim`` twins and
+  ``Adadelta``, ``Adamax``, ``RAdam``, ``NAdam``, ``Rprop``, ``ASGD``, ``Adafactor`` take the same arguments as their ``torch.optim`` twins and
   share their ``state_dict`` layout, with one multi-tensor kernel per step.
 * Differentiable out-of-place updates for meta-learning: :mod:`fused_optim.functional`
   (``adam_update``, ``adam_direction``...), one fused backward node per call.
@@ -29,6 +29,7 @@ from fused_optim.optim import (  # noqa: E402
     ASGD,
     SGD,
     Adadelta,
+    Adafactor,
     Adagrad,
     Adam,
     Adamax,
@@ -45,6 +46,7 @@ __all__ = [
     "BUILD_INFO",
     "SGD",
     "Adadelta",
+    "Adafactor",
     "Adagrad",
     "Adam",
     "AdamW",

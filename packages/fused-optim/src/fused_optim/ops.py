@@ -34,6 +34,7 @@ __all__ = [
     "FunctionalOpSpec",
     "NodeInfo",
     "adadelta_step_",
+    "adafactor_step_",
     "adagrad_step_",
     "adam_step_",
     "adamax_step_",
@@ -62,6 +63,7 @@ STEP_OPS = (
     "nadam_step_",
     "rprop_step_",
     "asgd_step_",
+    "adafactor_step_",
 )
 
 
@@ -785,3 +787,33 @@ def asgd_step_(params: list[torch.Tensor], grads: list[torch.Tensor], axs: list[
     """
     _lib.asgd_step_.default(params, grads, axs, etas, mus, state_steps, lr=lr, lambd=lambd, alpha=alpha, t0=t0,
                             weight_decay=weight_decay, maximize=maximize)
+
+
+def adafactor_step_(params: list[torch.Tensor], grads: list[torch.Tensor], row_vars: list[torch.Tensor],
+                    col_vars: list[torch.Tensor], variances: list[torch.Tensor], state_steps: list[torch.Tensor], *,
+                    lr: float, beta2_decay: float, eps1: float, eps2: float, d: float, weight_decay: float,
+                    maximize: bool, factored: bool) -> None:
+    """In-place Adafactor step, for parameters of two or more dimensions (``factored``: their
+    ``row_vars`` and ``col_vars``; ``variances`` empty) or for the others (``variances``; the
+    factored lists empty).
+
+    Args:
+        params, grads: Lists of tensors of one device and dtype; params are updated in place.
+        row_vars, col_vars: torch.optim's factored second moments (shaped like a parameter with its
+            last, respectively second-to-last, dimension reduced to 1), updated in place.
+        variances: The full second moments of vectors and scalars, updated in place.
+        state_steps: torch.optim's per-parameter step counters (scalar tensors), incremented in
+            place.
+        lr, beta2_decay, eps1, eps2, d, weight_decay, maximize: As in ``torch.optim.Adafactor``
+            (``eps`` split in two; ``eps1`` resolved to a number).
+        factored: Which of the two kinds of parameters this call updates.
+
+    >>> p, v, step = torch.tensor([3.0, 4.0]), torch.zeros(2), torch.tensor(0.0)
+    >>> adafactor_step_([p], [torch.tensor([1.0, -1.0])], [], [], [v], [step], lr=0.5, beta2_decay=-0.8,
+    ...                 eps1=1e-30, eps2=0.0, d=1.0, weight_decay=0.0, maximize=False, factored=False)
+    >>> p, v
+    (tensor([1.2322, 5.7678]), tensor([1., 1.]))
+    """
+    _lib.adafactor_step_.default(params, grads, row_vars, col_vars, variances, state_steps, lr=lr,
+                                 beta2_decay=beta2_decay, eps1=eps1, eps2=eps2, d=d, weight_decay=weight_decay,
+                                 maximize=maximize, factored=factored)

@@ -18,6 +18,7 @@ Each class documents its own hyper-parameters; one step routine serves them all
 """
 
 from fused_optim.optim.adadelta import Adadelta
+from fused_optim.optim.adafactor import Adafactor
 from fused_optim.optim.adagrad import Adagrad
 from fused_optim.optim.adam import Adam
 from fused_optim.optim.adamax import Adamax
@@ -29,4 +30,4 @@ from fused_optim.optim.rmsprop import RMSprop
 from fused_optim.optim.rprop import Rprop
 from fused_optim.optim.sgd import SGD
 
-__all__ = ["ASGD", "SGD", "Adadelta", "Adagrad", "Adam", "AdamW", "Adamax", "NAdam", "RAdam", "RMSprop", "Rprop"]
+__all__ = ["ASGD", "SGD", "Adadelta", "Adafactor", "Adagrad", "Adam", "AdamW", "Adamax", "NAdam", "RAdam", "RMSprop", "Rprop"]
