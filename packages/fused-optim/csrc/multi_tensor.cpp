@@ -1,6 +1,6 @@
+// The op skeleton declared in multi_tensor.h: argument checks, staging, the aliasing check and the
+// step counters.
 #include "multi_tensor.h"
-
-#include "ops/launch.h"
 
 #include <ATen/MemoryOverlap.h>
 #include <ATen/core/grad_mode.h>
@@ -89,12 +89,13 @@ bool ElementsOverlap(const at::Tensor& a, const at::Tensor& b) {
 
 }  // namespace
 
-MultiTensorCall::MultiTensorCall(const char* op, at::TensorList params)
+MultiTensorCall::MultiTensorCall(const char* op, at::TensorList params, bool in_place)
     : op_(op),
       num_tensors_(static_cast<int64_t>(params.size())),
       dtype_(at::kFloat),
       device_(at::kCPU),
-      reference_(params) {
+      reference_(params),
+      in_place_(in_place) {
   for (int64_t t = 0; t < num_tensors_; ++t) {
     const at::Tensor& p = params[t];
     TORCH_CHECK_VALUE(p.defined(), op_, ": params[", t, "] is None");
@@ -137,16 +138,17 @@ void MultiTensorCall::AddInput(const char* name, at::TensorList list) {
     const at::Tensor& x = list[t];
     CheckLike(name, t, x);
     Record(name, t, x, /*writes=*/false);
-    if (x.is_contiguous()) {
-      src[t] = x.const_data_ptr();
-    } else {
-      keep_alive_.push_back(x.contiguous());
-      src[t] = keep_alive_.back().const_data_ptr();
-    }
+    src[t] = ReadPointer(x);
   }
   dst_.emplace_back(src.size(), nullptr);
   for (int64_t t = 0; t < num_tensors_; ++t) dst_.back()[t] = const_cast<void*>(src[t]);
   src_.push_back(std::move(src));
+}
+
+const void* MultiTensorCall::ReadPointer(const at::Tensor& x) {
+  if (x.is_contiguous()) return x.const_data_ptr();
+  keep_alive_.push_back(x.contiguous());
+  return keep_alive_.back().const_data_ptr();
 }
 
 void MultiTensorCall::AddMutable(const char* name, at::TensorList list) {
@@ -182,12 +184,7 @@ void MultiTensorCall::AddOptionalInput(const char* name, const c10::List<std::op
     owned_.push_back(std::move(*x));
     const at::Tensor& kept = owned_.back();
     Record(name, t, kept, /*writes=*/false);
-    if (kept.is_contiguous()) {
-      src[t] = kept.const_data_ptr();
-    } else {
-      keep_alive_.push_back(kept.contiguous());
-      src[t] = keep_alive_.back().const_data_ptr();
-    }
+    src[t] = ReadPointer(kept);
   }
   dst_.emplace_back(num_tensors_, nullptr);
   for (int64_t t = 0; t < num_tensors_; ++t) dst_.back()[t] = const_cast<void*>(src[t]);
@@ -209,6 +206,44 @@ std::vector<at::Tensor> MultiTensorCall::AddOutputFrom(const char* name, at::Ten
     dst_.back()[t] = out.back().mutable_data_ptr();
   }
   return out;
+}
+
+void MultiTensorCall::CheckEmpty(const char* name, at::TensorList list, const char* when_absent) const {
+  TORCH_CHECK_VALUE(list.empty(), op_, ": ", name, " must be empty ", when_absent);
+}
+
+void MultiTensorCall::AddInputIf(bool present, const char* name, at::TensorList list, const char* when_absent) {
+  if (present) return AddInput(name, list);
+  CheckEmpty(name, list, when_absent);
+  AddAbsent();
+}
+
+std::vector<at::Tensor> MultiTensorCall::AddOutputIf(bool present) {
+  if (present) return AddOutput();
+  AddAbsent();
+  return {};
+}
+
+std::vector<at::Tensor> MultiTensorCall::AddState(const char* name, at::TensorList list) {
+  if (!in_place_) return AddOutputFrom(name, list);
+  AddMutable(name, list);
+  return {};
+}
+
+std::vector<at::Tensor> MultiTensorCall::AddStateIf(bool present, const char* name, at::TensorList list,
+                                                    const char* when_absent) {
+  if (present) return AddState(name, list);
+  CheckEmpty(name, list, when_absent);
+  AddAbsent();
+  return {};
+}
+
+void MultiTensorCall::AddInputs(std::initializer_list<std::pair<const char*, at::TensorList>> lists) {
+  for (const auto& [name, list] : lists) AddInput(name, list);
+}
+
+void MultiTensorCall::AddOptionalInputs(std::initializer_list<OptionalList> lists) {
+  for (const OptionalList& l : lists) AddOptionalInput(l.name, l.present ? l.list : OptionalTensorList());
 }
 
 std::vector<at::Tensor> MultiTensorCall::AddOutput() {
@@ -268,9 +303,10 @@ void MultiTensorCall::CheckNoAliasing() const {
   }
 }
 
-KernelTable MultiTensorCall::Table() const {
+KernelTable& MultiTensorCall::Table() {
+  if (table_) return *table_;
   CheckNoAliasing();
-  KernelTable table;
+  KernelTable& table = table_.emplace();
   table.dtype = num_tensors_ ? ToDType(dtype_) : DType::kFloat;
   table.num_lists = static_cast<int>(dst_.size());
   table.num_tensors = num_tensors_;
@@ -285,6 +321,11 @@ KernelTable MultiTensorCall::Table() const {
     }
   }
   return table;
+}
+
+bool MultiTensorCall::ChecksOnly() {
+  Table();
+  return ValidateOnly();
 }
 
 void MultiTensorCall::Finish() {
@@ -393,8 +434,20 @@ void CheckNonNegative(const char* op, const char* what, double value) {
   TORCH_CHECK_VALUE(value >= 0.0, op, ": invalid ", what, " value: ", value, " (must be >= 0)");
 }
 
+void CheckStep(const char* op, int64_t step) {
+  TORCH_CHECK_VALUE(step >= 1, op, ": step must be >= 1 (the count after this update), got ", step);
+}
+
 void CheckUnitInterval(const char* op, const char* what, double value) {
   TORCH_CHECK_VALUE(value >= 0.0 && value < 1.0, op, ": invalid ", what, " value: ", value, " (must be in [0, 1))");
+}
+
+void CheckNonNegative(const char* op, NamedValues values) {
+  for (const auto& [what, value] : values) CheckNonNegative(op, what, value);
+}
+
+void CheckUnitInterval(const char* op, NamedValues values) {
+  for (const auto& [what, value] : values) CheckUnitInterval(op, what, value);
 }
 
 }  // namespace fused_optim

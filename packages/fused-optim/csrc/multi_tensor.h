@@ -1,25 +1,78 @@
-// Validation and marshalling of a multi-tensor op's arguments into a KernelTable.
+// The skeleton every op file (csrc/ops/<algo>.cpp) is written on: validation and marshalling of
+// a multi-tensor op's arguments into a KernelTable, the launch on the call's device, the shared
+// argument checks and the registration of an op file's schemas and kernels.
 // Everything is checked before the caller modifies any tensor, so a rejected call leaves the
 // user's tensors untouched.
 #pragma once
 
 #include <ATen/core/List.h>
 #include <ATen/core/Tensor.h>
+#include <c10/util/Exception.h>
+#include <torch/library.h>
 
+#include <array>
 #include <deque>
+#include <initializer_list>
 #include <optional>
 #include <string>
+#include <tuple>
+#include <type_traits>
+#include <utility>
 #include <vector>
 
-#include "kernel_table.h"
+#include "kernels.h"
+
+#ifdef FUSED_OPTIM_WITH_CUDA
+#include <c10/cuda/CUDAGuard.h>
+#include <c10/cuda/CUDAStream.h>
+#endif
 
 namespace fused_optim {
+
+using OptionalTensorList = c10::List<std::optional<at::Tensor>>;
+using TensorVector = std::vector<at::Tensor>;
+
+// A functional op's result: N tensor lists.
+template <size_t... I>
+auto ListsOf(std::index_sequence<I...>) -> std::tuple<std::enable_if_t<I + 1 != 0, TensorVector>...>;
+template <size_t N>
+using Lists = decltype(ListsOf(std::make_index_sequence<N>{}));
+
+// Which build of the CPU loops runs: the widest the CPU supports, capped by the environment
+// variable FUSED_OPTIM_CPU_ISA=baseline|avx2|avx512 (tests use it to check that every build gives
+// identical results).
+enum class CpuIsa { kBaseline, kAvx2, kAvx512 };
+CpuIsa SelectedCpuIsa();
+
+// One kernel's builds (csrc/kernels.h); FUSED_OPTIM_KERNEL(name) names them all.
+template <typename Hyper>
+struct KernelBuilds {
+  using Fn = void (*)(const KernelTable&, const Hyper&);
+  Fn cpu, cpu_avx2, cpu_avx512, cuda;  // null where not built
+};
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#define FUSED_OPTIM_CPU_WIDE_KERNELS(name) &::fused_optim::cpu_avx2::name, &::fused_optim::cpu_avx512::name
+#else
+#define FUSED_OPTIM_CPU_WIDE_KERNELS(name) nullptr, nullptr
+#endif
+#ifdef FUSED_OPTIM_WITH_CUDA
+#define FUSED_OPTIM_CUDA_KERNEL(name) &::fused_optim::cuda::name
+#else
+#define FUSED_OPTIM_CUDA_KERNEL(name) nullptr
+#endif
+#define FUSED_OPTIM_KERNEL(name)                                                                 \
+  ::fused_optim::KernelBuilds<::fused_optim::bind::name::Hyper<double>> {                        \
+    &::fused_optim::cpu::name, FUSED_OPTIM_CPU_WIDE_KERNELS(name), FUSED_OPTIM_CUDA_KERNEL(name) \
+  }
 
 class MultiTensorCall {
  public:
   // `reference` (the params, or the grads where an op has no params) is validated here and every
   // list added later must match it tensor by tensor. The constructor adds no list itself.
-  MultiTensorCall(const char* op, at::TensorList reference);
+  // `in_place` says where AddState writes: an <algo>_step_ op (kInPlace) updates the caller's
+  // tensors, the functional <algo>_update returns fresh ones.
+  MultiTensorCall(const char* op, at::TensorList reference, bool in_place = false);
 
   // A list that is only read.
   void AddInput(const char* name, at::TensorList list);
@@ -35,20 +88,92 @@ class MultiTensorCall {
   // A fresh output with no starting values (gradients of a backward op).
   std::vector<at::Tensor> AddOutput();
 
+  // A list the step updates (params, optimizer state), so that one function lays out an
+  // algorithm's step table for both ops: AddMutable for an in-place call (returns nothing),
+  // AddOutputFrom for a functional one (returns the new values).
+  std::vector<at::Tensor> AddState(const char* name, at::TensorList list);
+  // A step table: params and states (AddState, or AddStateIf for an optional state) around the
+  // read-only grads, in the order params, grads, states...; returns the new params and states (in
+  // place: empty lists).
+  struct StateList {
+    const char* name;
+    at::TensorList list;
+    bool present = true;  // false: an optional state not in use, e.g. max_exp_avg_sqs without amsgrad
+    const char* when_absent = "";
+  };
+  template <size_t S>
+  Lists<S + 1> AddStep(at::TensorList params, at::TensorList grads, const StateList (&states)[S]) {
+    TensorVector new_params = AddState("params", params);
+    AddInput("grads", grads);
+    return [&]<size_t... I>(std::index_sequence<I...>) {
+      return Lists<S + 1>{std::move(new_params),
+                          AddStateIf(states[I].present, states[I].name, states[I].list, states[I].when_absent)...};
+    }(std::make_index_sequence<S>{});
+  }
+
+  // Optional lists (e.g. max_exp_avg_sqs, only with amsgrad): when `present`, the same as
+  // AddInput, AddState or AddOutput; otherwise the column is absent, an output comes back empty
+  // and `list` must be empty (the error says "<name> must be empty <when_absent>").
+  void AddInputIf(bool present, const char* name, at::TensorList list, const char* when_absent);
+  std::vector<at::Tensor> AddStateIf(bool present, const char* name, at::TensorList list, const char* when_absent);
+  std::vector<at::Tensor> AddOutputIf(bool present);
+
+  // Several columns at once, in order: read-only inputs, incoming gradients (None: zeros), and the
+  // outgoing gradients of a backward op (absent where `present` says so; those come back empty).
+  void AddInputs(std::initializer_list<std::pair<const char*, at::TensorList>> lists);
+  struct OptionalList {
+    const char* name;
+    const OptionalTensorList& list;
+    bool present = true;  // false: read as zeros whatever was passed (its state is not in use)
+  };
+  void AddOptionalInputs(std::initializer_list<OptionalList> lists);
+  template <size_t N>
+  Lists<N> AddOutputs(const std::array<bool, N>& present) {
+    return [&]<size_t... I>(std::index_sequence<I...>) {
+      return Lists<N>{AddOutputIf(present[I])...};  // braced: evaluated left to right
+    }(std::make_index_sequence<N>{});
+  }
+  template <size_t N>
+  Lists<N> AddOutputs() {
+    std::array<bool, N> all{};
+    all.fill(true);
+    return AddOutputs<N>(all);
+  }
+
   int64_t size() const { return num_tensors_; }
   bool on_cuda() const { return device_.is_cuda(); }
   at::Device device() const { return device_; }
 
-  KernelTable Table() const;
-  // The table checks aliasing, the last check before a tensor may be modified.
+  // The kernel table, built once all lists are added; building it checks aliasing, the last check
+  // before a tensor may be modified.
+  KernelTable& Table();
+  // Per-tensor scalars (e.g. bias corrections) from each tensor's step count: row(step, out)
+  // writes the `num` scalars of one tensor. Steps(step) is the same count for every tensor.
+  template <typename Row>
+  void SetStepScalars(int num, const std::vector<double>& steps, const Row& row) {
+    KernelTable& table = Table();
+    table.num_scalars = num;
+    table.scalars.resize(num * steps.size());
+    for (size_t t = 0; t < steps.size(); ++t) row(steps[t], table.scalars.data() + t * num);
+  }
+  std::vector<double> Steps(int64_t step) const { return std::vector<double>(num_tensors_, static_cast<double>(step)); }
+  // Builds the table (the last check) and says whether this thread is in validate-only mode (see
+  // SetValidateOnly), where an in-place op returns now, before its first write.
+  bool ChecksOnly();
+  // Runs the kernel on the call's device, then Finish()es the call.
+  template <typename Hyper>
+  void Launch(const KernelBuilds<Hyper>& kernel, const Hyper& hyper);
+
+ private:
   // Copies staged (non-contiguous) in-place lists back into the caller's tensors and bumps the
   // version counters of every tensor updated in place (so autograd sees the modification).
   void Finish();
-
- private:
+  void CheckEmpty(const char* name, at::TensorList list, const char* when_absent) const;
   void CheckLike(const char* name, int64_t t, const at::Tensor& x) const;
   void CheckNoAliasing() const;
   void Record(const char* name, int64_t t, const at::Tensor& x, bool writes);
+  // Where the kernel reads x: its data, or a contiguous copy kept alive for the call.
+  const void* ReadPointer(const at::Tensor& x);
 
   const char* op_;
   int64_t num_tensors_;
@@ -75,7 +200,11 @@ class MultiTensorCall {
   std::vector<Argument> arguments_;
   // Optional inputs arrive as copies; a deque keeps the addresses arguments_ points at stable.
   std::deque<at::Tensor> owned_;
+  std::optional<KernelTable> table_;
+  bool in_place_;
 };
+
+inline constexpr bool kInPlace = true;  // MultiTensorCall's `in_place`
 
 // Checks and increments torch.optim's per-parameter step counters (scalar float tensors on the
 // CPU) and returns the new step values. `Check` runs before any tensor is touched: each counter
@@ -93,5 +222,86 @@ bool ValidateOnly();
 // Python exception types via TORCH_CHECK_VALUE/TORCH_CHECK_TYPE, naming the op.
 void CheckNonNegative(const char* op, const char* what, double value);
 void CheckUnitInterval(const char* op, const char* what, double value);  // 0 <= value < 1
+// The same for several (name, value) pairs, checked in order.
+using NamedValues = std::initializer_list<std::pair<const char*, double>>;
+void CheckNonNegative(const char* op, NamedValues values);
+void CheckUnitInterval(const char* op, NamedValues values);
+void CheckStep(const char* op, int64_t step);  // a functional op's step: the count after this update, >= 1
+
+template <typename Hyper>
+void MultiTensorCall::Launch(const KernelBuilds<Hyper>& kernel, const Hyper& hyper) {
+  KernelTable& table = Table();
+  if (table.num_tensors > 0) {
+    if (on_cuda()) {
+#ifdef FUSED_OPTIM_WITH_CUDA
+      const c10::cuda::CUDAGuard guard(device());
+      table.stream = c10::cuda::getCurrentCUDAStream().stream();
+      kernel.cuda(table, hyper);
+#else
+      TORCH_CHECK(false, "fused_optim was built without CUDA kernels (FUSED_OPTIM_CUDA=OFF or a CPU-only torch)");
+#endif
+    } else if (kernel.cpu_avx512 != nullptr && SelectedCpuIsa() == CpuIsa::kAvx512) {
+      kernel.cpu_avx512(table, hyper);
+    } else if (kernel.cpu_avx2 != nullptr && SelectedCpuIsa() >= CpuIsa::kAvx2) {
+      kernel.cpu_avx2(table, hyper);
+    } else {
+      kernel.cpu(table, hyper);
+    }
+  }
+  Finish();
+}
+
+// Declares and implements an op file's ops, for every device, from one list:
+//
+//   FUSED_OPTIM_OPS(adam, op) {
+//     op("adam_step_(Tensor(a!)[] params, ...) -> ()", &AdamStepInPlace);
+//     ...
+//   }
+//
+// Each op(schema, function) defines the schema in the fused_optim library and registers the
+// function for CPU, SparseCPU (sparse inputs reach the same code, which rejects them with a
+// clear error) and, in a CUDA build, CUDA.
+class OpRegistrar {
+ public:
+  OpRegistrar(torch::Library& library, bool define) : library_(library), define_(define) {}
+  template <typename Fn>
+  void operator()(const char* schema, Fn* fn) {
+    if (define_) {
+      library_.def(schema);
+    } else {
+      const std::string name(schema, std::string(schema).find('('));
+      library_.impl(name.c_str(), fn);
+    }
+  }
+
+ private:
+  torch::Library& library_;
+  bool define_;
+};
+
+#ifdef FUSED_OPTIM_WITH_CUDA
+#define FUSED_OPTIM_IF_CUDA(...) __VA_ARGS__
+#else
+#define FUSED_OPTIM_IF_CUDA(...)
+#endif
+#define FUSED_OPTIM_OPS(algo, op)                                \
+  void Register_##algo(::fused_optim::OpRegistrar& op);          \
+  TORCH_LIBRARY_FRAGMENT(fused_optim, m) {                       \
+    ::fused_optim::OpRegistrar r(m, true);                       \
+    Register_##algo(r);                                          \
+  }                                                              \
+  TORCH_LIBRARY_IMPL(fused_optim, CPU, m) {                      \
+    ::fused_optim::OpRegistrar r(m, false);                      \
+    Register_##algo(r);                                          \
+  }                                                              \
+  TORCH_LIBRARY_IMPL(fused_optim, SparseCPU, m) {                \
+    ::fused_optim::OpRegistrar r(m, false);                      \
+    Register_##algo(r);                                          \
+  }                                                              \
+  FUSED_OPTIM_IF_CUDA(TORCH_LIBRARY_IMPL(fused_optim, CUDA, m) { \
+    ::fused_optim::OpRegistrar r(m, false);                      \
+    Register_##algo(r);                                          \
+  })                                                             \
+  void Register_##algo(::fused_optim::OpRegistrar& op)
 
 }  // namespace fused_optim

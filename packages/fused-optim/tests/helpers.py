@@ -8,6 +8,8 @@ from typing import Any
 
 import torch
 
+from fused_optim.ops import apply_functional
+
 SHAPES = [(), (5,), (2, 3)]
 
 # Each input list of a functional op is one of these kinds: they set the value range (state that
@@ -113,3 +115,17 @@ def op(name: str) -> Callable[..., Any]:
 def tolerances(dtype: torch.dtype) -> dict[str, float]:
     return {torch.float64: dict(rtol=1e-12, atol=1e-14), torch.float32: dict(rtol=1e-6, atol=1e-7)}.get(
         dtype, dict(rtol=2e-2, atol=2e-2))
+
+
+def gradcheck_one_step(case: FunctionalCase, device: str = "cpu") -> bool:
+    """gradcheck of one functional update of ``case`` in float64, every input a leaf on ``device``."""
+    lists = case.make(torch.float64, shapes=[(3,), (2,)])
+    sizes = [len(lst) for lst in lists]
+    flat = [t.to(device, copy=True).requires_grad_() for lst in lists for t in lst]
+
+    def fn(*xs: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        it = iter(xs)
+        outs = apply_functional(case.op, [[next(it) for _ in range(n)] for n in sizes], case.kwargs)
+        return tuple(t for lst in outs for t in lst)
+
+    return torch.autograd.gradcheck(fn, flat, eps=1e-6, atol=1e-6, rtol=1e-5)

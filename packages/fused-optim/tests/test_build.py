@@ -85,7 +85,7 @@ def test_every_cuda_source_compiles(tmp_path):
         results = list(pool.map(compile_one, CUDA_SOURCES))
     failures = [f"{src.name}:\n{r.stdout}{r.stderr}" for src, r in results if r.returncode != 0]
     assert not failures, "\n".join(failures)
-    assert {s.stem for s in CUDA_SOURCES} == {"sgd", "adam", "rmsprop", "adagrad", "adadelta", "adamax", "radam"}
+    assert [s.name for s in CUDA_SOURCES] == ["kernels.cu"]  # one file launches every kernel (csrc/kernels.h)
 
 
 def test_import_does_not_need_other_stack_packages():

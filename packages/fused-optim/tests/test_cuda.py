@@ -7,11 +7,11 @@ import copy
 
 import pytest
 import torch
-from helpers import FUNCTIONAL_CASES, op
+from helpers import FUNCTIONAL_CASES, gradcheck_one_step, op
 from test_optim import CONFIGS, STEPS, TOL, _grads, _params
 
 import fused_optim
-from fused_optim.ops import FUNCTIONAL_OPS, apply_functional
+from fused_optim.ops import FUNCTIONAL_OPS
 
 pytestmark = [
     pytest.mark.cuda,
@@ -95,16 +95,7 @@ def test_every_option_matches_torch_optim_on_cuda(name, kwargs, dtype):
 
 @pytest.mark.parametrize("case", [pytest.param(c, id=c.id) for c in FUNCTIONAL_CASES])
 def test_gradcheck_on_cuda(case):
-    lists = case.make(torch.float64, shapes=[(3,), (2,)])
-    sizes = [len(lst) for lst in lists]
-    flat = [t.cuda().requires_grad_() for lst in lists for t in lst]
-
-    def fn(*xs):
-        it = iter(xs)
-        outs = apply_functional(case.op, [[next(it) for _ in range(n)] for n in sizes], case.kwargs)
-        return tuple(t for lst in outs for t in lst)
-
-    assert torch.autograd.gradcheck(fn, flat, eps=1e-6, atol=1e-6, rtol=1e-5)
+    assert gradcheck_one_step(case, "cuda")
 
 
 def test_many_tensors_and_a_large_one_in_one_step():

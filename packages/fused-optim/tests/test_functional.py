@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-from helpers import EMPTY, FUNCTIONAL_CASES, op, tolerances
+from helpers import EMPTY, FUNCTIONAL_CASES, gradcheck_one_step, op, tolerances
 
 import fused_optim
 from fused_optim import _reference
@@ -55,17 +55,7 @@ def test_backward_matches_reference_autograd(case):
 
 @pytest.mark.parametrize("case", CASES)
 def test_gradcheck_one_step(case):
-    lists = case.make(torch.float64, shapes=[(3,), (2,)])
-    sizes = [len(lst) for lst in lists]
-    flat = [t.clone().requires_grad_() for lst in lists for t in lst]
-
-    def fn(*xs):
-        it = iter(xs)
-        grouped = [[next(it) for _ in range(n)] for n in sizes]
-        outs = apply_functional(case.op, grouped, case.kwargs)
-        return tuple(t for lst in outs for t in lst)
-
-    assert torch.autograd.gradcheck(fn, flat, eps=1e-6, atol=1e-6, rtol=1e-5)
+    assert gradcheck_one_step(case)
 
 
 def _unroll(update, p0, weights, steps, **kwargs):

@@ -114,6 +114,17 @@ def _adam_call(params, grads, m, v, steps, **overrides):
     op("adam_step_")(params, grads, m, v, [], steps, **kwargs)
 
 
+def _assert_rejected_untouched(args, error, match):
+    """adam_step_ on ``args`` raises ``error`` and every tensor keeps its value (a NaN its NaN)."""
+    snapshot = [[t.clone() for t in lst] for lst in args]
+    with pytest.raises(error, match=match):
+        _adam_call(*args)
+    for lst, old in zip(args, snapshot):
+        for t, o in zip(lst, old):
+            if not t.is_meta:
+                assert torch.equal(t.to_dense(), o.to_dense()) or (t.isnan().all() and o.isnan().all())
+
+
 @pytest.mark.parametrize("mutate, error, match", [
     (lambda a: a[1].__setitem__(1, torch.ones(5)), ValueError, "shape"),
     (lambda a: a[1].__setitem__(1, torch.ones(3, dtype=torch.float64)), TypeError, "dtype"),
@@ -131,12 +142,7 @@ def test_bad_arguments_leave_tensors_untouched(mutate, error, match):
     args = [params, [torch.ones(3), torch.ones(3)], [torch.zeros(3), torch.zeros(3)],
             [torch.zeros(3), torch.zeros(3)], [torch.tensor(0.0), torch.tensor(0.0)]]
     mutate(args)
-    snapshot = [[t.clone() for t in lst] for lst in args]
-    with pytest.raises(error, match=match):
-        _adam_call(*args)
-    for lst, old in zip(args, snapshot):
-        for t, o in zip(lst, old):
-            assert torch.equal(t.to_dense(), o.to_dense())
+    _assert_rejected_untouched(args, error, match)
 
 
 @pytest.mark.parametrize("name", STEP_OPS)
@@ -278,13 +284,7 @@ def test_aliasing_and_bad_step_counters_are_rejected_before_any_update(mutate, e
     # or to fail after part of the update had been written.
     args = _adam_args()
     mutate(args)
-    snapshot = [[t.clone() for t in lst] for lst in args]
-    with pytest.raises(error, match=match):
-        _adam_call(*args)
-    for lst, old in zip(args, snapshot):
-        for t, o in zip(lst, old):
-            if not t.is_meta:
-                assert torch.equal(t.to_dense(), o.to_dense()) or (t.isnan().all() and o.isnan().all())
+    _assert_rejected_untouched(args, error, match)
 
 
 def test_interleaved_views_of_one_buffer_are_not_aliases():

@@ -1,10 +1,5 @@
-// Adadelta ops: argument checks and outputs; the element math runs in csrc/cpu/adadelta.cpp or
-// csrc/cuda/adadelta.cu.
-#include <torch/library.h>
-
-#include <tuple>
-
-#include "ops/launch.h"
+// Adadelta ops: argument checks and outputs; the element math and the kernel columns are in math/adadelta.h.
+#include "multi_tensor.h"
 
 namespace fused_optim {
 namespace {
@@ -13,8 +8,7 @@ math::AdadeltaHyper<double> MakeHyper(const char* op, double lr, double rho, dou
                                       bool maximize) {
   CheckNonNegative(op, "learning rate", lr);
   TORCH_CHECK_VALUE(rho >= 0.0 && rho <= 1.0, op, ": invalid rho value: ", rho, " (must be in [0, 1])");
-  CheckNonNegative(op, "epsilon", eps);
-  CheckNonNegative(op, "weight_decay", weight_decay);
+  CheckNonNegative(op, {{"epsilon", eps}, {"weight_decay", weight_decay}});
   math::AdadeltaHyper<double> h{};
   h.lr = lr, h.rho = rho, h.eps = eps, h.weight_decay = weight_decay;
   h.one_minus_rho = 1.0 - rho;
@@ -27,72 +21,58 @@ void AdadeltaStepInPlace(at::TensorList params, at::TensorList grads, at::Tensor
                          double weight_decay, bool maximize) {
   constexpr const char* op = "fused_optim::adadelta_step_";
   const auto hyper = MakeHyper(op, lr, rho, eps, weight_decay, maximize);
-  MultiTensorCall call(op, params);
-  call.AddMutable("params", params);
-  call.AddInput("grads", grads);
-  call.AddMutable("square_avgs", square_avgs);
-  call.AddMutable("acc_deltas", acc_deltas);
+  MultiTensorCall call(op, params, kInPlace);
+  call.AddStep(params, grads, {{"square_avgs", square_avgs}, {"acc_deltas", acc_deltas}});
   CheckStepTensors(op, state_steps, call.size());
-  KernelTable table = call.Table();
-  if (ValidateOnly()) return;   // every check has run; nothing is written yet
-  IncrementSteps(state_steps);  // first modification
-  FUSED_OPTIM_LAUNCH(call, table, AdadeltaStep, hyper);
+  if (call.ChecksOnly()) return;  // nothing is written yet
+  IncrementSteps(state_steps);    // first modification
+  call.Launch(FUSED_OPTIM_KERNEL(AdadeltaStep), hyper);
 }
 
-std::tuple<TensorVector, TensorVector, TensorVector> AdadeltaUpdate(at::TensorList params, at::TensorList grads,
-                                                                    at::TensorList square_avgs,
-                                                                    at::TensorList acc_deltas, double lr, double rho,
-                                                                    double eps, double weight_decay, bool maximize) {
+Lists<3> AdadeltaUpdate(at::TensorList params, at::TensorList grads, at::TensorList square_avgs,
+                        at::TensorList acc_deltas, double lr, double rho, double eps, double weight_decay,
+                        bool maximize) {
   constexpr const char* op = "fused_optim::adadelta_update";
   const auto hyper = MakeHyper(op, lr, rho, eps, weight_decay, maximize);
   MultiTensorCall call(op, params);
-  TensorVector new_params = call.AddOutputFrom("params", params);
-  call.AddInput("grads", grads);
-  TensorVector new_square_avgs = call.AddOutputFrom("square_avgs", square_avgs);
-  TensorVector new_acc_deltas = call.AddOutputFrom("acc_deltas", acc_deltas);
-  KernelTable table = call.Table();
-  FUSED_OPTIM_LAUNCH(call, table, AdadeltaStep, hyper);
-  return {std::move(new_params), std::move(new_square_avgs), std::move(new_acc_deltas)};
+  Lists<3> out = call.AddStep(params, grads, {{"square_avgs", square_avgs}, {"acc_deltas", acc_deltas}});
+  call.Launch(FUSED_OPTIM_KERNEL(AdadeltaStep), hyper);
+  return out;
 }
 
-std::tuple<TensorVector, TensorVector, TensorVector, TensorVector> AdadeltaUpdateBackward(
-    const OptionalTensorList& grad_new_params, const OptionalTensorList& grad_new_square_avgs,
-    const OptionalTensorList& grad_new_acc_deltas, at::TensorList params, at::TensorList grads,
-    at::TensorList square_avgs, at::TensorList acc_deltas, double lr, double rho, double eps, double weight_decay,
-    bool maximize) {
+Lists<4> AdadeltaUpdateBackward(const OptionalTensorList& grad_new_params,
+                                const OptionalTensorList& grad_new_square_avgs,
+                                const OptionalTensorList& grad_new_acc_deltas, at::TensorList params,
+                                at::TensorList grads, at::TensorList square_avgs, at::TensorList acc_deltas, double lr,
+                                double rho, double eps, double weight_decay, bool maximize) {
   constexpr const char* op = "fused_optim::adadelta_update_backward";
   const auto hyper = MakeHyper(op, lr, rho, eps, weight_decay, maximize);
   MultiTensorCall call(op, params);
-  call.AddOptionalInput("grad_new_params", grad_new_params);
-  call.AddOptionalInput("grad_new_square_avgs", grad_new_square_avgs);
-  call.AddOptionalInput("grad_new_acc_deltas", grad_new_acc_deltas);
-  call.AddInput("params", params);
-  call.AddInput("grads", grads);
-  call.AddInput("square_avgs", square_avgs);
-  call.AddInput("acc_deltas", acc_deltas);
-  TensorVector grad_params = call.AddOutput();
-  TensorVector grad_grads = call.AddOutput();
-  TensorVector grad_square_avgs = call.AddOutput();
-  TensorVector grad_acc_deltas = call.AddOutput();
-  KernelTable table = call.Table();
-  FUSED_OPTIM_LAUNCH(call, table, AdadeltaBackward, hyper);
-  return {std::move(grad_params), std::move(grad_grads), std::move(grad_square_avgs), std::move(grad_acc_deltas)};
+  call.AddOptionalInputs({{"grad_new_params", grad_new_params},
+                          {"grad_new_square_avgs", grad_new_square_avgs},
+                          {"grad_new_acc_deltas", grad_new_acc_deltas}});
+  call.AddInputs({{"params", params}, {"grads", grads}, {"square_avgs", square_avgs}, {"acc_deltas", acc_deltas}});
+  Lists<4> out = call.AddOutputs<4>();
+  call.Launch(FUSED_OPTIM_KERNEL(AdadeltaBackward), hyper);
+  return out;
 }
 
 }  // namespace
 
-#define FUSED_OPTIM_REGISTER_ADADELTA(m)          \
-  m.impl("adadelta_step_", &AdadeltaStepInPlace); \
-  m.impl("adadelta_update", &AdadeltaUpdate);     \
-  m.impl("adadelta_update_backward", &AdadeltaUpdateBackward);
-
-TORCH_LIBRARY_IMPL(fused_optim, CPU, m){FUSED_OPTIM_REGISTER_ADADELTA(m)}
-// Sparse inputs reach the same code, which rejects them with a clear error.
-TORCH_LIBRARY_IMPL(fused_optim, SparseCPU, m){FUSED_OPTIM_REGISTER_ADADELTA(m)}
-#ifdef FUSED_OPTIM_WITH_CUDA
-TORCH_LIBRARY_IMPL(fused_optim, CUDA, m) {
-  FUSED_OPTIM_REGISTER_ADADELTA(m)
+// clang-format off
+FUSED_OPTIM_OPS(adadelta, op) {
+  op("adadelta_step_(Tensor(a!)[] params, Tensor[] grads, Tensor(b!)[] square_avgs, Tensor(c!)[] acc_deltas, "
+     "Tensor(d!)[] state_steps, *, float lr, float rho, float eps, float weight_decay, bool maximize) -> ()",
+     &AdadeltaStepInPlace);
+  op("adadelta_update(Tensor[] params, Tensor[] grads, Tensor[] square_avgs, Tensor[] acc_deltas, *, float lr, "
+     "float rho, float eps, float weight_decay, bool maximize) -> (Tensor[], Tensor[], Tensor[])",
+     &AdadeltaUpdate);
+  op("adadelta_update_backward(Tensor?[] grad_new_params, Tensor?[] grad_new_square_avgs, "
+     "Tensor?[] grad_new_acc_deltas, Tensor[] params, Tensor[] grads, Tensor[] square_avgs, "
+     "Tensor[] acc_deltas, *, float lr, float rho, float eps, float weight_decay, bool maximize) "
+     "-> (Tensor[], Tensor[], Tensor[], Tensor[])",
+     &AdadeltaUpdateBackward);
 }
-#endif
+// clang-format on
 
 }  // namespace fused_optim

@@ -1,21 +1,16 @@
-// Adam/AdamW ops: argument checks, outputs and per-tensor bias corrections; the element math
-// runs in csrc/cpu/adam.cpp or csrc/cuda/adam.cu.
-#include <torch/library.h>
-
+// Adam/AdamW and the Adam direction: schemas, argument checks, outputs and per-tensor bias
+// corrections. The element math and the kernel columns are in math/adam.h.
 #include <cmath>
-#include <tuple>
 
-#include "ops/launch.h"
+#include "multi_tensor.h"
 
 namespace fused_optim {
 namespace {
 
 math::AdamHyper<double> MakeHyper(const char* op, double lr, double beta1, double beta2, double weight_decay,
                                   double eps, bool amsgrad, bool maximize, bool decoupled) {
-  CheckNonNegative(op, "learning rate", lr);
-  CheckNonNegative(op, "epsilon", eps);
-  CheckUnitInterval(op, "beta1", beta1);
-  CheckUnitInterval(op, "beta2", beta2);
+  CheckNonNegative(op, {{"learning rate", lr}, {"epsilon", eps}});
+  CheckUnitInterval(op, {{"beta1", beta1}, {"beta2", beta2}});
   CheckNonNegative(op, "weight_decay", weight_decay);
   math::AdamHyper<double> h{};
   h.lr = lr, h.beta1 = beta1, h.beta2 = beta2, h.eps = eps, h.weight_decay = weight_decay;
@@ -28,30 +23,13 @@ math::AdamHyper<double> MakeHyper(const char* op, double lr, double beta1, doubl
   return h;
 }
 
-void SetStepScalars(KernelTable& table, const std::vector<double>& steps, double lr, double beta1, double beta2) {
-  table.num_scalars = 2;
-  table.scalars.resize(2 * steps.size());
-  for (size_t t = 0; t < steps.size(); ++t) {
-    table.scalars[2 * t + adam_cols::kStepSize] = lr / (1.0 - std::pow(beta1, steps[t]));
-    table.scalars[2 * t + adam_cols::kBc2Sqrt] = std::sqrt(1.0 - std::pow(beta2, steps[t]));
-  }
-}
+constexpr const char* kNoAmsgrad = "when amsgrad=False";
 
-void CheckStep(const char* op, int64_t step) {
-  TORCH_CHECK_VALUE(step >= 1, op, ": step must be >= 1 (the count after this update), got ", step);
-}
-
-void AddMaxList(const char* op, MultiTensorCall& call, bool amsgrad, at::TensorList max_exp_avg_sqs, bool in_place) {
-  if (amsgrad) {
-    if (in_place) {
-      call.AddMutable("max_exp_avg_sqs", max_exp_avg_sqs);
-    } else {
-      call.AddInput("max_exp_avg_sqs", max_exp_avg_sqs);
-    }
-  } else {
-    TORCH_CHECK_VALUE(max_exp_avg_sqs.empty(), op, ": max_exp_avg_sqs must be empty when amsgrad=False");
-    call.AddAbsent();
-  }
+void SetStepScalars(MultiTensorCall& call, const std::vector<double>& steps, double lr, double beta1, double beta2) {
+  call.SetStepScalars(2, steps, [&](double step, double* row) {
+    row[adam_cols::kStepSize] = lr / (1.0 - std::pow(beta1, step));
+    row[adam_cols::kBc2Sqrt] = std::sqrt(1.0 - std::pow(beta2, step));
+  });
 }
 
 void AdamStepInPlace(at::TensorList params, at::TensorList grads, at::TensorList exp_avgs, at::TensorList exp_avg_sqs,
@@ -59,94 +37,66 @@ void AdamStepInPlace(at::TensorList params, at::TensorList grads, at::TensorList
                      double weight_decay, double eps, bool amsgrad, bool maximize, bool decoupled_weight_decay) {
   constexpr const char* op = "fused_optim::adam_step_";
   const auto hyper = MakeHyper(op, lr, beta1, beta2, weight_decay, eps, amsgrad, maximize, decoupled_weight_decay);
-  MultiTensorCall call(op, params);
-  call.AddMutable("params", params);
-  call.AddInput("grads", grads);
-  call.AddMutable("exp_avgs", exp_avgs);
-  call.AddMutable("exp_avg_sqs", exp_avg_sqs);
-  AddMaxList(op, call, amsgrad, max_exp_avg_sqs, /*in_place=*/true);
+  MultiTensorCall call(op, params, kInPlace);
+  call.AddStep(params, grads,
+               {{"exp_avgs", exp_avgs},
+                {"exp_avg_sqs", exp_avg_sqs},
+                {"max_exp_avg_sqs", max_exp_avg_sqs, amsgrad, kNoAmsgrad}});
   CheckStepTensors(op, state_steps, call.size());
-  KernelTable table = call.Table();
-  if (ValidateOnly()) return;                                            // every check has run; nothing is written yet
-  SetStepScalars(table, IncrementSteps(state_steps), lr, beta1, beta2);  // first modification
-  FUSED_OPTIM_LAUNCH(call, table, AdamStep, hyper);
+  if (call.ChecksOnly()) return;                                        // nothing is written yet
+  SetStepScalars(call, IncrementSteps(state_steps), lr, beta1, beta2);  // first modification
+  call.Launch(FUSED_OPTIM_KERNEL(AdamStep), hyper);
 }
 
-std::tuple<TensorVector, TensorVector, TensorVector, TensorVector> AdamUpdate(
-    at::TensorList params, at::TensorList grads, at::TensorList exp_avgs, at::TensorList exp_avg_sqs,
-    at::TensorList max_exp_avg_sqs, int64_t step, double lr, double beta1, double beta2, double weight_decay,
-    double eps, bool amsgrad, bool maximize, bool decoupled_weight_decay) {
+Lists<4> AdamUpdate(at::TensorList params, at::TensorList grads, at::TensorList exp_avgs, at::TensorList exp_avg_sqs,
+                    at::TensorList max_exp_avg_sqs, int64_t step, double lr, double beta1, double beta2,
+                    double weight_decay, double eps, bool amsgrad, bool maximize, bool decoupled_weight_decay) {
   constexpr const char* op = "fused_optim::adam_update";
   const auto hyper = MakeHyper(op, lr, beta1, beta2, weight_decay, eps, amsgrad, maximize, decoupled_weight_decay);
   CheckStep(op, step);
   MultiTensorCall call(op, params);
-  TensorVector new_params = call.AddOutputFrom("params", params);
-  call.AddInput("grads", grads);
-  TensorVector new_exp_avgs = call.AddOutputFrom("exp_avgs", exp_avgs);
-  TensorVector new_exp_avg_sqs = call.AddOutputFrom("exp_avg_sqs", exp_avg_sqs);
-  TensorVector new_max;
-  if (amsgrad) {
-    new_max = call.AddOutputFrom("max_exp_avg_sqs", max_exp_avg_sqs);
-  } else {
-    AddMaxList(op, call, amsgrad, max_exp_avg_sqs, false);
-  }
-  KernelTable table = call.Table();
-  SetStepScalars(table, std::vector<double>(call.size(), static_cast<double>(step)), lr, beta1, beta2);
-  FUSED_OPTIM_LAUNCH(call, table, AdamStep, hyper);
-  return {std::move(new_params), std::move(new_exp_avgs), std::move(new_exp_avg_sqs), std::move(new_max)};
+  Lists<4> out = call.AddStep(params, grads,
+                              {{"exp_avgs", exp_avgs},
+                               {"exp_avg_sqs", exp_avg_sqs},
+                               {"max_exp_avg_sqs", max_exp_avg_sqs, amsgrad, kNoAmsgrad}});
+  SetStepScalars(call, call.Steps(step), lr, beta1, beta2);
+  call.Launch(FUSED_OPTIM_KERNEL(AdamStep), hyper);
+  return out;
 }
 
-std::tuple<TensorVector, TensorVector, TensorVector, TensorVector, TensorVector> AdamUpdateBackward(
-    const OptionalTensorList& grad_new_params, const OptionalTensorList& grad_new_exp_avgs,
-    const OptionalTensorList& grad_new_exp_avg_sqs, const OptionalTensorList& grad_new_max_exp_avg_sqs,
-    at::TensorList params, at::TensorList grads, at::TensorList exp_avgs, at::TensorList exp_avg_sqs,
-    at::TensorList max_exp_avg_sqs, int64_t step, double lr, double beta1, double beta2, double weight_decay,
-    double eps, bool amsgrad, bool maximize, bool decoupled_weight_decay) {
+Lists<5> AdamUpdateBackward(const OptionalTensorList& grad_new_params, const OptionalTensorList& grad_new_exp_avgs,
+                            const OptionalTensorList& grad_new_exp_avg_sqs,
+                            const OptionalTensorList& grad_new_max_exp_avg_sqs, at::TensorList params,
+                            at::TensorList grads, at::TensorList exp_avgs, at::TensorList exp_avg_sqs,
+                            at::TensorList max_exp_avg_sqs, int64_t step, double lr, double beta1, double beta2,
+                            double weight_decay, double eps, bool amsgrad, bool maximize, bool decoupled_weight_decay) {
   constexpr const char* op = "fused_optim::adam_update_backward";
   const auto hyper = MakeHyper(op, lr, beta1, beta2, weight_decay, eps, amsgrad, maximize, decoupled_weight_decay);
   CheckStep(op, step);
   MultiTensorCall call(op, params);
-  call.AddOptionalInput("grad_new_params", grad_new_params);
-  call.AddOptionalInput("grad_new_exp_avgs", grad_new_exp_avgs);
-  call.AddOptionalInput("grad_new_exp_avg_sqs", grad_new_exp_avg_sqs);
-  call.AddOptionalInput("grad_new_max_exp_avg_sqs", amsgrad ? grad_new_max_exp_avg_sqs : OptionalTensorList());
-  call.AddInput("params", params);
-  call.AddInput("grads", grads);
-  call.AddInput("exp_avgs", exp_avgs);
-  call.AddInput("exp_avg_sqs", exp_avg_sqs);
-  AddMaxList(op, call, amsgrad, max_exp_avg_sqs, false);
-  TensorVector grad_params = call.AddOutput();
-  TensorVector grad_grads = call.AddOutput();
-  TensorVector grad_exp_avgs = call.AddOutput();
-  TensorVector grad_exp_avg_sqs = call.AddOutput();
-  TensorVector grad_max;
-  if (amsgrad) {
-    grad_max = call.AddOutput();
-  } else {
-    call.AddAbsent();
-  }
-  KernelTable table = call.Table();
-  SetStepScalars(table, std::vector<double>(call.size(), static_cast<double>(step)), lr, beta1, beta2);
-  FUSED_OPTIM_LAUNCH(call, table, AdamBackward, hyper);
-  return {std::move(grad_params), std::move(grad_grads), std::move(grad_exp_avgs), std::move(grad_exp_avg_sqs),
-          std::move(grad_max)};
+  call.AddOptionalInputs({{"grad_new_params", grad_new_params},
+                          {"grad_new_exp_avgs", grad_new_exp_avgs},
+                          {"grad_new_exp_avg_sqs", grad_new_exp_avg_sqs},
+                          {"grad_new_max_exp_avg_sqs", grad_new_max_exp_avg_sqs, amsgrad}});
+  call.AddInputs({{"params", params}, {"grads", grads}, {"exp_avgs", exp_avgs}, {"exp_avg_sqs", exp_avg_sqs}});
+  call.AddInputIf(amsgrad, "max_exp_avg_sqs", max_exp_avg_sqs, kNoAmsgrad);
+  Lists<5> out = call.AddOutputs<5>({true, true, true, true, amsgrad});
+  SetStepScalars(call, call.Steps(step), lr, beta1, beta2);
+  call.Launch(FUSED_OPTIM_KERNEL(AdamBackward), hyper);
+  return out;
 }
 
 math::AdamDirectionHyper<double> MakeDirectionHyper(const char* op, int64_t step, double beta1, double beta2,
                                                     double eps, double eps_root) {
   CheckStep(op, step);
-  CheckUnitInterval(op, "beta1", beta1);
-  CheckUnitInterval(op, "beta2", beta2);
-  CheckNonNegative(op, "epsilon", eps);
-  CheckNonNegative(op, "eps_root", eps_root);
+  CheckUnitInterval(op, {{"beta1", beta1}, {"beta2", beta2}});
+  CheckNonNegative(op, {{"epsilon", eps}, {"eps_root", eps_root}});
   const double s = static_cast<double>(step);
   return {beta1, beta2, eps, eps_root, 1.0 - std::pow(beta1, s), 1.0 - std::pow(beta2, s), 1.0 - beta1, 1.0 - beta2};
 }
 
-std::tuple<TensorVector, TensorVector, TensorVector> AdamDirection(at::TensorList grads, at::TensorList exp_avgs,
-                                                                   at::TensorList exp_avg_sqs, int64_t step,
-                                                                   double beta1, double beta2, double eps,
-                                                                   double eps_root) {
+Lists<3> AdamDirection(at::TensorList grads, at::TensorList exp_avgs, at::TensorList exp_avg_sqs, int64_t step,
+                       double beta1, double beta2, double eps, double eps_root) {
   constexpr const char* op = "fused_optim::adam_direction";
   const auto hyper = MakeDirectionHyper(op, step, beta1, beta2, eps, eps_root);
   MultiTensorCall call(op, grads);
@@ -154,48 +104,52 @@ std::tuple<TensorVector, TensorVector, TensorVector> AdamDirection(at::TensorLis
   TensorVector new_exp_avgs = call.AddOutputFrom("exp_avgs", exp_avgs);
   TensorVector new_exp_avg_sqs = call.AddOutputFrom("exp_avg_sqs", exp_avg_sqs);
   TensorVector directions = call.AddOutput();
-  KernelTable table = call.Table();
-  FUSED_OPTIM_LAUNCH(call, table, AdamDirection, hyper);
+  call.Launch(FUSED_OPTIM_KERNEL(AdamDirection), hyper);
   return {std::move(directions), std::move(new_exp_avgs), std::move(new_exp_avg_sqs)};
 }
 
-std::tuple<TensorVector, TensorVector, TensorVector> AdamDirectionBackward(
-    const OptionalTensorList& grad_directions, const OptionalTensorList& grad_new_exp_avgs,
-    const OptionalTensorList& grad_new_exp_avg_sqs, at::TensorList grads, at::TensorList exp_avgs,
-    at::TensorList exp_avg_sqs, int64_t step, double beta1, double beta2, double eps, double eps_root) {
+Lists<3> AdamDirectionBackward(const OptionalTensorList& grad_directions, const OptionalTensorList& grad_new_exp_avgs,
+                               const OptionalTensorList& grad_new_exp_avg_sqs, at::TensorList grads,
+                               at::TensorList exp_avgs, at::TensorList exp_avg_sqs, int64_t step, double beta1,
+                               double beta2, double eps, double eps_root) {
   constexpr const char* op = "fused_optim::adam_direction_backward";
   const auto hyper = MakeDirectionHyper(op, step, beta1, beta2, eps, eps_root);
   MultiTensorCall call(op, grads);
-  call.AddInput("grads", grads);
-  call.AddInput("exp_avgs", exp_avgs);
-  call.AddInput("exp_avg_sqs", exp_avg_sqs);
-  call.AddOptionalInput("grad_directions", grad_directions);
-  call.AddOptionalInput("grad_new_exp_avgs", grad_new_exp_avgs);
-  call.AddOptionalInput("grad_new_exp_avg_sqs", grad_new_exp_avg_sqs);
-  TensorVector grad_grads = call.AddOutput();
-  TensorVector grad_exp_avgs = call.AddOutput();
-  TensorVector grad_exp_avg_sqs = call.AddOutput();
-  KernelTable table = call.Table();
-  FUSED_OPTIM_LAUNCH(call, table, AdamDirectionBackward, hyper);
-  return {std::move(grad_grads), std::move(grad_exp_avgs), std::move(grad_exp_avg_sqs)};
+  call.AddInputs({{"grads", grads}, {"exp_avgs", exp_avgs}, {"exp_avg_sqs", exp_avg_sqs}});
+  call.AddOptionalInputs({{"grad_directions", grad_directions},
+                          {"grad_new_exp_avgs", grad_new_exp_avgs},
+                          {"grad_new_exp_avg_sqs", grad_new_exp_avg_sqs}});
+  Lists<3> out = call.AddOutputs<3>();
+  call.Launch(FUSED_OPTIM_KERNEL(AdamDirectionBackward), hyper);
+  return out;
 }
 
 }  // namespace
 
-#define FUSED_OPTIM_REGISTER_ADAM(m)                   \
-  m.impl("adam_step_", &AdamStepInPlace);              \
-  m.impl("adam_update", &AdamUpdate);                  \
-  m.impl("adam_update_backward", &AdamUpdateBackward); \
-  m.impl("adam_direction", &AdamDirection);            \
-  m.impl("adam_direction_backward", &AdamDirectionBackward);
-
-TORCH_LIBRARY_IMPL(fused_optim, CPU, m){FUSED_OPTIM_REGISTER_ADAM(m)}
-// Sparse inputs reach the same code, which rejects them with a clear error.
-TORCH_LIBRARY_IMPL(fused_optim, SparseCPU, m){FUSED_OPTIM_REGISTER_ADAM(m)}
-#ifdef FUSED_OPTIM_WITH_CUDA
-TORCH_LIBRARY_IMPL(fused_optim, CUDA, m) {
-  FUSED_OPTIM_REGISTER_ADAM(m)
+// clang-format off
+FUSED_OPTIM_OPS(adam, op) {
+  op("adam_step_(Tensor(a!)[] params, Tensor[] grads, Tensor(b!)[] exp_avgs, Tensor(c!)[] exp_avg_sqs, "
+     "Tensor(d!)[] max_exp_avg_sqs, Tensor(e!)[] state_steps, *, float lr, float beta1, float beta2, "
+     "float weight_decay, float eps, bool amsgrad, bool maximize, bool decoupled_weight_decay) -> ()",
+     &AdamStepInPlace);
+  op("adam_update(Tensor[] params, Tensor[] grads, Tensor[] exp_avgs, Tensor[] exp_avg_sqs, "
+     "Tensor[] max_exp_avg_sqs, *, int step, float lr, float beta1, float beta2, float weight_decay, float eps, "
+     "bool amsgrad, bool maximize, bool decoupled_weight_decay) -> (Tensor[], Tensor[], Tensor[], Tensor[])",
+     &AdamUpdate);
+  op("adam_update_backward(Tensor?[] grad_new_params, Tensor?[] grad_new_exp_avgs, "
+     "Tensor?[] grad_new_exp_avg_sqs, Tensor?[] grad_new_max_exp_avg_sqs, Tensor[] params, Tensor[] grads, "
+     "Tensor[] exp_avgs, Tensor[] exp_avg_sqs, Tensor[] max_exp_avg_sqs, *, int step, float lr, float beta1, "
+     "float beta2, float weight_decay, float eps, bool amsgrad, bool maximize, bool decoupled_weight_decay) "
+     "-> (Tensor[], Tensor[], Tensor[], Tensor[], Tensor[])",
+     &AdamUpdateBackward);
+  op("adam_direction(Tensor[] grads, Tensor[] exp_avgs, Tensor[] exp_avg_sqs, *, int step, float beta1, "
+     "float beta2, float eps, float eps_root) -> (Tensor[], Tensor[], Tensor[])",
+     &AdamDirection);
+  op("adam_direction_backward(Tensor?[] grad_directions, Tensor?[] grad_new_exp_avgs, "
+     "Tensor?[] grad_new_exp_avg_sqs, Tensor[] grads, Tensor[] exp_avgs, Tensor[] exp_avg_sqs, *, int step, "
+     "float beta1, float beta2, float eps, float eps_root) -> (Tensor[], Tensor[], Tensor[])",
+     &AdamDirectionBackward);
 }
-#endif
+// clang-format on
 
 }  // namespace fused_optim

@@ -1,18 +1,12 @@
-// SGD ops: argument checks and outputs; the element math runs in csrc/cpu/sgd.cpp or csrc/cuda/sgd.cu.
-#include <torch/library.h>
-
-#include <tuple>
-
-#include "ops/launch.h"
+// SGD ops: argument checks and outputs; the element math and the kernel columns are in math/sgd.h.
+#include "multi_tensor.h"
 
 namespace fused_optim {
 namespace {
 
 math::SgdHyper<double> MakeHyper(const char* op, double lr, double momentum, double dampening, double weight_decay,
                                  bool nesterov, bool maximize, bool first_step) {
-  CheckNonNegative(op, "learning rate", lr);
-  CheckNonNegative(op, "momentum", momentum);
-  CheckNonNegative(op, "weight_decay", weight_decay);
+  CheckNonNegative(op, {{"learning rate", lr}, {"momentum", momentum}, {"weight_decay", weight_decay}});
   TORCH_CHECK_VALUE(!nesterov || (momentum > 0.0 && dampening == 0.0), op,
                     ": Nesterov momentum requires a momentum and zero dampening");
   math::SgdHyper<double> h{};
@@ -25,90 +19,69 @@ math::SgdHyper<double> MakeHyper(const char* op, double lr, double momentum, dou
   return h;
 }
 
-void CheckNoBuffers(const char* op, at::TensorList momentum_buffers, const char* when) {
-  TORCH_CHECK_VALUE(momentum_buffers.empty(), op, ": momentum_buffers must be empty ", when);
-}
+constexpr const char* kNoMomentum = "when momentum == 0";
 
 void SgdStepInPlace(at::TensorList params, at::TensorList grads, at::TensorList momentum_buffers, double lr,
                     double momentum, double dampening, double weight_decay, bool nesterov, bool maximize,
                     bool first_step) {
   constexpr const char* op = "fused_optim::sgd_step_";
   const auto hyper = MakeHyper(op, lr, momentum, dampening, weight_decay, nesterov, maximize, first_step);
-  MultiTensorCall call(op, params);
-  call.AddMutable("params", params);
-  call.AddInput("grads", grads);
-  if (hyper.has_momentum) {
-    call.AddMutable("momentum_buffers", momentum_buffers);  // overwritten when first_step
-  } else {
-    CheckNoBuffers(op, momentum_buffers, "when momentum == 0");
-    call.AddAbsent();
-  }
-  KernelTable table = call.Table();
-  if (ValidateOnly()) return;  // every check has run; nothing is written yet
-  FUSED_OPTIM_LAUNCH(call, table, SgdStep, hyper);
+  MultiTensorCall call(op, params, kInPlace);
+  // On the first step the buffers are overwritten (they start as the gradient).
+  call.AddStep(params, grads, {{"momentum_buffers", momentum_buffers, hyper.has_momentum, kNoMomentum}});
+  if (call.ChecksOnly()) return;  // nothing is written yet
+  call.Launch(FUSED_OPTIM_KERNEL(SgdStep), hyper);
 }
 
-std::tuple<TensorVector, TensorVector> SgdUpdate(at::TensorList params, at::TensorList grads,
-                                                 at::TensorList momentum_buffers, double lr, double momentum,
-                                                 double dampening, double weight_decay, bool nesterov, bool maximize,
-                                                 bool first_step) {
+Lists<2> SgdUpdate(at::TensorList params, at::TensorList grads, at::TensorList momentum_buffers, double lr,
+                   double momentum, double dampening, double weight_decay, bool nesterov, bool maximize,
+                   bool first_step) {
   constexpr const char* op = "fused_optim::sgd_update";
   const auto hyper = MakeHyper(op, lr, momentum, dampening, weight_decay, nesterov, maximize, first_step);
   MultiTensorCall call(op, params);
-  TensorVector new_params = call.AddOutputFrom("params", params);
+  TensorVector new_params = call.AddState("params", params);
   call.AddInput("grads", grads);
   TensorVector new_buffers;
-  if (!hyper.has_momentum) {
-    CheckNoBuffers(op, momentum_buffers, "when momentum == 0");
-    call.AddAbsent();
-  } else if (first_step) {
-    CheckNoBuffers(op, momentum_buffers, "on the first step (the buffers start as the gradient)");
+  if (hyper.has_momentum && first_step) {  // the buffers start as the gradient: no input
+    TORCH_CHECK_VALUE(momentum_buffers.empty(), op,
+                      ": momentum_buffers must be empty on the first step (the buffers start as the gradient)");
     new_buffers = call.AddOutput();
   } else {
-    new_buffers = call.AddOutputFrom("momentum_buffers", momentum_buffers);
+    new_buffers = call.AddStateIf(hyper.has_momentum, "momentum_buffers", momentum_buffers, kNoMomentum);
   }
-  KernelTable table = call.Table();
-  FUSED_OPTIM_LAUNCH(call, table, SgdStep, hyper);
+  call.Launch(FUSED_OPTIM_KERNEL(SgdStep), hyper);
   return {std::move(new_params), std::move(new_buffers)};
 }
 
-std::tuple<TensorVector, TensorVector, TensorVector> SgdUpdateBackward(
-    const OptionalTensorList& grad_new_params, const OptionalTensorList& grad_new_momentum_buffers,
-    at::TensorList params, double lr, double momentum, double dampening, double weight_decay, bool nesterov,
-    bool maximize, bool first_step) {
+Lists<3> SgdUpdateBackward(const OptionalTensorList& grad_new_params,
+                           const OptionalTensorList& grad_new_momentum_buffers, at::TensorList params, double lr,
+                           double momentum, double dampening, double weight_decay, bool nesterov, bool maximize,
+                           bool first_step) {
   constexpr const char* op = "fused_optim::sgd_update_backward";
   const auto hyper = MakeHyper(op, lr, momentum, dampening, weight_decay, nesterov, maximize, first_step);
   MultiTensorCall call(op, params);
-  call.AddOptionalInput("grad_new_params", grad_new_params);
-  call.AddOptionalInput("grad_new_momentum_buffers",
-                        hyper.has_momentum ? grad_new_momentum_buffers : OptionalTensorList());
-  TensorVector grad_params = call.AddOutput();
-  TensorVector grad_grads = call.AddOutput();
-  TensorVector grad_buffers;
-  if (hyper.has_momentum && !first_step) {
-    grad_buffers = call.AddOutput();
-  } else {
-    call.AddAbsent();
-  }
-  KernelTable table = call.Table();
-  FUSED_OPTIM_LAUNCH(call, table, SgdBackward, hyper);
-  return {std::move(grad_params), std::move(grad_grads), std::move(grad_buffers)};
+  call.AddOptionalInputs({{"grad_new_params", grad_new_params},
+                          {"grad_new_momentum_buffers", grad_new_momentum_buffers, hyper.has_momentum}});
+  Lists<3> out = call.AddOutputs<3>({true, true, hyper.has_momentum && !first_step});
+  call.Launch(FUSED_OPTIM_KERNEL(SgdBackward), hyper);
+  return out;
 }
 
 }  // namespace
 
-#define FUSED_OPTIM_REGISTER_SGD(m)     \
-  m.impl("sgd_step_", &SgdStepInPlace); \
-  m.impl("sgd_update", &SgdUpdate);     \
-  m.impl("sgd_update_backward", &SgdUpdateBackward);
-
-TORCH_LIBRARY_IMPL(fused_optim, CPU, m){FUSED_OPTIM_REGISTER_SGD(m)}
-// Sparse inputs reach the same code, which rejects them with a clear error.
-TORCH_LIBRARY_IMPL(fused_optim, SparseCPU, m){FUSED_OPTIM_REGISTER_SGD(m)}
-#ifdef FUSED_OPTIM_WITH_CUDA
-TORCH_LIBRARY_IMPL(fused_optim, CUDA, m) {
-  FUSED_OPTIM_REGISTER_SGD(m)
+// clang-format off
+FUSED_OPTIM_OPS(sgd, op) {
+  op("sgd_step_(Tensor(a!)[] params, Tensor[] grads, Tensor(b!)[] momentum_buffers, *, float lr, float momentum, "
+     "float dampening, float weight_decay, bool nesterov, bool maximize, bool first_step) -> ()",
+     &SgdStepInPlace);
+  op("sgd_update(Tensor[] params, Tensor[] grads, Tensor[] momentum_buffers, *, float lr, float momentum, "
+     "float dampening, float weight_decay, bool nesterov, bool maximize, bool first_step) -> (Tensor[], Tensor[])",
+     &SgdUpdate);
+  op("sgd_update_backward(Tensor?[] grad_new_params, Tensor?[] grad_new_momentum_buffers, Tensor[] params, *, "
+     "float lr, float momentum, float dampening, float weight_decay, bool nesterov, bool maximize, "
+     "bool first_step) -> (Tensor[], Tensor[], Tensor[])",
+     &SgdUpdateBackward);
 }
-#endif
+// clang-format on
 
 }  // namespace fused_optim

@@ -1,6 +1,6 @@
 """Python glue for the ``torch.ops.fused_optim`` custom ops.
 
-The schemas live in ``csrc/registration.cpp``. This module
+Each algorithm's schemas live in its ``csrc/ops/<algo>.cpp``. This module
 
 * loads the compiled library (``fused_optim._C``),
 * registers a fake (meta) kernel for every op, so they trace under ``torch.compile``,

@@ -49,3 +49,55 @@ FUSED_OPTIM_HOST_DEVICE inline AdagradGrads<T> AdagradStepBackward(T gp_new, T g
 }
 
 }  // namespace fused_optim::math
+
+// The kernel binding (see common.h): the kernel table's columns and how each element function
+// maps them to the math above, shared by the CPU loops and the CUDA kernels.
+namespace fused_optim::adagrad_cols {
+enum : int { kParam, kGrad, kSum };
+enum : int { kGParamNew = 0, kGSumNew, kInParam, kInGrad, kInSum, kOutParam, kOutGrad, kOutSum };
+enum : int { kClr = 0 };  // per-tensor scalar: the decayed learning rate
+}  // namespace fused_optim::adagrad_cols
+
+namespace fused_optim::bind {
+
+struct AdagradStep {
+  template <typename T>
+  using Hyper = math::AdagradHyper<T>;
+  template <typename T>
+  struct Scalars {
+    T clr;
+  };
+  template <typename T>
+  FUSED_OPTIM_HOST_DEVICE static Scalars<T> MakeScalars(const double* row) {
+    return {T(row[adagrad_cols::kClr])};
+  }
+  template <typename T>
+  static auto Flags(Hyper<T>& h, Scalars<T>& /*s*/) {
+    return std::tie(h.maximize, h.has_l2);
+  }
+
+  static constexpr int kLists = 3;
+  template <typename T, typename IO>
+  FUSED_OPTIM_ELEMENT static void Apply(const IO& io, const Hyper<T>& h, const Scalars<T>& s) {
+    using namespace adagrad_cols;
+    T p = io.Load(kParam), sum = io.Load(kSum);
+    math::AdagradStep(p, io.Load(kGrad), sum, s.clr, h);
+    io.Store(kParam, p);
+    io.Store(kSum, sum);
+  }
+};
+
+struct AdagradBackward : AdagradStep {  // the same hyper-parameters, scalars and flags
+  static constexpr int kLists = 8;
+  template <typename T, typename IO>
+  FUSED_OPTIM_ELEMENT static void Apply(const IO& io, const Hyper<T>& h, const Scalars<T>& s) {
+    using namespace adagrad_cols;
+    const math::AdagradGrads<T> r = math::AdagradStepBackward<T>(
+        io.Load(kGParamNew), io.Load(kGSumNew), io.Load(kInParam), io.Load(kInGrad), io.Load(kInSum), s.clr, h);
+    io.Store(kOutParam, r.p);
+    io.Store(kOutGrad, r.grad);
+    io.Store(kOutSum, r.sum);
+  }
+};
+
+}  // namespace fused_optim::bind

@@ -55,3 +55,70 @@ FUSED_OPTIM_HOST_DEVICE inline AdamaxGrads<T> AdamaxStepBackward(T gp_new, T gm_
 }
 
 }  // namespace fused_optim::math
+
+// The kernel binding (see common.h): the kernel table's columns and how each element function
+// maps them to the math above, shared by the CPU loops and the CUDA kernels.
+namespace fused_optim::adamax_cols {
+enum : int { kParam, kGrad, kExpAvg, kExpInf };
+enum : int {
+  kGParamNew = 0,
+  kGExpAvgNew,
+  kGExpInfNew,
+  kInParam,
+  kInGrad,
+  kInExpAvg,
+  kInExpInf,
+  kOutParam,
+  kOutGrad,
+  kOutExpAvg,
+  kOutExpInf
+};
+enum : int { kClr = 0 };  // per-tensor scalar: lr / (1 - beta1^step)
+}  // namespace fused_optim::adamax_cols
+
+namespace fused_optim::bind {
+
+struct AdamaxStep {
+  template <typename T>
+  using Hyper = math::AdamaxHyper<T>;
+  template <typename T>
+  struct Scalars {
+    T clr;
+  };
+  template <typename T>
+  FUSED_OPTIM_HOST_DEVICE static Scalars<T> MakeScalars(const double* row) {
+    return {T(row[adamax_cols::kClr])};
+  }
+  template <typename T>
+  static auto Flags(Hyper<T>& h, Scalars<T>& /*s*/) {
+    return std::tie(h.maximize, h.has_l2, h.lerp_small);
+  }
+
+  static constexpr int kLists = 4;
+  template <typename T, typename IO>
+  FUSED_OPTIM_ELEMENT static void Apply(const IO& io, const Hyper<T>& h, const Scalars<T>& s) {
+    using namespace adamax_cols;
+    T p = io.Load(kParam), m = io.Load(kExpAvg), u = io.Load(kExpInf);
+    math::AdamaxStep(p, io.Load(kGrad), m, u, s.clr, h);
+    io.Store(kParam, p);
+    io.Store(kExpAvg, m);
+    io.Store(kExpInf, u);
+  }
+};
+
+struct AdamaxBackward : AdamaxStep {  // the same hyper-parameters, scalars and flags
+  static constexpr int kLists = 11;
+  template <typename T, typename IO>
+  FUSED_OPTIM_ELEMENT static void Apply(const IO& io, const Hyper<T>& h, const Scalars<T>& s) {
+    using namespace adamax_cols;
+    const math::AdamaxGrads<T> r =
+        math::AdamaxStepBackward<T>(io.Load(kGParamNew), io.Load(kGExpAvgNew), io.Load(kGExpInfNew), io.Load(kInParam),
+                                    io.Load(kInGrad), io.Load(kInExpAvg), io.Load(kInExpInf), s.clr, h);
+    io.Store(kOutParam, r.p);
+    io.Store(kOutGrad, r.grad);
+    io.Store(kOutExpAvg, r.m);
+    io.Store(kOutExpInf, r.u);
+  }
+};
+
+}  // namespace fused_optim::bind

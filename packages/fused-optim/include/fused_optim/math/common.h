@@ -1,7 +1,10 @@
-// Building blocks shared by every optimizer's element-wise math, host and device alike.
+// Building blocks shared by every optimizer's element-wise math, host and device alike, and the
+// contract of a kernel binding (the section closing each math/<algo>.h).
 #pragma once
 
 #include <math.h>
+
+#include <tuple>
 
 #if defined(__CUDACC__) || defined(__HIPCC__)
 #define FUSED_OPTIM_HOST_DEVICE __host__ __device__
@@ -71,3 +74,41 @@ FUSED_OPTIM_HOST_DEVICE inline T EffectiveGrad(T grad, T param, bool maximize, b
 }
 
 }  // namespace fused_optim::math
+
+// What a kernel binding is: the one place that maps a kernel table's columns (csrc/kernels.h) to
+// an algorithm's math, read by the CPU loop (csrc/cpu/kernels.cpp) and the CUDA kernel
+// (csrc/cuda/kernels.cu) alike. A binding K (fused_optim::bind::<Name>) has
+//
+//   K::Hyper<T>                 the hyper-parameter struct (kernels receive it in double);
+//   K::Scalars<T>, MakeScalars  the per-tensor scalars (e.g. bias corrections) from a table row;
+//   K::Flags(h, s)              the boolean options, as std::tie of references: the CPU loops
+//                               compile one loop per combination of them;
+//   K::kLists, K::Apply(io, h, s)  the column count and the element function (FUSED_OPTIM_ELEMENT),
+//                               which reads a column with io.Load(col) and writes one with
+//                               io.Store(col, value).
+//
+// An absent optional column loads as zero and a store to it is dropped. A backward binding derives
+// from its step's binding, whose Hyper, Scalars and Flags it shares.
+
+// Element functions are always inlined into the loop that runs them: a call left in a CPU loop
+// stops it from vectorizing (and the loops are built for wider ISAs than this header, which
+// gcc's own inlining heuristics would not cross).
+#if defined(__CUDACC__)
+#define FUSED_OPTIM_ELEMENT __host__ __device__ __forceinline__
+#else
+#define FUSED_OPTIM_ELEMENT __attribute__((always_inline, flatten)) inline
+#endif
+
+namespace fused_optim::bind {
+
+// For algorithms without per-tensor scalars.
+struct NoScalars {
+  template <typename T>
+  struct Scalars {};
+  template <typename T>
+  FUSED_OPTIM_HOST_DEVICE static Scalars<T> MakeScalars(const double* /*row*/) {
+    return {};
+  }
+};
+
+}  // namespace fused_optim::bind

@@ -65,3 +65,67 @@ FUSED_OPTIM_HOST_DEVICE inline RmspropGrads<T> RmspropStepBackward(T gp_new, T g
 }
 
 }  // namespace fused_optim::math
+
+// The kernel binding (see common.h): the kernel table's columns and how each element function
+// maps them to the math above, shared by the CPU loops and the CUDA kernels.
+namespace fused_optim::rmsprop_cols {
+enum : int { kParam, kGrad, kSquareAvg, kGradAvg, kBuf };
+enum : int {
+  kGParamNew = 0,
+  kGSquareAvgNew,
+  kGGradAvgNew,
+  kGBufNew,
+  kInParam,
+  kInGrad,
+  kInSquareAvg,
+  kInGradAvg,
+  kOutParam,
+  kOutGrad,
+  kOutSquareAvg,
+  kOutGradAvg,
+  kOutBuf
+};
+}  // namespace fused_optim::rmsprop_cols
+
+namespace fused_optim::bind {
+
+struct RmspropStep : NoScalars {
+  template <typename T>
+  using Hyper = math::RmspropHyper<T>;
+  template <typename T>
+  static auto Flags(Hyper<T>& h, Scalars<T>& /*s*/) {
+    return std::tie(h.centered, h.has_momentum, h.maximize, h.has_l2, h.lerp_small);
+  }
+
+  static constexpr int kLists = 5;
+  template <typename T, typename IO>
+  FUSED_OPTIM_ELEMENT static void Apply(const IO& io, const Hyper<T>& h, const Scalars<T>& /*s*/) {
+    using namespace rmsprop_cols;
+    // The optional streams only when their option is on.
+    T p = io.Load(kParam), v = io.Load(kSquareAvg);
+    T grad_avg = h.centered ? io.Load(kGradAvg) : T(0), buf = h.has_momentum ? io.Load(kBuf) : T(0);
+    math::RmspropStep(p, io.Load(kGrad), v, grad_avg, buf, h);
+    io.Store(kParam, p);
+    io.Store(kSquareAvg, v);
+    if (h.centered) io.Store(kGradAvg, grad_avg);
+    if (h.has_momentum) io.Store(kBuf, buf);
+  }
+};
+
+struct RmspropBackward : RmspropStep {  // the same hyper-parameters, scalars and flags
+  static constexpr int kLists = 13;
+  template <typename T, typename IO>
+  FUSED_OPTIM_ELEMENT static void Apply(const IO& io, const Hyper<T>& h, const Scalars<T>& /*s*/) {
+    using namespace rmsprop_cols;
+    const math::RmspropGrads<T> r = math::RmspropStepBackward<T>(
+        io.Load(kGParamNew), io.Load(kGSquareAvgNew), io.Load(kGGradAvgNew), io.Load(kGBufNew), io.Load(kInParam),
+        io.Load(kInGrad), io.Load(kInSquareAvg), io.Load(kInGradAvg), h);
+    io.Store(kOutParam, r.p);
+    io.Store(kOutGrad, r.grad);
+    io.Store(kOutSquareAvg, r.v);
+    io.Store(kOutGradAvg, r.grad_avg);
+    io.Store(kOutBuf, r.buf);
+  }
+};
+
+}  // namespace fused_optim::bind

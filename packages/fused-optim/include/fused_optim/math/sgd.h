@@ -50,3 +50,45 @@ FUSED_OPTIM_HOST_DEVICE inline SgdGrads<T> SgdStepBackward(T gp_new, T gbuf_new,
 }
 
 }  // namespace fused_optim::math
+
+// The kernel binding (see common.h): the kernel table's columns and how each element function
+// maps them to the math above, shared by the CPU loops and the CUDA kernels.
+namespace fused_optim::sgd_cols {
+enum : int { kParam, kGrad, kBuf };
+enum : int { kGParamNew, kGBufNew, kOutParam, kOutGrad, kOutBuf };  // backward
+}  // namespace fused_optim::sgd_cols
+
+namespace fused_optim::bind {
+
+struct SgdStep : NoScalars {
+  template <typename T>
+  using Hyper = math::SgdHyper<T>;
+  template <typename T>
+  static auto Flags(Hyper<T>& h, Scalars<T>& /*s*/) {
+    return std::tie(h.has_momentum, h.first_step, h.nesterov, h.maximize, h.has_l2);
+  }
+
+  static constexpr int kLists = 3;
+  template <typename T, typename IO>
+  FUSED_OPTIM_ELEMENT static void Apply(const IO& io, const Hyper<T>& h, const Scalars<T>& /*s*/) {
+    using namespace sgd_cols;
+    T p = io.Load(kParam), buf = h.first_step ? T(0) : io.Load(kBuf);
+    math::SgdStep(p, io.Load(kGrad), buf, h);
+    io.Store(kParam, p);
+    if (h.has_momentum) io.Store(kBuf, buf);
+  }
+};
+
+struct SgdBackward : SgdStep {  // the same hyper-parameters, scalars and flags
+  static constexpr int kLists = 5;
+  template <typename T, typename IO>
+  FUSED_OPTIM_ELEMENT static void Apply(const IO& io, const Hyper<T>& h, const Scalars<T>& /*s*/) {
+    using namespace sgd_cols;
+    const math::SgdGrads<T> r = math::SgdStepBackward<T>(io.Load(kGParamNew), io.Load(kGBufNew), h);
+    io.Store(kOutParam, r.p);
+    io.Store(kOutGrad, r.grad);
+    io.Store(kOutBuf, r.buf);
+  }
+};
+
+}  // namespace fused_optim::bind

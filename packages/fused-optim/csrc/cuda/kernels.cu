@@ -1,10 +1,7 @@
-// The CUDA multi-tensor launch: one kernel launch updates up to kTensorsPerLaunch tensors of a
-// call, each block owning one chunk of one tensor.
-// The per-algorithm .cu files name their bindings (csrc/kernels/<algo>.h); the math lives in the
-// shared headers.
+// The CUDA side of every kernel: each binding (math/<algo>.h) runs over every element of a
+// KernelTable (csrc/kernels.h); one launch updates up to kTensorsPerLaunch tensors of a call, each
+// block owning one chunk of one tensor.
 // Depends on the CUDA runtime only (no torch headers), so nvcc compiles it in seconds.
-#pragma once
-
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
@@ -13,7 +10,7 @@
 #include <stdexcept>
 #include <string>
 
-#include "kernel_table.h"
+#include "kernels.h"
 
 namespace fused_optim::cuda {
 
@@ -102,26 +99,7 @@ void LaunchMultiTensor(const KernelTable& table, const Op& op, const char* what)
   if (slot > 0) run();
 }
 
-// Calls f.template operator()<storage type, math type>() for the table's dtype.
-template <typename F>
-void DispatchFloating(DType dtype, F&& f) {
-  switch (dtype) {
-    case DType::kFloat:
-      f.template operator()<float, float>();
-      break;
-    case DType::kDouble:
-      f.template operator()<double, double>();
-      break;
-    case DType::kHalf:
-      f.template operator()<__half, float>();
-      break;
-    case DType::kBFloat16:
-      f.template operator()<__nv_bfloat16, float>();
-      break;
-  }
-}
-
-// A binding's view of one element (see csrc/kernels/binding.h): an absent column reads 0 and
+// A binding's view of one element (see math/common.h): an absent column reads 0 and
 // drops its store.
 template <typename S, typename T, int NL>
 struct ElementIO {
@@ -144,7 +122,7 @@ struct BoundOp {
 // Runs binding K over every element of the table, on the table's stream.
 template <typename K>
 void RunKernel(const KernelTable& table, const typename K::template Hyper<double>& hyper, const char* what) {
-  DispatchFloating(table.dtype, [&]<typename S, typename T>() {
+  DispatchFloating<__half, __nv_bfloat16>(table.dtype, [&]<typename S, typename T>() {
     LaunchMultiTensor<K::kLists>(table, BoundOp<K, S, T>{hyper.template To<T>()}, what);
   });
 }
@@ -153,5 +131,7 @@ void RunKernel(const KernelTable& table, const typename K::template Hyper<double
   void name(const KernelTable& table, const bind::name::Hyper<double>& hyper) { \
     RunKernel<bind::name>(table, hyper, #name);                                 \
   }
+
+FUSED_OPTIM_FOR_EACH_KERNEL(FUSED_OPTIM_DEFINE_CUDA_KERNEL)
 
 }  // namespace fused_optim::cuda
