@@ -84,12 +84,9 @@ void AdafactorStepInPlace(at::TensorList params, at::TensorList grads, at::Tenso
   CheckArgs(op, args, weight_decay);
   const math::AdafactorHyper<double> hyper{eps1 * eps1, 1.0 - lr * weight_decay, maximize, weight_decay != 0.0};
   // 1. Every check, before the first write.
-  MultiTensorCall checks(op, params);
-  checks.AddMutable("params", params);
-  checks.AddInput("grads", grads);
-  if (!factored) checks.AddMutable("variances", variances);
+  MultiTensorCall checks(op, params, kInPlace);
+  checks.AddStep(params, grads, {{"variances", variances, !factored, "when factored=True"}});
   if (factored) {
-    TORCH_CHECK_VALUE(variances.empty(), op, ": variances must be empty when factored=True");
     CheckFactoredState(op, "row_vars", row_vars, params, -1);
     CheckFactoredState(op, "col_vars", col_vars, params, -2);
   } else {
@@ -117,13 +114,13 @@ void AdafactorStepInPlace(at::TensorList params, at::TensorList grads, at::Tenso
       estimate.div_(row_vars[t].mean(-2, true).clamp_min_(eps1));
       updates.push_back(std::move(estimate));
     }
-    MultiTensorCall direction(op, grads);
+    MultiTensorCall direction(op, grads, kInPlace);
     direction.AddInput("grads", grads);
     direction.AddMutable("updates", updates);
     direction.SetStepScalars(adafactor_cols::kNumScalars, weights, &WeightRow);
     direction.Launch(FUSED_OPTIM_KERNEL(AdafactorFactoredDirection), hyper);
   } else {
-    MultiTensorCall direction(op, grads);
+    MultiTensorCall direction(op, grads, kInPlace);
     direction.AddInput("grads", grads);
     direction.AddMutable("variances", variances);
     updates = direction.AddOutput();
@@ -140,7 +137,7 @@ void AdafactorStepInPlace(at::TensorList params, at::TensorList grads, at::Tenso
     const double denom = std::max(1.0, update_norms[t] / (root_numel * d));
     coefs[t] = -alpha / denom;
   }
-  MultiTensorCall apply(op, params);
+  MultiTensorCall apply(op, params, kInPlace);
   apply.AddMutable("params", params);
   apply.AddInput("updates", updates);
   apply.SetStepScalars(adafactor_cols::kNumScalars, coefs, [](double coef, double* row) {

@@ -30,10 +30,8 @@ void AsgdStepInPlace(at::TensorList params, at::TensorList grads, at::TensorList
   TORCH_CHECK_VALUE(std::isfinite(alpha) && std::isfinite(t0), op, ": alpha and t0 must be finite, got alpha=", alpha,
                     ", t0=", t0);
   const auto hyper = MakeHyper(op, lambd, weight_decay, maximize);
-  MultiTensorCall call(op, params);
-  call.AddMutable("params", params);
-  call.AddInput("grads", grads);
-  call.AddMutable("axs", axs);
+  MultiTensorCall call(op, params, kInPlace);
+  call.AddStep(params, grads, {{"axs", axs}});
   CheckStateScalars(op, "etas", etas, call.size());
   CheckStateScalars(op, "mus", mus, call.size());
   CheckStepTensors(op, state_steps, call.size());
@@ -60,13 +58,11 @@ Lists<2> AsgdUpdate(at::TensorList params, at::TensorList grads, at::TensorList 
   TORCH_CHECK_VALUE(std::isfinite(eta) && std::isfinite(mu), op, ": eta and mu must be finite, got eta=", eta,
                     ", mu=", mu);
   MultiTensorCall call(op, params);
-  TensorVector new_params = call.AddOutputFrom("params", params);
-  call.AddInput("grads", grads);
-  TensorVector new_axs = call.AddOutputFrom("axs", axs);
+  Lists<2> out = call.AddStep(params, grads, {{"axs", axs}});
   call.SetStepScalars(asgd_cols::kNumScalars, call.Steps(1),
                       [&](double /*step*/, double* row) { ScalarRow(eta, mu, lambd, row); });
   call.Launch(FUSED_OPTIM_KERNEL(AsgdStep), hyper);
-  return {std::move(new_params), std::move(new_axs)};
+  return out;
 }
 
 Lists<3> AsgdUpdateBackward(const OptionalTensorList& grad_new_params, const OptionalTensorList& grad_new_axs,
@@ -75,15 +71,12 @@ Lists<3> AsgdUpdateBackward(const OptionalTensorList& grad_new_params, const Opt
   constexpr const char* op = "fused_optim::asgd_update_backward";
   const auto hyper = MakeHyper(op, lambd, weight_decay, maximize);
   MultiTensorCall call(op, params);
-  call.AddOptionalInput("grad_new_params", grad_new_params);
-  call.AddOptionalInput("grad_new_axs", grad_new_axs);
-  TensorVector grad_params = call.AddOutput();
-  TensorVector grad_grads = call.AddOutput();
-  TensorVector grad_axs = call.AddOutput();
+  call.AddOptionalInputs({{"grad_new_params", grad_new_params}, {"grad_new_axs", grad_new_axs}});
+  Lists<3> out = call.AddOutputs<3>();
   call.SetStepScalars(asgd_cols::kNumScalars, call.Steps(1),
                       [&](double /*step*/, double* row) { ScalarRow(eta, mu, lambd, row); });
   call.Launch(FUSED_OPTIM_KERNEL(AsgdBackward), hyper);
-  return {std::move(grad_params), std::move(grad_grads), std::move(grad_axs)};
+  return out;
 }
 
 }  // namespace

@@ -15,12 +15,9 @@ struct NadamArgs {
 math::NadamHyper<double> MakeHyper(const char* op, double lr, double beta1, double beta2, double eps,
                                    double weight_decay, double momentum_decay, bool decoupled_weight_decay,
                                    bool maximize) {
-  CheckNonNegative(op, "learning rate", lr);
-  CheckNonNegative(op, "epsilon", eps);
-  CheckUnitInterval(op, "beta1", beta1);
-  CheckUnitInterval(op, "beta2", beta2);
-  CheckNonNegative(op, "weight_decay", weight_decay);
-  CheckNonNegative(op, "momentum_decay", momentum_decay);
+  CheckNonNegative(op, {{"learning rate", lr}, {"epsilon", eps}});
+  CheckUnitInterval(op, {{"beta1", beta1}, {"beta2", beta2}});
+  CheckNonNegative(op, {{"weight_decay", weight_decay}, {"momentum_decay", momentum_decay}});
   math::NadamHyper<double> h{};
   h.beta1 = beta1, h.beta2 = beta2, h.eps = eps, h.weight_decay = weight_decay;
   h.decay = 1.0 - lr * weight_decay;
@@ -53,11 +50,8 @@ void NadamStepInPlace(at::TensorList params, at::TensorList grads, at::TensorLis
   constexpr const char* op = "fused_optim::nadam_step_";
   const auto hyper =
       MakeHyper(op, lr, beta1, beta2, eps, weight_decay, momentum_decay, decoupled_weight_decay, maximize);
-  MultiTensorCall call(op, params);
-  call.AddMutable("params", params);
-  call.AddInput("grads", grads);
-  call.AddMutable("exp_avgs", exp_avgs);
-  call.AddMutable("exp_avg_sqs", exp_avg_sqs);
+  MultiTensorCall call(op, params, kInPlace);
+  call.AddStep(params, grads, {{"exp_avgs", exp_avgs}, {"exp_avg_sqs", exp_avg_sqs}});
   CheckStateScalars(op, "mu_products", mu_products, call.size());
   CheckStepTensors(op, state_steps, call.size());
   if (call.ChecksOnly()) return;  // nothing is written yet
@@ -88,15 +82,12 @@ Lists<3> NadamUpdate(at::TensorList params, at::TensorList grads, at::TensorList
   CheckStep(op, step);
   CheckProduct(op, mu_product);
   MultiTensorCall call(op, params);
-  TensorVector new_params = call.AddOutputFrom("params", params);
-  call.AddInput("grads", grads);
-  TensorVector new_exp_avgs = call.AddOutputFrom("exp_avgs", exp_avgs);
-  TensorVector new_exp_avg_sqs = call.AddOutputFrom("exp_avg_sqs", exp_avg_sqs);
+  Lists<3> out = call.AddStep(params, grads, {{"exp_avgs", exp_avgs}, {"exp_avg_sqs", exp_avg_sqs}});
   const NadamArgs args{lr, beta1, beta2, momentum_decay};
   call.SetStepScalars(nadam_cols::kNumScalars, call.Steps(step),
                       [&](double s, double* row) { ScalarRow(args, s, mu_product, row); });
   call.Launch(FUSED_OPTIM_KERNEL(NadamStep), hyper);
-  return {std::move(new_params), std::move(new_exp_avgs), std::move(new_exp_avg_sqs)};
+  return out;
 }
 
 Lists<4> NadamUpdateBackward(const OptionalTensorList& grad_new_params, const OptionalTensorList& grad_new_exp_avgs,
@@ -110,22 +101,16 @@ Lists<4> NadamUpdateBackward(const OptionalTensorList& grad_new_params, const Op
   CheckStep(op, step);
   CheckProduct(op, mu_product);
   MultiTensorCall call(op, params);
-  call.AddOptionalInput("grad_new_params", grad_new_params);
-  call.AddOptionalInput("grad_new_exp_avgs", grad_new_exp_avgs);
-  call.AddOptionalInput("grad_new_exp_avg_sqs", grad_new_exp_avg_sqs);
-  call.AddInput("params", params);
-  call.AddInput("grads", grads);
-  call.AddInput("exp_avgs", exp_avgs);
-  call.AddInput("exp_avg_sqs", exp_avg_sqs);
-  TensorVector grad_params = call.AddOutput();
-  TensorVector grad_grads = call.AddOutput();
-  TensorVector grad_exp_avgs = call.AddOutput();
-  TensorVector grad_exp_avg_sqs = call.AddOutput();
+  call.AddOptionalInputs({{"grad_new_params", grad_new_params},
+                          {"grad_new_exp_avgs", grad_new_exp_avgs},
+                          {"grad_new_exp_avg_sqs", grad_new_exp_avg_sqs}});
+  call.AddInputs({{"params", params}, {"grads", grads}, {"exp_avgs", exp_avgs}, {"exp_avg_sqs", exp_avg_sqs}});
+  Lists<4> out = call.AddOutputs<4>();
   const NadamArgs args{lr, beta1, beta2, momentum_decay};
   call.SetStepScalars(nadam_cols::kNumScalars, call.Steps(step),
                       [&](double s, double* row) { ScalarRow(args, s, mu_product, row); });
   call.Launch(FUSED_OPTIM_KERNEL(NadamBackward), hyper);
-  return {std::move(grad_params), std::move(grad_grads), std::move(grad_exp_avgs), std::move(grad_exp_avg_sqs)};
+  return out;
 }
 
 }  // namespace

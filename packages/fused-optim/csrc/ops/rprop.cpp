@@ -22,11 +22,8 @@ void RpropStepInPlace(at::TensorList params, at::TensorList grads, at::TensorLis
   constexpr const char* op = "fused_optim::rprop_step_";
   CheckNonNegative(op, "learning rate", lr);  // it seeds new parameters' step sizes (done by the caller)
   const auto hyper = MakeHyper(op, etaminus, etaplus, step_size_min, step_size_max, maximize);
-  MultiTensorCall call(op, params);
-  call.AddMutable("params", params);
-  call.AddInput("grads", grads);
-  call.AddMutable("prevs", prevs);
-  call.AddMutable("step_sizes", step_sizes);
+  MultiTensorCall call(op, params, kInPlace);
+  call.AddStep(params, grads, {{"prevs", prevs}, {"step_sizes", step_sizes}});
   CheckStepTensors(op, state_steps, call.size());
   if (call.ChecksOnly()) return;  // nothing is written yet
   IncrementSteps(state_steps);    // first modification
@@ -38,12 +35,9 @@ Lists<3> RpropUpdate(at::TensorList params, at::TensorList grads, at::TensorList
   constexpr const char* op = "fused_optim::rprop_update";
   const auto hyper = MakeHyper(op, etaminus, etaplus, step_size_min, step_size_max, maximize);
   MultiTensorCall call(op, params);
-  TensorVector new_params = call.AddOutputFrom("params", params);
-  call.AddInput("grads", grads);
-  TensorVector new_prevs = call.AddOutputFrom("prevs", prevs);
-  TensorVector new_step_sizes = call.AddOutputFrom("step_sizes", step_sizes);
+  Lists<3> out = call.AddStep(params, grads, {{"prevs", prevs}, {"step_sizes", step_sizes}});
   call.Launch(FUSED_OPTIM_KERNEL(RpropStep), hyper);
-  return {std::move(new_params), std::move(new_prevs), std::move(new_step_sizes)};
+  return out;
 }
 
 Lists<4> RpropUpdateBackward(const OptionalTensorList& grad_new_params, const OptionalTensorList& grad_new_prevs,
@@ -53,18 +47,13 @@ Lists<4> RpropUpdateBackward(const OptionalTensorList& grad_new_params, const Op
   constexpr const char* op = "fused_optim::rprop_update_backward";
   const auto hyper = MakeHyper(op, etaminus, etaplus, step_size_min, step_size_max, maximize);
   MultiTensorCall call(op, grads);
-  call.AddOptionalInput("grad_new_params", grad_new_params);
-  call.AddOptionalInput("grad_new_prevs", grad_new_prevs);
-  call.AddOptionalInput("grad_new_step_sizes", grad_new_step_sizes);
-  call.AddInput("grads", grads);
-  call.AddInput("prevs", prevs);
-  call.AddInput("step_sizes", step_sizes);
-  TensorVector grad_params = call.AddOutput();
-  TensorVector grad_grads = call.AddOutput();
-  TensorVector grad_prevs = call.AddOutput();
-  TensorVector grad_step_sizes = call.AddOutput();
+  call.AddOptionalInputs({{"grad_new_params", grad_new_params},
+                          {"grad_new_prevs", grad_new_prevs},
+                          {"grad_new_step_sizes", grad_new_step_sizes}});
+  call.AddInputs({{"grads", grads}, {"prevs", prevs}, {"step_sizes", step_sizes}});
+  Lists<4> out = call.AddOutputs<4>();
   call.Launch(FUSED_OPTIM_KERNEL(RpropBackward), hyper);
-  return {std::move(grad_params), std::move(grad_grads), std::move(grad_prevs), std::move(grad_step_sizes)};
+  return out;
 }
 
 }  // namespace
