@@ -43,7 +43,8 @@ void CheckFactoredState(const char* op, const char* name, at::TensorList list, a
     std::vector<int64_t> shape = p.sizes().vec();
     shape[p.dim() + dim] = 1;
     TORCH_CHECK_VALUE(s.defined() && s.layout() == at::kStrided && s.sizes().vec() == shape, op, ": ", name, "[", t,
-                      "] has shape ", s.defined() ? s.sizes() : at::IntArrayRef{}, ", expected ", at::IntArrayRef(shape));
+                      "] has shape ", s.defined() ? s.sizes() : at::IntArrayRef{}, ", expected ",
+                      at::IntArrayRef(shape));
     TORCH_CHECK_TYPE(s.scalar_type() == p.scalar_type(), op, ": ", name, "[", t, "] has dtype ", s.scalar_type(),
                      " but params[", t, "] has ", p.scalar_type());
     TORCH_CHECK_VALUE(s.device() == p.device(), op, ": ", name, "[", t, "] is on ", s.device(), " but params[", t,
@@ -57,8 +58,8 @@ void CheckFactoredState(const char* op, const char* name, at::TensorList list, a
     seen.push_back(s.const_data_ptr());
   }
   std::sort(seen.begin(), seen.end());
-  TORCH_CHECK_VALUE(std::adjacent_find(seen.begin(), seen.end()) == seen.end(), op, ": the same tensor appears twice in ",
-                    name, " (is a parameter listed twice?)");
+  TORCH_CHECK_VALUE(std::adjacent_find(seen.begin(), seen.end()) == seen.end(), op,
+                    ": the same tensor appears twice in ", name, " (is a parameter listed twice?)");
 }
 
 // A direction pass's scalars: the second-moment weight t^c, with the form torch's lerp takes for it.
@@ -75,10 +76,9 @@ std::vector<double> Norms(at::TensorList tensors) {
   return std::vector<double>(v, v + tensors.size());
 }
 
-void AdafactorStepInPlace(at::TensorList params, at::TensorList grads, at::TensorList row_vars,
-                          at::TensorList col_vars, at::TensorList variances, at::TensorList state_steps, double lr,
-                          double beta2_decay, double eps1, double eps2, double d, double weight_decay, bool maximize,
-                          bool factored) {
+void AdafactorStepInPlace(at::TensorList params, at::TensorList grads, at::TensorList row_vars, at::TensorList col_vars,
+                          at::TensorList variances, at::TensorList state_steps, double lr, double beta2_decay,
+                          double eps1, double eps2, double d, double weight_decay, bool maximize, bool factored) {
   constexpr const char* op = "fused_optim::adafactor_step_";
   const AdafactorArgs args{lr, beta2_decay, eps1, eps2, d};
   CheckArgs(op, args, weight_decay);

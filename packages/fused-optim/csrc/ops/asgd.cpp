@@ -35,7 +35,7 @@ void AsgdStepInPlace(at::TensorList params, at::TensorList grads, at::TensorList
   CheckStateScalars(op, "etas", etas, call.size());
   CheckStateScalars(op, "mus", mus, call.size());
   CheckStepTensors(op, state_steps, call.size());
-  if (call.ChecksOnly()) return;  // nothing is written yet
+  if (call.ChecksOnly()) return;                                  // nothing is written yet
   const std::vector<double> steps = IncrementSteps(state_steps);  // first modification
   size_t t = 0;
   call.SetStepScalars(asgd_cols::kNumScalars, steps, [&](double /*step*/, double* row) {

@@ -8,8 +8,8 @@
 #include <c10/core/DefaultDtype.h>
 #include <c10/core/InferenceMode.h>
 #include <c10/util/BFloat16.h>
-#include <c10/util/Half.h>
 #include <c10/util/Exception.h>
+#include <c10/util/Half.h>
 
 #include <algorithm>
 #include <cmath>
@@ -39,8 +39,9 @@ inline void CheckStateScalars(const char* op, const char* name, at::TensorList s
     seen.push_back(s.const_data_ptr());
   }
   std::sort(seen.begin(), seen.end());
-  TORCH_CHECK_VALUE(std::adjacent_find(seen.begin(), seen.end()) == seen.end(), op, ": the same tensor appears twice in ",
-                    name, " (each parameter needs its own; is a parameter listed twice?)");
+  TORCH_CHECK_VALUE(std::adjacent_find(seen.begin(), seen.end()) == seen.end(), op,
+                    ": the same tensor appears twice in ", name,
+                    " (each parameter needs its own; is a parameter listed twice?)");
 }
 
 inline double ReadStateScalar(const at::Tensor& s) {

@@ -622,7 +622,8 @@ def nadam_update(params: Sequence[Tensor], grads: Sequence[Tensor], exp_avgs: Se
     lists = [_tensors("params", params), _tensors("grads", grads), _tensors("exp_avgs", exp_avgs),
              _tensors("exp_avg_sqs", exp_avg_sqs)]
     node = "FusedNAdamW" if decoupled_weight_decay and kwargs["weight_decay"] != 0 else "FusedNAdam"
-    return NAdamUpdate(*apply_functional("nadam_update", lists, kwargs, node=node), new_product)
+    new_params, new_exp_avgs, new_exp_avg_sqs = apply_functional("nadam_update", lists, kwargs, node=node)
+    return NAdamUpdate(new_params, new_exp_avgs, new_exp_avg_sqs, new_product)
 
 
 class RpropUpdate(NamedTuple):

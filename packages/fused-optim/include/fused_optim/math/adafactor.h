@@ -58,9 +58,9 @@ FUSED_OPTIM_HOST_DEVICE inline void AdafactorApply(T& p, T u, const AdafactorHyp
 // maps them to the math above, shared by the CPU loops and the CUDA kernels.
 namespace fused_optim {
 namespace adafactor_cols {
-enum : int { kGrad, kVariance, kUpdate };  // AdafactorVectorDirection
-enum : int { kEstimate = 1 };              // AdafactorFactoredDirection: the estimate becomes the update
-enum : int { kParam = 0, kApplyUpdate };   // AdafactorApply
+enum : int { kGrad, kVariance, kUpdate };                // AdafactorVectorDirection
+enum : int { kEstimate = 1 };                            // AdafactorFactoredDirection: the estimate becomes the update
+enum : int { kParam = 0, kApplyUpdate };                 // AdafactorApply
 enum : int { kWeight = 0, kCoef, kSmall, kNumScalars };  // per-tensor scalars
 }  // namespace adafactor_cols
 

@@ -22,7 +22,7 @@ struct AsgdHyper {
 // Per-tensor scalars, from the parameter's own eta and mu state.
 template <typename T>
 struct AsgdStepScalars {
-  T eta, decay, mu;  // decay = 1 - lambd * eta
+  T eta, decay, mu;   // decay = 1 - lambd * eta
   bool copy_average;  // mu == 1: the average is the parameter itself (torch copies it)
 };
 

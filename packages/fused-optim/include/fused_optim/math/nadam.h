@@ -19,8 +19,8 @@ struct NadamHyper {
   // The same hyper-parameters in another math type (kernels receive them in double).
   template <typename U>
   FUSED_OPTIM_HOST_DEVICE NadamHyper<U> To() const {
-    return {U(beta1), U(beta2), U(eps), U(weight_decay), U(decay), U(one_minus_beta1), U(one_minus_beta2),
-            maximize, has_l2,   has_decay, lerp_small};
+    return {U(beta1),           U(beta2), U(eps), U(weight_decay), U(decay),  U(one_minus_beta1),
+            U(one_minus_beta2), maximize, has_l2, has_decay,       lerp_small};
   }
 };
 
