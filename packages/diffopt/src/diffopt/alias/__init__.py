@@ -3,7 +3,7 @@
 Example:
     >>> import diffopt
     >>> sorted(n for n in __all__)[:3]
-    ['adadelta', 'adagrad', 'adam']
+    ['adadelta', 'adafactor', 'adagrad']
 """
 
 from diffopt.alias.adadelta import adadelta
