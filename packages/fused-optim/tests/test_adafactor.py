@@ -38,7 +38,7 @@ def test_batches_of_matrices_and_vectors_in_one_group_match_torch():
 
 
 def test_a_factored_state_of_the_wrong_shape_is_rejected_before_any_write():
-    ref, ours, _, opt = _pair([(3, 4), (5,)], lr=0.01)
+    _, ours, _, opt = _pair([(3, 4), (5,)], lr=0.01)
     for p in ours:
         p.grad = torch.ones_like(p)
     opt.step()
