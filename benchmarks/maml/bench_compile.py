@@ -11,11 +11,17 @@ step (``fused_optim.Adam``, eager in every variant). Variants, timed interleaved
   ``torch.func.grad_and_value`` per task);
 - ``func compiled``: the same function under ``torch.compile`` (inductor, ``fullgraph=True``:
   one graph, no break);
+- ``diffopt func eager`` / ``diffopt func compiled``: the same step with diffopt's functional
+  optimizer, ``diffopt.adam(lr, use_accelerated_op=True)``'s ``init``/``update`` and
+  ``diffopt.apply_updates`` on the parameter dict, eager and compiled (one graph: diffopt's
+  pytree calls trace through its Dynamo twins of optree-core's functions, and under compile the
+  accelerated Adam runs its unfused math, which inductor fuses);
 - ``MetaAdam eager``: what diffopt users run today, ``diffopt.MetaAdam(use_accelerated_op=True)``
   on the ``nn.Module`` with ``loss.backward()`` (autograd, ``create_graph`` inner gradients).
 
-The compiled and eager ``func`` meta-gradients are compared first. Then each blocker met on the
-way to compiling diffopt's own code runs as a minimal reproduction and prints what torch says.
+The compiled and eager meta-gradients are compared first. Then each blocker met on the way to
+compiling diffopt's own code runs as a minimal reproduction and prints what torch says now (the
+pytree ones compile since diffopt registers its Dynamo twins of optree-core's functions).
 
     python benchmarks/maml/bench_compile.py [--repeats 15] [--tasks 10] [--skip-blockers | --blockers-only]
 """
@@ -52,6 +58,17 @@ def sample_tasks(n_tasks: int, generator: torch.Generator):
     return x, amplitude * torch.sin(x + phase)
 
 
+def mean_meta_gradient(task_loss, n_tasks: int):
+    """The outer step: every task's meta-gradient and query loss by ``grad_and_value``, averaged."""
+
+    def step(params, x, y):
+        results = [torch.func.grad_and_value(task_loss)(params, x[t], y[t]) for t in range(n_tasks)]
+        grads = {n: sum(g[n] for g, _ in results) / n_tasks for n in NAMES}
+        return grads, sum(loss for _, loss in results) / n_tasks
+
+    return step
+
+
 def func_step_fn(net: nn.Module, n_tasks: int):
     """The meta-gradient (mean over tasks) and query loss of one outer step, in torch.func."""
 
@@ -64,12 +81,22 @@ def func_step_fn(net: nn.Module, n_tasks: int):
             params, m, v = dict(zip(NAMES, new.params)), new.exp_avgs, new.exp_avg_sqs
         return F.mse_loss(torch.func.functional_call(net, params, (x[K:],)), y[K:])
 
-    def step(params, x, y):
-        results = [torch.func.grad_and_value(task_loss)(params, x[t], y[t]) for t in range(n_tasks)]
-        grads = {n: sum(g[n] for g, _ in results) / n_tasks for n in NAMES}
-        return grads, sum(loss for _, loss in results) / n_tasks
+    return mean_meta_gradient(task_loss, n_tasks)
 
-    return step
+
+def diffopt_step_fn(net: nn.Module, n_tasks: int):
+    """:func:`func_step_fn`'s step with diffopt's functional Adam instead of fused-optim's op."""
+    tx = diffopt.adam(INNER_LR, use_accelerated_op=True)
+
+    def task_loss(params, x, y):
+        state = tx.init(params)
+        for _ in range(INNER_STEPS):
+            g = torch.func.grad(lambda q: F.mse_loss(torch.func.functional_call(net, q, (x[:K],)), y[:K]))(params)
+            updates, state = tx.update(g, state, params=params, inplace=False)
+            params = diffopt.apply_updates(params, updates, inplace=False)
+        return F.mse_loss(torch.func.functional_call(net, params, (x[K:],)), y[K:])
+
+    return mean_meta_gradient(task_loss, n_tasks)
 
 
 def make_func_runner(step_fn, net: nn.Module):
@@ -124,9 +151,20 @@ def blocker_nanobind_method():
 
     def f(tree):
         leaves, spec = optree_core.tree_flatten(tree)
-        return spec.unflatten([leaf * 2 for leaf in leaves])  # type(spec).unflatten(spec, ...) works
+        return spec.unflatten([leaf * 2 for leaf in leaves])
 
     return torch.compile(f, backend="eager")({"a": torch.ones(2)})
+
+
+def blocker_outside_treespec():
+    import optree_core
+
+    spec = optree_core.tree_structure({"a": 0, "b": 0})  # built in eager code: a nanobind object
+
+    def f(x):
+        return optree_core.tree_unflatten(spec, [x, x + 1])
+
+    return torch.compile(f, backend="eager")(torch.ones(2))
 
 
 def blocker_diffopt_update():
@@ -176,20 +214,40 @@ def blocker_autograd_double_backward():
     return torch._dynamo.explain(maml)(torch.randn(3))
 
 
+def blocker_int_step_recompiles():
+    from torch._dynamo.testing import CompileCounter
+
+    def f(p, g, m, v, step):  # the fused op's schema takes `int step`
+        out = FF.adam_update(p, g, m, v, step, lr=0.1)
+        return out.params, out.exp_avgs, out.exp_avg_sqs
+
+    counter = CompileCounter()
+    compiled = torch.compile(f, backend=counter, dynamic=True)
+    p, g, m, v = [torch.ones(4)], [torch.ones(4)], [torch.zeros(4)], [torch.zeros(4)]
+    for step in range(1, 13):
+        p, m, v = compiled(p, g, m, v, step)
+    return (f"{counter.frame_count} compilations for 12 calls with steps 1..12 (dynamic=True; past "
+            f"torch._dynamo.config.recompile_limit={torch._dynamo.config.recompile_limit} it runs eager)")
+
+
 BLOCKERS = [
     ("optree_core.tree_flatten (a nanobind function) inside torch.compile", blocker_optree_core),
     ("PyTreeSpec.unflatten (a nanobind method) called at a graph break, torch.compile(backend='eager')",
      blocker_nanobind_method),
     ("diffopt.adam(use_accelerated_op=True).update + apply_updates inside torch.compile", blocker_diffopt_update),
+    ("optree_core.tree_unflatten with a treespec built outside the compiled function",
+     blocker_outside_treespec),
     ("torch.vmap(torch.func.grad(f)) where f applies an autograd.Function, inside torch.compile",
      blocker_vmap_grad_function),
     ("autograd MAML (torch.autograd.grad(create_graph=True) + backward) inside torch.compile",
      blocker_autograd_double_backward),
+    ("fused_optim.functional.adam_update with a Python-int step that changes between calls",
+     blocker_int_step_recompiles),
 ]
 
 
 def report_blockers() -> None:
-    print("\n### What blocks compiling diffopt's own MAML step\n")
+    print("\n### What blocked (or blocks) compiling diffopt's own MAML step\n")
     for title, fn in BLOCKERS:
         torch._dynamo.reset()
         try:
@@ -198,7 +256,9 @@ def report_blockers() -> None:
             last = traceback.format_exception_only(type(error), error)[-1].strip().splitlines()[0]
             print(f"- {title}: raises `{last[:300]}`")
             continue
-        if hasattr(result, "graph_break_count"):
+        if isinstance(result, str):
+            print(f"- {title}: {result}")
+        elif hasattr(result, "graph_break_count"):
             reasons = sorted({r.reason.splitlines()[0][:200] for r in result.break_reasons})
             print(f"- {title}: {result.graph_break_count} graph break(s), {result.graph_count} graph(s)"
                   + (f"; first reason: `{reasons[0]}`" if reasons else ""))
@@ -220,24 +280,24 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     x, y = sample_tasks(args.tasks, torch.Generator().manual_seed(1))
 
-    net = make_mlp()
-    step = func_step_fn(net, args.tasks)
-    compiled = torch.compile(step, fullgraph=True)
-    params = {n: p.detach() for n, p in net.named_parameters()}
-    started = time.perf_counter()
-    c_grads, c_loss = compiled(params, x, y)
-    compile_s = time.perf_counter() - started
-    e_grads, e_loss = step(params, x, y)
-    scale = max(g.abs().max().item() for g in e_grads.values())
-    diff = max((c_grads[n] - e_grads[n]).abs().max().item() for n in NAMES) / scale
-    print(f"compile time (first call) {compile_s:.1f} s; compiled vs eager meta-gradient: max error "
-          f"{diff:.1e} relative to the largest entry, query loss {c_loss.item():.6f} vs {e_loss.item():.6f}")
-
-    runners = {
-        "func eager": make_func_runner(step, make_mlp()),
-        "func compiled": make_func_runner(compiled, make_mlp()),
-        "MetaAdam eager": make_meta_adam_runner(make_mlp(), args.tasks),
-    }
+    runners = {}
+    for label, make_step in (("func", func_step_fn), ("diffopt func", diffopt_step_fn)):
+        net = make_mlp()
+        step = make_step(net, args.tasks)
+        compiled = torch.compile(step, fullgraph=True)
+        params = {n: p.detach() for n, p in net.named_parameters()}
+        started = time.perf_counter()
+        c_grads, c_loss = compiled(params, x, y)
+        compile_s = time.perf_counter() - started
+        e_grads, e_loss = step(params, x, y)
+        scale = max(g.abs().max().item() for g in e_grads.values())
+        diff = max((c_grads[n] - e_grads[n]).abs().max().item() for n in NAMES) / scale
+        print(f"{label}: compile time (first call) {compile_s:.1f} s; compiled vs eager meta-gradient: "
+              f"max error {diff:.1e} relative to the largest entry, query loss {c_loss.item():.6f} vs "
+              f"{e_loss.item():.6f}")
+        runners[f"{label} eager"] = make_func_runner(step, make_mlp())
+        runners[f"{label} compiled"] = make_func_runner(compiled, make_mlp())
+    runners["MetaAdam eager"] = make_meta_adam_runner(make_mlp(), args.tasks)
     times: dict[str, list[float]] = {name: [] for name in runners}
     for _ in range(2):  # warm-up
         for run in runners.values():
@@ -252,8 +312,10 @@ def main(argv: list[str] | None = None) -> int:
     for name, ts in times.items():
         print(f"| {name} | {1e3 * statistics.median(ts):.2f} | {1e3 * min(ts):.2f} | "
               f"{base / statistics.median(ts):.2f}x |")
-    meta = statistics.median(times["MetaAdam eager"]) / statistics.median(times["func compiled"])
-    print(f"\ncompiled func step against diffopt.MetaAdam(use_accelerated_op=True) eager: {meta:.2f}x")
+    ours = statistics.median(times["diffopt func eager"]) / statistics.median(times["diffopt func compiled"])
+    print(f"\ndiffopt func step, compiled against eager: {ours:.2f}x")
+    meta = statistics.median(times["MetaAdam eager"]) / statistics.median(times["diffopt func compiled"])
+    print(f"compiled diffopt func step against diffopt.MetaAdam(use_accelerated_op=True) eager: {meta:.2f}x")
     if not args.skip_blockers:
         report_blockers()
     return 0

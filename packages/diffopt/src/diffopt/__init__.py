@@ -244,3 +244,9 @@ for _name in ("implicit", "zero_order"):
         globals()[_name] = _importlib.import_module(f"diffopt.diff.{_name}")
         __all__.append(_name)
 del _name
+
+# torch.compile: optree-core's tree functions get Python twins Dynamo traces (no graph breaks),
+# registered once torch._dynamo is loaded (see diffopt._dynamo).
+from diffopt import _dynamo
+
+_dynamo.install()

@@ -155,9 +155,10 @@ def scale_by_accelerated_adam(
 
     The fused op takes the step as a Python int, read from the (plain, unbatched) count; when
     the count is batched by ``torch.func.vmap`` (an ensemble whose ``init`` ran under vmap, one
-    count per member) the update runs :func:`scale_by_adam`'s math instead, with the same
-    results. Under a task-batched ``vmap`` (shared count) the op itself runs batched, which
-    needs fused-optim's vmap rule for ``adam_direction``.
+    count per member) or traced by ``torch.compile`` (which cannot read it into Python without a
+    graph break) the update runs :func:`scale_by_adam`'s math instead, with the same results.
+    Under a task-batched ``vmap`` (shared count) the op itself runs batched, which needs
+    fused-optim's vmap rule for ``adam_direction``.
 
     Args:
         b1: decay of the first moment.
@@ -192,9 +193,11 @@ def scale_by_accelerated_adam(
         from diffopt.accelerated_op import adam_direction
 
         name = "scale_by_accelerated_adam"
-        if _wrapped(state.count):
+        if torch.compiler.is_compiling() or _wrapped(state.count):
             # The fused op takes the step as a Python int; a count batched by vmap (an ensemble
-            # initialized under vmap) has one per model, so the same math runs unfused.
+            # initialized under vmap) has one per model, and a count traced by torch.compile has
+            # no value to read without a graph break, so the same math runs unfused (where
+            # Inductor fuses it into its own kernels, backward included).
             return plain.update(updates, state)
         treespec, grads, (mus, nus) = flatten_updates(name, updates, state.mu, state.nu)
         count = state.count + 1
