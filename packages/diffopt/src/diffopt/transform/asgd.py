@@ -135,7 +135,8 @@ def scale_by_accelerated_asgd(lr=1e-2, lambd: float = 1e-4, alpha: float = 0.75,
 
     Same arguments, state and results as :func:`scale_by_asgd` (up to rounding). The op reads
     :math:`\\eta` and :math:`\\mu` as Python numbers; under ``torch.func.vmap`` with batched state,
-    or with a tensor ``lr`` that requires grad, the plain transform's math runs instead.
+    when traced by ``torch.compile``, or with a tensor ``lr`` that requires grad, the plain
+    transform's math runs instead.
 
     Args:
         lr, lambd, alpha, t0: as in :func:`scale_by_asgd`.
@@ -160,7 +161,8 @@ def scale_by_accelerated_asgd(lr=1e-2, lambd: float = 1e-4, alpha: float = 0.75,
 
         if params is None:
             raise ValueError(f"{name} needs params: call update(..., params=params)")
-        if any(torch._C._functorch.is_functorch_wrapped_tensor(t) for t in (state.eta, state.mu, state.count)) or (
+        if torch.compiler.is_compiling() or any(
+                torch._C._functorch.is_functorch_wrapped_tensor(t) for t in (state.eta, state.mu, state.count)) or (
                 isinstance(lr, torch.Tensor) and lr.requires_grad):
             return plain.update(updates, state, params=params)
         treespec, grads, (axs, leaves) = flatten_updates(name, updates, state.ax, params)

@@ -148,8 +148,8 @@ def scale_by_accelerated_nadam(b1: float = 0.9, b2: float = 0.999, eps: float = 
 
     Same arguments, state and results as :func:`scale_by_nadam` (up to rounding); each update is
     one fused op call with a hand-written backward. The op reads the step count and the momentum
-    product as Python numbers; under ``torch.func.vmap`` with a batched count the plain
-    transform's math runs instead.
+    product as Python numbers; under ``torch.func.vmap`` with a batched count, and when traced by
+    ``torch.compile``, the plain transform's math runs instead.
 
     Args:
         b1, b2, eps, momentum_decay, moment_requires_grad: as in :func:`scale_by_nadam`.
@@ -174,7 +174,9 @@ def scale_by_accelerated_nadam(b1: float = 0.9, b2: float = 0.999, eps: float = 
         del params, inplace
         from diffopt.accelerated_op import fused_update
 
-        if _wrapped(state.count) or _wrapped(state.mu_product):
+        if torch.compiler.is_compiling() or _wrapped(state.count) or _wrapped(state.mu_product):
+            # The op reads the count and the product as Python numbers: batched by vmap, or
+            # traced by torch.compile (no value without a graph break), the same math runs unfused.
             return plain.update(updates, state)
         treespec, grads, (mus, nus) = flatten_updates(name, updates, state.mu, state.nu)
         present = [i for i, g in enumerate(grads) if g is not None]
