@@ -71,6 +71,11 @@ OPTIMIZERS = {
     "adan": lambda: diffopt.adan(0.05, weight_decay=0.05),
     "adan-no-prox": lambda: diffopt.adan(0.05, weight_decay=0.05, no_prox=True),
     "adan-accelerated": lambda: diffopt.adan(0.05, weight_decay=0.05, use_accelerated_op=True),
+    "nadam": lambda: diffopt.nadam(0.05, weight_decay=0.1, momentum_decay=6e-3),
+    "nadamw": lambda: diffopt.nadam(0.05, weight_decay=0.1, decoupled_weight_decay=True),
+    "rprop": lambda: diffopt.rprop(0.01),
+    "adafactor": lambda: diffopt.adafactor(0.05, weight_decay=0.1),
+    "asgd": lambda: diffopt.asgd(0.05, lambd=0.1, t0=1, weight_decay=0.1),
     "sgd-linear-schedule": lambda: diffopt.sgd(diffopt.schedule.linear_schedule(0.1, 0.01, 2)),
     "adam-polynomial-schedule": lambda: diffopt.adam(
         diffopt.schedule.polynomial_schedule(0.05, 0.01, power=2, transition_steps=3)),

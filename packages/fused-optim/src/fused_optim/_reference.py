@@ -31,8 +31,11 @@ __all__ = [
     "lion_update",
     "adamax_update",
     "adan_update",
+    "asgd_update",
+    "nadam_update",
     "radam_update",
     "rmsprop_update",
+    "rprop_update",
     "sgd_update",
 ]
 
@@ -179,6 +182,55 @@ def radam_update(params: Lists, grads: Lists, exp_avgs: Lists, exp_avg_sqs: List
         out[1].append(m)
         out[2].append(v)
     return out
+
+
+def nadam_update(params: Lists, grads: Lists, exp_avgs: Lists, exp_avg_sqs: Lists, *, step: int, mu_product: float,
+                 lr: float, beta1: float, beta2: float, eps: float, weight_decay: float, momentum_decay: float,
+                 decoupled_weight_decay: bool, maximize: bool) -> tuple[list[Tensor], ...]:
+    out: tuple[list[Tensor], ...] = ([], [], [])
+    bc2 = 1 - beta2**step
+    mu = beta1 * (1.0 - 0.5 * 0.96 ** (step * momentum_decay))
+    mu_next = beta1 * (1.0 - 0.5 * 0.96 ** ((step + 1) * momentum_decay))
+    grad_coef = -lr * (1.0 - mu) / (1.0 - mu_product)
+    avg_coef = -lr * mu_next / (1.0 - mu_product * mu_next)
+    for p, g, m, v in zip(params, grads, exp_avgs, exp_avg_sqs):
+        g = _effective_grad(p, g, maximize, 0.0 if decoupled_weight_decay else weight_decay)
+        if decoupled_weight_decay:
+            p = p * (1 - lr * weight_decay)
+        m = torch.lerp(m, g, 1 - beta1)
+        v = v * beta2 + (1 - beta2) * g * g
+        denom = (v / bc2).sqrt() + eps
+        out[0].append(p + grad_coef * (g / denom) + avg_coef * (m / denom))
+        out[1].append(m)
+        out[2].append(v)
+    return out
+
+
+def rprop_update(params: Lists, grads: Lists, prevs: Lists, step_sizes: Lists, *, etaminus: float, etaplus: float,
+                 step_size_min: float, step_size_max: float, maximize: bool) -> tuple[list[Tensor], ...]:
+    out: tuple[list[Tensor], ...] = ([], [], [])
+    for p, g, prev, s in zip(params, grads, prevs, step_sizes):
+        g = -g if maximize else g
+        prod = (g * prev).detach()  # only its sign matters: piecewise constant
+        factor = torch.where(prod > 0, torch.full_like(s, etaplus),
+                             torch.where(prod < 0, torch.full_like(s, etaminus), torch.ones_like(s)))
+        s = (s * factor).clamp(step_size_min, step_size_max)
+        kept = torch.where(prod < 0, torch.zeros_like(g), g)
+        out[0].append(p - kept.sign() * s)
+        out[1].append(kept)
+        out[2].append(s)
+    return out
+
+
+def asgd_update(params: Lists, grads: Lists, axs: Lists, *, eta: float, mu: float, lambd: float,
+                weight_decay: float, maximize: bool) -> tuple[list[Tensor], list[Tensor]]:
+    new_params, new_axs = [], []
+    for p, g, ax in zip(params, grads, axs):
+        g = _effective_grad(p, g, maximize, weight_decay)
+        p = p * (1 - lambd * eta) - eta * g
+        new_params.append(p)
+        new_axs.append(p if mu == 1 else ax + (p - ax) * mu)
+    return new_params, new_axs
 
 
 def _sign_keep_nan(c: Tensor) -> Tensor:

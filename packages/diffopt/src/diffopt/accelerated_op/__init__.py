@@ -20,7 +20,7 @@ from diffopt.accelerated_op import adam_op
 from diffopt.accelerated_op.adam_op import AdamOp
 from diffopt.typing import Device
 
-__all__ = ["AdamOp", "accelerated_op_available", "adam_direction", "adam_op", "is_available"]
+__all__ = ["AdamOp", "accelerated_op_available", "adam_direction", "adam_op", "fused_update", "is_available"]
 __all__ += ["adan_direction", "lion_direction"]
 
 _MISSING = (
@@ -114,7 +114,6 @@ def adam_direction(grads: list, exp_avgs: list, exp_avg_sqs: list, step: int, *,
     )
 
 
-
 def lion_direction(grads: list, exp_avgs: list, *, beta1: float, beta2: float) -> tuple[list, list]:
     """Lion's direction ``sign(b1 m + (1-b1) g)`` and new momentum ``b2 m + (1-b2) g``, fused.
 
@@ -178,6 +177,31 @@ def adan_direction(grads: list, exp_avgs: list, exp_avg_diffs: list, exp_avg_sqs
     new = _functional().adan_update([torch.zeros_like(g) for g in grads], grads, exp_avgs, exp_avg_diffs,
                                     exp_avg_sqs, prev_grads, step, lr=1.0, betas=(beta1, beta2, beta3), eps=eps)
     return ([0 - p for p in new.params], new.exp_avgs, new.exp_avg_diffs, new.exp_avg_sqs, new.prev_grads)
+
+
+def fused_update(name: str, *args, **kwargs):
+    """Calls ``fused_optim.functional.<name>``: one fused, differentiable optimizer update.
+
+    The accelerated transforms (:func:`~diffopt.transform.scale_by_accelerated_nadam`...) reach
+    fused-optim through this one function.
+
+    Args:
+        name: the functional update, e.g. ``'nadam_update'``.
+        *args, **kwargs: its arguments.
+
+    Returns:
+        The update's result (a NamedTuple of lists of new tensors).
+
+    Raises:
+        ImportError: if fused-optim is not installed.
+
+    Example:
+        >>> import torch
+        >>> if accelerated_op_available('cpu'):
+        ...     out = fused_update('sgd_update', [torch.ones(1)], [torch.ones(1)], lr=0.5)
+        ...     assert torch.equal(out.params[0], torch.full((1,), 0.5))
+    """
+    return getattr(_functional(), name)(*args, **kwargs)
 
 
 is_available = accelerated_op_available
