@@ -76,7 +76,7 @@ def test_str_keys_sort_in_code_point_order_whatever_their_bytes():
     keys = ["b", "a", "", "a\x00", "aa", "\xe9t\xe9", "\xff", "Z", "prefix_0001_long_tail_b",
             "prefix_0001_long_tail_a", "prefix_0001", "prefix_00010", "12345678", "1234567"]
     many = [f"k{i}_{j}" for i in (3, 12, 7) for j in range(20)]
-    for mixed in (keys, many, keys + ["\u0101"]):  # the last one has a two-byte key
+    for mixed in (keys, many, [*keys, "\u0101"]):  # the last one has a two-byte key
         tree = dict.fromkeys(mixed, 0) | {key: i for i, key in enumerate(mixed)}
         leaves, spec = optree_core.tree_flatten(tree)
         assert leaves == [tree[key] for key in sorted(mixed)]
