@@ -203,7 +203,18 @@ def calibrate(fn: Callable[[], Any], min_time: float) -> int:
         loops *= 2 if elapsed == 0 else max(2, min(10, int(min_time / elapsed) + 1))
 
 
+class ColdTrees(list):
+    """Trees of distinct structures, each flattened once per call: what a library pays for a
+    structure it has not seen (no cache can help; the report divides by their number)."""
+
+
+def cold_trees(n_trees: int = 2000, n_keys: int = 50) -> ColdTrees:
+    return ColdTrees({f"k{i}_{j}": float(j) for j in range(n_keys)} for i in range(n_trees))
+
+
 def _callable(lib: Library, tree: Any, op: str) -> Callable[[], Any]:
+    if isinstance(tree, ColdTrees):
+        return lambda: [lib.flatten(one) for one in tree]
     leaves, spec = lib.flatten(tree)
     if op == "flatten":
         return lambda: lib.flatten(tree)
@@ -345,6 +356,11 @@ def main(argv: list[str] | None = None) -> int:
             )
             bar.update()
     bar.close()
+    cold = cold_trees()  # flatten only: cold-tree flatten (issue 15)
+    times = measure_row(libs, cold, "flatten", repeats, min_time)
+    rows.append({"tree": f"cold: {len(cold)} distinct 50-key dicts, per dict", "leaves": 50,
+                 "op": "flatten",
+                 "times": {k: v / len(cold) if v is not None else None for k, v in times.items()}})
 
     versions = {}
     for mod in ("optree_core", "optree", "jax", "torch", "tree"):
