@@ -152,8 +152,21 @@ def model_trees(models: tuple[str, ...]) -> list[tuple[str, Any]]:
     return trees
 
 
+class ColdTrees(list):
+    """Trees of distinct structures, each flattened once per call: what a library pays for a
+    structure it has not seen (no cache can help; divide a call's time by their number)."""
+
+
+def cold_trees(n_trees: int = 2000, n_keys: int = 50) -> ColdTrees:
+    return ColdTrees({f"k{i}_{j}": float(j) for j in range(n_keys)} for i in range(n_trees))
+
+
 def operation(lib: Library, tree: Any, op: str) -> Callable[[], Any]:
     """One call of ``op`` by ``lib`` on ``tree`` (unflatten from the library's own spec)."""
+    if isinstance(tree, ColdTrees):
+        if op != "flatten":
+            raise ValueError("cold trees are timed for flatten only")
+        return lambda: [lib.flatten(one) for one in tree]
     leaves, spec = lib.flatten(tree)
     if op == "flatten":
         return lambda: lib.flatten(tree)

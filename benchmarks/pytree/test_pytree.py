@@ -19,8 +19,10 @@ import pytest
 LIBRARIES = list(workloads.LOADERS)  # optree_core first: the baseline
 MODELS = _suite.pick(workloads.MODELS, ("resnet18",))
 SIZES = _suite.pick(workloads.SWEEP_SIZES, (10,))
+COLD = _suite.pick(2000, 20)  # distinct 50-key dicts, each flattened once per call (issue 15)
 TREES = ([f"{m} {kind}" for m in MODELS for kind in ("modules", "state_dict")]
-         + [f"{kind} {n}" for n in SIZES for kind in ("plain", "odict/ntuple")])
+         + [f"{kind} {n}" for n in SIZES for kind in ("plain", "odict/ntuple")]
+         + [f"cold {COLD}"])
 
 REPORT = _suite.Report(
     title="optree-core pytree operations",
@@ -55,6 +57,8 @@ def make_tree(name: str) -> object:
         return workloads.plain_tree(int(size))
     if kind == "odict/ntuple":
         return workloads.ordered_tree(int(size))
+    if kind == "cold":
+        return workloads.cold_trees(int(size))
     trees = model_trees(name.split(" ")[0])
     if name not in trees:
         pytest.skip("the ResNet trees need torch")
@@ -65,6 +69,8 @@ def make_tree(name: str) -> object:
 @pytest.mark.parametrize("op", workloads.OPS)
 @pytest.mark.parametrize("tree", TREES)
 def test_pytree(race, tree, op, contender):
+    if tree.startswith("cold") and op != "flatten":
+        pytest.skip("structures never seen before: flatten only")
     def build():
         the_tree = make_tree(tree)
         libs = {name: library(name) for name in LIBRARIES}

@@ -76,6 +76,7 @@ void PyTreeTypeRegistry::RegisterBuiltin(PyTypeObject* type, PyTreeKind kind) {
   auto reg = std::make_shared<PyTreeTypeRegistration>();
   reg->kind = kind;
   reg->type = nb::borrow(reinterpret_cast<PyObject*>(type));
+  reg->serial = next_serial_++;
   global_.emplace(type, std::move(reg));
 }
 
@@ -114,6 +115,7 @@ void PyTreeTypeRegistry::Register(nb::handle cls, nb::handle flatten_func,
   reg->unflatten_func = nb::borrow(unflatten_func);
   reg->path_entry_type = nb::borrow(path_entry_type);
   reg->ns = ns;
+  reg->serial = next_serial_++;
   ++version_;
   if (ns.empty()) {
     global_.emplace(type, std::move(reg));
@@ -175,15 +177,15 @@ Py_ssize_t PyTreeTypeRegistry::Size(const std::optional<std::string>& ns) const 
 }
 
 std::vector<std::pair<nb::object, std::string>> PyTreeTypeRegistry::Keys() const {
+  std::vector<const PyTreeTypeRegistration*> regs;
+  regs.reserve(global_.size() + namespaced_.size());
+  for (const auto& [type, reg] : global_) regs.push_back(reg.get());
+  for (const auto& [key, reg] : namespaced_) regs.push_back(reg.get());
+  std::sort(regs.begin(), regs.end(),
+            [](const auto* a, const auto* b) { return a->serial < b->serial; });
   std::vector<std::pair<nb::object, std::string>> keys;
-  keys.reserve(global_.size() + namespaced_.size());
-  for (const auto& [type, reg] : global_) keys.emplace_back(reg->type, std::string());
-  // Built-ins first, then the rest: a stable order for the Python-side view.
-  std::stable_partition(keys.begin(), keys.end(), [this](const auto& key) {
-    return global_.at(reinterpret_cast<PyTypeObject*>(key.first.ptr()))->kind !=
-           PyTreeKind::kCustom;
-  });
-  for (const auto& [key, reg] : namespaced_) keys.emplace_back(reg->type, key.second);
+  keys.reserve(regs.size());
+  for (const auto* reg : regs) keys.emplace_back(reg->type, reg->ns);
   return keys;
 }
 

@@ -1169,6 +1169,21 @@ def test_tree_iter_matches_tree_leaves_and_asks_is_leaf_once_per_node():
         list(optree_core.tree_iter(deep))
 
 
+def test_tree_iter_called_again_from_inside_its_own_step_raises_runtime_error():
+    it = None
+    refused = []
+
+    def is_leaf(node):
+        if node == 2:
+            with pytest.raises(RuntimeError, match="already"):
+                next(it)
+            refused.append(node)
+        return False
+
+    it = optree_core.tree_iter([1, 2, [3]], is_leaf=is_leaf)
+    assert list(it) == [1, 2, 3] and refused == [2]  # the walk goes on afterwards
+
+
 def test_tree_flatten_one_level_names_type_and_kind():
     out = optree_core.tree_flatten_one_level(Point(1, [2]))
     children, metadata, entries, unflatten = out

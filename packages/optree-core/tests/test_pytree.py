@@ -69,3 +69,15 @@ def test_reexport_argument_errors():
     for bad in ("", "1abc", "a.2b", "a-b", " a"):
         with pytest.raises(ValueError, match="invalid module name"):
             pytree.reexport(namespace="x", module=bad)
+
+
+def test_str_keys_sort_in_code_point_order_whatever_their_bytes():
+    # One-byte str keys sort by their bytes in C++; the order must still be Python's.
+    keys = ["b", "a", "", "a\x00", "aa", "\xe9t\xe9", "\xff", "Z", "prefix_0001_long_tail_b",
+            "prefix_0001_long_tail_a", "prefix_0001", "prefix_00010", "12345678", "1234567"]
+    many = [f"k{i}_{j}" for i in (3, 12, 7) for j in range(20)]
+    for mixed in (keys, many, [*keys, "\u0101"]):  # the last one has a two-byte key
+        tree = dict.fromkeys(mixed, 0) | {key: i for i, key in enumerate(mixed)}
+        leaves, spec = optree_core.tree_flatten(tree)
+        assert leaves == [tree[key] for key in sorted(mixed)]
+        assert spec.unflatten(leaves) == tree and list(spec.unflatten(leaves)) == list(tree)

@@ -663,3 +663,73 @@ def test_custom_flatten_with_entries_of_another_length_raises_runtime_error():
                 flatten(Pair(), namespace=ns)
     finally:
         optree_core.unregister_pytree_node(Pair, namespace=ns)
+
+
+def test_registry_view_lists_registrations_in_the_order_they_were_made():
+    get = optree_core.register_pytree_node.get
+    before = list(get())
+    first, second, ns = fresh_box_class(), fresh_box_class(), fresh_namespace()
+    register_box(second, optree_core.registry.GLOBAL_NAMESPACE)
+    register_box(first, ns)
+    try:
+        assert list(get()) == [*before, second]  # a later registration comes last
+        assert list(get(namespace=ns)) == [*before, second, first]
+    finally:
+        optree_core.unregister_pytree_node(second, namespace=optree_core.registry.GLOBAL_NAMESPACE)
+        optree_core.unregister_pytree_node(first, namespace=ns)
+    assert list(get()) == before
+
+
+def test_dict_entries_follow_dict_insertion_ordered_and_keep_their_own_order():
+    get = optree_core.register_pytree_node.get
+    tree = {"b": 2, "c": 3, "a": 1}
+    sorted_entry = get(dict)
+    ns = fresh_namespace()
+    with optree_core.dict_insertion_ordered(True, namespace=ns):
+        assert get(dict) is sorted_entry  # only ns flattens in insertion order
+        ordered_entry = get(dict, namespace=ns)
+        assert get(namespace=ns)[dict] is ordered_entry is not sorted_entry
+        assert get(namespace=ns) != get() and list(get(namespace=ns)) == list(get())
+        assert get(list, namespace=ns) is get(list)  # kinds with their own order: one entry
+        children, keys, entries = ordered_entry.flatten_func(tree)
+        assert (children, keys, entries) == ((2, 3, 1), ["b", "c", "a"], ("b", "c", "a"))
+    # Each entry keeps its order whatever the mode now is.
+    assert ordered_entry.flatten_func(tree)[1] == ["b", "c", "a"]
+    with optree_core.dict_insertion_ordered(True, namespace=optree_core.registry.GLOBAL_NAMESPACE):
+        assert get(dict) is ordered_entry
+        assert sorted_entry.flatten_func(tree)[:2] == ((1, 2, 3), ["a", "b", "c"])
+        factory, keys = get(collections.defaultdict).flatten_func(
+            collections.defaultdict(int, tree))[1]
+        assert factory is int and keys == ["b", "c", "a"]
+    for entry in (sorted_entry, ordered_entry):  # either rebuilds the dict in its own order
+        children, keys, _ = entry.flatten_func(tree)
+        rebuilt = entry.unflatten_func(keys, children)
+        assert rebuilt == tree and list(rebuilt) == list(tree)
+
+
+def test_custom_registry_entry_is_one_object_until_unregistered():
+    get = optree_core.register_pytree_node.get
+    cls, ns = fresh_box_class(), fresh_namespace()
+    register_box(cls, ns)
+    entry = get(cls, namespace=ns)
+    assert entry is get(namespace=ns)[cls] is get(cls, namespace=ns)
+    assert optree_core.unregister_pytree_node(cls, namespace=ns) is entry
+    # A new registration of the same class is a new entry, with its own functions.
+    optree_core.register_pytree_node(cls, lambda box: ((box.a,), None), lambda m, c: cls(*c, 0),
+                                     namespace=ns)
+    try:
+        assert get(cls, namespace=ns) is not entry
+        assert get(cls, namespace=ns).flatten_func is not entry.flatten_func
+    finally:
+        optree_core.unregister_pytree_node(cls, namespace=ns)
+
+
+def test_unregistering_releases_the_entry_and_the_class():
+    cls, ns = fresh_box_class(), fresh_namespace()
+    register_box(cls, ns)
+    optree_core.register_pytree_node.get(cls, namespace=ns)  # makes and keeps the entry
+    optree_core.unregister_pytree_node(cls, namespace=ns)
+    ref = weakref.ref(cls)
+    del cls
+    gc.collect()
+    assert ref() is None

@@ -15,6 +15,7 @@ from helpers import (
     Point,
     assert_mentions_all,
     assert_mentions_path,
+    fresh_namespace,
     sample_cases,
     struct_time,
 )
@@ -842,3 +843,84 @@ def test_treespec_from_collection_of_a_leaf_warns_and_gives_the_leaf_spec():
         warnings.simplefilter("error")
         with pytest.raises(UserWarning):
             optree_core.treespec_from_collection(1)
+
+
+def test_malformed_node_states_are_refused():
+    kind = optree_core.PyTreeKind
+    leaf = (int(kind.LEAF), 0, None, None, None, 1, 1, None)
+
+    def load(*nodes, none_is_leaf=False):
+        spec = optree_core.PyTreeSpec.__new__(optree_core.PyTreeSpec)
+        spec.__setstate__((nodes, none_is_leaf, ""))
+        return spec
+
+    ab = {"a": None, "b": None}
+    for nodes, words in [
+        ((leaf, leaf, (int(kind.DICT), 2, ["a", "b"], None, None, 2, 3, None)), "original keys"),
+        (((int(kind.LEAF), 0, "x", None, None, 1, 1, None),), "node data"),
+        ((leaf, leaf, (int(kind.TUPLE), 2, "x", None, None, 2, 3, None)), "node data"),
+        ((leaf, leaf, (int(kind.TUPLE), 2, None, None, tuple, 2, 3, None)), "custom type"),
+        ((leaf, leaf, (int(kind.DICT), 2, ["a", "a"], None, None, 2, 3, ab)), "duplicate"),
+        ((leaf, leaf, (int(kind.DEFAULTDICT), 2, (3, ["a", "b"]), None, None, 2, 3, ab)),
+         "factory"),
+        (((int(kind.DEQUE), 0, "x", None, None, 0, 1, None),), "maxlen"),
+        ((leaf, leaf, (int(kind.DEQUE), 2, 1, None, None, 2, 3, None)), "maxlen"),
+    ]:
+        with pytest.raises(RuntimeError, match=words):
+            load(*nodes)
+    with pytest.raises(RuntimeError, match="None is a leaf"):
+        load((int(kind.NONE), 0, None, None, None, 0, 1, None), none_is_leaf=True)
+    # A defaultdict's (factory, keys) written as a list is read as the pair it stands for.
+    spec = load(leaf, leaf, (int(kind.DEFAULTDICT), 2, [list, ["a", "b"]], None, None, 2, 3, ab))
+    assert spec.unflatten([1, 2]) == collections.defaultdict(list, a=1, b=2)
+    assert spec == spec_of(collections.defaultdict(list, a=0, b=0))
+
+
+def test_a_frozendict_state_is_a_value_error_where_python_has_no_frozendict():
+    state = spec_of({"a": 1, "b": 2}).__getstate__()
+    frozen = ((*state[0][:-1], (int(optree_core.PyTreeKind.FROZENDICT), *state[0][-1][1:])),
+              *state[1:])
+    spec = optree_core.PyTreeSpec.__new__(optree_core.PyTreeSpec)
+    with pytest.raises(ValueError, match="frozendict"):
+        spec.__setstate__(frozen)
+
+
+def test_custom_nodes_from_different_namespaces_registrations_differ():
+    cls = type("Pair", (), {"__init__": lambda self, a, b: setattr(self, "ab", (a, b))})
+    ns = fresh_namespace()
+    optree_core.register_pytree_node(cls, lambda p: (p.ab, None), lambda m, c: cls(*c),
+                                     namespace=optree_core.registry.GLOBAL_NAMESPACE)
+    optree_core.register_pytree_node(cls, lambda p: (p.ab[::-1], None),
+                                     lambda m, c: cls(*c[::-1]), namespace=ns)
+    try:
+        global_spec = spec_of(cls(1, 2))
+        seen_elsewhere = spec_of(cls(1, 2), namespace=fresh_namespace())
+        own_spec = spec_of(cls(1, 2), namespace=ns)
+        # The global registration flattened both of the first two: equal, whatever the namespace.
+        assert global_spec == seen_elsewhere and hash(global_spec) == hash(seen_elsewhere)
+        assert own_spec != global_spec and own_spec != seen_elsewhere
+        assert repr(own_spec) == f"PyTreeSpec(CustomTreeNode(Pair[None], [*, *]), namespace={ns!r})"
+    finally:
+        optree_core.unregister_pytree_node(cls, namespace=optree_core.registry.GLOBAL_NAMESPACE)
+        optree_core.unregister_pytree_node(cls, namespace=ns)
+
+
+def test_repr_names_a_class_made_in_a_function_by_its_name():
+    def make():
+        class Local(collections.namedtuple("Local", "x")):
+            pass
+
+        class Node:
+            pass
+
+        return Local, Node
+
+    local, node = make()
+    ns = fresh_namespace()
+    optree_core.register_pytree_node(node, lambda n: ((), 7), lambda m, c: node(), namespace=ns)
+    try:
+        assert "<locals>" in node.__qualname__
+        assert repr(spec_of([local(1), node()], namespace=ns)) == (
+            f"PyTreeSpec([Local(x=*), CustomTreeNode(Node[7], [])], namespace={ns!r})")
+    finally:
+        optree_core.unregister_pytree_node(node, namespace=ns)

@@ -19,8 +19,10 @@ std::string Join(const std::vector<std::string>& parts) {
   return out;
 }
 
-std::string TypeQualName(nb::handle type, bool with_module) {
-  std::string name = nb::cast<std::string>(nb::str(type.attr("__qualname__")));
+// The bare __name__, as optree prints it: a class made inside a function reads `MyDict`, not
+// `test.<locals>.MyDict`.
+std::string TypeName(nb::handle type, bool with_module) {
+  std::string name = nb::cast<std::string>(nb::str(type.attr("__name__")));
   if (!with_module) return name;
   std::string module = nb::cast<std::string>(nb::str(type.attr("__module__")));
   return module == "builtins" ? name : module + "." + name;
@@ -70,7 +72,7 @@ std::string NodeRepr(const PyTreeSpec& spec, Py_ssize_t index, size_t depth = 0)
       if (!structseq && nb::len(fields) != static_cast<size_t>(node.arity)) {
         // The class's _fields was reassigned after the spec was made.
         RaisePython(PyExc_ValueError,
-                    "The fields of namedtuple " + TypeQualName(node.node_data, false) + " (" +
+                    "The fields of namedtuple " + TypeName(node.node_data, false) + " (" +
                         SafeRepr(fields) + ") no longer match the arity of its PyTreeSpec "
                         "node (" + std::to_string(node.arity) + ").");
       }
@@ -83,10 +85,10 @@ std::string NodeRepr(const PyTreeSpec& spec, Py_ssize_t index, size_t depth = 0)
                                      : "<unnamed@" + std::to_string(i) + ">";
         items.push_back(name + "=" + children[i]);
       }
-      return TypeQualName(node.node_data, structseq) + "(" + Join(items) + ")";
+      return TypeName(node.node_data, structseq) + "(" + Join(items) + ")";
     }
     case PyTreeKind::kCustom:
-      return "CustomTreeNode(" + TypeQualName(node.custom->type, false) + "[" +
+      return "CustomTreeNode(" + TypeName(node.custom->type, false) + "[" +
              SafeRepr(node.node_data) + "], [" + Join(children) + "])";
     default:
       return "?";

@@ -59,7 +59,12 @@ bool PyTreeSpec::Equal(const PyTreeSpec& other) const {
         a.num_nodes != b.num_nodes) {
       return false;
     }
-    if (a.kind == PyTreeKind::kCustom && !a.custom->type.is(b.custom->type)) return false;
+    // Custom nodes match only when the same namespace's registration flattened them: a type
+    // registered globally and again in `ns` flattens differently in each.
+    if (a.kind == PyTreeKind::kCustom &&
+        (!a.custom->type.is(b.custom->type) || a.custom->ns != b.custom->ns)) {
+      return false;
+    }
     if (!ObjectsEqual(a.node_data, b.node_data)) return false;
     if (a.kind == PyTreeKind::kCustom && !ObjectsEqual(a.node_entries, b.node_entries)) {
       return false;

@@ -113,21 +113,45 @@ PyTreeSpec PyTreeSpec::FromState(nb::handle state) {
       bad("inconsistent node counts");
     }
     const bool is_list = node.node_data.is_valid() && PyList_CheckExact(node.node_data.ptr());
+    const bool is_dict = node.kind == PyTreeKind::kDict || node.kind == PyTreeKind::kDefaultDict;
+    // optree's layout names a dict's insertion order on every dict node; only the legacy layout
+    // and 7-tuple node states may leave it out (the sorted order is then the insertion order).
+    if (is_dict && !legacy && PyTuple_GET_SIZE(t.ptr()) == 8 && !original_keys.is_valid()) {
+      bad("a dict node without its original keys");
+    }
     switch (node.kind) {
-      case PyTreeKind::kLeaf:
       case PyTreeKind::kNone:
-        if (node.arity != 0) bad("leaf or None with children");
+        if (none_is_leaf) bad("a None node in a spec where None is a leaf");
+        [[fallthrough]];
+      case PyTreeKind::kLeaf:
+      case PyTreeKind::kTuple:
+      case PyTreeKind::kList:
+        if (node.node_data.is_valid()) bad("node data on a node kind that carries none");
+        if (node.kind != PyTreeKind::kTuple && node.kind != PyTreeKind::kList && node.arity != 0) {
+          bad("leaf or None with children");
+        }
         break;
       case PyTreeKind::kDict:
       case PyTreeKind::kOrderedDict:
         if (!is_list || PyList_GET_SIZE(node.node_data.ptr()) != node.arity) bad("dict keys");
         break;
-      case PyTreeKind::kDefaultDict:
-        if (!node.node_data.is_valid() || !PyTuple_CheckExact(node.node_data.ptr()) ||
-            PyTuple_GET_SIZE(node.node_data.ptr()) != 2 ||
-            !PyList_CheckExact(PyTuple_GET_ITEM(node.node_data.ptr(), 1)) ||
-            PyList_GET_SIZE(PyTuple_GET_ITEM(node.node_data.ptr(), 1)) != node.arity) {
+      case PyTreeKind::kDefaultDict: {
+        if (is_list) node.node_data = nb::tuple(node.node_data);  // [factory, keys] reads too
+        PyObject* data = node.node_data.is_valid() ? node.node_data.ptr() : nullptr;
+        if (data == nullptr || !PyTuple_CheckExact(data) || PyTuple_GET_SIZE(data) != 2 ||
+            !PyList_CheckExact(PyTuple_GET_ITEM(data, 1)) ||
+            PyList_GET_SIZE(PyTuple_GET_ITEM(data, 1)) != node.arity) {
           bad("defaultdict data");
+        }
+        PyObject* factory = PyTuple_GET_ITEM(data, 0);
+        if (factory != Py_None && !PyCallable_Check(factory)) bad("defaultdict factory");
+        break;
+      }
+      case PyTreeKind::kDeque:
+        if (!node.node_data.is_none() &&
+            (!PyLong_CheckExact(node.node_data.ptr()) ||
+             nb::cast<Py_ssize_t>(node.node_data) < node.arity)) {
+          bad("deque maxlen");
         }
         break;
       case PyTreeKind::kNamedTuple:
@@ -149,7 +173,11 @@ PyTreeSpec PyTreeSpec::FromState(nb::handle state) {
         break;
       }
       case PyTreeKind::kFrozenDict:
-        bad("frozendict is not supported");
+        // Not malformed, only unsupported here: a ValueError, as for other states this
+        // interpreter cannot rebuild.
+        RaisePython(PyExc_ValueError,
+                    "This pickled PyTreeSpec holds a frozendict node, and this Python has no "
+                    "frozendict type (it arrives in Python 3.15): it cannot be unpickled here.");
       default:
         break;
     }
@@ -162,13 +190,12 @@ PyTreeSpec PyTreeSpec::FromState(nb::handle state) {
         node.kind == PyTreeKind::kDefaultDict) {
       node.node_data = CopyNodeData(node.kind, node.node_data);  // never share the caller's list
     }
-    if (original_keys.is_valid()) {
-      if (PyList_GET_SIZE(original_keys.ptr()) != node.arity ||
-          (node.kind != PyTreeKind::kDict && node.kind != PyTreeKind::kDefaultDict)) {
-        bad("original dict keys");
-      }
+    if (original_keys.is_valid() && (!is_dict || PyList_GET_SIZE(original_keys.ptr()) != node.arity)) {
+      bad("original dict keys");
+    }
+    nb::dict position;  // A dict node's keys -> their index: each hashable and distinct.
+    if (is_dict) {
       nb::handle keys = DictKeysOf(node);
-      nb::dict position;
       try {
         for (Py_ssize_t i = 0; i < node.arity; ++i) position[keys[i]] = nb::int_(i);
       } catch (nb::python_error& e) {
@@ -176,6 +203,8 @@ PyTreeSpec PyTreeSpec::FromState(nb::handle state) {
         bad("unhashable dict keys");
       }
       if (static_cast<Py_ssize_t>(nb::len(position)) != node.arity) bad("duplicate dict keys");
+    }
+    if (original_keys.is_valid()) {
       bool identity = true;
       for (nb::handle key : original_keys) {
         if (!position.contains(key)) bad("original dict keys differ from the keys");
@@ -185,6 +214,7 @@ PyTreeSpec PyTreeSpec::FromState(nb::handle state) {
       }
       if (identity) node.insertion_order.clear();  // As flattening stores it.
     }
+    if (node.kind != PyTreeKind::kCustom && !t[4].is_none()) bad("a custom type on a built-in node");
     if (node.kind == PyTreeKind::kCustom) {
       nb::handle type = t[4];
       if (!PyType_Check(type.ptr())) bad("custom node without a type");

@@ -26,6 +26,7 @@ struct PyTreeTypeRegistration : std::enable_shared_from_this<PyTreeTypeRegistrat
   nb::object unflatten_func;   // Custom nodes: (metadata, children) -> obj.
   nb::object path_entry_type;  // Custom nodes: the PyTreeEntry subclass used by accessors.
   std::string ns;              // "" for the global namespace.
+  std::uint64_t serial = 0;    // Registration order, for listings in the order types came.
 };
 
 // All operations run with the GIL held and never call back into Python, so the GIL serializes
@@ -65,7 +66,8 @@ class PyTreeTypeRegistry {
   // Registrations counted as optree's get_registry_size does: the global ones (built-ins
   // included) plus those of `ns`, or of every namespace when `ns` is nullopt.
   Py_ssize_t Size(const std::optional<std::string>& ns) const;
-  // (type, namespace) of every registration, built-ins first ("" is the global namespace).
+  // (type, namespace) of every registration in the order they were made (built-ins first;
+  // "" is the global namespace).
   std::vector<std::pair<nb::object, std::string>> Keys() const;
 
   // Bumped by every change, so lookups cached by callers can be validated cheaply.
@@ -82,6 +84,7 @@ class PyTreeTypeRegistry {
   bool dict_insertion_ordered_global_ = false;
   bool has_namespaced_ = false;
   std::uint64_t version_ = 0;
+  std::uint64_t next_serial_ = 0;
 };
 
 // Types resolved once at start-up (collections.OrderedDict, defaultdict, deque).

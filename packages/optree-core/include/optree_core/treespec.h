@@ -152,8 +152,8 @@ PyTreeKind GetKind(nb::handle obj, const PyTreeTypeRegistration** custom, bool n
                    const std::string& ns);
 // Whether the user predicate says `obj` is a leaf (propagates its exception).
 bool CallIsLeaf(nb::handle is_leaf, nb::handle obj);
-// Sorts `order` (indices into `keys`) by key; false with a Python error set if keys do not
-// compare. Exact str keys compare without calling into Python.
+// Sorts `order` (indices into `keys`, which are distinct: a dict's keys) by key; false with a
+// Python error set if keys do not compare. Exact str keys compare without calling into Python.
 bool SortKeyOrder(const nb::object* keys, Py_ssize_t* order, Py_ssize_t n);
 // Sorted dict keys (falls back to a total order on mixed key types); a new list.
 nb::list SortedKeys(PyObject* dict);

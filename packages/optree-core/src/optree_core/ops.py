@@ -255,7 +255,32 @@ def _iter_leaves(tree: Any, is_leaf: Callable[[Any], bool] | None, none_is_leaf:
     # The dict order in effect when tree_iter was called holds for the whole walk, even if the
     # iteration goes on outside that dict_insertion_ordered context.
     insertion_ordered = _C.is_dict_insertion_ordered(namespace)
-    return _walk_leaves(tree, is_leaf, none_is_leaf, namespace, insertion_ordered)
+    return _LeafIterator(_walk_leaves(tree, is_leaf, none_is_leaf, namespace, insertion_ordered))
+
+
+class _LeafIterator:
+    """tree_iter's iterator: the lazy walk, refusing a next() made from inside its own step (by
+    an is_leaf or flatten function) with RuntimeError, as optree does; a bare generator would
+    raise ValueError there."""
+
+    __slots__ = ("__weakref__", "_stepping", "_walk")
+
+    def __init__(self, walk: Iterator[Any]) -> None:
+        self._walk = walk
+        self._stepping = False
+
+    def __iter__(self) -> _LeafIterator:
+        return self
+
+    def __next__(self) -> Any:
+        if self._stepping:
+            raise RuntimeError("tree_iter: next() was called on the iterator while it was already "
+                               "computing its next leaf (from an is_leaf or flatten function).")
+        self._stepping = True
+        try:
+            return next(self._walk)
+        finally:
+            self._stepping = False
 
 
 def _walk_leaves(tree: Any, is_leaf: Callable[[Any], bool] | None, none_is_leaf: bool,

@@ -150,7 +150,15 @@ def register_pytree_node(
     _warn_if_overriding_a_builtin_kind(cls, ns)
     with _REGISTRY_LOCK:
         _C.register_node(cls, flatten_func, unflatten_func, path_entry_type, ns)
+        _CUSTOM_ENTRIES[ns, cls] = PyTreeNodeRegistryEntry(
+            cls, flatten_func, unflatten_func, path_entry_type, _C.PyTreeKind.CUSTOM, ns)
     return cls
+
+
+# The entry object of each live custom registration, made once so that every lookup returns the
+# same object (as optree's registry dict does). The C++ registry decides what is registered; this
+# only follows it, and drops an entry when its registration goes (no reference kept).
+_CUSTOM_ENTRIES: dict[tuple[str, type], PyTreeNodeRegistryEntry] = {}
 
 
 def _warn_if_overriding_a_builtin_kind(cls: type, namespace: str) -> None:
@@ -270,10 +278,19 @@ def unregister_pytree_node(cls: type, /, *, namespace: str) -> PyTreeNodeRegistr
         if found is not None and found[4] != ns:
             found = None  # Visible only through the global namespace.
         _C.unregister_node(cls, ns)
+        entry = _CUSTOM_ENTRIES.pop((ns, cls), None)
     assert found is not None
-    kind, flatten_func, unflatten_func, path_entry_type, _ = found
-    return PyTreeNodeRegistryEntry(cls, flatten_func, unflatten_func, path_entry_type,
-                                   _C.PyTreeKind(kind), ns)
+    return entry or _custom_entry(cls, found)
+
+
+def _custom_entry(cls: type, found: tuple[Any, ...]) -> PyTreeNodeRegistryEntry:
+    """The entry of a custom registration, from ``_C.lookup_node``'s answer."""
+    entry = _CUSTOM_ENTRIES.get((found[4], cls))
+    if entry is None or entry[1:4] != found[1:4]:
+        kind, flatten_func, unflatten_func, path_entry_type, ns = found
+        entry = PyTreeNodeRegistryEntry(cls, flatten_func, unflatten_func, path_entry_type,
+                                        _C.PyTreeKind(kind), ns)
+    return entry
 
 
 @contextlib.contextmanager
@@ -333,8 +350,9 @@ class _RegistryView(Mapping):
                 raise KeyError(key)
             kind = _C.PyTreeKind(found[0])
             if kind == _C.PyTreeKind.CUSTOM:
-                return PyTreeNodeRegistryEntry(cls, found[1], found[2], found[3], kind, ns)
-        return _builtin_entry(cls, kind)
+                return _custom_entry(cls, found)
+        sorts_keys = kind in (_C.PyTreeKind.DICT, _C.PyTreeKind.DEFAULTDICT)
+        return _builtin_entry(cls, kind, sorts_keys and _C.is_dict_insertion_ordered(ns))
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({dict(self)!r})"
@@ -347,13 +365,21 @@ def _structseq_marker() -> Any:
 
 
 @functools.cache  # one entry (and one pair of functions) per built-in kind: stable identities
-def _builtin_entry(cls: Any, kind: Any) -> PyTreeNodeRegistryEntry:
+def _builtin_entry(cls: Any, kind: Any, insertion_ordered: bool) -> PyTreeNodeRegistryEntry:
+    """The entry of a built-in kind. A dict or defaultdict has two, one per key order: a context
+    of ``dict_insertion_ordered`` swaps which one is visible, and each keeps its own order."""
     from optree_core import ops  # ops imports this module
 
-    def flatten_func(obj: Any) -> tuple[Any, Any, Any]:
-        # As the tree's own one-level flatten: dict metadata keeps the dict's key order too.
-        children, metadata, entries, _ = ops.tree_flatten_one_level(obj)
-        return children, metadata, entries
+    if kind in (_C.PyTreeKind.DICT, _C.PyTreeKind.DEFAULTDICT):
+        def flatten_func(obj: Any) -> tuple[Any, Any, Any]:
+            keys = DictMetaData(list(obj) if insertion_ordered else total_order_sorted(obj),
+                                original_keys=list(obj), check_keys_consistency=False)
+            metadata = keys if kind == _C.PyTreeKind.DICT else (obj.default_factory, keys)
+            return tuple(obj[key] for key in keys), metadata, tuple(keys)
+    else:
+        def flatten_func(obj: Any) -> tuple[Any, Any, Any]:
+            children, metadata, entries, _ = ops.tree_flatten_one_level(obj)
+            return children, metadata, entries
 
     entry_type = ENTRY_CLASSES[kind] or PyTreeEntry
     return PyTreeNodeRegistryEntry(cls, flatten_func, ops._builtin_unflatten(kind, cls),
@@ -378,9 +404,9 @@ def _registry_get(cls: Any = None, /, *,
     ns = "" if isinstance(namespace, _GlobalNamespace) else namespace
     if not isinstance(ns, str):
         raise TypeError(f"The namespace must be a string, got {namespace!r}.")
-    entries = list(_NODETYPE_REGISTRY.values())
     if cls is None:
-        visible = {entry.type: entry for entry in entries if entry.namespace == ""}
+        entries = list(_NODETYPE_REGISTRY.values())
+        visible = {entry.type: _seen_from(entry, ns) for entry in entries if entry.namespace == ""}
         if ns:
             visible.update((entry.type, entry) for entry in entries if entry.namespace == ns)
         return visible
@@ -388,12 +414,19 @@ def _registry_get(cls: Any = None, /, *,
         raise TypeError(f"Expected a class or None, got {cls!r}.")
     for key in ([(ns, cls)] if ns else []) + [cls]:
         if key in _NODETYPE_REGISTRY:
-            return _NODETYPE_REGISTRY[key]
+            return _seen_from(_NODETYPE_REGISTRY[key], ns)
     if _C.is_structseq_class(cls):
         return _NODETYPE_REGISTRY[_structseq_marker()]
     if _C.is_namedtuple_class(cls):
         return _NODETYPE_REGISTRY[namedtuple]
     return None
+
+
+def _seen_from(entry: PyTreeNodeRegistryEntry, ns: str) -> PyTreeNodeRegistryEntry:
+    """A global dict entry as namespace ``ns`` sees it: in the key order that ``ns`` flattens."""
+    if entry.kind in (_C.PyTreeKind.DICT, _C.PyTreeKind.DEFAULTDICT):
+        return _builtin_entry(entry.type, entry.kind, _C.is_dict_insertion_ordered(ns))
+    return entry
 
 
 register_pytree_node.get = _registry_get  # type: ignore[attr-defined]
