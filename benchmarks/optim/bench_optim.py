@@ -94,6 +94,9 @@ OPTIMIZERS = {
     "SGD": dict(lr=1e-2, momentum=0.9),
     "Adagrad": dict(lr=1e-2),
     "RMSprop": dict(lr=1e-2),  # torch has no fused RMSprop
+    "Adadelta": dict(lr=1.0),  # nor Adadelta, Adamax or RAdam
+    "Adamax": dict(lr=2e-3),
+    "RAdam": dict(lr=1e-3),
 }
 
 
@@ -118,10 +121,10 @@ def torch_has_fused(torch_cls: type[torch.optim.Optimizer]) -> bool:
     return True
 
 
-def bench_steps(quick: bool, no_progress: bool = False) -> list[_report.Comparison]:
+def bench_steps(quick: bool, no_progress: bool = False, only_small: bool = False) -> list[_report.Comparison]:
     """Prints the step() table row by row; returns the ratios against issue 3's targets."""
     cases = [("200 x 1k", shapes_many_small(), 200), ("4 x 4M", shapes_few_large(), 10),
-             ("MLP 2.9M", shapes_mlp(), 30)]
+             ("MLP 2.9M", shapes_mlp(), 30)][:1 if only_small else 3]
     names = ["Adam", "SGD"] if quick else list(OPTIMIZERS)
     vs_foreach = _report.Comparison("step(): foreach / fused_optim", 2.0, scope="200 x 1k")
     vs_loop = _report.Comparison("step(): foreach=False / fused_optim")
@@ -294,6 +297,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--skip-step", action="store_true")
     parser.add_argument("--skip-diff", action="store_true")
+    parser.add_argument("--only-small", action="store_true", help="step(): only the 200 x 1k case (dispatch cost)")
     parser.add_argument("--device", default="cpu", help="cpu or cuda (timed with torch.cuda.synchronize)")
     parser.add_argument("--compiled", action="store_true",
                         help="also time torch.compile(step) (inductor; compiling takes minutes)")
@@ -312,7 +316,7 @@ def main(argv: list[str] | None = None) -> int:
                   "fused=True", "ratio")
         print(markdown_row(header))
         print(markdown_row(["---"] * len(header)), flush=True)
-        comparisons += bench_steps(args.quick, args.no_progress)
+        comparisons += bench_steps(args.quick, args.no_progress, args.only_small)
     if args.compiled:
         print("\n## torch.compile(step): median time, ratio = compiled torch / compiled fused_optim\n")
         header = ("optimizer", "shapes", "compiled fused_optim", "compiled torch (foreach)", "ratio",

@@ -232,7 +232,9 @@ class FusedStep:
                     if grad.is_sparse:
                         raise RuntimeError(f"{self._name} does not support sparse gradients{self._sparse_hint}")
                     variant, row = self._row(group, p, grad, plan)
-                    lists = variants.setdefault(variant, [[] for _ in row])
+                    lists = variants.get(variant)
+                    if lists is None:  # not setdefault: its default would be built for every row
+                        lists = variants[variant] = [[] for _ in row]
                     for lst, t in zip(lists, row):
                         if t is not None:
                             lst.append(t)
