@@ -17,7 +17,10 @@ import nox
 
 ROOT = Path(__file__).parent
 PACKAGES = ["optree-core", "fused-optim", "diffopt"]
-PEERS = ["optree", "jax[cpu]", "dm-tree", "torchopt", "higher", "pytest-benchmark"]
+PEERS = ["optree", "jax[cpu]", "dm-tree", "torchopt", "higher", "pytest-benchmark[histogram]>=5.1,<6"]
+# The benchmark suite's areas (benchmarks/<area>/test_*.py), in the order `nox -s benchmarks` runs them.
+BENCH_AREAS = ["pytree", "optim", "maml", "implicit", "distributed", "func"]
+BENCH_RESULTS = ROOT / "benchmarks" / "results"
 CONSTRAINTS = str(ROOT / "ci" / "constraints.txt")
 # The released peer each drop-in claim is measured against, with what its own tests import.
 COMPAT_PEERS = {
@@ -184,9 +187,9 @@ def compat(session: nox.Session) -> None:
         session.run("python", str(ROOT / "ci" / "compat" / "examples.py"), session.posargs[1])
 
 
-# The packages mypy ([tool.mypy] in pyproject.toml) checks. optree-core (about 60 errors today)
-# and diffopt (about 55) join once they are clean: `nox -s typecheck -- optree-core diffopt`.
-TYPECHECKED = ["fused-optim"]
+# The packages mypy ([tool.mypy] in pyproject.toml, which lists the older modules' exemptions)
+# checks: all three.
+TYPECHECKED = ["optree-core", "fused-optim", "diffopt"]
 
 
 @nox.session(reuse_venv=True)
@@ -200,11 +203,43 @@ def typecheck(session: nox.Session) -> None:
 
 @nox.session(reuse_venv=True)
 def benchmarks(session: nox.Session) -> None:
-    """Peers-side-by-side benchmarks, in a venv of their own that sees .venv's packages."""
+    """The peers-side-by-side suite (pytest-benchmark), in a venv of its own that sees .venv's
+    packages: nox -s benchmarks [-- [--check] [AREA...] [pytest options]]
+
+    Each area writes its record beside RESULTS.md: benchmarks/results/<area>.json
+    (--benchmark-json), <area>.md (the ratio tables and verdict) and histograms/<area>-*.svg.
+    ``--check`` instead compares the run with that record: pytest-benchmark's --benchmark-compare
+    fails on a median 25% slower, and --compare-ratios prints every peer/ours ratio against the
+    recorded one (ratios hardly move with the machine's load; times do). The record is left
+    alone: the new run goes to .benchmarks/latest/.
+    """
     _see_main_venv(session)
     session.install("-c", CONSTRAINTS, *PEERS)
-    suite = session.posargs or ["pytree", "optim", "maml", "implicit", "distributed", "func"]
-    for name in suite:
-        script = ROOT / "benchmarks" / name / f"bench_{name}.py"
-        if script.exists():
-            session.run("python", str(script))
+    check = "--check" in session.posargs
+    areas = [a for a in session.posargs if a in BENCH_AREAS] or BENCH_AREAS
+    options = [a for a in session.posargs if a not in BENCH_AREAS and a != "--check"]
+    BENCH_RESULTS.mkdir(exist_ok=True)
+    for area in areas:
+        record = BENCH_RESULTS / f"{area}.json"
+        if check:
+            if not record.exists():
+                session.error(f"no recorded run to compare with: {record}")
+            out = ROOT / ".benchmarks" / "latest"
+            outputs = [f"--benchmark-compare={record}", "--benchmark-compare-fail=median:25%",
+                       f"--compare-ratios={record}",
+                       f"--benchmark-json={out / f'{area}.json'}",
+                       f"--bench-report={out / f'{area}.md'}"]
+            out.mkdir(parents=True, exist_ok=True)
+        else:
+            outputs = [f"--benchmark-json={record}", f"--bench-report={BENCH_RESULTS / f'{area}.md'}",
+                       f"--benchmark-histogram={BENCH_RESULTS / 'histograms' / area}"]
+        session.run("python", "-m", "pytest", str(ROOT / "benchmarks" / area), "-p",
+                    "no:cacheprovider", "-q", "--benchmark-columns=min,median,iqr,rounds,iterations",
+                    *outputs, *options)
+
+
+@nox.session(name="benchmarks_smoke", venv_backend="none")
+def benchmarks_smoke(session: nox.Session) -> None:
+    """Every benchmark still runs (CI): tiny workloads, one round, no peers, no timing kept."""
+    session.run(sys.executable, "-m", "pytest", str(ROOT / "benchmarks"), "--quick",
+                "--benchmark-disable", "-q", "-p", "no:cacheprovider", *session.posargs)

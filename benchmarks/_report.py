@@ -1,103 +1,16 @@
-"""Progress bars and the closing summary table, shared by the benchmark scripts.
+"""The closing summary of a benchmark run: peer/ours ratios against the issues' targets.
 
-The bar goes to stderr, so stdout carries only what belongs in ``RESULTS.md`` (markdown tables
-and their notes). Lines printed while a bar is live go through :func:`write`, which lifts the bar
-out of the way and puts it back underneath. Bars are off with ``--no-progress``,
-``NO_PROGRESS=1`` or tqdm's own ``TQDM_DISABLE=1``, and when stderr is not a terminal but the
-same pipe or file as stdout (``2>&1 | tee out.md``), where a bar would land inside the tables;
-without tqdm installed the scripts run the same, without a bar.
-
-Each script collects its ratios (peer time / our time: above 1, ours is faster) into
-:class:`Comparison` objects, one per peer (or per peer and operation), and ends with
-:func:`summary_table`: geometric mean, min and max per comparison, the rows below the target the
-issue set, and a one-line verdict.
+The suite (benchmarks/_suite.py) collects each comparison's ratios (peer time / our time: above
+1, ours is faster) into :class:`Comparison` objects, one per peer (or per peer and operation),
+and ends each section with :func:`summary_table`: geometric mean, min and max per comparison,
+the rows below the target the issue set, and a one-line verdict.
 """
 
 from __future__ import annotations
 
-import argparse
 import math
-import os
-import sys
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any, TextIO
-
-try:
-    from tqdm import tqdm
-except ImportError:  # a throwaway venv without tqdm: the same output, without a bar
-    tqdm = None
-
-
-def add_progress_flag(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--no-progress", action="store_true",
-                        help="no progress bar on stderr (also NO_PROGRESS=1 or TQDM_DISABLE=1)")
-
-
-def progress_off(no_progress: bool = False) -> bool:
-    """Whether the user turned bars off (the flag or NO_PROGRESS; tqdm reads TQDM_DISABLE)."""
-    return no_progress or os.environ.get("NO_PROGRESS", "").strip().lower() not in (
-        "", "0", "false", "no")
-
-
-def _stderr_is_stdout_capture() -> bool:
-    """stderr goes to the same pipe or file as stdout, and that is not a terminal."""
-    try:
-        if sys.stderr.isatty():
-            return False
-        out, err = os.fstat(sys.stdout.fileno()), os.fstat(sys.stderr.fileno())
-    except (AttributeError, OSError, ValueError):  # replaced streams without a file descriptor
-        return False
-    return (out.st_dev, out.st_ino) == (err.st_dev, err.st_ino)
-
-
-class _NoBar:
-    """What :func:`progress` returns when tqdm is missing: iterates, ignores the bar calls."""
-
-    def __init__(self, iterable: Iterable[Any] | None) -> None:
-        self._iterable = iterable if iterable is not None else ()
-
-    def __iter__(self) -> Iterator[Any]:
-        return iter(self._iterable)
-
-    def __enter__(self) -> _NoBar:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        pass
-
-    def set_postfix_str(self, *args: Any, **kwargs: Any) -> None:
-        pass
-
-    def update(self, n: int = 1) -> None:
-        pass
-
-    def close(self) -> None:
-        pass
-
-
-def progress(iterable: Iterable[Any] | None = None, *, desc: str, total: int | None = None,
-             unit: str = "case", no_progress: bool = False) -> Any:
-    """A tqdm bar on stderr over ``iterable`` (or updated by hand when it is None)."""
-    if tqdm is None:
-        return _NoBar(iterable)
-    options: dict[str, Any] = {}
-    if progress_off(no_progress) or _stderr_is_stdout_capture():
-        # Only ever pass disable=True: an explicit disable=False would override TQDM_DISABLE.
-        options["disable"] = True
-    return tqdm(iterable, desc=desc, total=total, unit=unit, file=sys.stderr, dynamic_ncols=True,
-                leave=False, **options)
-
-
-def write(line: str = "", file: TextIO | None = None) -> None:
-    """Print a line (to stdout by default) without tearing a live bar."""
-    file = sys.stdout if file is None else file
-    if tqdm is None:
-        print(line, file=file)
-    else:
-        tqdm.write(line, file=file)
-    file.flush()
-
 
 # --- the summary ---------------------------------------------------------------------------------
 

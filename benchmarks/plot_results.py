@@ -5,13 +5,17 @@
     .venv/bin/python benchmarks/plot_results.py --out /tmp/p    # somewhere else
 
 It reads the Markdown tables that the benchmark scripts printed and that were recorded, with
-their commands, in RESULTS.md; it measures nothing itself. Each chart shows peer time / our
-time (above 1: ours is faster) on a log scale, with the issue's target as a dashed line.
+their commands, in RESULTS.md, and the suite's recorded runs (benchmarks/results/<area>.json,
+written by ``nox -s benchmarks`` through ``--benchmark-json``); it measures nothing itself. Each
+chart shows peer time / our time (above 1: ours is faster) on a log scale, with the issue's
+target as a dashed line where there is one. (pytest-benchmark's own ``--benchmark-histogram``
+draws each workload's sample distribution; the nox session writes those too.)
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import re
 import time
 from pathlib import Path
@@ -121,11 +125,50 @@ def plot_fused_step(results: str, out: Path) -> Path:
     return path
 
 
+def suite_medians(path: Path) -> dict[str, dict[str, tuple[float, bool]]]:
+    """``{workload: {contender: (median seconds, is ours)}}`` from a suite run's JSON."""
+    found: dict[str, dict[str, tuple[float, bool]]] = {}
+    for bench in json.loads(path.read_text()).get("benchmarks", []):
+        info = bench.get("extra_info", {})
+        if "contender" in info and "workload" in info:
+            found.setdefault(info["workload"], {})[info["contender"]] = (
+                bench["stats"]["median"], bool(info.get("ours")))
+    return found
+
+
+def plot_suite(path: Path, out: Path) -> Path | None:
+    """Each peer's median over our best median, per workload, from one recorded suite run
+    (None when the run has no peer: distributed compares our own configurations)."""
+    medians = suite_medians(path)
+    labels, series = [], {}
+    for workload, contenders in medians.items():
+        ours = [t for t, is_ours in contenders.values() if is_ours]
+        if not ours or all(is_ours for _, is_ours in contenders.values()):
+            continue  # no ratio to draw: ours alone (a variant-against-variant workload)
+        labels.append(workload)
+        for name, (t, is_ours) in contenders.items():
+            if not is_ours:
+                series.setdefault(name, {})[workload] = t / min(ours)
+    if not labels:
+        return None
+    fig, ax = plt.subplots(figsize=(max(8.0, 0.35 * len(labels) * max(len(series), 1)), 4.5))
+    bar_chart(ax, labels, {name: [ratios.get(w) for w in labels] for name, ratios in series.items()},
+              None, f"{path.stem}: peer median / our best median ({path.name})")
+    fig.tight_layout()
+    target = out / f"suite_{path.stem}.png"
+    fig.savefig(target, dpi=110)
+    plt.close(fig)
+    return target
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--results", type=Path, default=HERE / "RESULTS.md")
     parser.add_argument("--out", type=Path, default=HERE / "plots")
+    parser.add_argument("--suite", type=Path, nargs="*", default=None,
+                        help="recorded suite runs to chart (default: benchmarks/results/*.json)")
     args = parser.parse_args(argv)
+    suite = sorted((HERE / "results").glob("*.json")) if args.suite is None else args.suite
     args.out.mkdir(parents=True, exist_ok=True)
     results = args.results.read_text()
     started = time.perf_counter()
@@ -133,6 +176,11 @@ def main(argv: list[str] | None = None) -> int:
     for plot in (plot_pytree, plot_fused_step):
         written.append(plot(results, args.out))
         print(f"wrote {written[-1]}")
+    for path in suite:
+        chart = plot_suite(path, args.out)
+        if chart is not None:
+            written.append(chart)
+            print(f"wrote {chart}")
     print(f"{len(written)} charts from {args.results} in {args.out} "
           f"({time.perf_counter() - started:.1f} s)")
     return 0

@@ -3,7 +3,8 @@
 # suite (the CUDA tests included), then optree-core's and diffopt's (diffopt's CUDA tests run MAML
 # and implicit differentiation on the GPU), then the step/differentiable benchmark on the GPU.
 # CI has no GPU, so this is run by hand where one is lent. It downloads nothing: it expects a CUDA
-# torch, nvcc, scikit-build-core, nanobind, cmake and pytest in $PYTHON's environment, and abseil
+# torch, nvcc, scikit-build-core, nanobind, cmake, pytest and (for the benchmark, the
+# pytest-benchmark suite's benchmarks/optim) pytest-benchmark in $PYTHON's environment, and abseil
 # where CMake finds it (CMAKE_PREFIX_PATH) for optree-core; without abseil only fused-optim is checked.
 #
 #   bash ci/gpu_check.sh [OUT_DIR]                   # logs land in OUT_DIR (default out/gpu)
@@ -52,6 +53,7 @@ fi
 
 if [ "${GPU_CHECK_BENCH:-1}" != 0 ]; then
   echo "== benchmark"
-  "$python" benchmarks/optim/bench_optim.py --device cuda --no-progress | tee "$out/bench_optim_cuda.md"
+  "$python" benchmarks/optim/bench_optim.py --device cuda -q --bench-report "$out/bench_optim_cuda.md" \
+    --benchmark-json "$out/bench_optim_cuda.json" || status=1
 fi
 exit "$status"

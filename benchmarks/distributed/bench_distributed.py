@@ -15,23 +15,16 @@ meta-gradient back through every inner loop. Configurations, each in fresh proce
   ``sum_reducer``, the meta-gradient taken by ``diffopt.distributed.autograd`` through the remote
   inner loops. 1 thread per process.
 
-The machine is shared with other work, so wall time is only half the story:
+Each run times ``--steps`` outer steps after warm-up and keeps the median step; each process's
+CPU time per step is measured too (``time.process_time`` on every rank, read over RPC), because
+background load on a shared machine stretches wall time but hardly CPU time. Before timing, each
+distributed run checks its meta-gradient against the sequential one.
 
-* the configurations are interleaved round by round (background load hits all of them alike);
-  each run times ``--steps`` outer steps after warm-up and keeps the median step; the table gives
-  the best and the median over rounds, and the 1-minute load average during the runs;
-* each process's CPU time per step is measured too (``time.process_time`` on every rank, read
-  over RPC). Background load stretches wall time but hardly CPU time, so "CPU-bound speed-up" =
-  sequential CPU per step / the busiest rank's CPU per step is the speed-up the same code would
-  get with a free core per worker.
+    python benchmarks/distributed/bench_distributed.py [--quick] [pytest options]
 
-Before timing, each distributed run checks its meta-gradient against the sequential one.
-
-    python benchmarks/distributed/bench_distributed.py [--rounds 5] [--steps 15] [--tasks 16]
-    python benchmarks/distributed/bench_distributed.py --quick    # 1 round of 3 steps, a smoke run
-
-A progress bar over the launches (rounds x configurations) runs on stderr (``--no-progress`` or
-``NO_PROGRESS=1`` turns it off); the markdown table ends with a summary against issue 6's target.
+is ``pytest benchmarks/distributed/test_distributed.py`` (test_distributed.py, the
+pytest-benchmark suite, launches the configurations in interleaved rounds; see
+benchmarks/RESULTS.md); ``--role`` runs one configuration (its child processes).
 """
 
 from __future__ import annotations
@@ -54,9 +47,6 @@ from torch import nn
 
 import diffopt
 import diffopt.distributed as todist
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-import _report  # benchmarks/_report.py: the progress bar and the summary table
 
 
 def make_model(width: int) -> nn.Module:
@@ -246,7 +236,6 @@ def launch(args, config: str, workers: int, threads: int, deadline_s: float = 60
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--steps", type=int, default=20)
     parser.add_argument("--warmup", type=int, default=3)
     parser.add_argument("--tasks", type=int, default=16)
@@ -263,12 +252,7 @@ def main() -> int:
                              "exclusive=False, keepdim=True), mean_reducer)")
     parser.add_argument("--torch-transports", action="store_true",
                         help="TensorPipe's default transports (shared memory) instead of TCP")
-    parser.add_argument("--quick", action="store_true",
-                        help="1 round of 3 timed steps after 1 warm-up (a smoke run)")
-    _report.add_progress_flag(parser)
-    args = parser.parse_args()
-    if args.quick:
-        args.rounds, args.steps, args.warmup = 1, 3, 1
+    args, rest = parser.parse_known_args()
 
     if args.role != "driver":
         torch.set_num_threads(args.threads)
@@ -276,62 +260,11 @@ def main() -> int:
         if result is not None:
             args.out.write_text(json.dumps(result))
         return 0
+    # The driver: test_distributed.py launches the configurations in interleaved rounds.
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    import _suite
 
-    configs = [("sequential, 1 thread", "sequential", 1, 1),
-               ("sequential, 2 threads", "sequential", 1, 2),
-               ("distributed, 1 worker", "distributed", 1, 1),
-               ("distributed, 2 workers", "distributed", 2, 1)]
-    results: dict[str, list[dict]] = {name: [] for name, *_ in configs}
-    print(f"MAML step: MLP 1-{args.width}-{args.width}-1, {args.tasks} tasks x {args.k}+{args.k} "
-          f"points, {args.inner_steps} inner MetaSGD steps; {args.rounds} rounds x {args.steps} "
-          f"steps; {os.cpu_count()} CPUs; one RPC per "
-          f"{'task' if args.partition == 'task' else 'worker'} ({args.partition}); TensorPipe transports: "
-          f"{'torch defaults (shm)' if args.torch_transports else 'diffopt default (uv/TCP)'}",
-          flush=True)
-    bar = _report.progress(desc="distributed MAML", total=args.rounds * len(configs),
-                           unit="run", no_progress=args.no_progress)
-    for round_ in range(args.rounds):
-        for name, role, workers, threads in configs:
-            bar.set_postfix_str(f"round {round_ + 1}: {name}")
-            results[name].append(launch(args, role, workers, threads))
-            bar.update()
-        _report.write(f"round {round_ + 1}: " + ", ".join(
-            f"{name} {results[name][-1]['wall'] * 1e3:.1f} ms" for name, *_ in configs))
-    bar.close()
-
-    seq_cpu = statistics.median(r["cpu_per_rank"][0] for r in results["sequential, 1 thread"])
-    base = min(r["wall"] for r in results["sequential, 1 thread"])
-    base_median = statistics.median(r["wall"] for r in results["sequential, 1 thread"])
-    print("\n| configuration | best ms/step | median ms/step | speed-up (best) | "
-          "speed-up (median) | CPU ms/step per rank | CPU-bound speed-up | load avg | "
-          "meta-grad max diff |")
-    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
-    wall = _report.Comparison("wall-clock speed-up (median)", 1.7, scope="2 workers")
-    cpu_bound = _report.Comparison("CPU-bound speed-up", 1.7, scope="2 workers")
-    for name, *_ in configs:
-        walls = [r["wall"] for r in results[name]]
-        best, median = min(walls), statistics.median(walls)
-        ranks = len(results[name][0]["cpu_per_rank"])
-        cpu = [statistics.median(r["cpu_per_rank"][i] for r in results[name])
-               for i in range(ranks)]
-        cpu_text = " / ".join(f"{c * 1e3:.1f}" for c in cpu)
-        load = statistics.median(r["load"] for r in results[name])
-        diff = max((r.get("grad_diff", 0.0) for r in results[name]), default=0.0)
-        diff_text = f"{diff:.1e}" if name.startswith("distributed") else "-"
-        print(f"| {name} | {best * 1e3:.1f} | {median * 1e3:.1f} | {base / best:.2f}x | "
-              f"{base_median / median:.2f}x | {cpu_text} | {seq_cpu / max(cpu):.2f}x | "
-              f"{load:.1f} | {diff_text} |")
-        if name != "sequential, 1 thread":  # the baseline itself
-            wall.add(name, base_median / median, targeted=name == "distributed, 2 workers")
-            cpu_bound.add(name, seq_cpu / max(cpu), targeted=name == "distributed, 2 workers")
-    diffs = [r["grad_diff"] for rs in results.values() for r in rs if "grad_diff" in r]
-    print(f"\nMeta-gradient check: the distributed runs differ from the sequential one by at "
-          f"most {max(diffs):.1e} (max abs difference over every entry).")
-    print()
-    print(_report.summary_table(
-        [wall, cpu_bound], title="Summary against issue 6's target",
-        note="ratio = sequential (1 thread) time / the configuration's; above 1: it is faster"))
-    return 0
+    return _suite.run_suite(Path(__file__).with_name("test_distributed.py"), rest)
 
 
 if __name__ == "__main__":

@@ -20,23 +20,18 @@ steps of SGD or Adam, one outer step = every task's inner loop + the meta-backwa
 * ``vmap``: the same function under ``vmap`` over the tasks;
 * ``torchopt vmap``: the same with TorchOpt, where it runs under vmap.
 
-Times are per step (ensemble) or per outer step (MAML): the best and the median of ``--repeats``
-runs (three times as many for the ensemble) after a warm-up, the variants interleaved in one
-process so that load on a shared machine hits them alike. One intra-op thread by default
-(``--threads``).
+test_func.py (the pytest-benchmark suite) times the variants side by side, interleaved:
 
-    python benchmarks/func/bench_func.py [--models 32] [--repeats 7] [--threads 1]
-                                         [--skip-maml] [--skip-ensemble] [--problems mlp conv]
+    python benchmarks/func/bench_func.py [--quick] [pytest options]
+
+is ``pytest benchmarks/func/test_func.py`` (see benchmarks/RESULTS.md).
 """
 
 from __future__ import annotations
 
-import argparse
 import importlib
 import math
-import statistics
 import sys
-import time
 from pathlib import Path
 
 import torch
@@ -55,39 +50,6 @@ def _peer(name: str):
         return importlib.import_module(name)
     except ImportError:
         return None
-
-
-def _time(fn, repeats: int) -> list[float]:
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return times
-
-
-def interleave(variants: dict, repeats: int, warmup: int = 1) -> dict[str, tuple[float, float]]:
-    """``(best, median)`` seconds per call of each variant, run in turn ``repeats`` times.
-
-    The best (minimum) is the figure least disturbed by other load on a shared machine, as in
-    ``benchmarks/maml``; the median is printed beside it.
-    """
-    for fn in variants.values():
-        for _ in range(warmup):
-            fn()
-    samples = {name: [] for name in variants}
-    for _ in range(repeats):
-        for name, fn in variants.items():
-            samples[name] += _time(fn, 1)
-    return {name: (min(values), statistics.median(values)) for name, values in samples.items()}
-
-
-def _cell(times: tuple[float, float], baseline: tuple[float, float] | None = None) -> str:
-    best, median = times
-    text = f"{best * 1e3:.1f} (median {median * 1e3:.1f})"
-    if baseline is not None:
-        text += f", {baseline[0] / best:.2f}x"
-    return text
 
 
 # --- ensemble ----------------------------------------------------------------------------------
@@ -224,51 +186,14 @@ def maml_variants(problem: str, inner: str, steps: int = 3) -> dict:
         try:
             vmapped_for(torchopt)()
             variants["vmap (torchopt)"] = vmapped_for(torchopt)
-        except RuntimeError as error:
-            print(f"  ({problem}/{inner}: TorchOpt does not run under vmap: "
-                  f"{str(error).splitlines()[0][:80]})")
+        except RuntimeError as error:  # the reason, where a callable would be: a skip
+            variants["vmap (torchopt)"] = ("TorchOpt does not run under vmap: "
+                                           f"{str(error).splitlines()[0][:80]}")
     return variants
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--models", type=int, default=32)
-    parser.add_argument("--repeats", type=int, default=7)
-    parser.add_argument("--threads", type=int, default=1)
-    parser.add_argument("--skip-maml", action="store_true")
-    parser.add_argument("--skip-ensemble", action="store_true")
-    parser.add_argument("--problems", nargs="+", choices=["mlp", "conv"], default=["mlp", "conv"])
-    args = parser.parse_args()
-    torch.set_num_threads(args.threads)
-
-    if not args.skip_ensemble:
-        times = interleave(ensemble_variants(args.models), args.repeats * 3)
-        loop = times["loop (diffopt.Adam per model)"]
-        print(f"\nEnsemble of {args.models} MLPs, one Adam step each (best ms per step, median "
-              "in parentheses; speed-up of the best over the loop's best):\n")
-        print("| variant | ms / step |")
-        print("|---|---:|")
-        for name, value in times.items():
-            print(f"| {name} | {_cell(value, None if value is loop else loop)} |")
-
-    if not args.skip_maml:
-        print("\nMAML, 3 inner steps (best ms per outer step, median in parentheses; speed-up "
-              "of each vmap's best over the loop's best):\n")
-        rows = []
-        for problem in args.problems:
-            for inner in ("sgd", "adam"):
-                times = interleave(maml_variants(problem, inner), args.repeats)
-                rows.append((problem, inner, times))
-        names = sorted({name for *_, times in rows for name in times},
-                       key=lambda n: ("loop" not in n, "torchopt" in n))
-        print("| problem | inner | " + " | ".join(f"{n} ms" for n in names) + " |")
-        print("|---|---|" + "---:|" * len(names))
-        for problem, inner, times in rows:
-            loop = times["loop (diffopt)"]
-            cells = [("does not run" if name not in times else
-                      _cell(times[name], None if name.startswith("loop") else loop))
-                     for name in names]
-            print(f"| {problem} | {inner} | " + " | ".join(cells) + " |")
-
 if __name__ == "__main__":
-    main()
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    import _suite
+
+    sys.exit(_suite.run_suite(Path(__file__).with_name("test_func.py"), sys.argv[1:]))

@@ -13,32 +13,30 @@ to a task by ``T`` gradient-descent steps on ``mse(phi) + lam/2 ||phi - theta||^
 
 Accuracy is the relative error against a float64 reference (the inner problem solved to a
 gradient norm of 1e-10, then an exact CG solve). ``K`` is the smallest of ``CG_GRID`` whose
-error is no larger than the unrolled one at the same ``T`` ("the same accuracy"). Time is the
-best of ``--repeats`` runs of a full hyper-gradient (inner loop + meta-gradient) after one warm-up,
-in one process with ``--threads`` threads (1 by default: the 2-core CI machine is shared, and one
-thread gives stable figures); peak memory is the growth of the resident set's high-water mark
-(``VmHWM``, reset through ``/proc/self/clear_refs``) during one hyper-gradient, each measured in a
-fresh subprocess.
+error is no larger than the unrolled one at the same ``T`` ("the same accuracy"). Peak memory is
+the growth of the resident set's high-water mark (``VmHWM``, reset through
+``/proc/self/clear_refs``) during one hyper-gradient, each measured in a fresh subprocess
+(``--child``).
 
 When TorchOpt is importable (the benchmarks' nox session), the same implicit hyper-gradient is
-also timed through ``torchopt.diff.implicit.custom_root``, and a last table compares the
-``'forward'`` zero-order estimators of diffopt and TorchOpt on a quadratic as samples grow.
+also computed through ``torchopt.diff.implicit.custom_root``; ``--zero-order`` prints a table
+comparing the ``'forward'`` zero-order estimators of diffopt and TorchOpt on a quadratic.
 
-Run: ``.venv/bin/python benchmarks/implicit/bench_implicit.py`` (``--quick`` for a smoke run).
-The tables (stdout) are markdown; a progress bar over the values of ``T`` runs on stderr
-(``--no-progress`` or ``NO_PROGRESS=1`` turns it off), and a summary against issue 4's targets
-closes the run.
+    python benchmarks/implicit/bench_implicit.py [--quick] [pytest options]    # the timings
+    python benchmarks/implicit/bench_implicit.py --zero-order                  # the estimators
+
+The first is ``pytest benchmarks/implicit/test_implicit.py`` (test_implicit.py, the
+pytest-benchmark suite, times unrolled, diffopt's and TorchOpt's implicit hyper-gradients side
+by side; see benchmarks/RESULTS.md).
 """
 
 from __future__ import annotations
 
 import argparse
-import functools
 import json
 import re
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import torch
@@ -46,9 +44,6 @@ import torch
 from diffopt import linear_solve
 from diffopt.diff.implicit import custom_root
 from diffopt.diff.zero_order import zero_order
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-import _report  # benchmarks/_report.py: the progress bar and the summary table
 
 try:  # the peer, present only in the benchmarks' nox session
     import torchopt
@@ -223,16 +218,6 @@ def relative_error(grads, reference):
     return float(torch.sqrt(num / den))
 
 
-def best_time(fn, repeats):
-    fn()  # warm-up
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return min(times)
-
-
 def _status_mib(key):
     with open("/proc/self/status") as status:
         return int(re.search(rf"{key}:\s+(\d+)", status.read()).group(1)) / 1024.0
@@ -271,121 +256,42 @@ def peak_memory(method, steps, cg_iterations, threads):
     return json.loads(out.stdout)
 
 
-def main():
+def accuracy_matched(problem, steps, reference):
+    """The smallest ``K`` of ``CG_GRID`` whose implicit hyper-gradient is as accurate as the
+    unrolled one at ``T = steps``, and each method's relative error (TorchOpt's at that K)."""
+    errors = {"unrolled": relative_error(unrolled_hypergradient(problem, steps), reference)}
+    for cg_iterations in CG_GRID:
+        errors["diffopt implicit"] = relative_error(
+            implicit_hypergradient(problem, steps, cg_iterations), reference)
+        if errors["diffopt implicit"] <= errors["unrolled"]:
+            break
+    if torchopt is not None:
+        errors["torchopt implicit"] = relative_error(
+            torchopt_hypergradient(problem, steps, cg_iterations), reference)
+    return cg_iterations, errors
+
+
+def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--steps", type=int, nargs="+", default=[25, 50, 100, 200])
-    parser.add_argument("--repeats", type=int, default=5)
-    parser.add_argument("--threads", type=int, default=1, help="torch intra-op threads")
-    parser.add_argument("--quick", action="store_true", help="a fast smoke run")
+    parser.add_argument("--threads", type=int, default=None, help="torch intra-op threads")
+    parser.add_argument("--zero-order", action="store_true",
+                        help="the 'forward' zero-order estimators' errors, diffopt vs TorchOpt")
     parser.add_argument("--child", nargs=3, help=argparse.SUPPRESS)
-    _report.add_progress_flag(parser)
-    args = parser.parse_args()
-    torch.set_num_threads(args.threads)
+    args, rest = parser.parse_known_args()
+    torch.set_num_threads(args.threads or 1)
     if args.child:
         method, steps, cg_iterations = args.child
         print(json.dumps(peak_memory_child(method, int(steps), int(cg_iterations))))
-        return
-    if args.quick:
-        args.steps, args.repeats = [10, 20], 1
-    torch.manual_seed(0)
-    print(
-        f"torch {torch.__version__}, {torch.get_num_threads()} threads; MLP 32-256-1 on 512 "
-        f"points, lam={LAM}, lr={LR}, float32",
-        flush=True,
-    )
-    reference = reference_hypergradient()
-    problem = make_problem()
-    rows = []
-    columns = [("T", 4), ("unrolled s", 10), ("unrolled MiB", 12), ("unrolled rel. err", 17),
-               ("K", 3), ("diffopt implicit s", 18), ("implicit MiB", 12),
-               ("implicit rel. err", 17), ("speed-up", 8), ("memory ratio", 12),
-               ("TorchOpt implicit s", 19), ("TorchOpt rel. err", 17)]
-    print("\n| " + " | ".join(f"{name:>{width}}" for name, width in columns) + " |")
-    print("|" + "|".join("-" * (width + 1) + ":" for _, width in columns) + "|", flush=True)
-    bar = _report.progress(desc="implicit vs unrolled", total=len(args.steps),
-                           no_progress=args.no_progress)
-    for steps in args.steps:
-        bar.set_postfix_str(f"T={steps}: accuracy")
-        unrolled_error = relative_error(unrolled_hypergradient(problem, steps), reference)
-        for cg_iterations in CG_GRID:
-            implicit_error = relative_error(
-                implicit_hypergradient(problem, steps, cg_iterations), reference
-            )
-            if implicit_error <= unrolled_error:
-                break
-        bar.set_postfix_str(f"T={steps}, K={cg_iterations}: timing")
-        unrolled_time = best_time(
-            functools.partial(unrolled_hypergradient, problem, steps), args.repeats
-        )
-        implicit_time = best_time(
-            functools.partial(implicit_hypergradient, problem, steps, cg_iterations), args.repeats
-        )
-        torchopt_time = torchopt_error = float("nan")
-        if torchopt is not None:
-            torchopt_error = relative_error(
-                torchopt_hypergradient(problem, steps, cg_iterations), reference
-            )
-            torchopt_time = best_time(
-                functools.partial(torchopt_hypergradient, problem, steps, cg_iterations),
-                args.repeats,
-            )
-        bar.set_postfix_str(f"T={steps}, K={cg_iterations}: memory")
-        unrolled_mem = peak_memory("unrolled", steps, 0, args.threads)
-        implicit_mem = peak_memory("implicit", steps, cg_iterations, args.threads)
-        row = {
-            "T": steps,
-            "unrolled_s": unrolled_time,
-            "unrolled_mib": unrolled_mem,
-            "unrolled_err": unrolled_error,
-            "K": cg_iterations,
-            "implicit_s": implicit_time,
-            "implicit_mib": implicit_mem,
-            "implicit_err": implicit_error,
-            "torchopt_s": torchopt_time,
-            "torchopt_err": torchopt_error,
-        }
-        rows.append(row)
-        _report.write(
-            f"| {steps:>4} | {unrolled_time:>10.3f} | {unrolled_mem:>12.1f} | "
-            f"{unrolled_error:>17.1e} | {cg_iterations:>3} | {implicit_time:>18.3f} | "
-            f"{implicit_mem:>12.1f} | {implicit_error:>17.1e} | "
-            f"{unrolled_time / implicit_time:>7.1f}x | "
-            f"{unrolled_mem / max(implicit_mem, 1e-9):>11.1f}x | {torchopt_time:>19.3f} | "
-            f"{torchopt_error:>17.1e} |"
-        )
-        bar.update()
-    bar.close()
-    zero_order = zero_order_forward_check((100, 1000) if args.quick else (100, 1000, 10000))
-    print()
-    print(summary(rows, zero_order))
-    return rows
+        return 0
+    if args.zero_order:
+        zero_order_forward_check()
+        return 0
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    import _suite
 
-
-def summary(rows, zero_order) -> str:
-    """Issue 4's targets (>= 5x faster at T=100, memory flat in T) and the peers' ratios."""
-    speed = _report.Comparison("time: unrolled / implicit, same accuracy", 5.0, scope="T=100")
-    memory = _report.Comparison("peak MiB: unrolled / implicit")
-    peer = _report.Comparison("time: TorchOpt implicit / diffopt implicit")
-    estimator = _report.Comparison("'forward' ES error: TorchOpt / diffopt")
-    for row in rows:
-        label = f"T={row['T']}"
-        speed.add(label, row["unrolled_s"] / row["implicit_s"], targeted=row["T"] == 100)
-        memory.add(label, row["unrolled_mib"] / max(row["implicit_mib"], 1e-9))
-        peer.add(label, row["torchopt_s"] / row["implicit_s"])
-    for samples, ours, theirs in zero_order:
-        estimator.add(f"{samples} samples", theirs / ours)
-    table = _report.summary_table(
-        [speed, memory, peer, estimator], title="Summary against issue 4's targets",
-        note="ratio = peer / diffopt implicit in time, memory or error; above 1: diffopt "
-        "implicit is better")
-    implicit = [row["implicit_mib"] for row in rows]
-    unrolled = [row["unrolled_mib"] for row in rows]
-    if rows:
-        table += (f"\nPeak memory over T = {', '.join(str(row['T']) for row in rows)}: implicit "
-                  f"{min(implicit):.1f}-{max(implicit):.1f} MiB, unrolled "
-                  f"{min(unrolled):.1f}-{max(unrolled):.1f} MiB.")
-    return table
+    threads = ["--threads", str(args.threads)] if args.threads else []
+    return _suite.run_suite(Path(__file__).with_name("test_implicit.py"), [*threads, *rest])
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -19,20 +19,23 @@ step (``fused_optim.Adam``, eager in every variant). Variants, timed interleaved
 - ``MetaAdam eager``: what diffopt users run today, ``diffopt.MetaAdam(use_accelerated_op=True)``
   on the ``nn.Module`` with ``loss.backward()`` (autograd, ``create_graph`` inner gradients).
 
-The compiled and eager meta-gradients are compared first. Then each blocker met on the way to
-compiling diffopt's own code runs as a minimal reproduction and prints what torch says now (the
-pytree ones compile since diffopt registers its Dynamo twins of optree-core's functions).
+test_compile.py (the pytest-benchmark suite) times the variants side by side and compares the
+compiled and eager meta-gradients. Then each blocker met on the way to compiling diffopt's own
+code runs as a minimal reproduction and prints what torch says now (the pytree ones compile
+since diffopt registers its Dynamo twins of optree-core's functions).
 
-    python benchmarks/maml/bench_compile.py [--repeats 15] [--tasks 10] [--skip-blockers | --blockers-only]
+    python benchmarks/maml/bench_compile.py [--skip-blockers | --blockers-only] [pytest options]
+
+runs ``pytest benchmarks/maml/test_compile.py --compiled`` (see benchmarks/RESULTS.md), then the
+blockers.
 """
 
 from __future__ import annotations
 
 import argparse
-import statistics
 import sys
-import time
 import traceback
+from pathlib import Path
 
 import torch
 import torch.nn.functional as F
@@ -268,57 +271,22 @@ def report_blockers() -> None:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--repeats", type=int, default=15)
-    parser.add_argument("--tasks", type=int, default=10)
-    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--threads", type=int, default=None)
     parser.add_argument("--skip-blockers", action="store_true")
     parser.add_argument("--blockers-only", action="store_true")
-    args = parser.parse_args(argv)
-    torch.set_num_threads(args.threads)
-    if args.blockers_only:
-        report_blockers()
-        return 0
-    x, y = sample_tasks(args.tasks, torch.Generator().manual_seed(1))
+    args, rest = parser.parse_known_args(argv)
+    torch.set_num_threads(args.threads or 1)
+    status = 0
+    if not args.blockers_only:
+        sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+        import _suite
 
-    runners = {}
-    for label, make_step in (("func", func_step_fn), ("diffopt func", diffopt_step_fn)):
-        net = make_mlp()
-        step = make_step(net, args.tasks)
-        compiled = torch.compile(step, fullgraph=True)
-        params = {n: p.detach() for n, p in net.named_parameters()}
-        started = time.perf_counter()
-        c_grads, c_loss = compiled(params, x, y)
-        compile_s = time.perf_counter() - started
-        e_grads, e_loss = step(params, x, y)
-        scale = max(g.abs().max().item() for g in e_grads.values())
-        diff = max((c_grads[n] - e_grads[n]).abs().max().item() for n in NAMES) / scale
-        print(f"{label}: compile time (first call) {compile_s:.1f} s; compiled vs eager meta-gradient: "
-              f"max error {diff:.1e} relative to the largest entry, query loss {c_loss.item():.6f} vs "
-              f"{e_loss.item():.6f}")
-        runners[f"{label} eager"] = make_func_runner(step, make_mlp())
-        runners[f"{label} compiled"] = make_func_runner(compiled, make_mlp())
-    runners["MetaAdam eager"] = make_meta_adam_runner(make_mlp(), args.tasks)
-    times: dict[str, list[float]] = {name: [] for name in runners}
-    for _ in range(2):  # warm-up
-        for run in runners.values():
-            run(x, y)
-    for _ in range(args.repeats):
-        for name, run in runners.items():
-            started = time.perf_counter()
-            run(x, y)
-            times[name].append(time.perf_counter() - started)
-    base = statistics.median(times["func eager"])
-    print("\n| variant | median ms | min ms | eager func / this (medians) |\n|---|---|---|---|")
-    for name, ts in times.items():
-        print(f"| {name} | {1e3 * statistics.median(ts):.2f} | {1e3 * min(ts):.2f} | "
-              f"{base / statistics.median(ts):.2f}x |")
-    ours = statistics.median(times["diffopt func eager"]) / statistics.median(times["diffopt func compiled"])
-    print(f"\ndiffopt func step, compiled against eager: {ours:.2f}x")
-    meta = statistics.median(times["MetaAdam eager"]) / statistics.median(times["diffopt func compiled"])
-    print(f"compiled diffopt func step against diffopt.MetaAdam(use_accelerated_op=True) eager: {meta:.2f}x")
+        threads = ["--threads", str(args.threads)] if args.threads else []
+        status = _suite.run_suite(Path(__file__).with_name("test_compile.py"),
+                                  ["--compiled", *threads, *rest])
     if not args.skip_blockers:
         report_blockers()
-    return 0
+    return status
 
 
 if __name__ == "__main__":

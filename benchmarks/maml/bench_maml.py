@@ -1,6 +1,10 @@
 #!/usr/bin/env python3
 """MAML outer-step time and peak memory: diffopt (accelerated op on/off) vs TorchOpt vs higher.
 
+Configurations (diffopt and TorchOpt alike): the plain ``MetaAdam``/``MetaSGD``, the same with
+the accelerated op (``-accel``), and the functional API (``-func``: ``adam``/``sgd``,
+``update(inplace=False)``, ``apply_updates(inplace=False)``, ``torch.func.functional_call``).
+
 Problems: the MAML sinusoid MLP (1-40-40-1, K=10) and a 4-layer conv net (4 x [3x3 conv,
 BatchNorm without running stats, ReLU, 2x2 max-pool], 5-way 5-shot on 28x28 inputs, 2 tasks
 per outer step; the MLP takes 10 tasks of K=10 points), each with
@@ -12,20 +16,16 @@ initialization and data, in float64; the script checks they agree with diffopt's
 NaN/inf are reported, not compared: TorchOpt's and higher's differentiable Adam give NaN wherever
 a gradient entry is exactly zero).
 
-Time is the best of ``--repeats`` outer steps after warm-up, the libraries' steps interleaved in
-one process (the minimum is the figure least disturbed by other load on a shared machine; the
-median is printed too). Peak memory is measured in one fresh process per library so it belongs
-to that library alone: peak RSS growth over the resident size before the first of 3 outer steps,
-or ``torch.cuda.max_memory_allocated`` on CUDA. "graph MiB" is
-exact and deterministic: the distinct storages one task's autograd graph saves for backward,
-which is what MAML's peak memory scales with. Peers are imported
-lazily and skipped with a message when not installed.
+Peak memory is measured in one fresh process per library (``--worker``) so it belongs to that
+library alone: peak RSS growth over the resident size before the first of 3 outer steps, or
+``torch.cuda.max_memory_allocated`` on CUDA. "graph MiB" is exact and deterministic: the
+distinct storages one task's autograd graph saves for backward, which is what MAML's peak memory
+scales with. Peers are imported lazily and skipped when not installed.
 
-    python benchmarks/maml/bench_maml.py [--repeats 10] [--threads 1] [--device cpu] [--quick]
+    python benchmarks/maml/bench_maml.py [--quick] [pytest options]
 
-A progress bar over the (problem, inner optimizer, steps) cases runs on stderr (``--no-progress``
-or ``NO_PROGRESS=1`` turns it off); the run ends with the markdown table and a summary of the
-speed-ups and graph memory against issue 5's targets.
+is ``pytest benchmarks/maml/test_maml.py`` (test_maml.py, the pytest-benchmark suite, times the
+libraries' outer steps side by side; see benchmarks/RESULTS.md).
 """
 
 from __future__ import annotations
@@ -34,20 +34,18 @@ import argparse
 import json
 import os
 import resource
-import statistics
-import subprocess
 import sys
-import time
 from pathlib import Path
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-import _report  # benchmarks/_report.py: the progress bar and the summary table
-
-LIBRARIES = ["diffopt", "diffopt-accel", "torchopt", "torchopt-accel", "higher"]
+LIBRARIES = ["diffopt", "diffopt-accel", "diffopt-func", "torchopt", "torchopt-accel",
+             "torchopt-func", "higher"]
+# Each diffopt configuration and the same configuration of TorchOpt, compared one to one.
+PAIRS = [("diffopt", "torchopt"), ("diffopt-accel", "torchopt-accel"),
+         ("diffopt-func", "torchopt-func")]
 INNER_LR = {"sgd": 0.1, "adam": 0.01}
 
 
@@ -97,6 +95,28 @@ def make_outer_step(library: str, problem: str, inner: str, steps: int, net: nn.
     loss = loss_fn(problem)
     lr = INNER_LR[inner]
     accelerated = library.endswith("-accel")
+    if library.endswith("-func"):
+        # The functional API as TorchOpt documents it: a tuple of parameters, update(inplace=False),
+        # apply_updates(inplace=False), the module called with them by torch.func.functional_call.
+        lib = __import__(library.split("-")[0])
+        names = [name for name, _ in net.named_parameters()]
+
+        def call(params, x):
+            return torch.func.functional_call(net, dict(zip(names, params)), (x,))
+
+        def outer_step():
+            for xs, ys, xq, yq in tasks:
+                params = tuple(net.parameters())
+                inner_opt = lib.sgd(lr=lr) if inner == "sgd" else lib.adam(lr=lr)
+                state = inner_opt.init(params)
+                for _ in range(steps):
+                    grads = torch.autograd.grad(loss(call(params, xs), ys), params,
+                                                create_graph=True)
+                    updates, state = inner_opt.update(grads, state, inplace=False)
+                    params = lib.apply_updates(params, updates, inplace=False)
+                loss(call(params, xq), yq).backward()
+
+        return outer_step
     if library.startswith("diffopt") or library.startswith("torchopt"):
         lib = __import__("diffopt" if library.startswith("diffopt") else "torchopt")
         if inner == "sgd":
@@ -191,28 +211,6 @@ def make_full_step(library, problem, inner, steps, device):
     return full_step
 
 
-def time_interleaved(libraries, problem, inner, steps, repeats, warmup, device) -> dict:
-    """Best and median seconds per outer step, the libraries' repeats interleaved.
-
-    Interleaving makes background load on a shared machine hit every library alike.
-    """
-    steps_fns = {lib: make_full_step(lib, problem, inner, steps, device) for lib in libraries}
-    for _ in range(warmup):
-        for fn in steps_fns.values():
-            fn()
-    times: dict[str, list[float]] = {lib: [] for lib in libraries}
-    for _ in range(repeats):
-        for lib, fn in steps_fns.items():
-            if device.type == "cuda":
-                torch.cuda.synchronize()
-            start = time.perf_counter()
-            fn()
-            if device.type == "cuda":
-                torch.cuda.synchronize()
-            times[lib].append(time.perf_counter() - start)
-    return {lib: {"seconds": min(t), "median": statistics.median(t)} for lib, t in times.items()}
-
-
 def peak_memory(library, problem, inner, steps, device) -> dict:
     """Run in a fresh process: peak memory growth over 3 outer steps of one library."""
     full_step = make_full_step(library, problem, inner, steps, device)
@@ -270,11 +268,11 @@ def graph_mib(library, problem, inner, steps, device) -> float:
     return sum(seen.values()) / 2**20
 
 
-def finite_difference_check(libraries, problem, device) -> None:
+def finite_difference_check(libraries, problem, device) -> dict[str, float]:
     """Float64 spot check of the Adam meta-gradients against central differences.
 
     With 1 inner Adam step, for each parameter tensor, the entry where the libraries disagree
-    most is differentiated numerically; prints each library's error there.
+    most is differentiated numerically; returns (and prints) each library's largest error there.
     """
     default = torch.get_default_dtype()
     torch.set_default_dtype(torch.float64)
@@ -325,6 +323,7 @@ def finite_difference_check(libraries, problem, device) -> None:
         for lib, err in worst.items():
             print(f"  float64 finite-difference check, {problem} / 1 Adam step: {lib}: "
                   f"max err {err:.1e} (relative to the largest entry)")
+        return worst
     finally:
         torch.set_default_dtype(default)
 
@@ -349,129 +348,20 @@ def compare(reference, other) -> tuple[float, int]:
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--repeats", type=int, default=10)
-    parser.add_argument("--warmup", type=int, default=2)
-    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--threads", type=int, default=None)
     parser.add_argument("--device", default="cpu")
-    parser.add_argument("--steps", default="1,3,5")
-    parser.add_argument("--problems", default="mlp,conv")
-    parser.add_argument("--inner", default="sgd,adam")
-    parser.add_argument("--quick", action="store_true", help="2 repeats, 1 warm-up")
-    parser.add_argument("--check-only", action="store_true",
-                        help="only the meta-gradient agreement checks, no timing")
-    parser.add_argument("--worker", help=argparse.SUPPRESS)
-    _report.add_progress_flag(parser)
-    args = parser.parse_args(argv)
-    torch.set_num_threads(args.threads)
-    device = torch.device(args.device)
-    if args.quick:
-        args.repeats, args.warmup = 2, 1
-
+    parser.add_argument("--worker", help=argparse.SUPPRESS)  # a child: LIB:PROBLEM:INNER:STEPS
+    args, rest = parser.parse_known_args(argv)
+    torch.set_num_threads(args.threads or 1)
     if args.worker:  # child process: one measurement, printed as JSON
         library, problem, inner, steps = args.worker.split(":")
-        print(json.dumps(peak_memory(library, problem, inner, int(steps), device)))
+        print(json.dumps(peak_memory(library, problem, inner, int(steps), torch.device(args.device))))
         return 0
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    import _suite
 
-    libraries = []
-    for library in LIBRARIES:
-        reason = available(library)
-        if reason:
-            print(f"skipping {library}: {reason}")
-        else:
-            libraries.append(library)
-    print(f"torch {torch.__version__}, device {device}, threads {args.threads}, "
-          f"best of {args.repeats} outer steps after {args.warmup} warm-up")
-
-    if "adam" in args.inner.split(","):
-        for problem in args.problems.split(","):
-            finite_difference_check(libraries, problem, device)
-    rows = []
-    checks: list[str] = []  # each meta-gradient check's status
-    problems, inners = args.problems.split(","), args.inner.split(",")
-    step_counts = [int(n) for n in args.steps.split(",")]
-    bar = _report.progress(desc="MAML", total=len(problems) * len(inners) * len(step_counts),
-                           no_progress=args.no_progress)
-    for problem in problems:
-        for inner in inners:
-            for steps in step_counts:
-                bar.set_postfix_str(f"{problem}/{inner}/{steps}")
-                libs = [lib for lib in libraries if inner == "adam" or "accel" not in lib]
-                reference = meta_gradient("diffopt", problem, inner, steps, device)
-                for library in libs[1:]:
-                    err, bad = compare(reference, meta_gradient(library, problem, inner, steps,
-                                                                device))
-                    note = f", {bad} non-finite entries" if bad else ""
-                    status = "OK" if err < 1e-6 else "MISMATCH"
-                    if bad:
-                        status += " on the finite entries"
-                    checks.append(status)
-                    _report.write(f"  meta-gradient {problem}/{inner}/{steps}: {library} vs "
-                                  f"diffopt: max err {err:.1e} (relative to the largest entry)"
-                                  f"{note} [{status}]")
-                if args.check_only:
-                    bar.update()
-                    continue
-                results = time_interleaved(libs, problem, inner, steps, args.repeats,
-                                           args.warmup, device)
-                for library in libs:
-                    results[library]["graph_mib"] = graph_mib(library, problem, inner, steps,
-                                                              device)
-                    cmd = [sys.executable, __file__, "--worker",
-                           f"{library}:{problem}:{inner}:{steps}", "--threads",
-                           str(args.threads), "--device", args.device]
-                    out = subprocess.run(cmd, capture_output=True, text=True, check=True)
-                    results[library].update(json.loads(out.stdout.strip().splitlines()[-1]))
-                rows.append((problem, inner, steps, results))
-                cells = "  ".join(f"{lib} {r['seconds'] * 1e3:.2f} (median {r['median'] * 1e3:.2f}) ms"
-                                  for lib, r in results.items())
-                _report.write(f"{problem:4s} {inner:4s} {steps}  {cells}")
-                bar.update()
-    bar.close()
-
-    print("\n| problem | inner | steps | " + " | ".join(f"{lib} ms (graph / RSS MiB)" for lib in libraries)
-          + " | speed-up vs torchopt | vs higher |")
-    print("|" + "---|" * (len(libraries) + 5))
-    for problem, inner, steps, results in rows:
-        cells = [f"{results[lib]['seconds'] * 1e3:.2f} ({results[lib]['graph_mib']:.3f} / "
-                 f"{results[lib]['peak_mib']:.0f})"
-                 if lib in results else "-" for lib in libraries]
-        # diffopt's best configuration against each peer's best (TorchOpt with or without its op)
-        ours = min(r["seconds"] for lib, r in results.items() if lib.startswith("diffopt"))
-        vs = []
-        for peer in ("torchopt", "higher"):
-            theirs = [r["seconds"] for lib, r in results.items() if lib.startswith(peer)]
-            vs.append(f"{min(theirs) / ours:.2f}x" if theirs else "-")
-        print(f"| {problem} | {inner} | {steps} | " + " | ".join(cells) + " | "
-              + " | ".join(vs) + " |")
-    print(f"\nMeta-gradients: {checks.count('OK')} of {len(checks)} peer checks agree with diffopt"
-          + "".join(f"; {checks.count(status)} {status}"
-                    for status in sorted(set(checks) - {"OK"}))
-          + (" (the float64 finite-difference check above says which side is right)."
-             if set(checks) - {"OK"} else "."))
-    if rows:
-        print()
-        print(_report.summary_table(comparisons(rows), title="Summary against issue 5's targets",
-                                    note="ratio = peer / diffopt, each library's best "
-                                    "configuration; above 1: diffopt is faster or smaller"))
-    return 0
-
-
-def comparisons(rows) -> list[_report.Comparison]:
-    """Time and graph memory of each peer's best configuration over diffopt's best."""
-    out = []
-    for peer, target in (("torchopt", 1.2), ("higher", 1.5)):
-        speed = _report.Comparison(f"time: {peer} / diffopt", target)
-        memory = _report.Comparison(f"graph MiB: {peer} / diffopt", 1.0)
-        for problem, inner, steps, results in rows:
-            theirs = [r for lib, r in results.items() if lib.startswith(peer)]
-            ours = [r for lib, r in results.items() if lib.startswith("diffopt")]
-            if theirs and ours:
-                row = f"{problem} {inner} {steps}"
-                speed.add(row, min(r["seconds"] for r in theirs) / min(r["seconds"] for r in ours))
-                memory.add(row, min(r["graph_mib"] for r in theirs)
-                           / min(r["graph_mib"] for r in ours))
-        out += [speed, memory]
-    return out
+    threads = ["--threads", str(args.threads)] if args.threads else []
+    return _suite.run_suite(Path(__file__).with_name("test_maml.py"), [*threads, *rest])
 
 
 if __name__ == "__main__":

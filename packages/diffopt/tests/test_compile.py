@@ -205,12 +205,19 @@ OPTIMIZERS = {
         diffopt.adam(diffopt.schedule.linear_schedule(0.1, 0.01, transition_steps=4))),
     "sgd-exponential-decay": lambda: diffopt.sgd(
         diffopt.schedule.exponential_decay(0.1, 0.5, transition_steps=2), momentum=0.9),
+    "nadamw": lambda: diffopt.nadam(0.01, weight_decay=0.1, decoupled_weight_decay=True),
+    "nadam-accelerated": lambda: diffopt.nadam(0.01, use_accelerated_op=True),
+    "rprop": lambda: diffopt.rprop(0.01, maximize=True),
+    "rprop-accelerated": lambda: diffopt.rprop(0.01, use_accelerated_op=True),
+    "asgd": lambda: diffopt.asgd(0.01, t0=2, weight_decay=0.01),
+    "asgd-accelerated": lambda: diffopt.asgd(0.01, t0=2, use_accelerated_op=True),
+    "adafactor": lambda: diffopt.adafactor(0.01, weight_decay=0.1),
 }
 
 
 @pytest.mark.parametrize("name", list(OPTIMIZERS))
 def test_functional_update_compiles_to_one_graph_equal_to_eager(name):
-    if name == "adam-accelerated" and not diffopt.accelerated_op_available("cpu"):
+    if name.endswith("-accelerated") and not diffopt.accelerated_op_available("cpu"):
         pytest.skip("fused-optim missing")
     opt = OPTIMIZERS[name]()
 

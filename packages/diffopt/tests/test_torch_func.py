@@ -66,6 +66,16 @@ OPTIMIZERS = {
     "adamax": lambda: diffopt.adamax(0.05),
     "radam": lambda: diffopt.radam(0.05),
     "radam-rectified": lambda: diffopt.radam(0.05, betas=(0.9, 0.7)),
+    "lion": lambda: diffopt.lion(0.01, weight_decay=0.1),
+    "lion-accelerated": lambda: diffopt.lion(0.01, weight_decay=0.1, use_accelerated_op=True),
+    "adan": lambda: diffopt.adan(0.05, weight_decay=0.05),
+    "adan-no-prox": lambda: diffopt.adan(0.05, weight_decay=0.05, no_prox=True),
+    "adan-accelerated": lambda: diffopt.adan(0.05, weight_decay=0.05, use_accelerated_op=True),
+    "nadam": lambda: diffopt.nadam(0.05, weight_decay=0.1, momentum_decay=6e-3),
+    "nadamw": lambda: diffopt.nadam(0.05, weight_decay=0.1, decoupled_weight_decay=True),
+    "rprop": lambda: diffopt.rprop(0.01),
+    "adafactor": lambda: diffopt.adafactor(0.05, weight_decay=0.1),
+    "asgd": lambda: diffopt.asgd(0.05, lambd=0.1, t0=1, weight_decay=0.1),
     "sgd-linear-schedule": lambda: diffopt.sgd(diffopt.schedule.linear_schedule(0.1, 0.01, 2)),
     "adam-polynomial-schedule": lambda: diffopt.adam(
         diffopt.schedule.polynomial_schedule(0.05, 0.01, power=2, transition_steps=3)),
@@ -355,6 +365,8 @@ def test_adam_meta_gradient_finite_and_exact_at_zero_gradient_under_vmap():
     (diffopt.MetaAdadelta, {"lr": 1.0}),
     (diffopt.MetaAdamax, {"lr": 0.05}),
     (diffopt.MetaRAdam, {"lr": 0.05}),
+    (diffopt.MetaLion, {"lr": 0.01, "weight_decay": 0.1}),
+    (diffopt.MetaAdan, {"lr": 0.05, "weight_decay": 0.05}),
 ])
 def test_meta_optimizer_impl_under_vmap_matches_meta_optimizer(meta_class, kwargs):
     """A Meta* optimizer's functional core (``.impl``) vmapped over tasks == the class, looped."""

@@ -7,11 +7,17 @@
 #include <vector>
 
 #include "fused_optim/math/adadelta.h"
+#include "fused_optim/math/adafactor.h"
 #include "fused_optim/math/adagrad.h"
 #include "fused_optim/math/adam.h"
 #include "fused_optim/math/adamax.h"
+#include "fused_optim/math/adan.h"
+#include "fused_optim/math/lion.h"
+#include "fused_optim/math/asgd.h"
+#include "fused_optim/math/nadam.h"
 #include "fused_optim/math/radam.h"
 #include "fused_optim/math/rmsprop.h"
+#include "fused_optim/math/rprop.h"
 #include "fused_optim/math/sgd.h"
 
 // Every kernel, by its binding's name (fused_optim::bind::<name>, written in math/<algo>.h).
@@ -24,7 +30,13 @@
   X(AdagradStep) X(AdagradBackward)                                      \
   X(AdadeltaStep) X(AdadeltaBackward)                                    \
   X(AdamaxStep) X(AdamaxBackward)                                        \
-  X(RadamStep) X(RadamBackward)
+  X(RadamStep) X(RadamBackward)                                          \
+  X(LionStep) X(LionBackward)                                            \
+  X(AdanStep) X(AdanBackward)                                            \
+  X(NadamStep) X(NadamBackward)                                          \
+  X(RpropStep) X(RpropBackward)                                          \
+  X(AsgdStep) X(AsgdBackward)                                            \
+  X(AdafactorVectorDirection) X(AdafactorFactoredDirection) X(AdafactorApply)
 // clang-format on
 
 namespace fused_optim {

@@ -90,6 +90,26 @@ def _cases() -> list[FunctionalCase]:
         kw = dict(step=step, lr=0.01, beta1=0.9, beta2=0.999, eps=1e-3, weight_decay=wd,
                   decoupled_weight_decay=decoupled, maximize=maximize)
         cases.append(FunctionalCase("radam_update", (PARAM, GRAD, ANY, POS), kw, f"radam-s{step}-d{decoupled}"))
+    for wd, maximize in [(0.0, False), (0.1, True)]:
+        kw = dict(lr=0.1, beta1=0.9, beta2=0.99, weight_decay=wd, maximize=maximize)
+        cases.append(FunctionalCase("lion_update", (PARAM, GRAD, ANY), kw, f"lion-wd{wd}-mx{maximize}"))
+    for step, wd, no_prox, maximize in [(1, 0.0, False, False), (3, 0.1, False, True), (2, 0.1, True, False)]:
+        kw = dict(step=step, lr=0.05, beta1=0.98, beta2=0.92, beta3=0.99, eps=1e-3, weight_decay=wd,
+                  no_prox=no_prox, maximize=maximize)
+        cases.append(FunctionalCase("adan_update", (PARAM, GRAD, ANY, ANY, POS, GRAD), kw,
+                                    f"adan-s{step}-wd{wd}-np{no_prox}"))
+    # mu_product is the momentum product through this step (0.45... after the first).
+    for step, product, wd, decoupled, maximize in [(1, 0.4501, 0.0, False, False), (4, 0.05, 0.1, False, True),
+                                                   (9, 0.002, 0.1, True, False)]:
+        kw = dict(step=step, mu_product=product, lr=0.01, beta1=0.9, beta2=0.999, eps=1e-3, weight_decay=wd,
+                  momentum_decay=6e-3, decoupled_weight_decay=decoupled, maximize=maximize)
+        cases.append(FunctionalCase("nadam_update", (PARAM, GRAD, ANY, POS), kw, f"nadam-s{step}-d{decoupled}"))
+    for size_max, maximize in [(50.0, False), (1.5, True)]:  # the second clamps some step sizes
+        kw = dict(etaminus=0.5, etaplus=1.2, step_size_min=1e-6, step_size_max=size_max, maximize=maximize)
+        cases.append(FunctionalCase("rprop_update", (PARAM, GRAD, ANY, POS), kw, f"rprop-max{size_max}"))
+    for mu, lambd, wd, maximize in [(1.0, 1e-4, 0.0, False), (0.3, 0.1, 0.1, True)]:
+        kw = dict(eta=0.05, mu=mu, lambd=lambd, weight_decay=wd, maximize=maximize)
+        cases.append(FunctionalCase("asgd_update", (PARAM, GRAD, ANY), kw, f"asgd-mu{mu}-wd{wd}"))
     return cases
 
 

@@ -45,7 +45,8 @@ def test_functional_and_backward_ops_match_cpu(case, dtype):
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
-@pytest.mark.parametrize("name", ["SGD", "Adam", "AdamW", "RMSprop", "Adagrad", "Adadelta", "Adamax", "RAdam"])
+@pytest.mark.parametrize("name", ["SGD", "Adam", "AdamW", "RMSprop", "Adagrad", "Adadelta", "Adamax", "RAdam", "NAdam",
+                                  "Rprop", "ASGD", "Adafactor"])
 def test_drop_in_optimizers_on_cuda_match_cpu(name, dtype):
     gen = torch.Generator().manual_seed(0)
     cpu = [torch.randn(s, generator=gen).to(dtype).requires_grad_() for s in SHAPES[:6]]

@@ -132,7 +132,57 @@ def _multi_step_cases():
     def adamw_amsgrad(p, w, n):
         return adam(p, w, n, amsgrad=True, name="adamw_update")
 
-    return [sgd, adam, adamw_amsgrad, direction, rmsprop, adagrad, adadelta, adamax, radam]
+    def lion(p, w, n):
+        # sign() has no derivative: the meta-gradient reaches p0 through the decay and w through
+        # the momentum, whose value the next step's sign reads (without a derivative) -- so the
+        # loss also reads the momentum, or w would have no gradient at all.
+        m = torch.zeros_like(p)
+        for t in range(n):
+            g = torch.sin(p) * w[t]
+            (p,), (m,) = F.lion_update([p], [g], [m], lr=0.05, weight_decay=0.5)
+        return p + m
+
+    def adan(p, w, n, no_prox=False):
+        m, v, s, prev = (torch.zeros_like(p) for _ in range(4))
+        for t in range(n):
+            g = torch.sin(p) * w[t]
+            (p,), (m,), (v,), (s,), (prev,) = F.adan_update([p], [g], [m], [v], [s], [prev], t + 1, lr=0.05,
+                                                            eps=1e-3, weight_decay=0.1, no_prox=no_prox)
+        return p
+
+    def adan_no_prox(p, w, n):
+        return adan(p, w, n, no_prox=True)
+
+    def nadam(p, w, n, decoupled=False):
+        m, v, product = torch.zeros_like(p), torch.zeros_like(p), 1.0
+        for t in range(n):
+            g = torch.sin(p) * w[t]
+            (p,), (m,), (v,), product = F.nadam_update([p], [g], [m], [v], t + 1, product, lr=0.05, eps=1e-3,
+                                                       weight_decay=0.1, decoupled_weight_decay=decoupled)
+        return p
+
+    def nadamw(p, w, n):
+        return nadam(p, w, n, decoupled=True)
+
+    def rprop(p, w, n):
+        # The step depends on the gradient only through signs: the meta-gradient flows through the
+        # params and the step sizes (a tensor lr seeds them, and the clamp bounds them).
+        prev, size = torch.zeros_like(p), (w[0] * 0.01).clone()
+        for t in range(n):
+            g = torch.sin(p) * w[t]
+            (p,), (prev,), (size,) = F.rprop_update([p], [g], [prev], [size], etaplus=1.5, step_size_max=0.014)
+        return p + prev * w[-1]  # prev carries the (kept) gradient: its derivative is checked too
+
+    def asgd(p, w, n):
+        ax = torch.zeros_like(p)
+        for t in range(n):
+            g = torch.sin(p) * w[t]
+            (p,), (ax,) = F.asgd_update([p], [g], [ax], 0.1, 1.0 if t == 0 else 1.0 / t, lambd=0.05,
+                                        weight_decay=0.1)
+        return p + ax
+
+    return [sgd, adam, adamw_amsgrad, direction, rmsprop, adagrad, adadelta, adamax, radam, lion, adan, adan_no_prox,
+            nadam, nadamw, rprop, asgd]
 
 
 @pytest.mark.parametrize("unrolled", _multi_step_cases(), ids=lambda f: f.__name__)
@@ -155,6 +205,11 @@ def test_node_names():
     assert d[0].grad_fn.name() == "FusedAdamDirectionBackward"
     assert F.rmsprop_update([p], [p * 1], [z]).params[0].grad_fn.name() == "FusedRMSpropBackward"
     assert F.radam_update([p], [p * 1], [z], [z], 1).params[0].grad_fn.name() == "FusedRAdamBackward"
+    assert F.nadam_update([p], [p * 1], [z], [z], 1, 1.0).params[0].grad_fn.name() == "FusedNAdamBackward"
+    assert F.nadam_update([p], [p * 1], [z], [z], 1, 1.0, weight_decay=0.1,
+                          decoupled_weight_decay=True).params[0].grad_fn.name() == "FusedNAdamWBackward"
+    assert F.rprop_update([p], [p * 1], [z], [z + 0.1]).params[0].grad_fn.name() == "FusedRpropBackward"
+    assert F.asgd_update([p], [p * 1], [z], 0.1, 1.0).params[0].grad_fn.name() == "FusedASGDBackward"
     # One node per call, whatever the number of tensors.
     q = [torch.ones(3, requires_grad=True) for _ in range(5)]
     out = F.adagrad_update(q, [t * 2 for t in q], [torch.zeros(3)] * 5, 1).params
@@ -211,7 +266,8 @@ def test_adam_direction_zero_gradient_is_finite_and_exact():
 
 
 @pytest.mark.parametrize("name", ["adam_update", "adamw_update", "radam_update", "rmsprop_update",
-                                  "adagrad_update", "adamax_update", "adadelta_update"])
+                                  "adagrad_update", "adamax_update", "adadelta_update", "adan_update",
+                                  "nadam_update"])
 def test_meta_gradient_finite_with_dead_units(name):
     # A two-step unroll where half of the gradient entries are exactly zero at every step.
     p0 = torch.tensor([0.5, -1.0, 2.0, 0.3], dtype=torch.float64, requires_grad=True)
@@ -225,8 +281,14 @@ def test_meta_gradient_finite_with_dead_units(name):
         if name in ("adam_update", "adamw_update", "radam_update", "adamax_update"):
             states = states or [[z], [z]]
             out = fn([p], [g], *states, t + 5 if name == "radam_update" else t)
+        elif name == "nadam_update":
+            states = states or [[z], [z], 1.0]
+            out = fn([p], [g], *states[:2], t, states[2])
         elif name == "adagrad_update":
             states = states or [[z]]
+            out = fn([p], [g], *states, t)
+        elif name == "adan_update":
+            states = states or [[z], [z], [z], [z]]
             out = fn([p], [g], *states, t)
         elif name == "adadelta_update":
             states = states or [[z], [z]]
@@ -235,7 +297,7 @@ def test_meta_gradient_finite_with_dead_units(name):
             states = states or [[z]]
             out = fn([p], [g], *states)
         p = out.params[0]
-        states = [list(x) for x in out[1:] if len(x)]
+        states = [x if isinstance(x, float) else list(x) for x in out[1:] if isinstance(x, float) or len(x)]
     (meta,) = torch.autograd.grad((p * p).sum(), p0)
     assert torch.isfinite(meta).all()
     # Dead coordinates only feel AdamW's decoupled decay p <- c p (c = 1 - lr wd, default

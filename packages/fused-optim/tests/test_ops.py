@@ -51,6 +51,26 @@ def _step_args(name: str, dtype=torch.float32):
         return (p, g, lst(), lst(True), steps()), dict(lr=0.01, beta1=0.9, beta2=0.999, eps=1e-8,
                                                       weight_decay=0.1, decoupled_weight_decay=True,
                                                       maximize=False)
+    if name == "lion_step_":
+        return (p, g, lst(), steps()), dict(lr=0.01, beta1=0.9, beta2=0.99, weight_decay=0.1, maximize=True)
+    if name == "adan_step_":
+        return (p, g, lst(), lst(), lst(True), lst(), steps()), dict(
+            lr=0.01, beta1=0.98, beta2=0.92, beta3=0.99, eps=1e-8, weight_decay=0.1, no_prox=False, maximize=False)
+    if name == "nadam_step_":
+        products = [torch.tensor(1.0) for _ in shapes]
+        return (p, g, lst(), lst(True), products, steps()), dict(
+            lr=0.01, beta1=0.9, beta2=0.999, eps=1e-8, weight_decay=0.1, momentum_decay=4e-3,
+            decoupled_weight_decay=True, maximize=True)
+    if name == "rprop_step_":
+        return (p, g, lst(), [0.01 * t for t in lst(True)], steps()), dict(
+            lr=0.01, etaminus=0.5, etaplus=1.2, step_size_min=1e-6, step_size_max=50.0, maximize=True)
+    if name == "asgd_step_":
+        etas, mus = [torch.tensor(0.01) for _ in shapes], [torch.tensor(1.0) for _ in shapes]
+        return (p, g, lst(), etas, mus, steps()), dict(lr=0.01, lambd=1e-4, alpha=0.75, t0=1.0,
+                                                         weight_decay=0.1, maximize=False)
+    if name == "adafactor_step_":
+        return (p, g, [], [], lst(True), steps()), dict(lr=0.01, beta2_decay=-0.8, eps1=1e-30, eps2=1e-3, d=1.0,
+                                                        weight_decay=0.1, maximize=True, factored=False)
     raise AssertionError(name)
 
 

@@ -50,6 +50,25 @@ def _configs():
         if wd == 0 and decoupled:
             continue
         out.append(("RAdam", dict(lr=0.01, weight_decay=wd, decoupled_weight_decay=decoupled, maximize=maximize)))
+    # torch's own NAdam, Rprop and ASGD test configurations (common_optimizers.py), then every
+    # combination of their options.
+    for wd, momentum_decay, decoupled, maximize, lr in itertools.product(
+            [0.0, 0.1], [4e-3, 6e-3], [False, True], [False, True], [2e-3, 1e-3]):
+        if wd == 0 and decoupled:
+            continue
+        out.append(("NAdam", dict(lr=lr, weight_decay=wd, momentum_decay=momentum_decay,
+                                  decoupled_weight_decay=decoupled, maximize=maximize)))
+    for lr, etas, step_sizes, maximize in itertools.product(
+            [1e-2, 2e-4], [(0.5, 1.2), (0.5, 1.5)], [(1e-6, 50), (2e-6, 100), (1e-3, 0.02)], [False, True]):
+        out.append(("Rprop", dict(lr=lr, etas=etas, step_sizes=step_sizes, maximize=maximize)))
+    for lambd, lr, t0, wd, maximize in itertools.product([1e-4, 0.1], [1e-2, 0.02], [1e6, 100, 5], [0.0, 0.1],
+                                                         [False, True]):
+        out.append(("ASGD", dict(lr=lr, lambd=lambd, t0=t0, weight_decay=wd, maximize=maximize)))
+    # torch's Adafactor configurations, then combinations (eps1 None: the dtype's epsilon).
+    for lr, wd, maximize, beta2_decay, d, eps in itertools.product(
+            [1e-2, 1e-3], [0.0, 0.1], [False, True], [-0.8, -1.0], [1.0, 1.5], [(None, 1e-3), (1e-20, 1e-2)]):
+        out.append(("Adafactor", dict(lr=lr, weight_decay=wd, maximize=maximize, beta2_decay=beta2_decay, d=d,
+                                      eps=eps)))
     return out
 
 
@@ -116,10 +135,14 @@ def test_matches_torch_optim(name, kwargs, dtype):
     _assert_state_close(ref, ours, tol)
 
 
-NAMES = ["SGD", "Adam", "AdamW", "RMSprop", "Adagrad", "Adadelta", "Adamax", "RAdam"]
+NAMES = ["SGD", "Adam", "AdamW", "RMSprop", "Adagrad", "Adadelta", "Adamax", "RAdam", "NAdam", "Rprop", "ASGD",
+         "Adafactor"]
 RICH = {"SGD": dict(lr=0.05, momentum=0.9), "Adam": dict(lr=0.01, amsgrad=True), "AdamW": dict(lr=0.01),
         "RMSprop": dict(lr=0.01, centered=True, momentum=0.5), "Adagrad": dict(lr=0.1, lr_decay=0.01),
-        "Adadelta": dict(), "Adamax": dict(lr=0.02), "RAdam": dict(lr=0.01)}
+        "Adadelta": dict(), "Adamax": dict(lr=0.02), "RAdam": dict(lr=0.01),
+        "NAdam": dict(lr=0.01, weight_decay=0.1, decoupled_weight_decay=True),
+        "Rprop": dict(lr=0.01, etas=(0.4, 1.5)), "ASGD": dict(lr=0.05, t0=2, weight_decay=0.1),
+        "Adafactor": dict(lr=0.05, weight_decay=0.1, d=1.5)}
 
 
 @pytest.mark.parametrize("name", NAMES)
@@ -255,6 +278,14 @@ def test_low_precision_params_use_float32_math(name, dtype):
 
 @pytest.mark.parametrize("name", NAMES)
 def test_complex_params_match_torch(name):
+    if name == "Adafactor":  # torch's Adafactor rejects complex parameters; so does ours, untouched
+        p = torch.ones(2, dtype=torch.complex64, requires_grad=True)
+        for cls in (torch.optim.Adafactor, fused_optim.Adafactor):
+            p.grad = torch.ones_like(p)
+            with pytest.raises(RuntimeError, match="does not support complex"):
+                cls([p]).step()
+            assert torch.equal(p.detach(), torch.ones_like(p))
+        return
     def make(dtype):
         del dtype
         gen = torch.Generator().manual_seed(5)
@@ -264,7 +295,8 @@ def test_complex_params_match_torch(name):
     torch.testing.assert_close(op[0], rp[0], rtol=1e-12, atol=1e-14)
 
 
-@pytest.mark.parametrize("name", ["Adam", "AdamW", "RMSprop", "Adadelta", "Adamax", "RAdam"])
+@pytest.mark.parametrize("name", ["Adam", "AdamW", "RMSprop", "Adadelta", "Adamax", "RAdam", "NAdam", "Rprop",
+                                  "ASGD", "Adafactor"])
 def test_sparse_gradients_rejected_like_torch(name):
     p = torch.ones(3, requires_grad=True)
     opt = getattr(fused_optim, name)([p])
@@ -314,7 +346,10 @@ def test_constructor_checks_are_torch_optim_s():
     for name, bad in [("Adam", dict(lr=-1.0)), ("Adam", dict(betas=(1.0, 0.9))), ("Adam", dict(eps=-1.0)),
                       ("SGD", dict(lr=0.1, nesterov=True)), ("RMSprop", dict(alpha=-1.0)),
                       ("Adagrad", dict(lr_decay=-1.0)), ("Adadelta", dict(rho=1.5)),
-                      ("Adamax", dict(weight_decay=-1.0)), ("RAdam", dict(betas=(0.9, 1.0)))]:
+                      ("Adamax", dict(weight_decay=-1.0)), ("RAdam", dict(betas=(0.9, 1.0))),
+                      ("NAdam", dict(momentum_decay=-1.0)), ("NAdam", dict(betas=(0.9, 1.0))),
+                      ("Rprop", dict(etas=(1.5, 1.2))), ("Rprop", dict(lr=-1.0)), ("ASGD", dict(weight_decay=-0.1)),
+                      ("Adafactor", dict(beta2_decay=0.5)), ("Adafactor", dict(d=0.5))]:
         with pytest.raises(ValueError) as theirs:
             getattr(torch.optim, name)(p, **bad)
         with pytest.raises(ValueError) as ours:

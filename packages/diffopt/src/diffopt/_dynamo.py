@@ -35,7 +35,7 @@ import threading
 import warnings
 from collections import OrderedDict, defaultdict, deque
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import Any, cast
 
 import optree_core
 from optree_core import _C
@@ -58,7 +58,7 @@ _DICT_KINDS = (_DICT, _ORDEREDDICT, _DEFAULTDICT)
 
 def _node_entry(cls: type, namespace: str) -> tuple[int, Any, Any] | None:
     """``(kind, flatten_func, unflatten_func)`` of the node type ``cls``; ``None`` for a leaf type."""
-    found = _C.lookup_node(cls, namespace)
+    found = cast("tuple[Any, Any, Any] | None", _C.lookup_node(cls, namespace))
     if found is not None:
         return int(found[0]), found[1], found[2]
     if _C.is_structseq_class(cls):
@@ -224,6 +224,7 @@ class TraceableTreeSpec:
             return OrderedDict(zip(self._entries, children))
         if kind in _DICT_KINDS:
             by_key = dict(zip(self._entries, children))
+            assert self._original_keys is not None  # a dict node always keeps its own order
             items = [(key, by_key[key]) for key in self._original_keys]
             if kind == _DEFAULTDICT:
                 return defaultdict(self._metadata[0], items)
@@ -268,7 +269,9 @@ class TraceableTreeSpec:
 def _flatten_one_level(node: Any, none_is_leaf: bool, namespace: str) -> tuple[Any, ...]:
     """``(children, metadata, entries, kind, unflatten_func)`` of a node (not a leaf)."""
     node_type = type(node)
-    kind, flatten_func, unflatten_func = _node_entry(node_type, namespace)
+    entry = _node_entry(node_type, namespace)
+    assert entry is not None  # callers pass nodes, never leaves
+    kind, flatten_func, unflatten_func = entry
     if kind == _NONE:
         return [], None, (), kind, None
     if kind in (_TUPLE, _LIST, _NAMEDTUPLE, _STRUCTSEQUENCE, _DEQUE):

@@ -200,26 +200,45 @@ class ChainedGradientTransformation(GradientTransformation):
         if not members:  # a chain of identities still needs a state of its own
             members = (IdentityGradientTransformation(),)
         init_fns = tuple(t.init for t in members)
-        update_fns = tuple(t.update for t in members)
+        plan = _fusion_plan(members)
 
         def init_fn(params):
             return tuple(fn(params) for fn in init_fns)
 
-        def update_fn(updates, state, *, params=None, inplace=True):
-            if not isinstance(state, tuple) or len(state) != len(update_fns):
+        def run(updates, state, params, inplace, add_to):
+            if not isinstance(state, tuple) or len(state) != len(members):
                 size = len(state) if isinstance(state, tuple) else type(state).__name__
                 raise ValueError(
-                    f"chain: expected a state with {len(update_fns)} entries (one per chained "
+                    f"chain: expected a state with {len(members)} entries (one per chained "
                     f"transformation, as init returns), got {size}"
                 )
-            new_state = []
-            for fn, inner_state in zip(update_fns, state):
-                updates, inner_state = fn(updates, inner_state, params=params, inplace=inplace)
-                new_state.append(inner_state)
+            new_state = list(state)
+            last = len(plan) - 1
+            for k, (i, update, factor) in enumerate(plan):
+                if factor is None:
+                    updates, new_state[i] = update(updates, state[i], params=params,
+                                                   inplace=inplace)
+                else:  # the scale's state is stateless and stays as it is
+                    updates, new_state[i] = update(updates, state[i], factor,
+                                                   add_to if k == last else None)
             return updates, tuple(new_state)
+
+        def update_fn(updates, state, *, params=None, inplace=True):
+            return run(updates, state, params, inplace, None)
+
+        def update_and_apply(updates, state, params):
+            """``(new param leaves, new state)`` for flat ``updates`` and ``params``, out of place."""
+            if plan[-1][2] is None:
+                updates, state = run(updates, state, params, False, None)
+                from diffopt.update import add_leaves
+
+                return add_leaves(list(params), list(updates)), state
+            return run(updates, state, params, False, params)
 
         instance = super().__new__(cls, init_fn, update_fn)
         instance.transformations = members
+        # Used by MetaOptimizer and FuncOptimizer: the update and ``params + updates`` at once.
+        instance._update_and_apply = update_and_apply  # type: ignore[attr-defined]
         return instance
 
     def __repr__(self) -> str:
@@ -241,6 +260,30 @@ class ChainedGradientTransformation(GradientTransformation):
 
     def __reduce__(self):
         return type(self), self.transformations
+
+
+def _fusion_plan(members: tuple) -> list[tuple[int, Callable, float | None]]:
+    """How a chain runs its members: ``(index, update, None)`` for a member run on its own, or
+    ``(index, scaled_update, factor)`` for a member followed by a constant :func:`scale`.
+
+    A member whose update offers ``scaled_update(updates, state, factor, add_to)`` (Adam) takes
+    the scale's factor into its own arithmetic: ``chain(scale_by_adam(), scale(-lr))`` is then one
+    multiplication less per step, and when the pair ends the chain the parameters are added in
+    the same op (``addcdiv``). Same state, same numbers up to rounding.
+    """
+    plan: list[tuple[int, Callable, float | None]] = []
+    i = 0
+    while i < len(members):
+        scaled = getattr(members[i].update, "scaled_update", None)
+        factor = (getattr(members[i + 1].update, "constant_factor", None)
+                  if i + 1 < len(members) else None)
+        if scaled is not None and factor is not None:
+            plan.append((i, scaled, factor))
+            i += 2
+        else:
+            plan.append((i, members[i].update, None))
+            i += 1
+    return plan
 
 
 def _identity_init(params: Params) -> OptState:

@@ -9,13 +9,34 @@ Example:
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import torch
 
 import optree_core
+from diffopt.transform._leafwise import scale_leaves
 
-__all__ = ["apply_updates"]
+__all__ = ["apply_updates"]  # add_leaves: the internal multi-tensor form it shares
+
+
+def add_leaves(params: Sequence[Any], updates: Sequence[Any], alpha: float = 1.0) -> list:
+    """``p + alpha * u`` for each pair (``p`` itself where ``u`` is ``None``), differentiably.
+
+    One multi-tensor ``add`` for all the pairs where the leaves allow it (see
+    :func:`diffopt.transform._leafwise.can_use_foreach`), one ``add`` per pair otherwise.
+
+    Example:
+        >>> import torch
+        >>> add_leaves([torch.ones(2), torch.zeros(1)], [torch.ones(2), None])
+        [tensor([2., 2.]), tensor([0.])]
+    """
+    present = [i for i, u in enumerate(updates) if u is not None and params[i] is not None]
+    sums = scale_leaves([updates[i] for i in present], alpha, [params[i] for i in present])
+    out = list(params)
+    for j, i in enumerate(present):
+        out[i] = sums[j]
+    return out
 
 
 def apply_updates(params: Any, updates: Any, *, inplace: bool = True) -> Any:
@@ -63,5 +84,4 @@ def apply_updates(params: Any, updates: Any, *, inplace: bool = True) -> Any:
                 if u is not None and p is not None:
                     p.add_(u)
         return params
-    new_leaves = [p if u is None else p + u for p, u in zip(param_leaves, update_leaves)]
-    return optree_core.tree_unflatten(treespec, new_leaves)
+    return optree_core.tree_unflatten(treespec, add_leaves(param_leaves, update_leaves))

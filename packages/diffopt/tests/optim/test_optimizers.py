@@ -5,6 +5,7 @@ import torch
 from helpers import small_mlp
 
 import diffopt
+import fused_optim
 
 # (diffopt class, torch class, kwargs shared by both)
 CASES = [
@@ -30,6 +31,28 @@ CASES = [
     (diffopt.RAdam, torch.optim.RAdam, dict(lr=0.01, eps=1e-8)),
     (diffopt.RAdam, torch.optim.RAdam, dict(lr=0.01, eps=1e-7, weight_decay=0.1,
                                             betas=(0.8, 0.9))),
+    (diffopt.NAdam, torch.optim.NAdam, dict(lr=0.01)),
+    (diffopt.NAdam, torch.optim.NAdam, dict(lr=0.01, weight_decay=0.1, momentum_decay=6e-3, maximize=True)),
+    (diffopt.NAdam, torch.optim.NAdam, dict(lr=0.01, weight_decay=0.1, momentum_decay=6e-3,
+                                            decoupled_weight_decay=True, betas=(0.8, 0.9))),
+    (diffopt.Rprop, torch.optim.Rprop, dict(lr=0.01)),
+    (diffopt.Rprop, torch.optim.Rprop, dict(lr=2e-3, etas=(0.3, 1.5), step_sizes=(1e-4, 0.05),
+                                            maximize=True)),
+    (diffopt.ASGD, torch.optim.ASGD, dict(lr=0.05)),
+    (diffopt.Adafactor, torch.optim.Adafactor, dict()),
+    (diffopt.Adafactor, torch.optim.Adafactor, dict(lr=0.01, weight_decay=0.1)),
+    (diffopt.Adafactor, torch.optim.Adafactor, dict(weight_decay=0.1, maximize=True)),
+    (diffopt.Adafactor, torch.optim.Adafactor, dict(beta2_decay=-1.0, d=1.5, eps=(1e-20, 1e-2))),
+    (diffopt.ASGD, torch.optim.ASGD, dict(lr=0.05, lambd=0.1, alpha=0.5, t0=10, weight_decay=0.1, maximize=True)),
+]
+
+# Lion and Adan are not in torch.optim: their twins are fused-optim's drop-in classes.
+CASES += [
+    (diffopt.Lion, fused_optim.Lion, dict(lr=0.01)),
+    (diffopt.Lion, fused_optim.Lion, dict(lr=0.01, betas=(0.8, 0.9), weight_decay=0.5, maximize=True)),
+    (diffopt.Adan, fused_optim.Adan, dict(lr=0.01)),
+    (diffopt.Adan, fused_optim.Adan, dict(lr=0.01, betas=(0.9, 0.8, 0.95), weight_decay=0.1)),
+    (diffopt.Adan, fused_optim.Adan, dict(lr=0.01, weight_decay=0.1, no_prox=True, maximize=True)),
 ]
 
 STEPS = 40
@@ -54,6 +77,24 @@ def _train(make_opt, seed=0):
 def test_matches_torch_optim(ours, theirs, kwargs):
     expected = _train(lambda p: theirs(p, **kwargs))
     got = _train(lambda p: ours(p, **kwargs))
+    for e, g in zip(expected, got):
+        torch.testing.assert_close(g, e, rtol=1e-9, atol=1e-11)
+
+
+ACCELERATED = [
+    (diffopt.NAdam, torch.optim.NAdam, dict(lr=0.01, weight_decay=0.1, momentum_decay=6e-3)),
+    (diffopt.NAdam, torch.optim.NAdam, dict(lr=0.01, weight_decay=0.1, decoupled_weight_decay=True, maximize=True)),
+    (diffopt.Rprop, torch.optim.Rprop, dict(lr=0.01, etas=(0.3, 1.5), maximize=True)),
+    (diffopt.ASGD, torch.optim.ASGD, dict(lr=0.05, lambd=0.1, t0=10, weight_decay=0.1)),
+]
+
+
+@pytest.mark.parametrize(("ours", "theirs", "kwargs"), ACCELERATED,
+                         ids=[f"{c[0].__name__}-{i}" for i, c in enumerate(ACCELERATED)])
+def test_accelerated_matches_torch_optim(ours, theirs, kwargs):
+    pytest.importorskip("fused_optim")
+    expected = _train(lambda p: theirs(p, **kwargs))
+    got = _train(lambda p: ours(p, **kwargs, use_accelerated_op=True))
     for e, g in zip(expected, got):
         torch.testing.assert_close(g, e, rtol=1e-9, atol=1e-11)
 

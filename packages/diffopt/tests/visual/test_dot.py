@@ -94,7 +94,7 @@ def test_maml_graph_names_every_step(accelerated):
     box = next(n for n, lines in nodes.items() if lines[0] == "step2.0.weight")
     into = [nodes[t][0] for t, h in edges if h == box]
     out_of = [nodes[h][0] for t, h in edges if t == box]
-    assert into == ["AddBackward0"]
+    assert into == ["ForeachAddBackward0List"]  # one addition for all leaves of the step
     assert out_of == ["TBackward0"]
 
 
@@ -112,8 +112,9 @@ def test_fused_updates_are_one_node_each_and_the_graph_is_smaller():
     assert not any("Sqrt" in label or "Where" in label for label in fused_labels)
     assert len(fused_nodes) < len(plain_nodes)
     assert len(fused_edges) < len(plain_edges)
-    # The fused node stands for the element-wise Adam arithmetic: at least a dozen nodes per step.
-    assert len(plain_nodes) - len(fused_nodes) >= 2 * 12
+    # The fused node stands for the element-wise Adam arithmetic, which the plain path computes
+    # with eight multi-tensor nodes per step (lerp, mul, lerp, clamp_min, sqrt, add, div, add).
+    assert len(plain_nodes) - len(fused_nodes) >= 2 * 6
 
     # Same dependency structure between the named tensors in both pictures.
     plain_deps = reachable_names(plain_nodes, plain_edges)

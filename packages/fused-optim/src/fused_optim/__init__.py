@@ -1,8 +1,9 @@
 """fused-optim: fused CPU/CUDA optimizer kernels for PyTorch.
 
 * Drop-in optimizers: ``fused_optim.Adam``, ``AdamW``, ``SGD``, ``RMSprop``, ``Adagrad``,
-  ``Adadelta``, ``Adamax``, ``RAdam`` take the same arguments as their ``torch.optim`` twins and
-  share their ``state_dict`` layout, with one multi-tensor kernel per step.
+  ``Adadelta``, ``Adamax``, ``RAdam``, ``NAdam``, ``Rprop``, ``ASGD``, ``Adafactor`` take the same
+  arguments as their ``torch.optim`` twins and share their ``state_dict`` layout, with one
+  multi-tensor kernel per step; ``Lion`` and ``Adan``, which torch.optim lacks, follow their papers.
 * Differentiable out-of-place updates for meta-learning: :mod:`fused_optim.functional`
   (``adam_update``, ``adam_direction``...), one fused backward node per call.
 * The custom ops themselves: ``torch.ops.fused_optim.*`` (see :mod:`fused_optim.ops`).
@@ -25,19 +26,40 @@ check_running_torch()
 
 from fused_optim import functional, ops  # noqa: E402
 from fused_optim._C import BUILD_INFO  # noqa: E402
-from fused_optim.optim import SGD, Adadelta, Adagrad, Adam, Adamax, AdamW, RAdam, RMSprop  # noqa: E402
+from fused_optim.optim import (  # noqa: E402
+    ASGD,
+    SGD,
+    Adadelta,
+    Adafactor,
+    Adagrad,
+    Adam,
+    Adamax,
+    AdamW,
+    Adan,
+    Lion,
+    NAdam,
+    RAdam,
+    RMSprop,
+    Rprop,
+)
 from fused_optim.version import __version__  # noqa: E402
 
 __all__ = [
+    "ASGD",
     "BUILD_INFO",
     "SGD",
     "Adadelta",
+    "Adafactor",
     "Adagrad",
     "Adam",
     "AdamW",
     "Adamax",
+    "Adan",
+    "Lion",
+    "NAdam",
     "RAdam",
     "RMSprop",
+    "Rprop",
     "__version__",
     "functional",
     "ops",

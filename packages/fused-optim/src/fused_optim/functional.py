@@ -25,21 +25,31 @@ from torch import Tensor
 from fused_optim.ops import apply_functional
 
 __all__ = [
+    "ASGDUpdate",
     "AdadeltaUpdate",
     "AdagradUpdate",
     "AdamUpdate",
     "AdamaxUpdate",
+    "AdanUpdate",
+    "LionUpdate",
+    "NAdamUpdate",
     "RAdamUpdate",
     "RMSpropUpdate",
+    "RpropUpdate",
     "SGDUpdate",
     "adadelta_update",
     "adagrad_update",
     "adam_direction",
     "adam_update",
     "adamax_update",
+    "adan_update",
     "adamw_update",
+    "lion_update",
+    "asgd_update",
+    "nadam_update",
     "radam_update",
     "rmsprop_update",
+    "rprop_update",
     "sgd_update",
 ]
 
@@ -160,6 +170,47 @@ class AdamaxUpdate(NamedTuple):
     exp_infs: list[Tensor]
 
 
+class LionUpdate(NamedTuple):
+    """The result of :func:`lion_update`.
+
+    Attributes:
+        params: The updated parameters.
+        exp_avgs: The new momenta.
+
+    >>> import torch
+    >>> out = lion_update([torch.ones(1)], [torch.full((1,), 2.0)], [torch.zeros(1)], lr=0.5)
+    >>> out.params, out.exp_avgs
+    ([tensor([0.5000])], [tensor([0.0200])])
+    """
+
+    params: list[Tensor]
+    exp_avgs: list[Tensor]
+
+
+class AdanUpdate(NamedTuple):
+    """The result of :func:`adan_update`.
+
+    Attributes:
+        params: The updated parameters.
+        exp_avgs: The new first moments of the gradient.
+        exp_avg_diffs: The new first moments of the gradient difference.
+        exp_avg_sqs: The new second moments of the Nesterov-corrected gradient.
+        prev_grads: This step's gradients (after the ``maximize`` sign), the next step's previous ones.
+
+    >>> import torch
+    >>> z = torch.zeros(1)
+    >>> out = adan_update([torch.ones(1)], [torch.full((1,), 2.0)], [z], [z], [z], [z], 1)
+    >>> out.exp_avgs, out.prev_grads
+    ([tensor([0.0400])], [tensor([2.])])
+    """
+
+    params: list[Tensor]
+    exp_avgs: list[Tensor]
+    exp_avg_diffs: list[Tensor]
+    exp_avg_sqs: list[Tensor]
+    prev_grads: list[Tensor]
+
+
 class RAdamUpdate(NamedTuple):
     """The result of :func:`radam_update`.
 
@@ -233,6 +284,12 @@ def _betas(betas: Any) -> tuple[float, float]:
     if not isinstance(betas, Sequence) or len(betas) != 2:
         raise TypeError(f"betas must be a pair (beta1, beta2), got {betas!r}")
     return _number("beta1", betas[0]), _number("beta2", betas[1])
+
+
+def _betas3(betas: Any) -> tuple[float, float, float]:
+    if not isinstance(betas, Sequence) or len(betas) != 3:
+        raise TypeError(f"betas must be a triple (beta1, beta2, beta3), got {betas!r}")
+    return _number("beta1", betas[0]), _number("beta2", betas[1]), _number("beta3", betas[2])
 
 
 def sgd_update(params: Sequence[Tensor], grads: Sequence[Tensor],
@@ -547,3 +604,272 @@ def radam_update(params: Sequence[Tensor], grads: Sequence[Tensor], exp_avgs: Se
              _tensors("exp_avg_sqs", exp_avg_sqs)]
     node = "FusedRAdamW" if decoupled_weight_decay and kwargs["weight_decay"] != 0 else "FusedRAdam"
     return RAdamUpdate(*apply_functional("radam_update", lists, kwargs, node=node))
+
+
+def lion_update(params: Sequence[Tensor], grads: Sequence[Tensor], exp_avgs: Sequence[Tensor], *,
+                lr: float = 1e-4, betas: tuple[float, float] = (0.9, 0.99), weight_decay: float = 0.0,
+                maximize: bool = False) -> LionUpdate:
+    r"""One Lion step (Chen et al., 2023, "Symbolic Discovery of Optimization Algorithms"), out of place.
+
+    .. math::
+        c = \beta_1 m + (1-\beta_1) g',\quad p' = p\,(1 - \eta\lambda) - \eta\,\mathrm{sign}(c),\quad
+        m' = \beta_2 m + (1-\beta_2) g'
+
+    with :math:`g' = \pm g` (``maximize``) and decoupled weight decay :math:`\lambda`.
+
+    Gradients: ``sign`` has a zero derivative wherever it has one (autograd takes 0 at 0 too), so
+    the meta-gradient reaches ``params`` only through the decay (:math:`\partial p'/\partial p =
+    1 - \eta\lambda`), and reaches ``grads`` and ``exp_avgs`` only through the new momentum
+    :math:`m'` (which the next steps' signs read, again without a derivative). This is exactly what
+    autograd gives for the same formula written in PyTorch.
+
+    Args:
+        params, grads, exp_avgs: Lists of tensors of matching shapes (the momenta start at zeros).
+        lr, betas, weight_decay, maximize: As in :class:`fused_optim.Lion`.
+
+    Returns:
+        ``LionUpdate(params, exp_avgs)``.
+
+    >>> import torch
+    >>> p = torch.tensor([1.0, 1.0], requires_grad=True)
+    >>> lion_update([p], [torch.tensor([3.0, -0.1])], [torch.zeros(2)], lr=0.1).params[0]
+    tensor([0.9000, 1.1000], grad_fn=<FusedLionBackward>)
+    """
+    beta1, beta2 = _betas(betas)
+    kwargs = {"lr": _number("lr", lr), "beta1": beta1, "beta2": beta2,
+              "weight_decay": _number("weight_decay", weight_decay), "maximize": bool(maximize)}
+    lists = [_tensors("params", params), _tensors("grads", grads), _tensors("exp_avgs", exp_avgs)]
+    return LionUpdate(*apply_functional("lion_update", lists, kwargs))
+
+
+def adan_update(params: Sequence[Tensor], grads: Sequence[Tensor], exp_avgs: Sequence[Tensor],
+                exp_avg_diffs: Sequence[Tensor], exp_avg_sqs: Sequence[Tensor], prev_grads: Sequence[Tensor],
+                step: int, *, lr: float = 1e-3, betas: tuple[float, float, float] = (0.98, 0.92, 0.99),
+                eps: float = 1e-8, weight_decay: float = 0.0, no_prox: bool = False,
+                maximize: bool = False) -> AdanUpdate:
+    r"""One Adan step (Xie et al., 2022/2024, "Adan: Adaptive Nesterov Momentum Algorithm"), out of place.
+
+    With the betas as decay rates (the paper writes their complements), :math:`g' = \pm g`,
+    :math:`d = g' - g_{prev}` and bias corrections :math:`b_k = 1 - \beta_k^t`:
+
+    .. math::
+        m' = \beta_1 m + (1-\beta_1) g',\quad v' = \beta_2 v + (1-\beta_2) d,\quad
+        n' = \beta_3 n + (1-\beta_3) (g' + \beta_2 d)^2,
+
+        u = \frac{m'/b_1 + \beta_2 v'/b_2}{\sqrt{n'/b_3} + \epsilon},\quad
+        p' = \frac{p - \eta u}{1 + \eta\lambda}
+        \quad(\text{no\_prox: } p' = p\,(1 - \eta\lambda) - \eta u)
+
+    Choices where Algorithm 1 of the paper leaves room (those of the authors' PyTorch code):
+    the moments start at zero with bias corrections, instead of the paper's :math:`m_0 = g_0`;
+    on the first step (``step == 1``) there is no previous gradient and the difference
+    :math:`d` is zero (``prev_grads`` is then not read and gets a zero gradient); :math:`\epsilon`
+    is added to the bias-corrected root rather than under it. ``prev_grads`` returns this step's
+    :math:`g'`. The default decay is the paper's proximal one; ``no_prox=True`` decays decoupled,
+    as AdamW. Gradient clipping (the authors' ``max_grad_norm``) is left to the caller.
+
+    Args:
+        params, grads, exp_avgs, exp_avg_diffs, exp_avg_sqs, prev_grads: Lists of tensors of
+            matching shapes (the state starts at zeros).
+        step: The step count after this update (1 on the first call).
+        lr, betas, eps, weight_decay, no_prox, maximize: As in :class:`fused_optim.Adan`.
+
+    Returns:
+        ``AdanUpdate(params, exp_avgs, exp_avg_diffs, exp_avg_sqs, prev_grads)``.
+
+    >>> import torch
+    >>> p = torch.tensor([1.0], requires_grad=True)
+    >>> z = torch.zeros(1)
+    >>> adan_update([p], [torch.tensor([3.0])], [z], [z], [z], [z], 1, lr=0.1, eps=0.0).params[0].detach()
+    tensor([0.9000])
+    """
+    beta1, beta2, beta3 = _betas3(betas)
+    kwargs = {"step": _step(step), "lr": _number("lr", lr), "beta1": beta1, "beta2": beta2, "beta3": beta3,
+              "eps": _number("eps", eps), "weight_decay": _number("weight_decay", weight_decay),
+              "no_prox": bool(no_prox), "maximize": bool(maximize)}
+    lists = [_tensors("params", params), _tensors("grads", grads), _tensors("exp_avgs", exp_avgs),
+             _tensors("exp_avg_diffs", exp_avg_diffs), _tensors("exp_avg_sqs", exp_avg_sqs),
+             _tensors("prev_grads", prev_grads)]
+    return AdanUpdate(*apply_functional("adan_update", lists, kwargs))
+
+
+class NAdamUpdate(NamedTuple):
+    """The result of :func:`nadam_update`.
+
+    Attributes:
+        params: The updated parameters.
+        exp_avgs, exp_avg_sqs: The new first and second moments.
+        mu_product: The product of the momentum coefficients through this step (a float, or a
+            0-d tensor of the given product's dtype).
+
+    >>> import torch
+    >>> z = torch.zeros(1)
+    >>> out = nadam_update([torch.ones(1)], [torch.ones(1)], [z], [z], 1, 1.0)
+    >>> out.exp_avgs, round(out.mu_product, 4)
+    ([tensor([0.1000])], 0.4501)
+    """
+
+    params: list[Tensor]
+    exp_avgs: list[Tensor]
+    exp_avg_sqs: list[Tensor]
+    mu_product: float | Tensor
+
+
+def nadam_update(params: Sequence[Tensor], grads: Sequence[Tensor], exp_avgs: Sequence[Tensor],
+                 exp_avg_sqs: Sequence[Tensor], step: int, mu_product: float | Tensor, *, lr: float = 2e-3,
+                 betas: tuple[float, float] = (0.9, 0.999), eps: float = 1e-8, weight_decay: float = 0.0,
+                 momentum_decay: float = 4e-3, decoupled_weight_decay: bool = False,
+                 maximize: bool = False) -> NAdamUpdate:
+    r"""One NAdam step (Dozat, 2016), out of place, as ``torch.optim.NAdam`` computes it.
+
+    .. math::
+        \mu_t = \beta_1(1 - \tfrac12 0.96^{t\psi}),\quad \Pi_t = \Pi_{t-1}\mu_t,\quad
+        d = \sqrt{v'/(1-\beta_2^t)} + \epsilon,\\
+        p' = p - \eta\,\frac{1-\mu_t}{1-\Pi_t}\,\frac{g'}{d} - \eta\,\frac{\mu_{t+1}}{1-\Pi_t\mu_{t+1}}\,\frac{m'}{d}
+
+    Args:
+        params, grads, exp_avgs, exp_avg_sqs: Lists of tensors of matching shapes (the state starts
+            at zeros).
+        step: The step count after this update (1 on the first call).
+        mu_product: The product of the momentum coefficients before this step (1.0 on the first
+            call): a number, or a 0-d tensor as ``torch.optim.NAdam`` keeps it, in whose dtype the
+            new product is then rounded, as torch rounds it.
+        lr, betas, eps, weight_decay, momentum_decay, decoupled_weight_decay, maximize: As in
+            ``torch.optim.NAdam``.
+
+    Returns:
+        ``NAdamUpdate(params, exp_avgs, exp_avg_sqs, mu_product)``.
+
+    >>> import torch
+    >>> p = torch.tensor([1.0], requires_grad=True)
+    >>> z = torch.zeros(1)
+    >>> new = nadam_update([p], [torch.tensor([3.0])], [z], [z], 1, 1.0, lr=0.1)
+    >>> new.params[0]
+    tensor([0.8944], grad_fn=<FusedNAdamBackward>)
+    """
+    beta1, beta2 = _betas(betas)
+    step = _step(step)
+    momentum_decay = _number("momentum_decay", momentum_decay)
+    # torch.optim.NAdam's momentum coefficient for this step (the op computes the same schedule).
+    mu = beta1 * (1.0 - 0.5 * 0.96 ** (step * momentum_decay))
+    if isinstance(mu_product, Tensor):
+        if mu_product.numel() != 1:
+            raise ValueError(f"mu_product must be a scalar, got a tensor of shape {tuple(mu_product.shape)}")
+        new_product: float | Tensor = (mu_product.detach() * mu).reshape(mu_product.shape)
+        product = float(new_product.item())  # type: ignore[union-attr]
+    else:
+        new_product = product = _number("mu_product", mu_product) * mu
+    kwargs = {"step": step, "mu_product": product, "lr": _number("lr", lr), "beta1": beta1, "beta2": beta2,
+              "eps": _number("eps", eps), "weight_decay": _number("weight_decay", weight_decay),
+              "momentum_decay": momentum_decay, "decoupled_weight_decay": bool(decoupled_weight_decay),
+              "maximize": bool(maximize)}
+    lists = [_tensors("params", params), _tensors("grads", grads), _tensors("exp_avgs", exp_avgs),
+             _tensors("exp_avg_sqs", exp_avg_sqs)]
+    node = "FusedNAdamW" if decoupled_weight_decay and kwargs["weight_decay"] != 0 else "FusedNAdam"
+    new_params, new_exp_avgs, new_exp_avg_sqs = apply_functional("nadam_update", lists, kwargs, node=node)
+    return NAdamUpdate(new_params, new_exp_avgs, new_exp_avg_sqs, new_product)
+
+
+class RpropUpdate(NamedTuple):
+    """The result of :func:`rprop_update`.
+
+    Attributes:
+        params: The updated parameters.
+        prevs: The gradients kept for the next step's sign comparison (zero where the sign flipped).
+        step_sizes: The new per-element step sizes.
+
+    >>> import torch
+    >>> out = rprop_update([torch.ones(1)], [torch.ones(1)], [torch.ones(1)], [torch.full((1,), 0.1)])
+    >>> out.step_sizes
+    [tensor([0.1200])]
+    """
+
+    params: list[Tensor]
+    prevs: list[Tensor]
+    step_sizes: list[Tensor]
+
+
+def rprop_update(params: Sequence[Tensor], grads: Sequence[Tensor], prevs: Sequence[Tensor],
+                 step_sizes: Sequence[Tensor], *, etaminus: float = 0.5, etaplus: float = 1.2,
+                 step_size_min: float = 1e-6, step_size_max: float = 50.0, maximize: bool = False) -> RpropUpdate:
+    r"""One Rprop step (Riedmiller & Braun, 1993), out of place, as ``torch.optim.Rprop`` computes it.
+
+    .. math::
+        f = \eta_+ \text{ if } g'\,\text{prev} > 0,\ \eta_- \text{ if } < 0,\ 1 \text{ otherwise},\quad
+        s' = \mathrm{clamp}(s f, s_{\min}, s_{\max}),\quad
+        p' = p - \mathrm{sign}(g'')\,s',\quad \text{prev}' = g''
+
+    where :math:`g''` is :math:`g'` with the entries whose sign flipped set to zero. The step
+    depends on the gradient only through signs, so its derivative reaches the params and the step
+    sizes (through the clamp) and, through ``prevs'``, the gradient.
+
+    Args:
+        params, grads, prevs, step_sizes: Lists of tensors of matching shapes (``prevs`` start at
+            zeros, ``step_sizes`` at the learning rate).
+        etaminus, etaplus, step_size_min, step_size_max, maximize: As in ``torch.optim.Rprop``
+            (``etas`` and ``step_sizes`` split in two).
+
+    Returns:
+        ``RpropUpdate(params, prevs, step_sizes)``.
+
+    >>> import torch
+    >>> p = torch.tensor([1.0, 1.0], requires_grad=True)
+    >>> new = rprop_update([p], [torch.tensor([2.0, -3.0])], [torch.zeros(2)], [torch.full((2,), 0.1)])
+    >>> new.params[0]
+    tensor([0.9000, 1.1000], grad_fn=<FusedRpropBackward>)
+    """
+    kwargs = {"etaminus": _number("etaminus", etaminus), "etaplus": _number("etaplus", etaplus),
+              "step_size_min": _number("step_size_min", step_size_min),
+              "step_size_max": _number("step_size_max", step_size_max), "maximize": bool(maximize)}
+    lists = [_tensors("params", params), _tensors("grads", grads), _tensors("prevs", prevs),
+             _tensors("step_sizes", step_sizes)]
+    return RpropUpdate(*apply_functional("rprop_update", lists, kwargs))
+
+
+class ASGDUpdate(NamedTuple):
+    """The result of :func:`asgd_update`.
+
+    Attributes:
+        params: The updated parameters.
+        axs: The new averages of the parameters.
+
+    >>> import torch
+    >>> out = asgd_update([torch.ones(1)], [torch.ones(1)], [torch.zeros(1)], 0.1, 0.5, lambd=0.0)
+    >>> out.axs
+    [tensor([0.4500])]
+    """
+
+    params: list[Tensor]
+    axs: list[Tensor]
+
+
+def asgd_update(params: Sequence[Tensor], grads: Sequence[Tensor], axs: Sequence[Tensor], eta: float, mu: float, *,
+                lambd: float = 1e-4, weight_decay: float = 0.0, maximize: bool = False) -> ASGDUpdate:
+    r"""One ASGD step (Polyak & Juditsky, 1992), out of place, as ``torch.optim.ASGD`` computes it.
+
+    .. math::
+        p' = p(1 - \lambda\eta) - \eta g',\quad ax' = p' \text{ if } \mu = 1 \text{ else } ax + \mu(p' - ax)
+
+    ``eta`` and ``mu`` are the step's step size and averaging weight (torch.optim's per-parameter
+    ``eta`` and ``mu`` state before the step); torch's schedule sets them for step :math:`t+1` to
+    :math:`\eta = lr / (1 + \lambda\,lr\,t)^\alpha` and :math:`\mu = 1/\max(1, t - t_0)`.
+
+    Args:
+        params, grads, axs: Lists of tensors of matching shapes (``axs`` start at zeros).
+        eta: The step size.
+        mu: The averaging weight.
+        lambd, weight_decay, maximize: As in ``torch.optim.ASGD``.
+
+    Returns:
+        ``ASGDUpdate(params, axs)``.
+
+    >>> import torch
+    >>> p = torch.tensor([1.0], requires_grad=True)
+    >>> new = asgd_update([p], [torch.tensor([2.0])], [torch.zeros(1)], 0.1, 1.0, lambd=0.0)
+    >>> new.params[0]
+    tensor([0.8000], grad_fn=<FusedASGDBackward>)
+    """
+    kwargs = {"eta": _number("eta", eta), "mu": _number("mu", mu), "lambd": _number("lambd", lambd),
+              "weight_decay": _number("weight_decay", weight_decay), "maximize": bool(maximize)}
+    lists = [_tensors("params", params), _tensors("grads", grads), _tensors("axs", axs)]
+    return ASGDUpdate(*apply_functional("asgd_update", lists, kwargs))

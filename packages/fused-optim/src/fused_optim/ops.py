@@ -38,14 +38,20 @@ __all__ = [
     "FunctionalOpSpec",
     "NodeInfo",
     "adadelta_step_",
+    "adafactor_step_",
     "adagrad_step_",
     "adam_step_",
     "adamax_step_",
+    "adan_step_",
     "apply_functional",
+    "asgd_step_",
     "describe_node",
+    "lion_step_",
+    "nadam_step_",
     "node_class",
     "radam_step_",
     "rmsprop_step_",
+    "rprop_step_",
     "sgd_step_",
     "validate_only",
 ]
@@ -87,6 +93,12 @@ STEP_OPS = (
     "adadelta_step_",
     "adamax_step_",
     "radam_step_",
+    "lion_step_",
+    "adan_step_",
+    "nadam_step_",
+    "rprop_step_",
+    "asgd_step_",
+    "adafactor_step_",
 )
 
 
@@ -169,6 +181,14 @@ FUNCTIONAL_OPS: dict[str, FunctionalOpSpec] = {
                          (_A, _A, _A), (_A, _A, _A, _A), "FusedAdamax"),
         FunctionalOpSpec("radam_update", ("params", "grads", "exp_avgs", "exp_avg_sqs"), (0, 1, 2, 3),
                          (_A, _A, _A), (_A, _A, _A, _A), "FusedRAdam"),
+        FunctionalOpSpec("lion_update", ("params", "grads", "exp_avgs"), (0,), (_A, _A), (_A, _A, _A), "FusedLion"),
+        FunctionalOpSpec("adan_update", ("params", "grads", "exp_avgs", "exp_avg_diffs", "exp_avg_sqs", "prev_grads"),
+                         (0, 1, 2, 3, 4, 5), (_A, _A, _A, _A, _A), (_A, _A, _A, _A, _A, _A), "FusedAdan"),
+        FunctionalOpSpec("nadam_update", ("params", "grads", "exp_avgs", "exp_avg_sqs"), (0, 1, 2, 3),
+                         (_A, _A, _A), (_A, _A, _A, _A), "FusedNAdam"),
+        FunctionalOpSpec("rprop_update", ("params", "grads", "prevs", "step_sizes"), (1, 2, 3),
+                         (_A, _A, _A), (_A, _A, _A, _A), "FusedRprop"),
+        FunctionalOpSpec("asgd_update", ("params", "grads", "axs"), (0,), (_A, _A), (_A, _A, _A), "FusedASGD"),
     )
 }
 
@@ -479,6 +499,7 @@ for _spec in FUNCTIONAL_OPS.values():
 # AdamW runs the Adam op with decoupled weight decay; its own node name keeps graphs readable.
 _NODES["FusedAdamW"] = _make_node(FUNCTIONAL_OPS["adam_update"], "FusedAdamW")
 _NODES["FusedRAdamW"] = _make_node(FUNCTIONAL_OPS["radam_update"], "FusedRAdamW")
+_NODES["FusedNAdamW"] = _make_node(FUNCTIONAL_OPS["nadam_update"], "FusedNAdamW")
 
 
 def node_class(name: str) -> type[torch.autograd.Function]:
@@ -734,3 +755,159 @@ def radam_step_(params: list[torch.Tensor], grads: list[torch.Tensor], exp_avgs:
     _eager.radam_step_(params, grads, exp_avgs, exp_avg_sqs, state_steps, lr=lr, beta1=beta1, beta2=beta2,
                        eps=eps, weight_decay=weight_decay, decoupled_weight_decay=decoupled_weight_decay,
                        maximize=maximize)
+
+
+def lion_step_(params: list[torch.Tensor], grads: list[torch.Tensor], exp_avgs: list[torch.Tensor],
+               state_steps: list[torch.Tensor], *, lr: float, beta1: float, beta2: float, weight_decay: float,
+               maximize: bool) -> None:
+    """In-place Lion step (Chen et al., 2023); increments ``state_steps``, which Lion itself does not read.
+
+    Args:
+        params, grads, exp_avgs: Lists of tensors of one device and dtype, updated in place.
+        state_steps: Per-parameter step counters (scalar tensors), incremented in place.
+        lr, beta1, beta2, weight_decay, maximize: As in :class:`fused_optim.Lion` (``betas`` split
+            in two).
+
+    >>> p, m, step = torch.ones(2), torch.zeros(2), torch.tensor(0.0)
+    >>> lion_step_([p], [torch.tensor([0.5, -2.0])], [m], [step], lr=0.1, beta1=0.9, beta2=0.99,
+    ...            weight_decay=0.0, maximize=False)
+    >>> p, step
+    (tensor([0.9000, 1.1000]), tensor(1.))
+    """
+    _eager.lion_step_(params, grads, exp_avgs, state_steps, lr=lr, beta1=beta1, beta2=beta2,
+                      weight_decay=weight_decay, maximize=maximize)
+
+
+def adan_step_(params: list[torch.Tensor], grads: list[torch.Tensor], exp_avgs: list[torch.Tensor],
+               exp_avg_diffs: list[torch.Tensor], exp_avg_sqs: list[torch.Tensor], prev_grads: list[torch.Tensor],
+               state_steps: list[torch.Tensor], *, lr: float, beta1: float, beta2: float, beta3: float, eps: float,
+               weight_decay: float, no_prox: bool, maximize: bool) -> None:
+    """In-place Adan step (Xie et al., 2022); increments ``state_steps``.
+
+    A tensor whose counter reaches 1 takes this step's gradient difference as zero (its
+    ``prev_grads`` entry is not read); every tensor's ``prev_grads`` entry becomes its gradient.
+
+    Args:
+        params, grads, exp_avgs, exp_avg_diffs, exp_avg_sqs, prev_grads: Lists of tensors of one
+            device and dtype, updated in place.
+        state_steps: Per-parameter step counters (scalar tensors), incremented in place.
+        lr, beta1, beta2, beta3, eps, weight_decay, no_prox, maximize: As in
+            :class:`fused_optim.Adan` (``betas`` split in three).
+
+    >>> p, z, step = torch.ones(1), torch.zeros(1), torch.tensor(0.0)
+    >>> adan_step_([p], [torch.ones(1)], [z.clone()], [z.clone()], [z.clone()], [z.clone()], [step], lr=0.1,
+    ...            beta1=0.98, beta2=0.92, beta3=0.99, eps=0.0, weight_decay=0.0, no_prox=False, maximize=False)
+    >>> p
+    tensor([0.9000])
+    """
+    _eager.adan_step_(params, grads, exp_avgs, exp_avg_diffs, exp_avg_sqs, prev_grads, state_steps, lr=lr,
+                      beta1=beta1, beta2=beta2, beta3=beta3, eps=eps, weight_decay=weight_decay,
+                      no_prox=no_prox, maximize=maximize)
+
+
+def nadam_step_(params: list[torch.Tensor], grads: list[torch.Tensor], exp_avgs: list[torch.Tensor],
+                exp_avg_sqs: list[torch.Tensor], mu_products: list[torch.Tensor], state_steps: list[torch.Tensor], *,
+                lr: float, beta1: float, beta2: float, eps: float, weight_decay: float, momentum_decay: float,
+                decoupled_weight_decay: bool, maximize: bool) -> None:
+    """In-place NAdam step; increments ``state_steps`` and multiplies each ``mu_products`` entry by
+    this step's momentum coefficient (both in their own dtype, as torch.optim does).
+
+    Args:
+        params, grads, exp_avgs, exp_avg_sqs: Lists of tensors of one device and dtype, updated in
+            place.
+        mu_products: torch.optim's per-parameter products of the momentum coefficients (scalar
+            tensors), updated in place.
+        state_steps: torch.optim's per-parameter step counters (scalar tensors), incremented in
+            place.
+        lr, beta1, beta2, eps, weight_decay, momentum_decay, decoupled_weight_decay, maximize: As in
+            ``torch.optim.NAdam`` (``betas`` split in two).
+
+    >>> p, m, v, prod, step = torch.ones(1), torch.zeros(1), torch.zeros(1), torch.tensor(1.0), torch.tensor(0.0)
+    >>> nadam_step_([p], [torch.ones(1)], [m], [v], [prod], [step], lr=0.1, beta1=0.9, beta2=0.999,
+    ...             eps=1e-8, weight_decay=0.0, momentum_decay=4e-3, decoupled_weight_decay=False,
+    ...             maximize=False)
+    >>> p, prod
+    (tensor([0.8944]), tensor(0.4501))
+    """
+    _eager.nadam_step_(params, grads, exp_avgs, exp_avg_sqs, mu_products, state_steps, lr=lr, beta1=beta1,
+                       beta2=beta2, eps=eps, weight_decay=weight_decay, momentum_decay=momentum_decay,
+                       decoupled_weight_decay=decoupled_weight_decay, maximize=maximize)
+
+
+def rprop_step_(params: list[torch.Tensor], grads: list[torch.Tensor], prevs: list[torch.Tensor],
+                step_sizes: list[torch.Tensor], state_steps: list[torch.Tensor], *, lr: float, etaminus: float,
+                etaplus: float, step_size_min: float, step_size_max: float, maximize: bool) -> None:
+    """In-place Rprop step.
+
+    Args:
+        params, grads, prevs, step_sizes: Lists of tensors of one device and dtype, updated in
+            place (``step_sizes`` start at ``lr``, as torch.optim creates them).
+        state_steps: torch.optim's per-parameter step counters (scalar tensors), incremented in
+            place.
+        lr: Checked only: it seeds the step sizes of new parameters, which the caller creates.
+        etaminus, etaplus, step_size_min, step_size_max, maximize: As in ``torch.optim.Rprop``
+            (``etas`` and ``step_sizes`` split in two).
+
+    >>> p, prev, size, step = torch.ones(2), torch.zeros(2), torch.full((2,), 0.1), torch.tensor(0.0)
+    >>> rprop_step_([p], [torch.tensor([2.0, -3.0])], [prev], [size], [step], lr=0.1, etaminus=0.5,
+    ...             etaplus=1.2, step_size_min=1e-6, step_size_max=50.0, maximize=False)
+    >>> p, prev
+    (tensor([0.9000, 1.1000]), tensor([ 2., -3.]))
+    """
+    _eager.rprop_step_(params, grads, prevs, step_sizes, state_steps, lr=lr, etaminus=etaminus,
+                       etaplus=etaplus, step_size_min=step_size_min, step_size_max=step_size_max,
+                       maximize=maximize)
+
+
+def asgd_step_(params: list[torch.Tensor], grads: list[torch.Tensor], axs: list[torch.Tensor],
+               etas: list[torch.Tensor], mus: list[torch.Tensor], state_steps: list[torch.Tensor], *, lr: float,
+               lambd: float, alpha: float, t0: float, weight_decay: float, maximize: bool) -> None:
+    """In-place ASGD step: uses each parameter's ``etas``/``mus`` entry, then sets them to the
+    schedule's next values (torch.optim's per-parameter state scalars).
+
+    Args:
+        params, grads, axs: Lists of tensors of one device and dtype, updated in place.
+        etas, mus: The per-parameter step sizes and averaging weights (scalar tensors).
+        state_steps: torch.optim's per-parameter step counters (scalar tensors), incremented in
+            place.
+        lr, lambd, alpha, t0, weight_decay, maximize: As in ``torch.optim.ASGD``.
+
+    >>> p, ax, step = torch.ones(1), torch.zeros(1), torch.tensor(0.0)
+    >>> eta, mu = torch.tensor(0.1), torch.tensor(1.0)
+    >>> asgd_step_([p], [torch.ones(1)], [ax], [eta], [mu], [step], lr=0.1, lambd=0.0, alpha=0.75,
+    ...            t0=1e6, weight_decay=0.0, maximize=False)
+    >>> p, ax
+    (tensor([0.9000]), tensor([0.9000]))
+    """
+    _eager.asgd_step_(params, grads, axs, etas, mus, state_steps, lr=lr, lambd=lambd, alpha=alpha, t0=t0,
+                      weight_decay=weight_decay, maximize=maximize)
+
+
+def adafactor_step_(params: list[torch.Tensor], grads: list[torch.Tensor], row_vars: list[torch.Tensor],
+                    col_vars: list[torch.Tensor], variances: list[torch.Tensor], state_steps: list[torch.Tensor], *,
+                    lr: float, beta2_decay: float, eps1: float, eps2: float, d: float, weight_decay: float,
+                    maximize: bool, factored: bool) -> None:
+    """In-place Adafactor step, for parameters of two or more dimensions (``factored``: their
+    ``row_vars`` and ``col_vars``; ``variances`` empty) or for the others (``variances``; the
+    factored lists empty).
+
+    Args:
+        params, grads: Lists of tensors of one device and dtype; params are updated in place.
+        row_vars, col_vars: torch.optim's factored second moments (shaped like a parameter with its
+            last, respectively second-to-last, dimension reduced to 1), updated in place.
+        variances: The full second moments of vectors and scalars, updated in place.
+        state_steps: torch.optim's per-parameter step counters (scalar tensors), incremented in
+            place.
+        lr, beta2_decay, eps1, eps2, d, weight_decay, maximize: As in ``torch.optim.Adafactor``
+            (``eps`` split in two; ``eps1`` resolved to a number).
+        factored: Which of the two kinds of parameters this call updates.
+
+    >>> p, v, step = torch.tensor([3.0, 4.0]), torch.zeros(2), torch.tensor(0.0)
+    >>> adafactor_step_([p], [torch.tensor([1.0, -1.0])], [], [], [v], [step], lr=0.5, beta2_decay=-0.8,
+    ...                 eps1=1e-30, eps2=0.0, d=1.0, weight_decay=0.0, maximize=False, factored=False)
+    >>> p, v
+    (tensor([1.2322, 5.7678]), tensor([1., 1.]))
+    """
+    _eager.adafactor_step_(params, grads, row_vars, col_vars, variances, state_steps, lr=lr,
+                           beta2_decay=beta2_decay, eps1=eps1, eps2=eps2, d=d, weight_decay=weight_decay,
+                           maximize=maximize, factored=factored)

@@ -20,7 +20,8 @@ from diffopt.accelerated_op import adam_op
 from diffopt.accelerated_op.adam_op import AdamOp
 from diffopt.typing import Device
 
-__all__ = ["AdamOp", "accelerated_op_available", "adam_direction", "adam_op", "is_available"]
+__all__ = ["AdamOp", "accelerated_op_available", "adam_direction", "adam_op", "fused_update", "is_available"]
+__all__ += ["adan_direction", "lion_direction"]
 
 _MISSING = (
     "use_accelerated_op=True needs the fused-optim package, which is not installed; "
@@ -111,6 +112,96 @@ def adam_direction(grads: list, exp_avgs: list, exp_avg_sqs: list, step: int, *,
     return _functional().adam_direction(
         grads, exp_avgs, exp_avg_sqs, step, beta1=beta1, beta2=beta2, eps=eps, eps_root=eps_root
     )
+
+
+def lion_direction(grads: list, exp_avgs: list, *, beta1: float, beta2: float) -> tuple[list, list]:
+    """Lion's direction ``sign(b1 m + (1-b1) g)`` and new momentum ``b2 m + (1-b2) g``, fused.
+
+    Runs fused-optim's ``lion_update`` on zero parameters with a unit learning rate and no decay:
+    its new parameters are minus the direction. The direction carries no gradient (``sign``); the
+    momentum's does, through the op's hand-written backward.
+
+    Args:
+        grads: gradients.
+        exp_avgs: momenta.
+        beta1: interpolation weight of the momentum in the direction.
+        beta2: decay of the momentum.
+
+    Returns:
+        ``(directions, new_exp_avgs)``.
+
+    Raises:
+        ImportError: if fused-optim is not installed.
+
+    Example:
+        >>> import torch
+        >>> if accelerated_op_available('cpu'):
+        ...     d, m = lion_direction([torch.tensor([2.0, -1.0])], [torch.zeros(2)], beta1=0.9, beta2=0.99)
+        ...     assert d[0].tolist() == [1.0, -1.0]
+    """
+    new = _functional().lion_update([torch.zeros_like(g) for g in grads], grads, exp_avgs, lr=1.0,
+                                    betas=(beta1, beta2), weight_decay=0.0)
+    return [0 - p for p in new.params], new.exp_avgs  # 0 - p, not -p: a zero direction stays +0
+
+
+def adan_direction(grads: list, exp_avgs: list, exp_avg_diffs: list, exp_avg_sqs: list, prev_grads: list,
+                   step: int, *, beta1: float, beta2: float, beta3: float,
+                   eps: float) -> tuple[list, list, list, list, list]:
+    """Adan's direction and new state for lists of tensors, by fused-optim's fused op.
+
+    Runs ``adan_update`` on zero parameters with a unit learning rate and no decay: its new
+    parameters are minus the direction ``(m'/b1 + beta2 v'/b2) / (sqrt(n'/b3) + eps)``
+    (:func:`diffopt.transform.scale_by_adan` states it in full).
+
+    Args:
+        grads: gradients.
+        exp_avgs, exp_avg_diffs, exp_avg_sqs: the three moments.
+        prev_grads: the previous step's gradients (not read when ``step == 1``).
+        step: the step count after incrementing (``>= 1``).
+        beta1, beta2, beta3: the moments' decays.
+        eps: added outside the root.
+
+    Returns:
+        ``(directions, new_exp_avgs, new_exp_avg_diffs, new_exp_avg_sqs, new_prev_grads)``.
+
+    Raises:
+        ImportError: if fused-optim is not installed.
+
+    Example:
+        >>> import torch
+        >>> if accelerated_op_available('cpu'):
+        ...     z = [torch.zeros(1)]
+        ...     d, *_ = adan_direction([torch.ones(1)], z, z, z, z, 1, beta1=0.98, beta2=0.92, beta3=0.99, eps=0.0)
+        ...     assert torch.allclose(d[0], torch.ones(1))
+    """
+    new = _functional().adan_update([torch.zeros_like(g) for g in grads], grads, exp_avgs, exp_avg_diffs,
+                                    exp_avg_sqs, prev_grads, step, lr=1.0, betas=(beta1, beta2, beta3), eps=eps)
+    return ([0 - p for p in new.params], new.exp_avgs, new.exp_avg_diffs, new.exp_avg_sqs, new.prev_grads)
+
+
+def fused_update(name: str, *args, **kwargs):
+    """Calls ``fused_optim.functional.<name>``: one fused, differentiable optimizer update.
+
+    The accelerated transforms (:func:`~diffopt.transform.scale_by_accelerated_nadam`...) reach
+    fused-optim through this one function.
+
+    Args:
+        name: the functional update, e.g. ``'nadam_update'``.
+        *args, **kwargs: its arguments.
+
+    Returns:
+        The update's result (a NamedTuple of lists of new tensors).
+
+    Raises:
+        ImportError: if fused-optim is not installed.
+
+    Example:
+        >>> import torch
+        >>> if accelerated_op_available('cpu'):
+        ...     out = fused_update('sgd_update', [torch.ones(1)], [torch.ones(1)], lr=0.5)
+        ...     assert torch.equal(out.params[0], torch.full((1,), 0.5))
+    """
+    return getattr(_functional(), name)(*args, **kwargs)
 
 
 is_available = accelerated_op_available

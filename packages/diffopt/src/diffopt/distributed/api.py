@@ -242,7 +242,7 @@ def _first_as_received(handed: set[int]) -> Callable[[int, torch.Tensor], torch.
     return deliver
 
 
-def _pack_calls(calls: list[tuple[tuple, dict]]) -> tuple[list[bytes], list[Any]] | None:
+def _pack_calls(calls: list[Any]) -> tuple[list[bytes], list[Any]] | None:
     """The calls' arguments pickled one call at a time, and what they set aside; ``None`` when
     some argument does not pickle outside RPC's own pickler (those calls then go one by one)."""
     aside: list[Any] = []

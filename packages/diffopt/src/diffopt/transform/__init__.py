@@ -11,9 +11,14 @@ Example:
 """
 
 from diffopt.transform.adadelta import ScaleByAdaDeltaState, scale_by_adadelta
+from diffopt.transform.adafactor import ScaleByAdafactorState, scale_by_adafactor
 from diffopt.transform.adam import ScaleByAdamState, scale_by_accelerated_adam, scale_by_adam
 from diffopt.transform.adamax import ScaleByAdamaxState, scale_by_adamax
+from diffopt.transform.adan import ScaleByAdanState, scale_by_accelerated_adan, scale_by_adan
+from diffopt.transform.asgd import ScaleByASGDState, scale_by_accelerated_asgd, scale_by_asgd
+from diffopt.transform.lion import ScaleByLionState, scale_by_accelerated_lion, scale_by_lion
 from diffopt.transform.masked import MaskedNode, MaskedState, masked
+from diffopt.transform.nadam import ScaleByNAdamState, scale_by_accelerated_nadam, scale_by_nadam
 from diffopt.transform.nan_to_num import NanToNumState, nan_to_num
 from diffopt.transform.radam import ScaleByRAdamState, scale_by_radam
 from diffopt.transform.rms import (
@@ -22,6 +27,7 @@ from diffopt.transform.rms import (
     scale_by_rms,
     scale_by_stddev,
 )
+from diffopt.transform.rprop import ScaleByRpropState, scale_by_accelerated_rprop, scale_by_rprop
 from diffopt.transform.rss import ScaleByRssState, scale_by_rss
 from diffopt.transform.scale import ScaleByScheduleState, ScaleState, scale, scale_by_schedule
 from diffopt.transform.trace import TraceState, trace
@@ -32,12 +38,18 @@ __all__ = [
     "MaskedNode",
     "MaskedState",
     "NanToNumState",
+    "ScaleByASGDState",
     "ScaleByAdaDeltaState",
+    "ScaleByAdafactorState",
     "ScaleByAdamState",
     "ScaleByAdamaxState",
+    "ScaleByAdanState",
+    "ScaleByLionState",
+    "ScaleByNAdamState",
     "ScaleByRAdamState",
     "ScaleByRStdDevState",
     "ScaleByRmsState",
+    "ScaleByRpropState",
     "ScaleByRssState",
     "ScaleByScheduleState",
     "ScaleState",
@@ -47,11 +59,22 @@ __all__ = [
     "nan_to_num",
     "scale",
     "scale_by_accelerated_adam",
+    "scale_by_accelerated_adan",
+    "scale_by_accelerated_lion",
+    "scale_by_accelerated_asgd",
+    "scale_by_accelerated_nadam",
+    "scale_by_accelerated_rprop",
     "scale_by_adadelta",
+    "scale_by_adafactor",
     "scale_by_adam",
     "scale_by_adamax",
+    "scale_by_adan",
+    "scale_by_lion",
+    "scale_by_asgd",
+    "scale_by_nadam",
     "scale_by_radam",
     "scale_by_rms",
+    "scale_by_rprop",
     "scale_by_rss",
     "scale_by_schedule",
     "scale_by_stddev",

@@ -15,7 +15,7 @@ from typing import Any, NamedTuple
 import torch
 
 from diffopt.base import EmptyState, GradientTransformation
-from diffopt.transform._leafwise import flatten_updates, per_dtype, unflatten
+from diffopt.transform._leafwise import flatten_updates, per_dtype, scale_leaves, unflatten
 
 __all__ = ["ScaleByScheduleState", "ScaleState", "scale", "scale_by_schedule"]
 
@@ -48,7 +48,14 @@ def _scale_leaves(updates: Any, factor: Any) -> Any:
         # would otherwise promote each other (a float32 scalar parameter times a float64 rate).
         factor_as = per_dtype(factor.to)
         return unflatten(treespec, [None if g is None else g * factor_as(g.dtype) for g in leaves])
-    return unflatten(treespec, [None if g is None else g * factor for g in leaves])
+    if isinstance(factor, torch.Tensor):
+        return unflatten(treespec, [None if g is None else g * factor for g in leaves])
+    present = [i for i, g in enumerate(leaves) if g is not None]
+    scaled = scale_leaves([leaves[i] for i in present], factor)
+    out = list(leaves)
+    for j, i in enumerate(present):
+        out[i] = scaled[j]
+    return unflatten(treespec, out)
 
 
 def scale(step_size: float | torch.Tensor) -> GradientTransformation:
@@ -77,6 +84,9 @@ def scale(step_size: float | torch.Tensor) -> GradientTransformation:
         del params, inplace
         return _scale_leaves(updates, step_size), state
 
+    if isinstance(step_size, (int, float)) and not isinstance(step_size, bool):
+        # A chain fuses this factor into a preceding transformation's ``scaled_update``.
+        update_fn.constant_factor = float(step_size)  # type: ignore[attr-defined]
     return GradientTransformation(init_fn, update_fn)
 
 

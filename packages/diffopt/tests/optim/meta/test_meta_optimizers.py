@@ -36,6 +36,23 @@ CASES = {
     "adamax": (diffopt.MetaAdaMax, dict(lr=0.05), ref.adamax_reference, dict(lr=0.05)),
     "radam": (diffopt.MetaRAdam, dict(lr=0.05, betas=(0.9, 0.9)), ref.radam_reference,
               dict(lr=0.05, betas=(0.9, 0.9))),
+    "lion": (diffopt.MetaLion, dict(lr=0.01, weight_decay=0.3), ref.lion_reference, dict(lr=0.01, weight_decay=0.3)),
+    "adan": (diffopt.MetaAdan, dict(lr=0.05, weight_decay=0.1), ref.adan_reference, dict(lr=0.05, weight_decay=0.1)),
+    "adan-no-prox": (diffopt.MetaAdan, dict(lr=0.05, weight_decay=0.1, no_prox=True, betas=(0.9, 0.8, 0.95)),
+                     ref.adan_reference, dict(lr=0.05, weight_decay=0.1, no_prox=True, betas=(0.9, 0.8, 0.95))),
+    "nadam": (diffopt.MetaNAdam, dict(lr=0.05), ref.nadam_reference, dict(lr=0.05)),
+    "nadam-wd": (diffopt.MetaNAdam, dict(lr=0.05, weight_decay=0.1, momentum_decay=6e-3, betas=(0.8, 0.9)),
+                 ref.nadam_reference, dict(lr=0.05, weight_decay=0.1, momentum_decay=6e-3, betas=(0.8, 0.9))),
+    "nadamw": (diffopt.MetaNAdam, dict(lr=0.05, weight_decay=0.2, decoupled_weight_decay=True),
+               ref.nadam_reference, dict(lr=0.05, weight_decay=0.2, decoupled=True)),
+    "adafactor": (diffopt.MetaAdafactor, dict(lr=0.05), ref.adafactor_reference, dict(lr=0.05)),
+    "adafactor-wd": (diffopt.MetaAdafactor, dict(lr=0.05, weight_decay=0.1, beta2_decay=-1.0, d=1.5, eps=(1e-6, 1e-2)),
+                     ref.adafactor_reference,
+                     dict(lr=0.05, weight_decay=0.1, beta2_decay=-1.0, d=1.5, eps=(1e-6, 1e-2))),
+    "rprop": (diffopt.MetaRprop, dict(lr=0.01, etas=(0.4, 1.5)), ref.rprop_reference,
+              dict(lr=0.01, etas=(0.4, 1.5))),
+    "asgd": (diffopt.MetaASGD, dict(lr=0.1, lambd=0.1, t0=1, weight_decay=0.05), ref.asgd_reference,
+             dict(lr=0.1, lambd=0.1, t0=1, weight_decay=0.05)),
 }
 
 
@@ -103,14 +120,16 @@ def test_radam_rectified_phase():
 
 
 @pytest.mark.parametrize("steps", [1, 3, 5])
-@pytest.mark.parametrize("case", ["adam", "adam-wd", "adamw"])
+@pytest.mark.parametrize("case", ["adam", "adam-wd", "adamw", "nadam", "nadam-wd", "nadamw", "rprop", "asgd",
+                                  "lion", "adan", "adan-no-prox"])
 def test_accelerated_meta_gradient(case, steps):
     if not _fused_available():
         pytest.skip("fused-optim is not installed")
     _check_case(case, steps, accelerated=True)
 
 
-@pytest.mark.parametrize("cls", [diffopt.MetaAdam, diffopt.MetaAdamW])
+@pytest.mark.parametrize("cls", [diffopt.MetaAdam, diffopt.MetaAdamW, diffopt.MetaNAdam, diffopt.MetaRprop,
+                                 diffopt.MetaASGD, diffopt.MetaLion, diffopt.MetaAdan])
 def test_accelerated_equals_plain(cls):
     if not _fused_available():
         pytest.skip("fused-optim is not installed")

@@ -18,12 +18,19 @@ Each class documents its own hyper-parameters; one step routine serves them all
 """
 
 from fused_optim.optim.adadelta import Adadelta
+from fused_optim.optim.adafactor import Adafactor
 from fused_optim.optim.adagrad import Adagrad
 from fused_optim.optim.adam import Adam
 from fused_optim.optim.adamax import Adamax
 from fused_optim.optim.adamw import AdamW
+from fused_optim.optim.adan import Adan
+from fused_optim.optim.asgd import ASGD
+from fused_optim.optim.lion import Lion
+from fused_optim.optim.nadam import NAdam
 from fused_optim.optim.radam import RAdam
 from fused_optim.optim.rmsprop import RMSprop
+from fused_optim.optim.rprop import Rprop
 from fused_optim.optim.sgd import SGD
 
-__all__ = ["SGD", "Adadelta", "Adagrad", "Adam", "AdamW", "Adamax", "RAdam", "RMSprop"]
+__all__ = ["ASGD", "SGD", "Adadelta", "Adafactor", "Adagrad", "Adam", "AdamW", "Adamax", "NAdam", "RAdam", "RMSprop", "Rprop"]
+__all__ += ["Adan", "Lion"]  # the research optimizers torch.optim lacks

@@ -159,7 +159,9 @@ class FusedStep:
     and its hyper-parameters. By default a parameter's state is a step counter plus the
     zero-initialised ``_buffers``, and its op row is ``[p, grad, *buffers, step]``; the op's
     keyword arguments are the group's ``_floats`` (``betas`` as ``beta1``, ``beta2``) and
-    ``_flags``. Classes whose state depends on options override :meth:`_row`.
+    ``_flags``. Classes whose state depends on options override :meth:`_row`. For the optimizers
+    torch.optim lacks, the pure-PyTorch class in :mod:`fused_optim._reference` takes the torch.optim
+    class's place (and its step serves the groups torch.optim would have run).
 
     The routine runs the closure, gathers every group first, then makes one op call per group
     (per device and dtype, and per ``_row`` variant), all checked before the first one writes
@@ -191,8 +193,8 @@ class FusedStep:
     def _kwargs(self, group: dict[str, Any], variant: bool) -> dict[str, Any]:
         kwargs: dict[str, Any] = {}
         for key in self._floats:
-            if key == "betas":
-                kwargs["beta1"], kwargs["beta2"] = (scalar(b) for b in group["betas"])
+            if key == "betas":  # beta1, beta2 (and beta3 for Adan)
+                kwargs.update((f"beta{i}", scalar(b)) for i, b in enumerate(group["betas"], 1))
             else:
                 kwargs[key] = scalar(group[key])
         for key in self._flags:

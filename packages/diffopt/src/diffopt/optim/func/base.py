@@ -6,8 +6,8 @@ Example:
     >>> w = torch.tensor([1.0], requires_grad=True)
     >>> opt = diffopt.FuncOptimizer(diffopt.sgd(lr=0.5))
     >>> new = opt.step((2 * w).sum(), {'w': w})
-    >>> new['w']
-    tensor([0.], grad_fn=<AddBackward0>)
+    >>> new['w'], new['w'].requires_grad  # a function of w: differentiable again
+    (tensor([0.], grad_fn=<ForeachAddBackward0List>), True)
 """
 
 from __future__ import annotations
@@ -78,10 +78,14 @@ class FuncOptimizer:
         from diffopt.optim.meta.base import differentiable_grads
 
         grads = differentiable_grads(loss, flat_params, "FuncOptimizer.step", create_graph=True)
-        updates, self.optim_state = self.impl.update(
-            grads, self.optim_state, params=flat_params, inplace=inplace
-        )
-        new_params = apply_updates(flat_params, updates, inplace=inplace)
+        fused = None if inplace else getattr(self.impl, "_update_and_apply", None)
+        if fused is not None:  # a chain: its update and the addition in the fewest ops
+            new_params, self.optim_state = fused(grads, self.optim_state, flat_params)
+        else:
+            updates, self.optim_state = self.impl.update(
+                grads, self.optim_state, params=flat_params, inplace=inplace
+            )
+            new_params = apply_updates(flat_params, updates, inplace=inplace)
         return optree_core.tree_unflatten(treespec, list(new_params))
 
     def state_dict(self) -> Any:

@@ -28,6 +28,7 @@ from torch import nn
 
 import optree_core
 from diffopt.base import GradientTransformation
+from diffopt.update import add_leaves
 
 __all__ = ["MetaOptimizer", "differentiable_grads"]
 
@@ -120,8 +121,8 @@ class MetaOptimizer:
         self.param_containers_groups: list[list[tuple[dict, str, int]]] = []
         self._first_slots: list[list[tuple[dict, str]]] = []
         self._group_params: list[tuple[torch.Tensor, ...]] = []
-        # Set by MetaSGD when the update is plain ``p - lr * g`` (no state): one fused op per
-        # parameter instead of a multiply and an add, i.e. half the graph nodes to back-propagate.
+        # Set by MetaSGD when the update is plain ``p - lr * g`` (no state): one fused op for all
+        # parameters instead of a multiply and an add for each.
         self._plain_sgd_lr: float | None = None
         self.state_groups: list[Any] = []
         self.add_param_group(module)
@@ -179,17 +180,20 @@ class MetaOptimizer:
         grads = differentiable_grads(loss, flat, f"{type(self).__name__}.step")
         offset = 0
         lr = self._plain_sgd_lr
+        fused = getattr(self.impl, "_update_and_apply", None)
         for i, (slots, group) in enumerate(zip(self.param_containers_groups, groups)):
             group_grads = grads[offset:offset + len(group)]
             offset += len(group)
             if lr is not None:
-                new_params = [p if g is None else torch.add(p, g, alpha=-lr)
-                              for p, g in zip(group, group_grads)]
+                new_params = add_leaves(group, group_grads, -lr)
+            elif fused is not None:  # a chain: its update and the addition in the fewest ops
+                new_params, self.state_groups[i] = fused(
+                    group_grads, self.state_groups[i], tuple(group))
             else:
                 updates, self.state_groups[i] = self.impl.update(
                     group_grads, self.state_groups[i], params=tuple(group), inplace=False
                 )
-                new_params = [p if u is None else p + u for p, u in zip(group, updates)]
+                new_params = add_leaves(group, list(updates))
             for container, name, index in slots:
                 container[name] = new_params[index]
 

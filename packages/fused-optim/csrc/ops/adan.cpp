@@ -1,0 +1,121 @@
+// Adan ops: schemas, argument checks, outputs and the per-tensor bias corrections; the element math
+// and the kernel columns are in math/adan.h.
+#include <cmath>
+
+#include "multi_tensor.h"
+
+namespace fused_optim {
+namespace {
+
+math::AdanHyper<double> MakeHyper(const char* op, double lr, double beta1, double beta2, double beta3, double eps,
+                                  double weight_decay, bool no_prox, bool maximize) {
+  CheckNonNegative(op, {{"learning rate", lr}, {"epsilon", eps}});
+  CheckUnitInterval(op, {{"beta1", beta1}, {"beta2", beta2}, {"beta3", beta3}});
+  CheckNonNegative(op, "weight_decay", weight_decay);
+  math::AdanHyper<double> h{};
+  h.lr = lr, h.beta1 = beta1, h.beta2 = beta2, h.beta3 = beta3, h.eps = eps;
+  h.one_minus_beta1 = 1.0 - beta1, h.one_minus_beta2 = 1.0 - beta2, h.one_minus_beta3 = 1.0 - beta3;
+  h.has_decay = weight_decay != 0.0 && no_prox;
+  h.has_prox = weight_decay != 0.0 && !no_prox;
+  h.decay = h.has_decay ? 1.0 - lr * weight_decay : 1.0;
+  h.prox = h.has_prox ? 1.0 + lr * weight_decay : 1.0;
+  h.maximize = maximize;
+  return h;
+}
+
+void SetStepScalars(MultiTensorCall& call, const std::vector<double>& steps, double beta1, double beta2, double beta3) {
+  call.SetStepScalars(4, steps, [&](double step, double* row) {
+    row[adan_cols::kBc1] = 1.0 - std::pow(beta1, step);
+    row[adan_cols::kBc2] = 1.0 - std::pow(beta2, step);
+    row[adan_cols::kBc3Sqrt] = std::sqrt(1.0 - std::pow(beta3, step));
+    row[adan_cols::kHasPrev] = step > 1.0 ? 1.0 : 0.0;
+  });
+}
+
+void AdanStepInPlace(at::TensorList params, at::TensorList grads, at::TensorList exp_avgs, at::TensorList exp_avg_diffs,
+                     at::TensorList exp_avg_sqs, at::TensorList prev_grads, at::TensorList state_steps, double lr,
+                     double beta1, double beta2, double beta3, double eps, double weight_decay, bool no_prox,
+                     bool maximize) {
+  constexpr const char* op = "fused_optim::adan_step_";
+  const auto hyper = MakeHyper(op, lr, beta1, beta2, beta3, eps, weight_decay, no_prox, maximize);
+  MultiTensorCall call(op, params, kInPlace);
+  call.AddStep(params, grads,
+               {{"exp_avgs", exp_avgs},
+                {"exp_avg_diffs", exp_avg_diffs},
+                {"exp_avg_sqs", exp_avg_sqs},
+                {"prev_grads", prev_grads}});
+  CheckStepTensors(op, state_steps, call.size());
+  if (call.ChecksOnly()) return;                                           // nothing is written yet
+  SetStepScalars(call, IncrementSteps(state_steps), beta1, beta2, beta3);  // first modification
+  call.Launch(FUSED_OPTIM_KERNEL(AdanStep), hyper);
+}
+
+Lists<5> AdanUpdate(at::TensorList params, at::TensorList grads, at::TensorList exp_avgs, at::TensorList exp_avg_diffs,
+                    at::TensorList exp_avg_sqs, at::TensorList prev_grads, int64_t step, double lr, double beta1,
+                    double beta2, double beta3, double eps, double weight_decay, bool no_prox, bool maximize) {
+  constexpr const char* op = "fused_optim::adan_update";
+  const auto hyper = MakeHyper(op, lr, beta1, beta2, beta3, eps, weight_decay, no_prox, maximize);
+  CheckStep(op, step);
+  MultiTensorCall call(op, params);
+  Lists<5> out = call.AddStep(params, grads,
+                              {{"exp_avgs", exp_avgs},
+                               {"exp_avg_diffs", exp_avg_diffs},
+                               {"exp_avg_sqs", exp_avg_sqs},
+                               {"prev_grads", prev_grads}});
+  SetStepScalars(call, call.Steps(step), beta1, beta2, beta3);
+  call.Launch(FUSED_OPTIM_KERNEL(AdanStep), hyper);
+  return out;
+}
+
+Lists<6> AdanUpdateBackward(const OptionalTensorList& grad_new_params, const OptionalTensorList& grad_new_exp_avgs,
+                            const OptionalTensorList& grad_new_exp_avg_diffs,
+                            const OptionalTensorList& grad_new_exp_avg_sqs,
+                            const OptionalTensorList& grad_new_prev_grads, at::TensorList params, at::TensorList grads,
+                            at::TensorList exp_avgs, at::TensorList exp_avg_diffs, at::TensorList exp_avg_sqs,
+                            at::TensorList prev_grads, int64_t step, double lr, double beta1, double beta2,
+                            double beta3, double eps, double weight_decay, bool no_prox, bool maximize) {
+  constexpr const char* op = "fused_optim::adan_update_backward";
+  const auto hyper = MakeHyper(op, lr, beta1, beta2, beta3, eps, weight_decay, no_prox, maximize);
+  CheckStep(op, step);
+  MultiTensorCall call(op, params);
+  call.AddOptionalInputs({{"grad_new_params", grad_new_params},
+                          {"grad_new_exp_avgs", grad_new_exp_avgs},
+                          {"grad_new_exp_avg_diffs", grad_new_exp_avg_diffs},
+                          {"grad_new_exp_avg_sqs", grad_new_exp_avg_sqs},
+                          {"grad_new_prev_grads", grad_new_prev_grads}});
+  call.AddInputs({{"params", params},
+                  {"grads", grads},
+                  {"exp_avgs", exp_avgs},
+                  {"exp_avg_diffs", exp_avg_diffs},
+                  {"exp_avg_sqs", exp_avg_sqs},
+                  {"prev_grads", prev_grads}});
+  Lists<6> out = call.AddOutputs<6>();
+  SetStepScalars(call, call.Steps(step), beta1, beta2, beta3);
+  call.Launch(FUSED_OPTIM_KERNEL(AdanBackward), hyper);
+  return out;
+}
+
+}  // namespace
+
+// clang-format off
+FUSED_OPTIM_OPS(adan, op) {
+  op("adan_step_(Tensor(a!)[] params, Tensor[] grads, Tensor(b!)[] exp_avgs, Tensor(c!)[] exp_avg_diffs, "
+     "Tensor(d!)[] exp_avg_sqs, Tensor(e!)[] prev_grads, Tensor(f!)[] state_steps, *, float lr, float beta1, "
+     "float beta2, float beta3, float eps, float weight_decay, bool no_prox, bool maximize) -> ()",
+     &AdanStepInPlace);
+  op("adan_update(Tensor[] params, Tensor[] grads, Tensor[] exp_avgs, Tensor[] exp_avg_diffs, "
+     "Tensor[] exp_avg_sqs, Tensor[] prev_grads, *, SymInt step, float lr, float beta1, float beta2, float beta3, "
+     "float eps, float weight_decay, bool no_prox, bool maximize) "
+     "-> (Tensor[], Tensor[], Tensor[], Tensor[], Tensor[])",
+     &AdanUpdate);
+  op("adan_update_backward(Tensor?[] grad_new_params, Tensor?[] grad_new_exp_avgs, "
+     "Tensor?[] grad_new_exp_avg_diffs, Tensor?[] grad_new_exp_avg_sqs, Tensor?[] grad_new_prev_grads, "
+     "Tensor[] params, Tensor[] grads, Tensor[] exp_avgs, Tensor[] exp_avg_diffs, Tensor[] exp_avg_sqs, "
+     "Tensor[] prev_grads, *, SymInt step, float lr, float beta1, float beta2, float beta3, float eps, "
+     "float weight_decay, bool no_prox, bool maximize) "
+     "-> (Tensor[], Tensor[], Tensor[], Tensor[], Tensor[], Tensor[])",
+     &AdanUpdateBackward);
+}
+// clang-format on
+
+}  // namespace fused_optim

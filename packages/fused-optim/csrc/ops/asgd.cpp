@@ -1,0 +1,99 @@
+// ASGD ops: argument checks, outputs and the per-tensor step size and averaging weight (each
+// parameter's eta and mu, then their next values from its step count); the element math is
+// math/asgd.h.
+#include <cmath>
+
+#include "multi_tensor.h"
+#include "ops/state_scalars.h"
+
+namespace fused_optim {
+namespace {
+
+math::AsgdHyper<double> MakeHyper(const char* op, double lambd, double weight_decay, bool maximize) {
+  TORCH_CHECK_VALUE(std::isfinite(lambd), op, ": lambd must be finite, got ", lambd);
+  CheckNonNegative(op, "weight_decay", weight_decay);
+  return {weight_decay, maximize, weight_decay != 0.0};
+}
+
+void ScalarRow(double eta, double mu, double lambd, double* row) {
+  using namespace asgd_cols;
+  row[kEta] = eta;
+  row[kDecay] = 1.0 - lambd * eta;
+  row[kMu] = mu;
+}
+
+void AsgdStepInPlace(at::TensorList params, at::TensorList grads, at::TensorList axs, at::TensorList etas,
+                     at::TensorList mus, at::TensorList state_steps, double lr, double lambd, double alpha, double t0,
+                     double weight_decay, bool maximize) {
+  constexpr const char* op = "fused_optim::asgd_step_";
+  CheckNonNegative(op, "learning rate", lr);
+  TORCH_CHECK_VALUE(std::isfinite(alpha) && std::isfinite(t0), op, ": alpha and t0 must be finite, got alpha=", alpha,
+                    ", t0=", t0);
+  const auto hyper = MakeHyper(op, lambd, weight_decay, maximize);
+  MultiTensorCall call(op, params, kInPlace);
+  call.AddStep(params, grads, {{"axs", axs}});
+  CheckStateScalars(op, "etas", etas, call.size());
+  CheckStateScalars(op, "mus", mus, call.size());
+  CheckStepTensors(op, state_steps, call.size());
+  if (call.ChecksOnly()) return;                                  // nothing is written yet
+  const std::vector<double> steps = IncrementSteps(state_steps);  // first modification
+  size_t t = 0;
+  call.SetStepScalars(asgd_cols::kNumScalars, steps, [&](double /*step*/, double* row) {
+    ScalarRow(ReadStateScalar(etas[t]), ReadStateScalar(mus[t]), lambd, row);
+    ++t;
+  });
+  call.Launch(FUSED_OPTIM_KERNEL(AsgdStep), hyper);
+  // torch.optim's schedule, for the next step: eta = lr / (1 + lambd lr t)^alpha, mu = 1 / max(1, t - t0),
+  // each made a tensor of the default dtype before it is copied into the state.
+  for (size_t i = 0; i < steps.size(); ++i) {
+    WriteStateScalar(etas[i], RoundToDefaultDtype(lr / std::pow(1.0 + lambd * lr * steps[i], alpha)));
+    WriteStateScalar(mus[i], RoundToDefaultDtype(1.0 / std::max(1.0, steps[i] - t0)));
+  }
+}
+
+Lists<2> AsgdUpdate(at::TensorList params, at::TensorList grads, at::TensorList axs, double eta, double mu,
+                    double lambd, double weight_decay, bool maximize) {
+  constexpr const char* op = "fused_optim::asgd_update";
+  const auto hyper = MakeHyper(op, lambd, weight_decay, maximize);
+  TORCH_CHECK_VALUE(std::isfinite(eta) && std::isfinite(mu), op, ": eta and mu must be finite, got eta=", eta,
+                    ", mu=", mu);
+  MultiTensorCall call(op, params);
+  Lists<2> out = call.AddStep(params, grads, {{"axs", axs}});
+  call.SetStepScalars(asgd_cols::kNumScalars, call.Steps(1),
+                      [&](double /*step*/, double* row) { ScalarRow(eta, mu, lambd, row); });
+  call.Launch(FUSED_OPTIM_KERNEL(AsgdStep), hyper);
+  return out;
+}
+
+Lists<3> AsgdUpdateBackward(const OptionalTensorList& grad_new_params, const OptionalTensorList& grad_new_axs,
+                            at::TensorList params, double eta, double mu, double lambd, double weight_decay,
+                            bool maximize) {
+  constexpr const char* op = "fused_optim::asgd_update_backward";
+  const auto hyper = MakeHyper(op, lambd, weight_decay, maximize);
+  MultiTensorCall call(op, params);
+  call.AddOptionalInputs({{"grad_new_params", grad_new_params}, {"grad_new_axs", grad_new_axs}});
+  Lists<3> out = call.AddOutputs<3>();
+  call.SetStepScalars(asgd_cols::kNumScalars, call.Steps(1),
+                      [&](double /*step*/, double* row) { ScalarRow(eta, mu, lambd, row); });
+  call.Launch(FUSED_OPTIM_KERNEL(AsgdBackward), hyper);
+  return out;
+}
+
+}  // namespace
+
+// clang-format off
+FUSED_OPTIM_OPS(asgd, op) {
+  op("asgd_step_(Tensor(a!)[] params, Tensor[] grads, Tensor(b!)[] axs, Tensor(c!)[] etas, Tensor(d!)[] mus, "
+     "Tensor(e!)[] state_steps, *, float lr, float lambd, float alpha, float t0, float weight_decay, "
+     "bool maximize) -> ()",
+     &AsgdStepInPlace);
+  op("asgd_update(Tensor[] params, Tensor[] grads, Tensor[] axs, *, float eta, float mu, float lambd, "
+     "float weight_decay, bool maximize) -> (Tensor[], Tensor[])",
+     &AsgdUpdate);
+  op("asgd_update_backward(Tensor?[] grad_new_params, Tensor?[] grad_new_axs, Tensor[] params, *, float eta, "
+     "float mu, float lambd, float weight_decay, bool maximize) -> (Tensor[], Tensor[], Tensor[])",
+     &AsgdUpdateBackward);
+}
+// clang-format on
+
+}  // namespace fused_optim

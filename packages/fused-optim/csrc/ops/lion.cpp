@@ -1,0 +1,71 @@
+// Lion ops: schemas, argument checks and outputs; the element math and the kernel columns are in
+// math/lion.h.
+#include "multi_tensor.h"
+
+namespace fused_optim {
+namespace {
+
+math::LionHyper<double> MakeHyper(const char* op, double lr, double beta1, double beta2, double weight_decay,
+                                  bool maximize) {
+  CheckNonNegative(op, "learning rate", lr);
+  CheckUnitInterval(op, {{"beta1", beta1}, {"beta2", beta2}});
+  CheckNonNegative(op, "weight_decay", weight_decay);
+  math::LionHyper<double> h{};
+  h.lr = lr, h.beta1 = beta1, h.beta2 = beta2;
+  h.decay = 1.0 - lr * weight_decay;
+  h.one_minus_beta1 = 1.0 - beta1, h.one_minus_beta2 = 1.0 - beta2;
+  h.maximize = maximize, h.has_decay = weight_decay != 0.0;
+  return h;
+}
+
+void LionStepInPlace(at::TensorList params, at::TensorList grads, at::TensorList exp_avgs, at::TensorList state_steps,
+                     double lr, double beta1, double beta2, double weight_decay, bool maximize) {
+  constexpr const char* op = "fused_optim::lion_step_";
+  const auto hyper = MakeHyper(op, lr, beta1, beta2, weight_decay, maximize);
+  MultiTensorCall call(op, params, kInPlace);
+  call.AddStep(params, grads, {{"exp_avgs", exp_avgs}});
+  CheckStepTensors(op, state_steps, call.size());
+  if (call.ChecksOnly()) return;  // nothing is written yet
+  IncrementSteps(state_steps);    // first modification (Lion reads no step count; torch-style state keeps one)
+  call.Launch(FUSED_OPTIM_KERNEL(LionStep), hyper);
+}
+
+Lists<2> LionUpdate(at::TensorList params, at::TensorList grads, at::TensorList exp_avgs, double lr, double beta1,
+                    double beta2, double weight_decay, bool maximize) {
+  constexpr const char* op = "fused_optim::lion_update";
+  const auto hyper = MakeHyper(op, lr, beta1, beta2, weight_decay, maximize);
+  MultiTensorCall call(op, params);
+  Lists<2> out = call.AddStep(params, grads, {{"exp_avgs", exp_avgs}});
+  call.Launch(FUSED_OPTIM_KERNEL(LionStep), hyper);
+  return out;
+}
+
+Lists<3> LionUpdateBackward(const OptionalTensorList& grad_new_params, const OptionalTensorList& grad_new_exp_avgs,
+                            at::TensorList params, double lr, double beta1, double beta2, double weight_decay,
+                            bool maximize) {
+  constexpr const char* op = "fused_optim::lion_update_backward";
+  const auto hyper = MakeHyper(op, lr, beta1, beta2, weight_decay, maximize);
+  MultiTensorCall call(op, params);  // params only give the shapes: the gradients do not depend on values
+  call.AddOptionalInputs({{"grad_new_params", grad_new_params}, {"grad_new_exp_avgs", grad_new_exp_avgs}});
+  Lists<3> out = call.AddOutputs<3>();
+  call.Launch(FUSED_OPTIM_KERNEL(LionBackward), hyper);
+  return out;
+}
+
+}  // namespace
+
+// clang-format off
+FUSED_OPTIM_OPS(lion, op) {
+  op("lion_step_(Tensor(a!)[] params, Tensor[] grads, Tensor(b!)[] exp_avgs, Tensor(c!)[] state_steps, *, "
+     "float lr, float beta1, float beta2, float weight_decay, bool maximize) -> ()",
+     &LionStepInPlace);
+  op("lion_update(Tensor[] params, Tensor[] grads, Tensor[] exp_avgs, *, float lr, float beta1, float beta2, "
+     "float weight_decay, bool maximize) -> (Tensor[], Tensor[])",
+     &LionUpdate);
+  op("lion_update_backward(Tensor?[] grad_new_params, Tensor?[] grad_new_exp_avgs, Tensor[] params, *, "
+     "float lr, float beta1, float beta2, float weight_decay, bool maximize) -> (Tensor[], Tensor[], Tensor[])",
+     &LionUpdateBackward);
+}
+// clang-format on
+
+}  // namespace fused_optim

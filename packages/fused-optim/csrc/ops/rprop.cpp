@@ -1,0 +1,77 @@
+// Rprop ops: argument checks and outputs; the element math (sign agreement, step-size update and
+// the signed step) is math/rprop.h. Rprop has no per-tensor scalars: its learning rate only seeds
+// the step sizes, which the caller creates.
+#include "multi_tensor.h"
+
+namespace fused_optim {
+namespace {
+
+math::RpropHyper<double> MakeHyper(const char* op, double etaminus, double etaplus, double step_size_min,
+                                   double step_size_max, bool maximize) {
+  TORCH_CHECK_VALUE(0.0 < etaminus && etaminus < 1.0 && 1.0 < etaplus, op,
+                    ": the etas must satisfy 0 < etaminus < 1 < etaplus, got etaminus=", etaminus,
+                    ", etaplus=", etaplus);
+  TORCH_CHECK_VALUE(!std::isnan(step_size_min) && !std::isnan(step_size_max), op,
+                    ": step_size_min and step_size_max must not be NaN");
+  return {etaminus, etaplus, step_size_min, step_size_max, maximize};
+}
+
+void RpropStepInPlace(at::TensorList params, at::TensorList grads, at::TensorList prevs, at::TensorList step_sizes,
+                      at::TensorList state_steps, double lr, double etaminus, double etaplus, double step_size_min,
+                      double step_size_max, bool maximize) {
+  constexpr const char* op = "fused_optim::rprop_step_";
+  CheckNonNegative(op, "learning rate", lr);  // it seeds new parameters' step sizes (done by the caller)
+  const auto hyper = MakeHyper(op, etaminus, etaplus, step_size_min, step_size_max, maximize);
+  MultiTensorCall call(op, params, kInPlace);
+  call.AddStep(params, grads, {{"prevs", prevs}, {"step_sizes", step_sizes}});
+  CheckStepTensors(op, state_steps, call.size());
+  if (call.ChecksOnly()) return;  // nothing is written yet
+  IncrementSteps(state_steps);    // first modification
+  call.Launch(FUSED_OPTIM_KERNEL(RpropStep), hyper);
+}
+
+Lists<3> RpropUpdate(at::TensorList params, at::TensorList grads, at::TensorList prevs, at::TensorList step_sizes,
+                     double etaminus, double etaplus, double step_size_min, double step_size_max, bool maximize) {
+  constexpr const char* op = "fused_optim::rprop_update";
+  const auto hyper = MakeHyper(op, etaminus, etaplus, step_size_min, step_size_max, maximize);
+  MultiTensorCall call(op, params);
+  Lists<3> out = call.AddStep(params, grads, {{"prevs", prevs}, {"step_sizes", step_sizes}});
+  call.Launch(FUSED_OPTIM_KERNEL(RpropStep), hyper);
+  return out;
+}
+
+Lists<4> RpropUpdateBackward(const OptionalTensorList& grad_new_params, const OptionalTensorList& grad_new_prevs,
+                             const OptionalTensorList& grad_new_step_sizes, at::TensorList grads, at::TensorList prevs,
+                             at::TensorList step_sizes, double etaminus, double etaplus, double step_size_min,
+                             double step_size_max, bool maximize) {
+  constexpr const char* op = "fused_optim::rprop_update_backward";
+  const auto hyper = MakeHyper(op, etaminus, etaplus, step_size_min, step_size_max, maximize);
+  MultiTensorCall call(op, grads);
+  call.AddOptionalInputs({{"grad_new_params", grad_new_params},
+                          {"grad_new_prevs", grad_new_prevs},
+                          {"grad_new_step_sizes", grad_new_step_sizes}});
+  call.AddInputs({{"grads", grads}, {"prevs", prevs}, {"step_sizes", step_sizes}});
+  Lists<4> out = call.AddOutputs<4>();
+  call.Launch(FUSED_OPTIM_KERNEL(RpropBackward), hyper);
+  return out;
+}
+
+}  // namespace
+
+// clang-format off
+FUSED_OPTIM_OPS(rprop, op) {
+  op("rprop_step_(Tensor(a!)[] params, Tensor[] grads, Tensor(b!)[] prevs, Tensor(c!)[] step_sizes, "
+     "Tensor(d!)[] state_steps, *, float lr, float etaminus, float etaplus, float step_size_min, "
+     "float step_size_max, bool maximize) -> ()",
+     &RpropStepInPlace);
+  op("rprop_update(Tensor[] params, Tensor[] grads, Tensor[] prevs, Tensor[] step_sizes, *, float etaminus, "
+     "float etaplus, float step_size_min, float step_size_max, bool maximize) -> (Tensor[], Tensor[], Tensor[])",
+     &RpropUpdate);
+  op("rprop_update_backward(Tensor?[] grad_new_params, Tensor?[] grad_new_prevs, Tensor?[] grad_new_step_sizes, "
+     "Tensor[] grads, Tensor[] prevs, Tensor[] step_sizes, *, float etaminus, float etaplus, float step_size_min, "
+     "float step_size_max, bool maximize) -> (Tensor[], Tensor[], Tensor[], Tensor[])",
+     &RpropUpdateBackward);
+}
+// clang-format on
+
+}  // namespace fused_optim

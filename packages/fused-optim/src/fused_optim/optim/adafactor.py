@@ -1,0 +1,75 @@
+"""Drop-in ``torch.optim.Adafactor`` running the fused ``adafactor_step_`` op."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from torch import Tensor
+from torch.optim.optimizer import _get_scalar_dtype
+
+from fused_optim.optim._common import FusedStep, StepPlan, scalar
+
+__all__ = ["Adafactor"]
+
+
+class Adafactor(FusedStep, torch.optim.Adafactor):
+    """``torch.optim.Adafactor`` with a fused multi-tensor step.
+
+    Same constructor, state (``step``, then ``row_var`` and ``col_var`` for parameters of two or
+    more dimensions, ``variance`` for the others) and ``state_dict()`` as
+    ``torch.optim.Adafactor``; the arguments all drop-in classes share (``params``, ``lr``,
+    ``maximize``, ``foreach``) are described in :mod:`fused_optim.optim`. One step makes one
+    call for the matrices and one for the vectors of each group: per-tensor reductions (the RMS of
+    each parameter and update, the factored statistics) between fused element-wise passes.
+
+    Args:
+        params, lr, maximize, foreach: shared by every drop-in class; see :mod:`fused_optim.optim`.
+        beta2_decay: The exponent ``c`` of the second-moment decay ``1 - t^c``.
+        eps: ``(eps1, eps2)``: the floor of the second moment (``None``: the machine epsilon of
+            the group's first parameter with a gradient, as torch takes it) and of the
+            parameters' RMS.
+        d: The clipping threshold of the update's RMS.
+        weight_decay: The decoupled weight decay coefficient.
+
+    >>> w = torch.nn.Parameter(torch.tensor([3.0, 4.0]))
+    >>> opt = Adafactor([w], lr=0.5, eps=(None, 0.0))
+    >>> w.grad = torch.tensor([1.0, -1.0])
+    >>> opt.step()
+    >>> w.detach()
+    tensor([1.2322, 5.7678])
+    """
+
+    _name = "Adafactor"
+    _op = "adafactor_step_"
+    _real_lists = 0  # complex parameters are rejected, as torch rejects them
+    _floats = ("lr", "beta2_decay", "d", "weight_decay")
+    _flags = ("maximize",)
+    _variant_flag = "factored"
+
+    def _row(self, group: dict[str, Any], p: Tensor, grad: Tensor, plan: StepPlan
+             ) -> tuple[bool, list[Tensor | None]]:
+        if p.is_complex():
+            raise RuntimeError("Adafactor does not support complex parameters")
+        state = self.state[p]
+        factored = grad.dim() > 1
+        if len(state) == 0:
+            plan.note_new_state(p)
+            state["step"] = torch.tensor(0.0, dtype=_get_scalar_dtype())
+            if factored:
+                state["row_var"] = grad.new_zeros((*grad.shape[:-1], 1))
+                state["col_var"] = grad.new_zeros((*grad.shape[:-2], 1, grad.shape[-1]))
+            else:
+                state["variance"] = torch.zeros_like(grad, memory_format=torch.preserve_format)
+        if factored:
+            return True, [p, grad, state["row_var"], state["col_var"], None, state["step"]]
+        return False, [p, grad, None, None, state["variance"], state["step"]]
+
+    def _kwargs(self, group: dict[str, Any], variant: bool) -> dict[str, Any]:
+        kwargs = super()._kwargs(group, variant)
+        eps1, eps2 = group["eps"]
+        if eps1 is None:  # torch takes the dtype of the group's first parameter with a gradient
+            first = next(p for p in group["params"] if p.grad is not None)
+            eps1 = torch.finfo(first.dtype).eps
+        kwargs["eps1"], kwargs["eps2"] = scalar(eps1), scalar(eps2)
+        return kwargs
