@@ -20,6 +20,7 @@
 #include <utility>
 #include <vector>
 
+#include "eager_call.h"
 #include "kernels.h"
 
 #ifdef FUSED_OPTIM_WITH_CUDA
@@ -260,7 +261,9 @@ void MultiTensorCall::Launch(const KernelBuilds<Hyper>& kernel, const Hyper& hyp
 //
 // Each op(schema, function) defines the schema in the fused_optim library and registers the
 // function for CPU, SparseCPU (sparse inputs reach the same code, which rejects them with a
-// clear error) and, in a CUDA build, CUDA.
+// clear error) and, in a CUDA build, CUDA; the same function becomes the op's unboxed eager call
+// fused_optim._C._eager.<op> (eager_call.h), so its C++ argument types must be ones eager_call.h
+// converts (at::TensorList, const OptionalTensorList&, double, bool, int64_t).
 class OpRegistrar {
  public:
   OpRegistrar(torch::Library& library, bool define) : library_(library), define_(define) {}
@@ -268,6 +271,7 @@ class OpRegistrar {
   void operator()(const char* schema, Fn* fn) {
     if (define_) {
       library_.def(schema);
+      eager::Register(schema, ArgCount(fn), eager::MakeInvoker(fn));
     } else {
       const std::string name(schema, std::string(schema).find('('));
       library_.impl(name.c_str(), fn);
@@ -275,6 +279,10 @@ class OpRegistrar {
   }
 
  private:
+  template <typename R, typename... A>
+  static int ArgCount(R (*)(A...)) {
+    return sizeof...(A);
+  }
   torch::Library& library_;
   bool define_;
 };

@@ -1,7 +1,7 @@
 // The fused_optim op library and the Python module `fused_optim._C` that loads it. Each
 // algorithm's ops (schemas and kernels) are registered by its own csrc/ops/<algo>.cpp; the
-// module has no functions of its own (ops are reached through torch.ops.fused_optim); it only
-// carries BUILD_INFO.
+// module carries BUILD_INFO and `_eager`, the ops' unboxed eager calls (eager_call.h); everything
+// else reaches the ops through torch.ops.fused_optim.
 #include <Python.h>
 #include <torch/library.h>
 
@@ -79,6 +79,10 @@ PyMODINIT_FUNC PyInit__C() {
   PyObject* info = MakeBuildInfo();
   if (info == nullptr || PyModule_AddObject(module, "BUILD_INFO", info) != 0) {
     Py_XDECREF(info);
+    Py_DECREF(module);
+    return nullptr;
+  }
+  if (!fused_optim::eager::AddFunctions(module)) {
     Py_DECREF(module);
     return nullptr;
   }

@@ -7,6 +7,7 @@ fused op and its fused backward in that graph, and computes what the eager step 
 
 from __future__ import annotations
 
+import pytest
 import torch
 import torch.nn.functional as F
 
@@ -94,3 +95,52 @@ def test_compiled_update_backward_matches_eager():
     torch._dynamo.reset()
     for a, b in zip(grads(torch.compile(meta_loss, backend="aot_eager", fullgraph=True)), grads(meta_loss)):
         torch.testing.assert_close(a, b, rtol=1e-6, atol=1e-7)
+
+
+def _counting_backend():
+    """An eager backend that counts the graphs torch.compile hands it and the fused ops in them."""
+    graphs = []
+
+    def backend(gm, _example_inputs):
+        graphs.append(gm)
+        return gm.forward
+
+    return graphs, backend
+
+
+def test_step_count_is_symbolic_one_graph_serves_every_step():
+    # The ops take `SymInt step`: a compiled update called with steps 1..10 compiles at most twice
+    # (the first call specializes, the second makes the step dynamic), keeps the fused op in the
+    # graph and gives the eager results; with an `int` schema it recompiled for every step.
+    torch._dynamo.reset()
+    graphs, backend = _counting_backend()
+
+    def update(params, grads, m, v, step):
+        new = FF.adam_update(params, grads, m, v, step, lr=0.1, weight_decay=0.01)
+        return new.params, new.exp_avgs, new.exp_avg_sqs
+
+    compiled = torch.compile(update, backend=backend, fullgraph=True)
+    gen = torch.Generator().manual_seed(1)
+    params = [torch.randn(5, generator=gen), torch.randn(2, 3, generator=gen)]
+    m = [torch.zeros_like(p) for p in params]
+    v = [torch.zeros_like(p) for p in params]
+    eager_state = (params, m, v)
+    state = (params, m, v)
+    for step in range(1, 11):
+        grads = [torch.randn(p.shape, generator=gen) for p in params]
+        eager_state = update(*eager_state[:1], grads, *eager_state[1:], step)
+        state = compiled(*state[:1], grads, *state[1:], step)
+        for got, want in zip(state, eager_state):
+            torch.testing.assert_close(got, want, rtol=0, atol=0)
+    assert 1 <= len(graphs) <= 2
+    for gm in graphs:
+        assert any(n.target is torch.ops.fused_optim.adam_update.default for n in gm.graph.nodes)
+
+
+def test_symbolic_step_is_still_checked():
+    torch._dynamo.reset()
+    compiled = torch.compile(lambda p, g, step: FF.adam_update(p, g, [torch.zeros(2)], [torch.zeros(2)], step).params,
+                             backend="eager", dynamic=True, fullgraph=True)
+    assert compiled([torch.ones(2)], [torch.ones(2)], 3)[0].shape == (2,)
+    with pytest.raises(ValueError, match="step must be >= 1"):
+        compiled([torch.ones(2)], [torch.ones(2)], 0)

@@ -65,11 +65,11 @@ FUSED_OPTIM_OPS(adagrad, op) {
   op("adagrad_step_(Tensor(a!)[] params, Tensor[] grads, Tensor(b!)[] state_sums, Tensor(c!)[] state_steps, *, "
      "float lr, float lr_decay, float weight_decay, float eps, bool maximize) -> ()",
      &AdagradStepInPlace);
-  op("adagrad_update(Tensor[] params, Tensor[] grads, Tensor[] state_sums, *, int step, float lr, "
+  op("adagrad_update(Tensor[] params, Tensor[] grads, Tensor[] state_sums, *, SymInt step, float lr, "
      "float lr_decay, float weight_decay, float eps, bool maximize) -> (Tensor[], Tensor[])",
      &AdagradUpdate);
   op("adagrad_update_backward(Tensor?[] grad_new_params, Tensor?[] grad_new_state_sums, Tensor[] params, "
-     "Tensor[] grads, Tensor[] state_sums, *, int step, float lr, float lr_decay, float weight_decay, float eps, "
+     "Tensor[] grads, Tensor[] state_sums, *, SymInt step, float lr, float lr_decay, float weight_decay, float eps, "
      "bool maximize) -> (Tensor[], Tensor[], Tensor[])",
      &AdagradUpdateBackward);
 }

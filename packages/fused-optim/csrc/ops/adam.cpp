@@ -133,20 +133,20 @@ FUSED_OPTIM_OPS(adam, op) {
      "float weight_decay, float eps, bool amsgrad, bool maximize, bool decoupled_weight_decay) -> ()",
      &AdamStepInPlace);
   op("adam_update(Tensor[] params, Tensor[] grads, Tensor[] exp_avgs, Tensor[] exp_avg_sqs, "
-     "Tensor[] max_exp_avg_sqs, *, int step, float lr, float beta1, float beta2, float weight_decay, float eps, "
+     "Tensor[] max_exp_avg_sqs, *, SymInt step, float lr, float beta1, float beta2, float weight_decay, float eps, "
      "bool amsgrad, bool maximize, bool decoupled_weight_decay) -> (Tensor[], Tensor[], Tensor[], Tensor[])",
      &AdamUpdate);
   op("adam_update_backward(Tensor?[] grad_new_params, Tensor?[] grad_new_exp_avgs, "
      "Tensor?[] grad_new_exp_avg_sqs, Tensor?[] grad_new_max_exp_avg_sqs, Tensor[] params, Tensor[] grads, "
-     "Tensor[] exp_avgs, Tensor[] exp_avg_sqs, Tensor[] max_exp_avg_sqs, *, int step, float lr, float beta1, "
+     "Tensor[] exp_avgs, Tensor[] exp_avg_sqs, Tensor[] max_exp_avg_sqs, *, SymInt step, float lr, float beta1, "
      "float beta2, float weight_decay, float eps, bool amsgrad, bool maximize, bool decoupled_weight_decay) "
      "-> (Tensor[], Tensor[], Tensor[], Tensor[], Tensor[])",
      &AdamUpdateBackward);
-  op("adam_direction(Tensor[] grads, Tensor[] exp_avgs, Tensor[] exp_avg_sqs, *, int step, float beta1, "
+  op("adam_direction(Tensor[] grads, Tensor[] exp_avgs, Tensor[] exp_avg_sqs, *, SymInt step, float beta1, "
      "float beta2, float eps, float eps_root) -> (Tensor[], Tensor[], Tensor[])",
      &AdamDirection);
   op("adam_direction_backward(Tensor?[] grad_directions, Tensor?[] grad_new_exp_avgs, "
-     "Tensor?[] grad_new_exp_avg_sqs, Tensor[] grads, Tensor[] exp_avgs, Tensor[] exp_avg_sqs, *, int step, "
+     "Tensor?[] grad_new_exp_avg_sqs, Tensor[] grads, Tensor[] exp_avgs, Tensor[] exp_avg_sqs, *, SymInt step, "
      "float beta1, float beta2, float eps, float eps_root) -> (Tensor[], Tensor[], Tensor[])",
      &AdamDirectionBackward);
 }

@@ -75,12 +75,12 @@ FUSED_OPTIM_OPS(adamax, op) {
      "Tensor(d!)[] state_steps, *, float lr, float beta1, float beta2, float eps, float weight_decay, "
      "bool maximize) -> ()",
      &AdamaxStepInPlace);
-  op("adamax_update(Tensor[] params, Tensor[] grads, Tensor[] exp_avgs, Tensor[] exp_infs, *, int step, "
+  op("adamax_update(Tensor[] params, Tensor[] grads, Tensor[] exp_avgs, Tensor[] exp_infs, *, SymInt step, "
      "float lr, float beta1, float beta2, float eps, float weight_decay, bool maximize) "
      "-> (Tensor[], Tensor[], Tensor[])",
      &AdamaxUpdate);
   op("adamax_update_backward(Tensor?[] grad_new_params, Tensor?[] grad_new_exp_avgs, Tensor?[] grad_new_exp_infs, "
-     "Tensor[] params, Tensor[] grads, Tensor[] exp_avgs, Tensor[] exp_infs, *, int step, float lr, float beta1, "
+     "Tensor[] params, Tensor[] grads, Tensor[] exp_avgs, Tensor[] exp_infs, *, SymInt step, float lr, float beta1, "
      "float beta2, float eps, float weight_decay, bool maximize) -> (Tensor[], Tensor[], Tensor[], Tensor[])",
      &AdamaxUpdateBackward);
 }

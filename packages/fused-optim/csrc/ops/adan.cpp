@@ -104,14 +104,14 @@ FUSED_OPTIM_OPS(adan, op) {
      "float beta2, float beta3, float eps, float weight_decay, bool no_prox, bool maximize) -> ()",
      &AdanStepInPlace);
   op("adan_update(Tensor[] params, Tensor[] grads, Tensor[] exp_avgs, Tensor[] exp_avg_diffs, "
-     "Tensor[] exp_avg_sqs, Tensor[] prev_grads, *, int step, float lr, float beta1, float beta2, float beta3, "
+     "Tensor[] exp_avg_sqs, Tensor[] prev_grads, *, SymInt step, float lr, float beta1, float beta2, float beta3, "
      "float eps, float weight_decay, bool no_prox, bool maximize) "
      "-> (Tensor[], Tensor[], Tensor[], Tensor[], Tensor[])",
      &AdanUpdate);
   op("adan_update_backward(Tensor?[] grad_new_params, Tensor?[] grad_new_exp_avgs, "
      "Tensor?[] grad_new_exp_avg_diffs, Tensor?[] grad_new_exp_avg_sqs, Tensor?[] grad_new_prev_grads, "
      "Tensor[] params, Tensor[] grads, Tensor[] exp_avgs, Tensor[] exp_avg_diffs, Tensor[] exp_avg_sqs, "
-     "Tensor[] prev_grads, *, int step, float lr, float beta1, float beta2, float beta3, float eps, "
+     "Tensor[] prev_grads, *, SymInt step, float lr, float beta1, float beta2, float beta3, float eps, "
      "float weight_decay, bool no_prox, bool maximize) "
      "-> (Tensor[], Tensor[], Tensor[], Tensor[], Tensor[], Tensor[])",
      &AdanUpdateBackward);

@@ -121,12 +121,12 @@ FUSED_OPTIM_OPS(nadam, op) {
      "Tensor(d!)[] mu_products, Tensor(e!)[] state_steps, *, float lr, float beta1, float beta2, float eps, "
      "float weight_decay, float momentum_decay, bool decoupled_weight_decay, bool maximize) -> ()",
      &NadamStepInPlace);
-  op("nadam_update(Tensor[] params, Tensor[] grads, Tensor[] exp_avgs, Tensor[] exp_avg_sqs, *, int step, "
+  op("nadam_update(Tensor[] params, Tensor[] grads, Tensor[] exp_avgs, Tensor[] exp_avg_sqs, *, SymInt step, "
      "float mu_product, float lr, float beta1, float beta2, float eps, float weight_decay, float momentum_decay, "
      "bool decoupled_weight_decay, bool maximize) -> (Tensor[], Tensor[], Tensor[])",
      &NadamUpdate);
   op("nadam_update_backward(Tensor?[] grad_new_params, Tensor?[] grad_new_exp_avgs, Tensor?[] grad_new_exp_avg_sqs, "
-     "Tensor[] params, Tensor[] grads, Tensor[] exp_avgs, Tensor[] exp_avg_sqs, *, int step, float mu_product, "
+     "Tensor[] params, Tensor[] grads, Tensor[] exp_avgs, Tensor[] exp_avg_sqs, *, SymInt step, float mu_product, "
      "float lr, float beta1, float beta2, float eps, float weight_decay, float momentum_decay, "
      "bool decoupled_weight_decay, bool maximize) -> (Tensor[], Tensor[], Tensor[], Tensor[])",
      &NadamUpdateBackward);

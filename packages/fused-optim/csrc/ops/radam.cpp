@@ -91,13 +91,13 @@ FUSED_OPTIM_OPS(radam, op) {
      "Tensor(d!)[] state_steps, *, float lr, float beta1, float beta2, float eps, float weight_decay, "
      "bool decoupled_weight_decay, bool maximize) -> ()",
      &RadamStepInPlace);
-  op("radam_update(Tensor[] params, Tensor[] grads, Tensor[] exp_avgs, Tensor[] exp_avg_sqs, *, int step, "
+  op("radam_update(Tensor[] params, Tensor[] grads, Tensor[] exp_avgs, Tensor[] exp_avg_sqs, *, SymInt step, "
      "float lr, float beta1, float beta2, float eps, float weight_decay, bool decoupled_weight_decay, "
      "bool maximize) -> (Tensor[], Tensor[], Tensor[])",
      &RadamUpdate);
   op("radam_update_backward(Tensor?[] grad_new_params, Tensor?[] grad_new_exp_avgs, "
      "Tensor?[] grad_new_exp_avg_sqs, Tensor[] params, Tensor[] grads, Tensor[] exp_avgs, Tensor[] exp_avg_sqs, "
-     "*, int step, float lr, float beta1, float beta2, float eps, float weight_decay, bool decoupled_weight_decay, "
+     "*, SymInt step, float lr, float beta1, float beta2, float eps, float weight_decay, bool decoupled_weight_decay, "
      "bool maximize) -> (Tensor[], Tensor[], Tensor[], Tensor[])",
      &RadamUpdateBackward);
 }

@@ -19,6 +19,7 @@ import numbers
 from collections.abc import Sequence
 from typing import Any, NamedTuple
 
+import torch
 from torch import Tensor
 
 from fused_optim.ops import apply_functional
@@ -247,6 +248,11 @@ def _number(name: str, value: Any) -> float:
 def _step(step: Any) -> int:
     if type(step) is int and step >= 1:
         return step
+    if isinstance(step, torch.SymInt) or (torch.compiler.is_compiling() and not isinstance(step, Tensor)):
+        # A count traced by torch.compile (symbolic once it varies): the ops take a SymInt, so one
+        # graph serves every step (int() would specialize it, one recompile per step); the kernel
+        # checks it when the graph runs.
+        return step  # type: ignore[no-any-return]
     if isinstance(step, Tensor) and step.numel() == 1 and not step.is_floating_point():
         step = int(step.item())
     elif isinstance(step, Tensor) and step.numel() == 1:

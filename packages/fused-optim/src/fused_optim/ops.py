@@ -13,6 +13,10 @@ Each algorithm's schemas live in its ``csrc/ops/<algo>.cpp``. This module
 * makes the same node the autograd of the raw functional ops (``*_update``, ``adam_direction``),
   and tells graph tools what such a node computes (:func:`describe_node`).
 
+Eager callers (the drop-in ``step()``, :func:`apply_functional`, the nodes' forward and backward)
+take each op's unboxed call (``fused_optim._C._eager``, csrc/eager_call.h) where the dispatcher
+would only reach the kernel, and ``torch.ops`` everywhere else (see :func:`_eager_or_boxed`).
+
 The in-place ``*_step_`` ops mutate their arguments and therefore get no autograd (torch forbids
 it); the drop-in optimizers call them under ``torch.no_grad()``.
 """
@@ -26,7 +30,7 @@ from typing import Any, NamedTuple
 
 import torch
 
-from fused_optim import _C  # noqa: F401  (loading the library registers the ops)
+from fused_optim import _C
 
 __all__ = [
     "FUNCTIONAL_OPS",
@@ -53,6 +57,33 @@ __all__ = [
 ]
 
 _lib = torch.ops.fused_optim
+
+
+def _eager_or_boxed(name: str) -> Callable[..., Any]:
+    """``torch.ops.fused_optim.<name>`` for eager callers, taking the op's unboxed call when it may.
+
+    The unboxed call (``fused_optim._C._eager.<name>``, csrc/eager_call.h) converts the Python
+    arguments straight to the C++ implementation's types, skipping the boxed ``torch.ops`` path
+    that costs more than a small tensor's update; it answers ``NotImplemented`` whenever a layer
+    above the kernel has something to do (autograd, a mode or transform, a subclass, a profiler,
+    arguments of another type), and the op then goes through ``torch.ops`` as before. Under
+    ``torch.compile`` the op itself is called, so that it lands in the graph.
+    """
+    eager, boxed = _C._eager[name], getattr(_lib, name).default
+
+    def call(*args: Any, **kwargs: Any) -> Any:
+        if not torch.compiler.is_compiling():
+            result = eager(*args, **kwargs)
+            if result is not NotImplemented:
+                return result
+        return boxed(*args, **kwargs)
+
+    call.__name__ = call.__qualname__ = name
+    return call
+
+
+# Every op of every csrc/ops/<algo>.cpp, by name: what this package's eager callers run.
+_eager = type("_EagerOps", (), {name: staticmethod(_eager_or_boxed(name)) for name in _C._eager})
 
 STEP_OPS = (
     "sgd_step_",
@@ -355,6 +386,7 @@ def _make_node(spec: FunctionalOpSpec, node_name: str) -> type[torch.autograd.Fu
     # The node's methods close over plain values only (ops, tuples, functions): Dynamo traces them
     # when a compiled function applies the node, and it cannot wrap a FunctionalOpSpec.
     op, backward_op, name = spec.op, spec.backward_op, spec.name
+    eager_op, eager_backward_op = _C._eager[name], _C._eager[name + "_backward"]
     saved_inputs, outputs = spec.saved, spec.outputs
 
     def forward(kwargs, sizes, *flat):  # type: ignore[no-untyped-def]
@@ -364,9 +396,12 @@ def _make_node(spec: FunctionalOpSpec, node_name: str) -> type[torch.autograd.Fu
             results = op(*lists, **kwargs)
         else:
             # Eager: straight to the CPU/CUDA kernel, skipping the op's own (Python) autograd
-            # kernel, which would only redispatch (this node is the call's autograd).
-            with torch._C._AutoDispatchBelowAutograd():
-                results = op(*lists, **kwargs)
+            # kernel, which would only redispatch (this node is the call's autograd): the unboxed
+            # call where it may (grad mode is off in here), else torch.ops below autograd.
+            results = eager_op(*lists, **kwargs)
+            if results is NotImplemented:
+                with torch._C._AutoDispatchBelowAutograd():
+                    results = op(*lists, **kwargs)
         return tuple(_flatten(results)[0])
 
     def setup_context(ctx, inputs, output):  # type: ignore[no-untyped-def]
@@ -384,7 +419,11 @@ def _make_node(spec: FunctionalOpSpec, node_name: str) -> type[torch.autograd.Fu
         saved = _unflatten(saved_flat, ctx.saved_sizes)
         grad_lists = _unflatten(grads, ctx.output_sizes)
         with torch.no_grad():
-            results = backward_op(*grad_lists, *saved, **ctx.kwargs)
+            results = NotImplemented
+            if not torch.compiler.is_compiling():
+                results = eager_backward_op(*grad_lists, *saved, **ctx.kwargs)
+            if results is NotImplemented:
+                results = backward_op(*grad_lists, *saved, **ctx.kwargs)
         results = _guard_second_order(node_name, results, [*saved_flat, *grads])
         flat, sizes = _flatten(results)
         if sizes != tuple(ctx.input_sizes):  # an absent state's gradient: nothing to return
@@ -523,7 +562,7 @@ def apply_functional(op_name: str, lists: Sequence[Sequence[torch.Tensor]], kwar
         return tuple([] for _ in spec.outputs)
     if torch.is_grad_enabled() and any(t.requires_grad for x in args for t in x):
         return _apply_node(_NODES[node or spec.node], spec, args, kwargs)
-    return tuple(list(x) for x in spec.op(*args, **kwargs))
+    return tuple(list(x) for x in getattr(_eager, op_name)(*args, **kwargs))
 
 
 # --- typed wrappers of the in-place ops (what the drop-in optimizers call) ---------------------
@@ -570,8 +609,8 @@ def sgd_step_(params: list[torch.Tensor], grads: list[torch.Tensor], momentum_bu
     >>> p
     tensor([0.5000, 0.5000])
     """
-    _lib.sgd_step_.default(params, grads, momentum_buffers, lr=lr, momentum=momentum, dampening=dampening,
-                           weight_decay=weight_decay, nesterov=nesterov, maximize=maximize, first_step=first_step)
+    _eager.sgd_step_(params, grads, momentum_buffers, lr=lr, momentum=momentum, dampening=dampening,
+                     weight_decay=weight_decay, nesterov=nesterov, maximize=maximize, first_step=first_step)
 
 
 def adam_step_(params: list[torch.Tensor], grads: list[torch.Tensor], exp_avgs: list[torch.Tensor],
@@ -597,9 +636,9 @@ def adam_step_(params: list[torch.Tensor], grads: list[torch.Tensor], exp_avgs: 
     >>> p, step
     (tensor([0.9000]), tensor(1.))
     """
-    _lib.adam_step_.default(params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, state_steps, lr=lr, beta1=beta1,
-                            beta2=beta2, weight_decay=weight_decay, eps=eps, amsgrad=amsgrad, maximize=maximize,
-                            decoupled_weight_decay=decoupled_weight_decay)
+    _eager.adam_step_(params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, state_steps, lr=lr, beta1=beta1,
+                      beta2=beta2, weight_decay=weight_decay, eps=eps, amsgrad=amsgrad, maximize=maximize,
+                      decoupled_weight_decay=decoupled_weight_decay)
 
 
 def rmsprop_step_(params: list[torch.Tensor], grads: list[torch.Tensor], square_avgs: list[torch.Tensor],
@@ -622,9 +661,9 @@ def rmsprop_step_(params: list[torch.Tensor], grads: list[torch.Tensor], square_
     >>> p, sq
     (tensor([0.8000]), tensor([0.2500]))
     """
-    _lib.rmsprop_step_.default(params, grads, square_avgs, grad_avgs, momentum_buffers, state_steps, lr=lr,
-                               alpha=alpha, eps=eps, weight_decay=weight_decay, momentum=momentum,
-                               centered=centered, maximize=maximize)
+    _eager.rmsprop_step_(params, grads, square_avgs, grad_avgs, momentum_buffers, state_steps, lr=lr,
+                         alpha=alpha, eps=eps, weight_decay=weight_decay, momentum=momentum,
+                         centered=centered, maximize=maximize)
 
 
 def adagrad_step_(params: list[torch.Tensor], grads: list[torch.Tensor], state_sums: list[torch.Tensor],
@@ -644,8 +683,8 @@ def adagrad_step_(params: list[torch.Tensor], grads: list[torch.Tensor], state_s
     >>> p, total
     (tensor([0.9000]), tensor([4.]))
     """
-    _lib.adagrad_step_.default(params, grads, state_sums, state_steps, lr=lr, lr_decay=lr_decay,
-                               weight_decay=weight_decay, eps=eps, maximize=maximize)
+    _eager.adagrad_step_(params, grads, state_sums, state_steps, lr=lr, lr_decay=lr_decay,
+                         weight_decay=weight_decay, eps=eps, maximize=maximize)
 
 
 def adadelta_step_(params: list[torch.Tensor], grads: list[torch.Tensor], square_avgs: list[torch.Tensor],
@@ -666,8 +705,8 @@ def adadelta_step_(params: list[torch.Tensor], grads: list[torch.Tensor], square
     >>> p, sq
     (tensor([0.2929]), tensor([1.]))
     """
-    _lib.adadelta_step_.default(params, grads, square_avgs, acc_deltas, state_steps, lr=lr, rho=rho, eps=eps,
-                                weight_decay=weight_decay, maximize=maximize)
+    _eager.adadelta_step_(params, grads, square_avgs, acc_deltas, state_steps, lr=lr, rho=rho, eps=eps,
+                          weight_decay=weight_decay, maximize=maximize)
 
 
 def adamax_step_(params: list[torch.Tensor], grads: list[torch.Tensor], exp_avgs: list[torch.Tensor],
@@ -689,8 +728,8 @@ def adamax_step_(params: list[torch.Tensor], grads: list[torch.Tensor], exp_avgs
     >>> p
     tensor([0.9000])
     """
-    _lib.adamax_step_.default(params, grads, exp_avgs, exp_infs, state_steps, lr=lr, beta1=beta1, beta2=beta2,
-                              eps=eps, weight_decay=weight_decay, maximize=maximize)
+    _eager.adamax_step_(params, grads, exp_avgs, exp_infs, state_steps, lr=lr, beta1=beta1, beta2=beta2,
+                        eps=eps, weight_decay=weight_decay, maximize=maximize)
 
 
 def radam_step_(params: list[torch.Tensor], grads: list[torch.Tensor], exp_avgs: list[torch.Tensor],
@@ -713,9 +752,9 @@ def radam_step_(params: list[torch.Tensor], grads: list[torch.Tensor], exp_avgs:
     >>> p, m
     (tensor([0.9000]), tensor([0.1000]))
     """
-    _lib.radam_step_.default(params, grads, exp_avgs, exp_avg_sqs, state_steps, lr=lr, beta1=beta1, beta2=beta2,
-                             eps=eps, weight_decay=weight_decay, decoupled_weight_decay=decoupled_weight_decay,
-                             maximize=maximize)
+    _eager.radam_step_(params, grads, exp_avgs, exp_avg_sqs, state_steps, lr=lr, beta1=beta1, beta2=beta2,
+                       eps=eps, weight_decay=weight_decay, decoupled_weight_decay=decoupled_weight_decay,
+                       maximize=maximize)
 
 
 def lion_step_(params: list[torch.Tensor], grads: list[torch.Tensor], exp_avgs: list[torch.Tensor],
@@ -735,8 +774,8 @@ def lion_step_(params: list[torch.Tensor], grads: list[torch.Tensor], exp_avgs: 
     >>> p, step
     (tensor([0.9000, 1.1000]), tensor(1.))
     """
-    _lib.lion_step_.default(params, grads, exp_avgs, state_steps, lr=lr, beta1=beta1, beta2=beta2,
-                            weight_decay=weight_decay, maximize=maximize)
+    _eager.lion_step_(params, grads, exp_avgs, state_steps, lr=lr, beta1=beta1, beta2=beta2,
+                      weight_decay=weight_decay, maximize=maximize)
 
 
 def adan_step_(params: list[torch.Tensor], grads: list[torch.Tensor], exp_avgs: list[torch.Tensor],
@@ -761,9 +800,9 @@ def adan_step_(params: list[torch.Tensor], grads: list[torch.Tensor], exp_avgs: 
     >>> p
     tensor([0.9000])
     """
-    _lib.adan_step_.default(params, grads, exp_avgs, exp_avg_diffs, exp_avg_sqs, prev_grads, state_steps, lr=lr,
-                            beta1=beta1, beta2=beta2, beta3=beta3, eps=eps, weight_decay=weight_decay,
-                            no_prox=no_prox, maximize=maximize)
+    _eager.adan_step_(params, grads, exp_avgs, exp_avg_diffs, exp_avg_sqs, prev_grads, state_steps, lr=lr,
+                      beta1=beta1, beta2=beta2, beta3=beta3, eps=eps, weight_decay=weight_decay,
+                      no_prox=no_prox, maximize=maximize)
 
 
 def nadam_step_(params: list[torch.Tensor], grads: list[torch.Tensor], exp_avgs: list[torch.Tensor],
@@ -790,9 +829,9 @@ def nadam_step_(params: list[torch.Tensor], grads: list[torch.Tensor], exp_avgs:
     >>> p, prod
     (tensor([0.8944]), tensor(0.4501))
     """
-    _lib.nadam_step_.default(params, grads, exp_avgs, exp_avg_sqs, mu_products, state_steps, lr=lr, beta1=beta1,
-                             beta2=beta2, eps=eps, weight_decay=weight_decay, momentum_decay=momentum_decay,
-                             decoupled_weight_decay=decoupled_weight_decay, maximize=maximize)
+    _eager.nadam_step_(params, grads, exp_avgs, exp_avg_sqs, mu_products, state_steps, lr=lr, beta1=beta1,
+                       beta2=beta2, eps=eps, weight_decay=weight_decay, momentum_decay=momentum_decay,
+                       decoupled_weight_decay=decoupled_weight_decay, maximize=maximize)
 
 
 def rprop_step_(params: list[torch.Tensor], grads: list[torch.Tensor], prevs: list[torch.Tensor],
@@ -815,9 +854,9 @@ def rprop_step_(params: list[torch.Tensor], grads: list[torch.Tensor], prevs: li
     >>> p, prev
     (tensor([0.9000, 1.1000]), tensor([ 2., -3.]))
     """
-    _lib.rprop_step_.default(params, grads, prevs, step_sizes, state_steps, lr=lr, etaminus=etaminus,
-                             etaplus=etaplus, step_size_min=step_size_min, step_size_max=step_size_max,
-                             maximize=maximize)
+    _eager.rprop_step_(params, grads, prevs, step_sizes, state_steps, lr=lr, etaminus=etaminus,
+                       etaplus=etaplus, step_size_min=step_size_min, step_size_max=step_size_max,
+                       maximize=maximize)
 
 
 def asgd_step_(params: list[torch.Tensor], grads: list[torch.Tensor], axs: list[torch.Tensor],
@@ -840,8 +879,8 @@ def asgd_step_(params: list[torch.Tensor], grads: list[torch.Tensor], axs: list[
     >>> p, ax
     (tensor([0.9000]), tensor([0.9000]))
     """
-    _lib.asgd_step_.default(params, grads, axs, etas, mus, state_steps, lr=lr, lambd=lambd, alpha=alpha, t0=t0,
-                            weight_decay=weight_decay, maximize=maximize)
+    _eager.asgd_step_(params, grads, axs, etas, mus, state_steps, lr=lr, lambd=lambd, alpha=alpha, t0=t0,
+                      weight_decay=weight_decay, maximize=maximize)
 
 
 def adafactor_step_(params: list[torch.Tensor], grads: list[torch.Tensor], row_vars: list[torch.Tensor],
@@ -869,6 +908,6 @@ def adafactor_step_(params: list[torch.Tensor], grads: list[torch.Tensor], row_v
     >>> p, v
     (tensor([1.2322, 5.7678]), tensor([1., 1.]))
     """
-    _lib.adafactor_step_.default(params, grads, row_vars, col_vars, variances, state_steps, lr=lr,
-                                 beta2_decay=beta2_decay, eps1=eps1, eps2=eps2, d=d, weight_decay=weight_decay,
-                                 maximize=maximize, factored=factored)
+    _eager.adafactor_step_(params, grads, row_vars, col_vars, variances, state_steps, lr=lr,
+                           beta2_decay=beta2_decay, eps1=eps1, eps2=eps2, d=d, weight_decay=weight_decay,
+                           maximize=maximize, factored=factored)

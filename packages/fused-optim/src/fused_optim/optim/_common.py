@@ -226,7 +226,7 @@ class FusedStep:
         with StepPlan(self, self._name) as plan:  # type: ignore[arg-type]
             work = []
             for group in self.param_groups:
-                variants: dict[bool, list[list[Tensor]]] = {}
+                variants: dict[bool, list[list[Tensor | None]]] = {}  # the rows of each variant
                 for p in group["params"]:
                     grad = p.grad
                     if grad is None:
@@ -234,13 +234,15 @@ class FusedStep:
                     if grad.is_sparse:
                         raise RuntimeError(f"{self._name} does not support sparse gradients{self._sparse_hint}")
                     variant, row = self._row(group, p, grad, plan)
-                    lists = variants.setdefault(variant, [[] for _ in row])
-                    for lst, t in zip(lists, row):
-                        if t is not None:
-                            lst.append(t)
+                    rows = variants.get(variant)
+                    if rows is None:
+                        rows = variants[variant] = []
+                    rows.append(row)
                 work.append((group, variants))
             for group, variants in work:
                 for variant in sorted(variants):
-                    plan.add(op, variants[variant], self._real_lists, self._kwargs(group, variant))
+                    # The op's lists are the rows' columns, an absent optional state (None) left out.
+                    lists = [[t for t in column if t is not None] for column in zip(*variants[variant])]
+                    plan.add(op, lists, self._real_lists, self._kwargs(group, variant))
             plan.run()
         return loss

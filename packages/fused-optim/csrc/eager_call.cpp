@@ -1,0 +1,203 @@
+// The unboxed eager call path declared in eager_call.h: argument conversion, the check that the
+// dispatcher would only reach the kernel, and the Python functions fused_optim._C._eager.<op>.
+#include "eager_call.h"
+
+#include <ATen/core/dispatch/Dispatcher.h>
+#include <ATen/core/grad_mode.h>
+#include <ATen/record_function.h>
+#include <c10/core/DispatchKeySet.h>
+#include <c10/core/impl/LocalDispatchKeySet.h>
+#include <torch/csrc/Exceptions.h>
+#include <torch/csrc/autograd/python_variable.h>
+
+#include <string>
+
+namespace fused_optim::eager {
+namespace {
+
+struct Entry {
+  std::string name;
+  int num_args;
+  Invoker invoke;
+  std::vector<PyObject*> names;  // interned argument names, schema order (filled by AddFunctions)
+  int num_positional = 0;        // arguments before the schema's `*`
+};
+
+std::vector<Entry>& Registry() {
+  static std::vector<Entry> entries;
+  return entries;
+}
+
+// fn(*args, **kwargs) with the op's schema names; NotImplemented where an argument is missing or
+// unknown (the boxed path raises the error the user should see).
+PyObject* Call(PyObject* self, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
+  const Entry& e = Registry()[PyLong_AsSsize_t(self)];
+  std::vector<PyObject*> slots(e.num_args, nullptr);
+  if (nargs > e.num_args) Py_RETURN_NOTIMPLEMENTED;
+  for (Py_ssize_t i = 0; i < nargs; ++i) slots[i] = args[i];
+  const Py_ssize_t nkw = kwnames == nullptr ? 0 : PyTuple_GET_SIZE(kwnames);
+  for (Py_ssize_t k = 0; k < nkw; ++k) {
+    PyObject* key = PyTuple_GET_ITEM(kwnames, k);
+    int found = -1;
+    for (int i = static_cast<int>(nargs); i < e.num_args && found < 0; ++i)
+      if (e.names[i] == key) found = i;  // keyword names are interned, as are ours
+    for (int i = static_cast<int>(nargs); i < e.num_args && found < 0; ++i)
+      if (PyUnicode_Compare(e.names[i], key) == 0) found = i;
+    if (found < 0 || slots[found] != nullptr) Py_RETURN_NOTIMPLEMENTED;
+    slots[found] = args[nargs + k];
+  }
+  for (PyObject* s : slots)
+    if (s == nullptr) Py_RETURN_NOTIMPLEMENTED;
+  return e.invoke(slots.data());
+}
+
+PyMethodDef kCallDef = {"call", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(&Call)),
+                        METH_FASTCALL | METH_KEYWORDS, nullptr};
+
+}  // namespace
+
+void Register(const char* schema, int num_args, Invoker invoker) {
+  const std::string s(schema);
+  Registry().push_back({s.substr(0, s.find('(')), num_args, std::move(invoker), {}, 0});
+}
+
+bool AddFunctions(PyObject* module) {
+  PyObject* ns = PyDict_New();
+  if (ns == nullptr) return false;
+  for (size_t i = 0; i < Registry().size(); ++i) {
+    Entry& e = Registry()[i];
+    const auto& schema = c10::Dispatcher::singleton().findSchemaOrThrow(("fused_optim::" + e.name).c_str(), "").schema();
+    if (static_cast<int>(schema.arguments().size()) != e.num_args) {
+      PyErr_Format(PyExc_RuntimeError, "fused_optim::%s: the schema has %d arguments, the implementation %d",
+                   e.name.c_str(), static_cast<int>(schema.arguments().size()), e.num_args);
+      Py_DECREF(ns);
+      return false;
+    }
+    e.names.clear();
+    e.num_positional = 0;
+    for (const auto& a : schema.arguments()) {
+      e.names.push_back(PyUnicode_InternFromString(a.name().c_str()));
+      if (!a.kwarg_only()) ++e.num_positional;
+    }
+    PyObject* index = PyLong_FromSsize_t(static_cast<Py_ssize_t>(i));
+    PyObject* fn = index == nullptr ? nullptr : PyCFunction_NewEx(&kCallDef, index, nullptr);
+    Py_XDECREF(index);
+    if (fn == nullptr || PyDict_SetItemString(ns, e.name.c_str(), fn) != 0) {
+      Py_XDECREF(fn);
+      Py_DECREF(ns);
+      return false;
+    }
+    Py_DECREF(fn);
+  }
+  return PyModule_AddObject(module, "_eager", ns) == 0 || (Py_DECREF(ns), false);
+}
+
+Borrowed::~Borrowed() {
+  for (std::vector<at::Tensor>* list : borrowed_)
+    for (at::Tensor& t : *list) c10::MaybeOwnedTraits<at::Tensor>::destroyBorrow(t);
+}
+
+bool Borrowed::AddList(PyObject* obj, std::vector<at::Tensor>& out) {
+  if (!PyList_CheckExact(obj) && !PyTuple_CheckExact(obj)) return false;
+  PyObject** items = PySequence_Fast_ITEMS(obj);
+  const Py_ssize_t n = PySequence_Fast_GET_SIZE(obj);
+  for (Py_ssize_t i = 0; i < n; ++i)
+    if (!THPVariable_CheckExact(items[i])) return false;
+  out.reserve(n);
+  borrowed_.push_back(&out);
+  for (Py_ssize_t i = 0; i < n; ++i)
+    out.push_back(c10::MaybeOwnedTraits<at::Tensor>::createBorrow(THPVariable_Unpack(items[i])));
+  for (const at::Tensor& t : out) tensors_.push_back(&t);
+  return true;
+}
+
+bool Borrowed::AddOptionalList(PyObject* obj, c10::List<std::optional<at::Tensor>>& out) {
+  if (!PyList_CheckExact(obj) && !PyTuple_CheckExact(obj)) return false;
+  PyObject** items = PySequence_Fast_ITEMS(obj);
+  const Py_ssize_t n = PySequence_Fast_GET_SIZE(obj);
+  out.reserve(n);
+  for (Py_ssize_t i = 0; i < n; ++i) {
+    if (items[i] == Py_None) {
+      out.push_back(std::nullopt);
+    } else if (THPVariable_CheckExact(items[i])) {
+      const at::Tensor& t = THPVariable_Unpack(items[i]);  // owned by the Python object
+      tensors_.push_back(&t);
+      out.push_back(t);
+    } else {
+      return false;
+    }
+  }
+  return true;
+}
+
+bool Borrowed::ShortcutAllowed() const {
+  if (at::hasCallbacks()) return false;  // the profiler (RecordFunction) wants to see the op
+  // The keys the dispatcher would visit, as it computes them: the tensor's, plus those a mode or
+  // transform includes for the thread (Python, functorch...), less the excluded ones; then less
+  // the layers that do nothing here (autograd when no gradient is needed, ADInplaceOrView, whose
+  // version bump the kernel makes itself, and BackendSelect, which every thread includes).
+  const c10::impl::LocalDispatchKeySet tls = c10::impl::tls_local_dispatch_key_set();
+  constexpr c10::DispatchKeySet kNothingToDo =
+      c10::autograd_dispatch_keyset_with_ADInplaceOrView | c10::DispatchKeySet(c10::DispatchKey::BackendSelect);
+  const bool grad = at::GradMode::is_enabled();
+  for (const at::Tensor* t : tensors_) {
+    if (grad && t->requires_grad()) return false;  // autograd has a say: the op's autograd kernel
+    const c10::DispatchKeySet keys = ((t->key_set() | tls.included_) - tls.excluded_) - kNothingToDo;
+    if (keys != c10::DispatchKeySet(c10::DispatchKey::CPU) && keys != c10::DispatchKeySet(c10::DispatchKey::CUDA))
+      return false;
+  }
+  return true;
+}
+
+bool Arg<double>::Convert(Borrowed&, PyObject* obj) {
+  if (PyFloat_CheckExact(obj)) {
+    value = PyFloat_AS_DOUBLE(obj);
+    return true;
+  }
+  if (!PyLong_CheckExact(obj)) return false;
+  value = PyLong_AsDouble(obj);
+  if (value == -1.0 && PyErr_Occurred()) {
+    PyErr_Clear();
+    return false;
+  }
+  return true;
+}
+
+bool Arg<bool>::Convert(Borrowed&, PyObject* obj) {
+  if (obj != Py_True && obj != Py_False) return false;
+  value = obj == Py_True;
+  return true;
+}
+
+bool Arg<int64_t>::Convert(Borrowed&, PyObject* obj) {
+  if (!PyLong_CheckExact(obj)) return false;
+  int overflow = 0;
+  value = PyLong_AsLongLongAndOverflow(obj, &overflow);
+  if (overflow != 0 || (value == -1 && PyErr_Occurred())) {
+    PyErr_Clear();
+    return false;
+  }
+  return true;
+}
+
+PyObject* ToPython(std::vector<at::Tensor>&& list) {
+  PyObject* out = PyList_New(static_cast<Py_ssize_t>(list.size()));
+  if (out == nullptr) return nullptr;
+  for (size_t i = 0; i < list.size(); ++i) {
+    PyObject* item = THPVariable_Wrap(std::move(list[i]));
+    if (item == nullptr) {
+      Py_DECREF(out);
+      return nullptr;
+    }
+    PyList_SET_ITEM(out, static_cast<Py_ssize_t>(i), item);
+  }
+  return out;
+}
+
+PyObject* RunTranslated(const std::function<PyObject*()>& call) {
+  HANDLE_TH_ERRORS
+  return call();
+  END_HANDLE_TH_ERRORS
+}
+
+}  // namespace fused_optim::eager
