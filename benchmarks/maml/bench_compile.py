@@ -220,7 +220,7 @@ def blocker_autograd_double_backward():
 def blocker_int_step_recompiles():
     from torch._dynamo.testing import CompileCounter
 
-    def f(p, g, m, v, step):  # the fused op's schema takes `int step`
+    def f(p, g, m, v, step):  # the schemas took `int step` (a recompile per step); now `SymInt step`
         out = FF.adam_update(p, g, m, v, step, lr=0.1)
         return out.params, out.exp_avgs, out.exp_avg_sqs
 

@@ -245,7 +245,7 @@ def _number(name: str, value: Any) -> float:
     return float(value)
 
 
-def _step(step: Any) -> int:
+def _step(step: Any) -> int | torch.SymInt:
     if type(step) is int and step >= 1:
         return step
     if isinstance(step, torch.SymInt) or (torch.compiler.is_compiling() and not isinstance(step, Tensor)):
@@ -748,10 +748,10 @@ def nadam_update(params: Sequence[Tensor], grads: Sequence[Tensor], exp_avgs: Se
     tensor([0.8944], grad_fn=<FusedNAdamBackward>)
     """
     beta1, beta2 = _betas(betas)
-    step = _step(step)
+    count = _step(step)
     momentum_decay = _number("momentum_decay", momentum_decay)
     # torch.optim.NAdam's momentum coefficient for this step (the op computes the same schedule).
-    mu = beta1 * (1.0 - 0.5 * 0.96 ** (step * momentum_decay))
+    mu = beta1 * (1.0 - 0.5 * 0.96 ** (count * momentum_decay))
     if isinstance(mu_product, Tensor):
         if mu_product.numel() != 1:
             raise ValueError(f"mu_product must be a scalar, got a tensor of shape {tuple(mu_product.shape)}")
@@ -759,7 +759,7 @@ def nadam_update(params: Sequence[Tensor], grads: Sequence[Tensor], exp_avgs: Se
         product = float(new_product.item())  # type: ignore[union-attr]
     else:
         new_product = product = _number("mu_product", mu_product) * mu
-    kwargs = {"step": step, "mu_product": product, "lr": _number("lr", lr), "beta1": beta1, "beta2": beta2,
+    kwargs = {"step": count, "mu_product": product, "lr": _number("lr", lr), "beta1": beta1, "beta2": beta2,
               "eps": _number("eps", eps), "weight_decay": _number("weight_decay", weight_decay),
               "momentum_decay": momentum_decay, "decoupled_weight_decay": bool(decoupled_weight_decay),
               "maximize": bool(maximize)}

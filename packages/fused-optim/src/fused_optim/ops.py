@@ -83,7 +83,7 @@ def _eager_or_boxed(name: str) -> Callable[..., Any]:
 
 
 # Every op of every csrc/ops/<algo>.cpp, by name: what this package's eager callers run.
-_eager = type("_EagerOps", (), {name: staticmethod(_eager_or_boxed(name)) for name in _C._eager})
+_eager: Any = type("_EagerOps", (), {name: staticmethod(_eager_or_boxed(name)) for name in _C._eager})
 
 STEP_OPS = (
     "sgd_step_",
