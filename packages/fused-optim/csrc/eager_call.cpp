@@ -66,7 +66,8 @@ bool AddFunctions(PyObject* module) {
   if (ns == nullptr) return false;
   for (size_t i = 0; i < Registry().size(); ++i) {
     Entry& e = Registry()[i];
-    const auto& schema = c10::Dispatcher::singleton().findSchemaOrThrow(("fused_optim::" + e.name).c_str(), "").schema();
+    const auto& schema =
+        c10::Dispatcher::singleton().findSchemaOrThrow(("fused_optim::" + e.name).c_str(), "").schema();
     if (static_cast<int>(schema.arguments().size()) != e.num_args) {
       PyErr_Format(PyExc_RuntimeError, "fused_optim::%s: the schema has %d arguments, the implementation %d",
                    e.name.c_str(), static_cast<int>(schema.arguments().size()), e.num_args);

@@ -51,7 +51,7 @@ class Borrowed {
 
  private:
   std::vector<std::vector<at::Tensor>*> borrowed_;  // lists whose entries are borrows
-  std::vector<const at::Tensor*> tensors_;           // every tensor added
+  std::vector<const at::Tensor*> tensors_;          // every tensor added
 };
 
 // Conversion of one Python argument to the C++ type the implementation takes. Convert returns
@@ -97,13 +97,18 @@ PyObject* ToPython(std::tuple<L...>&& lists) {
   if (out == nullptr) return nullptr;
   bool ok = true;
   Py_ssize_t i = 0;
-  std::apply([&](auto&... l) { ((ok = ok && [&] {
-                                   PyObject* item = ToPython(std::move(l));
-                                   if (item == nullptr) return false;
-                                   PyTuple_SET_ITEM(out, i++, item);
-                                   return true;
-                                 }()), ...); },
-             lists);
+  std::apply(
+      [&](auto&... l) {
+        ((ok = ok &&
+               [&] {
+                 PyObject* item = ToPython(std::move(l));
+                 if (item == nullptr) return false;
+                 PyTuple_SET_ITEM(out, i++, item);
+                 return true;
+               }()),
+         ...);
+      },
+      lists);
   if (!ok) {
     Py_DECREF(out);
     return nullptr;
