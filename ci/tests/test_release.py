@@ -52,7 +52,8 @@ def test_compiled_wheel_is_manylinux(package):
         assert report["overall_tag"].startswith("manylinux_2_"), report
         assert report["external_libs"] == {}, report
     else:  # only torch's own libraries stay outside (show cannot be told they are excluded)
-        assert set(report["external_libs"]) <= {"libc10.so", "libtorch.so", "libtorch_cpu.so",
+        # libtorch_python: the ops' unboxed eager calls (csrc/eager_call.cpp) take Python tensors.
+        assert set(report["external_libs"]) <= {"libc10.so", "libtorch.so", "libtorch_cpu.so", "libtorch_python.so",
                                                 "libgomp.so.1", "libtorch_cuda.so", "libc10_cuda.so"}
         assert {"libc10.so", "libtorch_cpu.so"} <= set(report["external_libs"]), report
 
@@ -90,7 +91,7 @@ def test_installed_fused_optim_resolves_torch_from_the_torch_beside_it():
     [extension] = (site / "fused_optim").glob("_C.*.so")
     libs = release.ldd(extension)
     torch_lib = (site / "torch" / "lib").resolve()
-    for name in ("libc10.so", "libtorch_cpu.so", "libtorch.so", "libgomp.so.1"):
+    for name in ("libc10.so", "libtorch_cpu.so", "libtorch.so", "libtorch_python.so", "libgomp.so.1"):
         assert Path(libs[name]).resolve().parent == torch_lib, (name, libs[name])
     assert not [n for n in libs if n.startswith("libabsl")]
 
