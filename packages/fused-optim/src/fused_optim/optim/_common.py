@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from itertools import chain, repeat
-from operator import attrgetter, is_, methodcaller
+from operator import attrgetter, is_
 from typing import Any
 
 import torch
@@ -166,12 +166,30 @@ def _original(t: Tensor) -> Tensor:
 
 _grad = attrgetter("grad")
 _is_sparse = attrgetter("is_sparse")
-_dict_values = methodcaller("values")
 _UNCACHED_OPTIONS = ("params", "lr")  # lr changes every scheduled step and never shapes a row
 
 
-def _ids(objects: Iterable[Any]) -> list[int]:
-    return [*map(id, objects)]
+def _same(objects: list[Any], kept: list[Any]) -> bool:
+    """Whether ``objects`` are the ``kept`` objects themselves, in order (identity, never ``==``)."""
+    return len(objects) == len(kept) and all(map(is_, objects, kept))
+
+
+def _state_values(state: dict[Any, Any]) -> list[Any] | None:
+    """Every value of every parameter's state, in order (None if some state is not a dict)."""
+    try:
+        return [*chain.from_iterable(map(dict.values, state.values()))]
+    except TypeError:
+        return None
+
+
+def _same_state(state: dict[Any, Any], kept: list[Any]) -> bool:
+    """Whether every parameter's state holds the ``kept`` values themselves, in order."""
+    states = state.values()
+    try:
+        return (sum(map(len, states)) == len(kept)
+                and all(map(is_, chain.from_iterable(map(dict.values, states)), kept)))
+    except TypeError:  # a state that is not a dict
+        return False
 
 
 def _options(group: dict[str, Any]) -> dict[str, Any]:
@@ -192,42 +210,37 @@ class _Gathered:
 
     Gathering the rows (a state lookup and a Python row per parameter) costs more host time than
     the op call itself for many small tensors, and from one step to the next it gives the same
-    tensors: only the gradients are new objects after ``zero_grad()``. The key holds references to
-    every object whose identity it records (groups, parameters, state dicts' values), so an id
-    can't be reused by a new object while the key lives: the same ids mean the same objects. It is
-    checked on every step: ``optimizer.state`` the same dict with the same values of every
-    parameter's state (``load_state_dict``, a state entry set, deleted or replaced), the same group
-    dicts (``add_param_group``), in each the same parameters and the same settings except ``lr``
-    (which goes to the op's arguments afresh each step, as every setting does), and gradients on
-    exactly the same parameters, none sparse. Gradients are read afresh and not kept (the cache
-    never holds memory ``zero_grad(set_to_none=True)`` frees). Only steps whose groups each made one
-    call on its lists as gathered (one device, one real dtype, one row variant) and that created no
-    state are kept; anything else takes the full path.
+    tensors: only the gradients are new objects after ``zero_grad()``. The key is checked on every
+    step by identity (C-level ``map(operator.is_, ...)`` passes, no per-parameter Python code):
+    ``optimizer.state`` the same dict, holding the same values of every parameter's state in the
+    same order (``load_state_dict``, a state entry set, deleted or replaced); the same group dicts
+    (``add_param_group``), in each the same parameters and the same settings but ``lr`` (the op's
+    keyword arguments are made afresh on every step, lr included); and gradients on exactly the
+    same parameters, none sparse. Gradients are read afresh and never kept, so the cache holds no
+    memory that ``zero_grad(set_to_none=True)`` frees. Only a step that created no state and made
+    one call per group on its lists as gathered (one device, one real dtype, one row variant) is
+    kept; anything else takes the full path.
     """
 
-    __slots__ = ("entries", "groups", "group_ids", "state", "state_ids", "state_values")
+    __slots__ = ("entries", "groups", "state", "state_values")
 
     def __init__(self, optimizer: FusedStep,
-                 entries: list[tuple[list[Tensor], list[int], dict[str, Any], list[bool], Any]]) -> None:
+                 entries: list[tuple[list[Tensor], dict[str, Any], list[bool], Any]]) -> None:
         self.state = optimizer.state
         self.groups = list(optimizer.param_groups)
-        self.group_ids = _ids(self.groups)
         self.state_values = _state_values(self.state)
-        self.state_ids = None if self.state_values is None else _ids(self.state_values)
-        self.entries = entries  # per group: params, their ids, options, grad-is-None mask, call or None
+        self.entries = entries  # per group: params, options, grad-is-None mask, (variant, params, columns)
 
     def calls(self, optimizer: FusedStep) -> list[tuple[dict[str, Any], bool, list[list[Tensor]]]] | None:
         """Per group with gradients, ``(group, variant, lists)`` with this step's gradients; None
         when anything the lists came from changed."""
-        if optimizer.state is not self.state or _ids(optimizer.param_groups) != self.group_ids:
-            return None
-        values = _state_values(self.state)
-        if values is None or self.state_ids is None or _ids(values) != self.state_ids:
+        if (optimizer.state is not self.state or self.state_values is None
+                or not _same(optimizer.param_groups, self.groups) or not _same_state(self.state, self.state_values)):
             return None
         calls = []
-        for group, (params, param_ids, options, no_grad, call) in zip(self.groups, self.entries):
+        for group, (params, options, no_grad, call) in zip(self.groups, self.entries):
             group_params = group["params"]
-            if _ids(group_params) != param_ids or not _same_options(group, options):
+            if not _same(group_params, params) or not _same_options(group, options):
                 return None
             grads = [*map(_grad, group_params)]
             if [*map(is_, grads, repeat(None))] != no_grad:
@@ -241,14 +254,6 @@ class _Gathered:
                 return None  # the full path names the problem
             calls.append((group, variant, [with_grad, grads, *columns]))
         return calls
-
-
-def _state_values(state: dict[Any, Any]) -> list[Any] | None:
-    """Every value of every parameter's state, in order (None if some state is not a dict)."""
-    try:
-        return [*chain.from_iterable(map(_dict_values, state.values()))]
-    except (AttributeError, TypeError):
-        return None
 
 
 class FusedStep:
@@ -353,7 +358,7 @@ class FusedStep:
                         rows = variants[variant] = []
                     rows.append(row)
                 work.append((group, variants))
-                entries.append((list(group["params"]), _ids(group["params"]), _options(group), no_grad, None))
+                entries.append((list(group["params"]), _options(group), no_grad, None))
             cacheable = cacheable and not plan.creates_state()
             for i, (group, variants) in enumerate(work):
                 cacheable = cacheable and len(variants) <= 1
@@ -362,7 +367,7 @@ class FusedStep:
                     lists = [[t for t in column if t is not None] for column in zip(*variants[variant])]
                     buckets = plan.add(op, lists, self._real_lists, self._kwargs(group, variant))
                     if cacheable and len(buckets) == 1 and buckets[0] is lists:
-                        entries[i] = (*entries[i][:4], (variant, lists[0], lists[2:]))  # no grads kept
+                        entries[i] = (*entries[i][:3], (variant, lists[0], lists[2:]))  # no grads kept
                     else:
                         cacheable = False
             plan.run()
