@@ -5,6 +5,8 @@ changed), each checked step by step against torch.optim."""
 from __future__ import annotations
 
 import copy
+import itertools
+import weakref
 
 import pytest
 import torch
@@ -227,41 +229,39 @@ def test_state_swapped_between_parameters(name):
     pair.step()
 
 
-def test_a_sparse_gradient_after_reuse_is_still_rejected():
-    w = torch.nn.Parameter(torch.ones(3))
-    opt = fused_optim.Adam([w], lr=0.1)
-    for _ in range(2):
-        w.grad = torch.ones(3)
+def _adam_reusing(*groups):
+    """An Adam whose step reuses its gathered lists: groups of parameters of the given sizes, all ones."""
+    params = [[torch.nn.Parameter(torch.ones(n)) for n in sizes] for sizes in groups]
+    opt = fused_optim.Adam([{"params": ps} for ps in params], lr=0.1)
+    for _ in range(3):
+        for p in itertools.chain(*params):
+            p.grad = torch.ones_like(p)
         opt.step()
+    assert "_gathered" in opt.__dict__
+    return opt, list(itertools.chain(*params))
+
+
+def test_a_sparse_gradient_after_reuse_is_still_rejected():
+    opt, (w,) = _adam_reusing([3])
     before = w.detach().clone()
     w.grad = torch.ones(3).to_sparse()
-    with pytest.raises(RuntimeError, match="sparse"):
+    with pytest.raises(RuntimeError, match="does not support sparse gradients"):
         opt.step()
     assert torch.equal(w.detach(), before)
 
 
 def test_a_bad_lr_after_reuse_leaves_every_group_untouched():
-    a, b = torch.nn.Parameter(torch.ones(3)), torch.nn.Parameter(torch.ones(2))
-    opt = fused_optim.Adam([{"params": [a]}, {"params": [b]}], lr=0.1)
-    for _ in range(2):
-        a.grad, b.grad = torch.ones(3), torch.ones(2)
-        opt.step()
-    assert "_gathered" in opt.__dict__
-    before = [a.detach().clone(), b.detach().clone()]
+    opt, params = _adam_reusing([3], [2])
+    before = [p.detach().clone() for p in params]
     opt.param_groups[1]["lr"] = -1.0
     with pytest.raises(ValueError):
         opt.step()
-    assert torch.equal(a.detach(), before[0]) and torch.equal(b.detach(), before[1])
+    for p, b in zip(params, before):
+        assert torch.equal(p.detach(), b)
 
 
 def test_the_cache_keeps_no_gradient_alive():
-    import weakref
-
-    w = torch.nn.Parameter(torch.ones(3))
-    opt = fused_optim.Adam([w], lr=0.1)
-    for _ in range(3):
-        w.grad = torch.ones(3)
-        opt.step()
+    opt, (w,) = _adam_reusing([3])
     ref = weakref.ref(w.grad)
     opt.zero_grad(set_to_none=True)
     assert ref() is None
