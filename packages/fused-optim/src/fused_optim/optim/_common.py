@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from itertools import chain, repeat
+from operator import attrgetter, is_
 from typing import Any
 
 import torch
@@ -99,10 +101,22 @@ class StepPlan:
         """Records that this step created ``param``'s state (only ``keys`` of it, when given)."""
         self._new_state[id(param)] = (param, keys)
 
-    def add(self, op: Callable[..., Any], lists: list[list[Tensor]], real_lists: int, kwargs: dict[str, Any]) -> None:
-        """Adds the calls of one group."""
-        for bucket in bucket_lists(lists, real_lists):
+    def add(self, op: Callable[..., Any], lists: list[list[Tensor]], real_lists: int, kwargs: dict[str, Any]
+            ) -> list[list[list[Tensor]]]:
+        """Adds the calls of one group; returns their lists (``[lists]`` itself when one call takes them as
+        they are)."""
+        buckets = bucket_lists(lists, real_lists)
+        for bucket in buckets:
             self._calls.append((op, bucket, kwargs))
+        return buckets
+
+    def add_call(self, op: Callable[..., Any], lists: list[list[Tensor]], kwargs: dict[str, Any]) -> None:
+        """Adds one call whose lists already share a device and a real dtype."""
+        self._calls.append((op, lists, kwargs))
+
+    def creates_state(self) -> bool:
+        """Whether this step created state (before :meth:`run`)."""
+        return bool(self._new_state)
 
     def __enter__(self) -> StepPlan:
         return self
@@ -150,6 +164,97 @@ def _original(t: Tensor) -> Tensor:
     base = t._base
     return base if base is not None and base.is_complex() else t
 
+_grad = attrgetter("grad")
+_is_sparse = attrgetter("is_sparse")
+_UNCACHED_OPTIONS = ("params", "lr")  # lr changes every scheduled step and never shapes a row
+
+
+def _same(objects: list[Any], kept: list[Any]) -> bool:
+    """Whether ``objects`` are the ``kept`` objects themselves, in order (identity, never ``==``)."""
+    return len(objects) == len(kept) and all(map(is_, objects, kept))
+
+
+def _state_values(state: dict[Any, Any]) -> list[Any] | None:
+    """Every value of every parameter's state, in order (None if some state is not a dict)."""
+    try:
+        return [*chain.from_iterable(map(dict.values, state.values()))]
+    except TypeError:
+        return None
+
+
+def _same_state(state: dict[Any, Any], kept: list[Any]) -> bool:
+    """Whether every parameter's state holds the ``kept`` values themselves, in order."""
+    states = state.values()
+    try:
+        return (sum(map(len, states)) == len(kept)
+                and all(map(is_, chain.from_iterable(map(dict.values, states)), kept)))
+    except TypeError:  # a state that is not a dict
+        return False
+
+
+def _options(group: dict[str, Any]) -> dict[str, Any]:
+    """The group's settings that may decide its rows (which state, which variant)."""
+    return {k: v for k, v in group.items() if k not in _UNCACHED_OPTIONS}
+
+
+def _same_options(group: dict[str, Any], options: dict[str, Any]) -> bool:
+    try:
+        return bool(_options(group) == options)
+    except (RuntimeError, TypeError):  # e.g. a multi-element tensor: treat as changed
+        return False
+
+
+class _Gathered:
+    """One step's gathered op lists, less the gradients, reused by the next steps while everything
+    they came from is unchanged.
+
+    Gathering the rows (a state lookup and a Python row per parameter) costs more host time than
+    the op call itself for many small tensors, and from one step to the next it gives the same
+    tensors: only the gradients are new objects after ``zero_grad()``. The key is checked on every
+    step by identity (C-level ``map(operator.is_, ...)`` passes, no per-parameter Python code):
+    ``optimizer.state`` the same dict, holding the same values of every parameter's state in the
+    same order (``load_state_dict``, a state entry set, deleted or replaced); the same group dicts
+    (``add_param_group``), in each the same parameters and the same settings but ``lr`` (the op's
+    keyword arguments are made afresh on every step, lr included); and gradients on exactly the
+    same parameters, none sparse. Gradients are read afresh and never kept, so the cache holds no
+    memory that ``zero_grad(set_to_none=True)`` frees. Only a step that created no state and made
+    one call per group on its lists as gathered (one device, one real dtype, one row variant) is
+    kept; anything else takes the full path.
+    """
+
+    __slots__ = ("entries", "groups", "state", "state_values")
+
+    def __init__(self, optimizer: FusedStep,
+                 entries: list[tuple[list[Tensor], dict[str, Any], list[bool], Any]]) -> None:
+        self.state = optimizer.state
+        self.groups = list(optimizer.param_groups)
+        self.state_values = _state_values(self.state)
+        self.entries = entries  # per group: params, options, grad-is-None mask, (variant, params, columns)
+
+    def calls(self, optimizer: FusedStep) -> list[tuple[dict[str, Any], bool, list[list[Tensor]]]] | None:
+        """Per group with gradients, ``(group, variant, lists)`` with this step's gradients; None
+        when anything the lists came from changed."""
+        if (optimizer.state is not self.state or self.state_values is None
+                or not _same(optimizer.param_groups, self.groups) or not _same_state(self.state, self.state_values)):
+            return None
+        calls = []
+        for group, (params, options, no_grad, call) in zip(self.groups, self.entries):
+            group_params = group["params"]
+            if not _same(group_params, params) or not _same_options(group, options):
+                return None
+            grads = [*map(_grad, group_params)]
+            if [*map(is_, grads, repeat(None))] != no_grad:
+                return None
+            if call is None:  # no parameter of this group has a gradient
+                continue
+            variant, with_grad, columns = call
+            if len(with_grad) != len(grads):
+                grads = [g for g in grads if g is not None]
+            if any(map(_is_sparse, grads)):
+                return None  # the full path names the problem
+            calls.append((group, variant, [with_grad, grads, *columns]))
+        return calls
+
 
 class FusedStep:
     """The one ``step()`` of every drop-in class: a mixin listed before the torch.optim class.
@@ -182,6 +287,7 @@ class FusedStep:
     _sparse_hint = ""
     state: Any
     param_groups: list[dict[str, Any]]
+    _gathered: _Gathered  # set by a step whose gathering the next one may reuse
 
     def _row(self, group: dict[str, Any], p: Tensor, grad: Tensor, plan: StepPlan
              ) -> tuple[bool, list[Tensor | None]]:
@@ -223,12 +329,25 @@ class FusedStep:
             return super_step(closure)
         loss = run_closure(closure)
         op = getattr(ops, self._op)
+        cacheable = not torch.compiler.is_compiling()
+        gathered = self.__dict__.get("_gathered") if cacheable else None
+        calls = gathered.calls(self) if gathered is not None else None
         with StepPlan(self, self._name) as plan:  # type: ignore[arg-type]
+            if calls is not None:
+                for group, variant, lists in calls:
+                    plan.add_call(op, lists, self._kwargs(group, variant))
+                plan.run()
+                return loss
+            if gathered is not None:
+                del self._gathered  # out of date: don't keep its tensors alive
             work = []
+            entries: list[Any] = []
             for group in self.param_groups:
                 variants: dict[bool, list[list[Tensor | None]]] = {}  # the rows of each variant
+                no_grad = []
                 for p in group["params"]:
                     grad = p.grad
+                    no_grad.append(grad is None)
                     if grad is None:
                         continue
                     if grad.is_sparse:
@@ -239,10 +358,19 @@ class FusedStep:
                         rows = variants[variant] = []
                     rows.append(row)
                 work.append((group, variants))
-            for group, variants in work:
+                entries.append((list(group["params"]), _options(group), no_grad, None))
+            cacheable = cacheable and not plan.creates_state()
+            for i, (group, variants) in enumerate(work):
+                cacheable = cacheable and len(variants) <= 1
                 for variant in sorted(variants):
                     # The op's lists are the rows' columns, an absent optional state (None) left out.
                     lists = [[t for t in column if t is not None] for column in zip(*variants[variant])]
-                    plan.add(op, lists, self._real_lists, self._kwargs(group, variant))
+                    buckets = plan.add(op, lists, self._real_lists, self._kwargs(group, variant))
+                    if cacheable and len(buckets) == 1 and buckets[0] is lists:
+                        entries[i] = (*entries[i][:3], (variant, lists[0], lists[2:]))  # no grads kept
+                    else:
+                        cacheable = False
             plan.run()
+        if cacheable:
+            self._gathered = _Gathered(self, entries)
         return loss
