@@ -88,6 +88,15 @@ def can_use_foreach(tensors: list) -> bool:
                 or torch.compiler.is_compiling())
 
 
+
+def fused_op_cannot_read(*scalars: torch.Tensor) -> bool:
+    """Whether a fused op cannot take these state scalars (a count...) as the Python numbers it
+    reads: under torch.compile a traced value has none without a graph break, and a torch.func
+    wrapper (batched by vmap, or traced by grad/jvp) holds one per batch entry. The accelerated
+    transforms then run the same math unfused (which Inductor fuses under compile)."""
+    return torch.compiler.is_compiling() or any(
+        torch._C._functorch.is_functorch_wrapped_tensor(t) for t in scalars)
+
 def foreach_mul_scalar(leaves: list, factor: float) -> list:
     """``[leaf * factor ...]`` as one foreach op, for :func:`can_use_foreach` leaves.
 

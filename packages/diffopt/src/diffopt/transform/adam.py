@@ -30,6 +30,7 @@ from diffopt.transform._leafwise import (
     check_leaf,
     flatten_updates,
     foreach_mul_scalar,
+    fused_op_cannot_read,
     per_dtype,
     scale_leaf,
     scale_leaves,
@@ -77,11 +78,6 @@ def _init_fn(name: str, moment_requires_grad: bool):
         return ScaleByAdamState(mu=mu, nu=nu, count=torch.zeros((), dtype=torch.int64))
 
     return init_fn
-
-
-def _wrapped(tensor: torch.Tensor) -> bool:
-    """Whether ``tensor`` is a torch.func wrapper (batched by vmap, or traced by grad/jvp)."""
-    return torch._C._functorch.is_functorch_wrapped_tensor(tensor)
 
 
 def _adam_multi_tensor(grads: list, mus: list, nus: list, step: int, b1: float, b2: float,
@@ -258,7 +254,7 @@ def scale_by_accelerated_adam(
         from diffopt.accelerated_op import adam_direction
 
         name = "scale_by_accelerated_adam"
-        if torch.compiler.is_compiling() or _wrapped(state.count):
+        if fused_op_cannot_read(state.count):
             # The fused op takes the step as a Python int; a count batched by vmap (an ensemble
             # initialized under vmap) has one per model, and a count traced by torch.compile has
             # no value to read without a graph break, so the same math runs unfused (where

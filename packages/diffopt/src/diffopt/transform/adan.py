@@ -31,11 +31,11 @@ from diffopt.transform._leafwise import (
     bias_correction,
     check_leaf,
     flatten_updates,
+    fused_op_cannot_read,
     per_dtype,
     unflatten,
     zeros_like_params,
 )
-from diffopt.transform.adam import _wrapped  # whether the count is batched by vmap
 from diffopt.tree_math import safe_sqrt
 
 __all__ = ["ScaleByAdanState", "scale_by_accelerated_adan", "scale_by_adan"]
@@ -174,7 +174,7 @@ def scale_by_accelerated_adan(b1: float = 0.98, b2: float = 0.92, b3: float = 0.
         del params, inplace
         from diffopt.accelerated_op import adan_direction
 
-        if _wrapped(state.count):
+        if fused_op_cannot_read(state.count):
             return plain.update(updates, state)
         treespec, grads, states = flatten_updates(name, updates, state.mu, state.mu_diff, state.nu, state.prev)
         count = state.count + 1

@@ -28,7 +28,13 @@ from typing import NamedTuple
 import torch
 
 from diffopt.base import GradientTransformation
-from diffopt.transform._leafwise import check_leaf, flatten_updates, unflatten, zeros_like_params
+from diffopt.transform._leafwise import (
+    check_leaf,
+    flatten_updates,
+    fused_op_cannot_read,
+    unflatten,
+    zeros_like_params,
+)
 
 __all__ = ["ScaleByASGDState", "scale_by_accelerated_asgd", "scale_by_asgd"]
 
@@ -161,8 +167,7 @@ def scale_by_accelerated_asgd(lr=1e-2, lambd: float = 1e-4, alpha: float = 0.75,
 
         if params is None:
             raise ValueError(f"{name} needs params: call update(..., params=params)")
-        if torch.compiler.is_compiling() or any(
-                torch._C._functorch.is_functorch_wrapped_tensor(t) for t in (state.eta, state.mu, state.count)) or (
+        if fused_op_cannot_read(state.eta, state.mu, state.count) or (
                 isinstance(lr, torch.Tensor) and lr.requires_grad):
             return plain.update(updates, state, params=params)
         treespec, grads, (axs, leaves) = flatten_updates(name, updates, state.ax, params)

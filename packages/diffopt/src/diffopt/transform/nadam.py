@@ -30,6 +30,7 @@ from diffopt.transform._leafwise import (
     check_leaf,
     count_power,
     flatten_updates,
+    fused_op_cannot_read,
     per_dtype,
     unflatten,
     zeros_like_params,
@@ -174,7 +175,7 @@ def scale_by_accelerated_nadam(b1: float = 0.9, b2: float = 0.999, eps: float = 
         del params, inplace
         from diffopt.accelerated_op import fused_update
 
-        if torch.compiler.is_compiling() or _wrapped(state.count) or _wrapped(state.mu_product):
+        if fused_op_cannot_read(state.count, state.mu_product):
             # The op reads the count and the product as Python numbers: batched by vmap, or
             # traced by torch.compile (no value without a graph break), the same math runs unfused.
             return plain.update(updates, state)
@@ -203,8 +204,3 @@ def scale_by_accelerated_nadam(b1: float = 0.9, b2: float = 0.999, eps: float = 
         return unflatten(treespec, new_updates), new_state
 
     return GradientTransformation(_init_fn(name, moment_requires_grad), update_fn)
-
-
-def _wrapped(tensor: torch.Tensor) -> bool:
-    """Whether ``tensor`` is a torch.func wrapper (batched by vmap, or traced by grad/jvp)."""
-    return torch._C._functorch.is_functorch_wrapped_tensor(tensor)
