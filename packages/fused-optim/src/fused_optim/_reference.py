@@ -293,11 +293,12 @@ def _check_hyper(name: str, lr: Any, betas: Sequence[Any], count: int, **others:
 
 class _ForeachOptimizer(torch.optim.Optimizer):
     """The step skeleton of the classes below: per group, the parameters with a gradient, their
-    state (created on first use: a step counter, then zero-initialised ``_buffers``) as lists,
-    complex tensors viewed as real ones, and the algorithm's ``_update`` on those lists."""
+    state (created on first use: the ``_state`` keys, a step counter then zero-initialised buffers,
+    which the drop-in classes' step creates alike) as lists, complex tensors viewed as real ones,
+    and the algorithm's ``_update`` on those lists."""
 
     _name: str
-    _buffers: tuple[str, ...]
+    _state: tuple[str, ...]  # "step", then the buffers in the update's argument order
 
     def _update(self, group: dict[str, Any], lists: list[list[Tensor]], steps: list[float]) -> None:
         raise NotImplementedError
@@ -310,7 +311,8 @@ class _ForeachOptimizer(torch.optim.Optimizer):
             with torch.enable_grad():
                 loss = closure()
         for group in self.param_groups:
-            lists: list[list[Tensor]] = [[] for _ in range(2 + len(self._buffers))]
+            buffers = self._state[1:]
+            lists: list[list[Tensor]] = [[] for _ in range(1 + len(self._state))]
             counters = []
             for p in group["params"]:
                 if p.grad is None:
@@ -320,9 +322,9 @@ class _ForeachOptimizer(torch.optim.Optimizer):
                 state = self.state[p]
                 if not state:
                     state["step"] = torch.tensor(0.0, dtype=_get_scalar_dtype())  # as torch.optim
-                    for key in self._buffers:
+                    for key in buffers:
                         state[key] = torch.zeros_like(p, memory_format=torch.preserve_format)
-                row = [p, p.grad, *(state[key] for key in self._buffers)]
+                row = [p, p.grad, *(state[key] for key in buffers)]
                 for lst, t in zip(lists, row):
                     lst.append(torch.view_as_real(t) if t.is_complex() else t)
                 counters.append(state["step"])
@@ -333,18 +335,10 @@ class _ForeachOptimizer(torch.optim.Optimizer):
 
 
 class Lion(_ForeachOptimizer):
-    r"""Lion (Chen et al., 2023) in pure PyTorch on ``_foreach`` ops; see :class:`fused_optim.Lion`.
-
-    >>> w = torch.nn.Parameter(torch.ones(2))
-    >>> opt = Lion([w], lr=0.1)
-    >>> w.grad = torch.tensor([1.0, -1.0])
-    >>> opt.step()
-    >>> w.detach()
-    tensor([0.9000, 1.1000])
-    """
+    """Lion (Chen et al., 2023) in pure PyTorch on ``_foreach`` ops; see :class:`fused_optim.Lion`."""
 
     _name = "Lion"
-    _buffers = ("exp_avg",)
+    _state = ("step", "exp_avg")
 
     def __init__(self, params: Any, lr: float | Tensor = 1e-4, betas: tuple[float, float] = (0.9, 0.99),
                  weight_decay: float = 0.0, *, maximize: bool = False) -> None:
@@ -370,18 +364,10 @@ class Lion(_ForeachOptimizer):
 
 
 class Adan(_ForeachOptimizer):
-    r"""Adan (Xie et al., 2022/2024) in pure PyTorch on ``_foreach`` ops; see :class:`fused_optim.Adan`.
-
-    >>> w = torch.nn.Parameter(torch.ones(1))
-    >>> opt = Adan([w], lr=0.1, eps=0.0)
-    >>> w.grad = torch.tensor([3.0])
-    >>> opt.step()
-    >>> w.detach()
-    tensor([0.9000])
-    """
+    """Adan (Xie et al., 2022/2024) in pure PyTorch on ``_foreach`` ops; see :class:`fused_optim.Adan`."""
 
     _name = "Adan"
-    _buffers = ("exp_avg", "exp_avg_diff", "exp_avg_sq", "prev_grad")
+    _state = ("step", "exp_avg", "exp_avg_diff", "exp_avg_sq", "prev_grad")
 
     def __init__(self, params: Any, lr: float | Tensor = 1e-3, betas: tuple[float, float, float] = (0.98, 0.92, 0.99),
                  eps: float = 1e-8, weight_decay: float = 0.0, *, no_prox: bool = False,

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from itertools import chain, repeat
 from operator import attrgetter, is_
-from typing import Any
+from typing import Any, NamedTuple
 
 import torch
 from torch import Tensor
@@ -13,7 +13,8 @@ from torch.optim.optimizer import _get_scalar_dtype
 
 from fused_optim import ops
 
-__all__ = ["FusedStep", "StepPlan", "bucket_lists", "new_step", "run_closure", "scalar", "torch_path_needed"]
+__all__ = ["STEP", "FusedStep", "Slot", "StepPlan", "bucket_lists", "option", "run_closure", "scalar", "scalar_state",
+           "torch_path_needed", "zeros"]
 
 
 def run_closure(closure: Callable[[], Any] | None) -> Any:
@@ -44,11 +45,6 @@ def torch_path_needed(optimizer: torch.optim.Optimizer) -> bool:
 def scalar(value: Any) -> float:
     """A hyper-parameter as a Python float (torch.optim allows tensors for lr and betas)."""
     return float(value.item()) if isinstance(value, Tensor) else float(value)
-
-
-def new_step() -> Tensor:
-    """torch.optim's fresh step counter: a CPU scalar of the default float type."""
-    return torch.tensor(0.0, dtype=_get_scalar_dtype())
 
 
 def bucket_lists(lists: list[list[Tensor]], real_lists: int) -> list[list[list[Tensor]]]:
@@ -184,12 +180,8 @@ def _state_values(state: dict[Any, Any]) -> list[Any] | None:
 
 def _same_state(state: dict[Any, Any], kept: list[Any]) -> bool:
     """Whether every parameter's state holds the ``kept`` values themselves, in order."""
-    states = state.values()
-    try:
-        return (sum(map(len, states)) == len(kept)
-                and all(map(is_, chain.from_iterable(map(dict.values, states)), kept)))
-    except TypeError:  # a state that is not a dict
-        return False
+    values = _state_values(state)
+    return values is not None and _same(values, kept)
 
 
 def _options(group: dict[str, Any]) -> dict[str, Any]:
@@ -256,51 +248,137 @@ class _Gathered:
         return calls
 
 
+Init = Callable[[Tensor, Tensor, dict[str, Any]], Tensor]  # (param, grad, group) -> a fresh state value
+
+
+def zeros(p: Tensor, grad: Tensor, group: dict[str, Any]) -> Tensor:
+    """The default :class:`Slot` init: zeros like the parameter, as torch.optim's buffers start."""
+    return torch.zeros_like(p, memory_format=torch.preserve_format)
+
+
+class Slot(NamedTuple):
+    """One entry of a parameter's state, as a drop-in class declares it in ``_state``.
+
+    ``init(param, grad, group)`` makes its first value; ``when(group, grad)``, if given, says
+    whether the parameter has this entry (an option such as ``amsgrad``): without it, the entry is
+    not created and its column of the op call is left empty. ``scalar`` marks a 0-d tensor (a
+    counter, a schedule's running value), which complex parameters do not view as real.
+    """
+
+    key: str
+    init: Init = zeros
+    when: Callable[[dict[str, Any], Tensor], bool] | None = None
+    scalar: bool = False
+
+    def applies(self, group: dict[str, Any], grad: Tensor) -> bool:
+        return self.when is None or self.when(group, grad)
+
+
+def scalar_state(key: str, value: float | Callable[[dict[str, Any]], float] = 0.0, *, on_param_device: bool = False
+                 ) -> Slot:
+    """A 0-d state entry of torch's scalar dtype holding ``value`` (or ``value(group)``) at first: on
+    the CPU, as torch.optim keeps its step counters, or on the parameter's device (ASGD's)."""
+    def init(p: Tensor, grad: Tensor, group: dict[str, Any]) -> Tensor:
+        first = value(group) if callable(value) else value
+        return torch.tensor(first, dtype=_get_scalar_dtype(), device=p.device if on_param_device else None)
+    return Slot(key, init, scalar=True)
+
+
+def option(name: str) -> Callable[[dict[str, Any], Tensor], bool]:
+    """A :class:`Slot` ``when``: the group's option ``name`` is set (true, or a non-zero factor)."""
+    return lambda group, grad: bool(group[name])
+
+
+STEP = scalar_state("step")  # the plain string "step" in a ``_state`` stands for this slot
+
+
 class FusedStep:
     """The one ``step()`` of every drop-in class: a mixin listed before the torch.optim class.
 
-    A drop-in class declares only what is its own: the op (``_op``, a ``fused_optim.ops`` name),
-    how many leading lists are viewed as real for complex parameters (``_real_lists``), its state
-    and its hyper-parameters. By default a parameter's state is a step counter plus the
-    zero-initialised ``_buffers``, and its op row is ``[p, grad, *buffers, step]``; the op's
-    keyword arguments are the group's ``_floats`` (``betas`` as ``beta1``, ``beta2``) and
-    ``_flags``. Classes whose state depends on options override :meth:`_row`. For the optimizers
-    torch.optim lacks, the pure-PyTorch class in :mod:`fused_optim._reference` takes the torch.optim
-    class's place (and its step serves the groups torch.optim would have run).
+    A drop-in class declares only what is its own, as data this class interprets:
+
+    * ``_state``: the entries of a parameter's state in torch's key order, each a :class:`Slot`
+      or a key string (``"step"``, the step counter; any other, a buffer of zeros like the
+      parameter). A parameter's missing entries are created on its first step, as torch.optim
+      creates them (and forgotten again if that step fails, see :class:`StepPlan`);
+    * ``_columns``: the op's state lists, in its argument order after the params and grads; by
+      default the entries in ``_state`` order with ``step`` last. A column whose slot does not
+      apply (``Slot.when``) is passed as an empty list. The leading per-element columns, not the
+      ``scalar`` ones, are viewed as real for complex parameters;
+    * ``_floats``: the group's hyper-parameters the op takes as floats: a key, or a tuple
+      ``(key, *names)`` for a tuple-valued option (``betas`` is always ``beta1``, ``beta2``...);
+      ``_flags``, its booleans; ``_variant_flag``, a keyword argument set per row by
+      :meth:`_variant`, whose rows then make separate calls (SGD's ``first_step``).
+
+    The op is ``fused_optim.ops.<name>_step_`` and messages name the optimizer by its torch.optim
+    class (``_name``, both derived once per class). For the optimizers torch.optim lacks, the pure-PyTorch class
+    in :mod:`fused_optim._reference` takes the torch.optim class's place (its ``_state`` and its
+    step serve the groups torch.optim would have run).
 
     The routine runs the closure, gathers every group first, then makes one op call per group
-    (per device and dtype, and per ``_row`` variant), all checked before the first one writes
+    (per device and dtype, and per variant), all checked before the first one writes
     (:class:`StepPlan`). Groups torch.optim must run (:func:`torch_path_needed`) go to its own
     ``step``, as do sparse gradients where the torch optimizer supports them
     (``_sparse_to_torch``); otherwise a sparse gradient is rejected before any state of that
     parameter is touched.
     """
 
-    _name: str  # as torch.optim names the optimizer in its messages
+    _name: str  # the torch.optim class's name, for messages
     _op: str
-    _real_lists: int
-    _buffers: tuple[str, ...] = ()  # zero-initialised state after "step", in torch's key order
-    _floats: tuple[str, ...] = ()
+    _state: tuple[Any, ...]  # of str | Slot; Any, as Lion and Adan inherit their reference's tuple[str, ...]
+    _columns: tuple[str, ...] = ()
+    _floats: tuple[str | tuple[str, ...], ...] = ()
     _flags: tuple[str, ...] = ()  # a flag absent from a group (older checkpoints) is False
-    _variant_flag: str | None = None  # the keyword argument a row's variant sets
+    _variant_flag: str | None = None
     _sparse_to_torch = False
     _sparse_hint = ""
+    _slots: tuple[Slot, ...]  # derived from the declarations above, once per class
+    _column_slots: tuple[Slot, ...]
+    _real_lists: int  # how many leading op lists are viewed as real for complex parameters
     state: Any
     param_groups: list[dict[str, Any]]
     _gathered: _Gathered  # set by a step whose gathering the next one may reuse
 
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        cls._name = next(c.__name__ for c in cls.__mro__
+                         if issubclass(c, torch.optim.Optimizer) and not issubclass(c, FusedStep))
+        if not hasattr(cls, "_op"):
+            cls._op = f"{cls._name.lower()}_step_"
+        cls._slots = tuple(STEP if s == "step" else Slot(s) if isinstance(s, str) else s for s in cls._state)
+        slots = {s.key: s for s in cls._slots}
+        keys = cls._columns or (*(k for k in slots if k != "step"), *(["step"] if "step" in slots else []))
+        cls._column_slots = tuple(slots[k] for k in keys)
+        per_element = [not s.scalar for s in cls._column_slots]
+        cls._real_lists = 2 + sum(per_element)
+        if per_element != sorted(per_element, reverse=True):
+            raise TypeError(f"{cls.__name__}: the per-element columns must come before the scalar ones")
+
+    def _variant(self, group: dict[str, Any], grad: Tensor, created: bool) -> bool:
+        """The ``_variant_flag`` value of a row (``created``: this step created some of its state)."""
+        return False
+
     def _row(self, group: dict[str, Any], p: Tensor, grad: Tensor, plan: StepPlan
              ) -> tuple[bool, list[Tensor | None]]:
-        """``(variant, row)``: the op arguments for ``p`` (None for an absent optional state);
-        rows of one variant share a call (see ``_variant_flag``)."""
-        state = self._zero_state(p, plan, *self._buffers)
-        return False, [p, grad, *(state[key] for key in self._buffers), state["step"]]
+        """``(variant, row)``: the op arguments for ``p`` (None for a column that does not apply),
+        its missing state created first."""
+        slots = [s for s in self._slots if s.applies(group, grad)]
+        state = self.state[p] if slots else {}  # no entry at all (SGD without momentum), as torch makes none
+        created = [s for s in slots if s.key not in state]
+        if created:
+            plan.note_new_state(p, *([s.key for s in created] if state else []))  # no keys: all of it is new
+            for s in created:
+                state[s.key] = s.init(p, grad, group)
+        return (self._variant(group, grad, bool(created)),
+                [p, grad, *(state[s.key] if s.applies(group, grad) else None for s in self._column_slots)])
 
     def _kwargs(self, group: dict[str, Any], variant: bool) -> dict[str, Any]:
         kwargs: dict[str, Any] = {}
         for key in self._floats:
             if key == "betas":  # beta1, beta2 (and beta3 for Adan)
                 kwargs.update((f"beta{i}", scalar(b)) for i, b in enumerate(group["betas"], 1))
+            elif isinstance(key, tuple):  # a tuple-valued option: one keyword argument per item
+                kwargs.update(zip(key[1:], map(scalar, group[key[0]])))
             else:
                 kwargs[key] = scalar(group[key])
         for key in self._flags:
@@ -308,17 +386,6 @@ class FusedStep:
         if self._variant_flag is not None:
             kwargs[self._variant_flag] = variant
         return kwargs
-
-    def _zero_state(self, p: Tensor, plan: StepPlan, *buffers: str) -> dict[str, Tensor]:
-        """``p``'s state, created on first use as torch.optim does: a step counter, then
-        zero-initialised ``buffers`` in torch's key order."""
-        state = self.state[p]
-        if len(state) == 0:
-            plan.note_new_state(p)
-            state["step"] = new_step()
-            for key in buffers:
-                state[key] = torch.zeros_like(p, memory_format=torch.preserve_format)
-        return state
 
     @torch.no_grad()
     def step(self, closure: Callable[[], Any] | None = None) -> Any:

@@ -12,9 +12,7 @@ __all__ = ["Adadelta"]
 class Adadelta(FusedStep, torch.optim.Adadelta):
     """``torch.optim.Adadelta`` with a fused multi-tensor step (CPU OpenMP / CUDA kernel).
 
-    Same constructor, state and ``state_dict()`` as ``torch.optim.Adadelta``; the arguments all
-    drop-in classes share (``params``, ``lr``, ``maximize``, ``foreach``...) are described in
-    :mod:`fused_optim.optim`.
+    Same constructor, state and ``state_dict()`` as ``torch.optim.Adadelta``.
 
     Args:
         params, maximize, foreach, differentiable, capturable: shared by every drop-in class;
@@ -32,9 +30,6 @@ class Adadelta(FusedStep, torch.optim.Adadelta):
     tensor([0.2929])
     """
 
-    _name = "Adadelta"
-    _op = "adadelta_step_"
-    _real_lists = 4
-    _buffers = ("square_avg", "acc_delta")
+    _state = ("step", "square_avg", "acc_delta")
     _floats = ("lr", "rho", "eps", "weight_decay")
     _flags = ("maximize",)

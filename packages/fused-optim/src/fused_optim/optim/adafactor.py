@@ -6,22 +6,37 @@ from typing import Any
 
 import torch
 from torch import Tensor
-from torch.optim.optimizer import _get_scalar_dtype
 
-from fused_optim.optim._common import FusedStep, StepPlan, scalar
+from fused_optim.optim._common import FusedStep, Slot, StepPlan, scalar
 
 __all__ = ["Adafactor"]
+
+
+def _factored(group: dict[str, Any], grad: Tensor) -> bool:
+    """Whether a parameter's second moment is kept as row and column averages (matrices and up)."""
+    return grad.dim() > 1
+
+
+def _row_var(p: Tensor, grad: Tensor, group: dict[str, Any]) -> Tensor:
+    return grad.new_zeros((*grad.shape[:-1], 1))
+
+
+def _col_var(p: Tensor, grad: Tensor, group: dict[str, Any]) -> Tensor:
+    return grad.new_zeros((*grad.shape[:-2], 1, grad.shape[-1]))
+
+
+def _like_grad(p: Tensor, grad: Tensor, group: dict[str, Any]) -> Tensor:
+    return torch.zeros_like(grad, memory_format=torch.preserve_format)
 
 
 class Adafactor(FusedStep, torch.optim.Adafactor):
     """``torch.optim.Adafactor`` with a fused multi-tensor step.
 
     Same constructor, state (``step``, then ``row_var`` and ``col_var`` for parameters of two or
-    more dimensions, ``variance`` for the others) and ``state_dict()`` as
-    ``torch.optim.Adafactor``; the arguments all drop-in classes share (``params``, ``lr``,
-    ``maximize``, ``foreach``) are described in :mod:`fused_optim.optim`. One step makes one
-    call for the matrices and one for the vectors of each group: per-tensor reductions (the RMS of
-    each parameter and update, the factored statistics) between fused element-wise passes.
+    more dimensions, ``variance`` for the others) and ``state_dict()`` as ``torch.optim.Adafactor``.
+    One step makes one call for the matrices and one for the vectors of each group: per-tensor
+    reductions (the RMS of each parameter and update, the factored statistics) between fused
+    element-wise passes.
 
     Args:
         params, lr, maximize, foreach: shared by every drop-in class; see :mod:`fused_optim.optim`.
@@ -40,30 +55,20 @@ class Adafactor(FusedStep, torch.optim.Adafactor):
     tensor([1.2322, 5.7678])
     """
 
-    _name = "Adafactor"
-    _op = "adafactor_step_"
-    _real_lists = 0  # complex parameters are rejected, as torch rejects them
+    _state = ("step", Slot("row_var", _row_var, when=_factored), Slot("col_var", _col_var, when=_factored),
+              Slot("variance", _like_grad, when=lambda group, grad: not _factored(group, grad)))
     _floats = ("lr", "beta2_decay", "d", "weight_decay")
     _flags = ("maximize",)
-    _variant_flag = "factored"
+    _variant_flag = "factored"  # matrices and vectors make separate calls
+
+    def _variant(self, group: dict[str, Any], grad: Tensor, created: bool) -> bool:
+        return _factored(group, grad)
 
     def _row(self, group: dict[str, Any], p: Tensor, grad: Tensor, plan: StepPlan
              ) -> tuple[bool, list[Tensor | None]]:
         if p.is_complex():
             raise RuntimeError("Adafactor does not support complex parameters")
-        state = self.state[p]
-        factored = grad.dim() > 1
-        if len(state) == 0:
-            plan.note_new_state(p)
-            state["step"] = torch.tensor(0.0, dtype=_get_scalar_dtype())
-            if factored:
-                state["row_var"] = grad.new_zeros((*grad.shape[:-1], 1))
-                state["col_var"] = grad.new_zeros((*grad.shape[:-2], 1, grad.shape[-1]))
-            else:
-                state["variance"] = torch.zeros_like(grad, memory_format=torch.preserve_format)
-        if factored:
-            return True, [p, grad, state["row_var"], state["col_var"], None, state["step"]]
-        return False, [p, grad, None, None, state["variance"], state["step"]]
+        return super()._row(group, p, grad, plan)
 
     def _kwargs(self, group: dict[str, Any], variant: bool) -> dict[str, Any]:
         kwargs = super()._kwargs(group, variant)

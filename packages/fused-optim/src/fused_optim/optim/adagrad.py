@@ -7,18 +7,22 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from fused_optim.optim._common import FusedStep, StepPlan, new_step
+from fused_optim.optim._common import FusedStep, Slot
 
 __all__ = ["Adagrad"]
+
+
+def _initial_sum(p: Tensor, grad: Tensor, group: dict[str, Any]) -> Tensor:
+    """The state of parameters added after construction (torch creates the others' eagerly)."""
+    return torch.full_like(p, group["initial_accumulator_value"], memory_format=torch.preserve_format)
 
 
 class Adagrad(FusedStep, torch.optim.Adagrad):
     """``torch.optim.Adagrad`` with a fused multi-tensor step (CPU OpenMP / CUDA kernel).
 
     Same constructor (state is created eagerly, as torch does), state and ``state_dict()`` as
-    ``torch.optim.Adagrad``; the arguments all drop-in classes share (``params``, ``lr``,
-    ``maximize``, ``foreach``...) are described in :mod:`fused_optim.optim`. Sparse gradients,
-    which torch's Adagrad supports, run torch's implementation.
+    ``torch.optim.Adagrad``. Sparse gradients, which torch's Adagrad supports, run torch's
+    implementation.
 
     Args:
         params, lr, maximize, foreach, fused, differentiable: shared by every drop-in class;
@@ -36,19 +40,7 @@ class Adagrad(FusedStep, torch.optim.Adagrad):
     tensor([0.9000])
     """
 
-    _name = "Adagrad"
-    _op = "adagrad_step_"
-    _real_lists = 3
+    _state = ("step", Slot("sum", _initial_sum))
     _floats = ("lr", "lr_decay", "weight_decay", "eps")
     _flags = ("maximize",)
     _sparse_to_torch = True  # torch's Adagrad has a sparse update
-
-    def _row(self, group: dict[str, Any], p: Tensor, grad: Tensor, plan: StepPlan
-             ) -> tuple[bool, list[Tensor | None]]:
-        state = self.state[p]
-        if "sum" not in state:  # params added after construction (torch creates the rest eagerly)
-            plan.note_new_state(p, "step", "sum")
-            state["step"] = new_step()
-            init = group["initial_accumulator_value"]
-            state["sum"] = torch.full_like(p, init, memory_format=torch.preserve_format)
-        return False, [p, grad, state["sum"], state["step"]]

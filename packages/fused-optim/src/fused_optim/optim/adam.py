@@ -2,12 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 import torch
-from torch import Tensor
 
-from fused_optim.optim._common import FusedStep, StepPlan
+from fused_optim.optim._common import FusedStep, Slot, option
 
 __all__ = ["Adam"]
 
@@ -15,9 +12,7 @@ __all__ = ["Adam"]
 class Adam(FusedStep, torch.optim.Adam):
     """``torch.optim.Adam`` with a fused multi-tensor step (CPU OpenMP / CUDA kernel).
 
-    Same constructor, state and ``state_dict()`` as ``torch.optim.Adam``; the arguments all
-    drop-in classes share (``params``, ``lr``, ``maximize``, ``foreach``...) are described in
-    :mod:`fused_optim.optim`.
+    Same constructor, state and ``state_dict()`` as ``torch.optim.Adam``.
 
     Args:
         params, lr, maximize, foreach, fused, differentiable, capturable: shared by every drop-in class;
@@ -36,16 +31,7 @@ class Adam(FusedStep, torch.optim.Adam):
     tensor([0.9000, 0.9000, 0.9000])
     """
 
-    _name = "Adam"
-    _op = "adam_step_"
-    _real_lists = 5
+    _state = ("step", "exp_avg", "exp_avg_sq", Slot("max_exp_avg_sq", when=option("amsgrad")))
     _floats = ("lr", "betas", "weight_decay", "eps")
     _flags = ("amsgrad", "maximize", "decoupled_weight_decay")
     _sparse_hint = ", please consider SparseAdam instead"
-
-    def _row(self, group: dict[str, Any], p: Tensor, grad: Tensor, plan: StepPlan
-             ) -> tuple[bool, list[Tensor | None]]:
-        amsgrad = group["amsgrad"]
-        state = self._zero_state(p, plan, "exp_avg", "exp_avg_sq", *(["max_exp_avg_sq"] if amsgrad else []))
-        maxes = state["max_exp_avg_sq"] if amsgrad else None
-        return False, [p, grad, state["exp_avg"], state["exp_avg_sq"], maxes, state["step"]]

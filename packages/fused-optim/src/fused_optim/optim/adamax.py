@@ -12,9 +12,7 @@ __all__ = ["Adamax"]
 class Adamax(FusedStep, torch.optim.Adamax):
     """``torch.optim.Adamax`` with a fused multi-tensor step (CPU OpenMP / CUDA kernel).
 
-    Same constructor, state and ``state_dict()`` as ``torch.optim.Adamax``; the arguments all
-    drop-in classes share (``params``, ``lr``, ``maximize``, ``foreach``...) are described in
-    :mod:`fused_optim.optim`.
+    Same constructor, state and ``state_dict()`` as ``torch.optim.Adamax``.
 
     Args:
         params, lr, maximize, foreach, differentiable, capturable: shared by every drop-in class;
@@ -31,9 +29,6 @@ class Adamax(FusedStep, torch.optim.Adamax):
     tensor([0.9000])
     """
 
-    _name = "Adamax"
-    _op = "adamax_step_"
-    _real_lists = 4
-    _buffers = ("exp_avg", "exp_inf")
+    _state = ("step", "exp_avg", "exp_inf")
     _floats = ("lr", "betas", "eps", "weight_decay")
     _flags = ("maximize",)

@@ -31,4 +31,3 @@ class AdamW(Adam, torch.optim.AdamW):
     tensor([0.9500, 0.9500])
     """
 
-    _name = "AdamW"

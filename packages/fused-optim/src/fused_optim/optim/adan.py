@@ -48,9 +48,5 @@ class Adan(FusedStep, _reference.Adan):
     tensor([0.9000])
     """
 
-    _name = "Adan"
-    _op = "adan_step_"
-    _real_lists = 6
-    _buffers = ("exp_avg", "exp_avg_diff", "exp_avg_sq", "prev_grad")
     _floats = ("lr", "betas", "eps", "weight_decay")
     _flags = ("no_prox", "maximize")

@@ -42,9 +42,5 @@ class Lion(FusedStep, _reference.Lion):
     tensor([0.9000, 1.1000])
     """
 
-    _name = "Lion"
-    _op = "lion_step_"
-    _real_lists = 3
-    _buffers = ("exp_avg",)
     _floats = ("lr", "betas", "weight_decay")
     _flags = ("maximize",)

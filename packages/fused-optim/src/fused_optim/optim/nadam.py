@@ -2,13 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 import torch
-from torch import Tensor
-from torch.optim.optimizer import _get_scalar_dtype
 
-from fused_optim.optim._common import FusedStep, StepPlan
+from fused_optim.optim._common import FusedStep, scalar_state
 
 __all__ = ["NAdam"]
 
@@ -18,8 +14,7 @@ class NAdam(FusedStep, torch.optim.NAdam):
     ``momentum_decay`` and ``decoupled_weight_decay``.
 
     Same constructor, state (``step``, ``mu_product``, ``exp_avg``, ``exp_avg_sq``) and
-    ``state_dict()`` as ``torch.optim.NAdam``; the arguments all drop-in classes share
-    (``params``, ``lr``, ``maximize``, ``foreach``...) are described in :mod:`fused_optim.optim`.
+    ``state_dict()`` as ``torch.optim.NAdam``.
 
     Args:
         params, lr, maximize, foreach, differentiable, capturable: shared by every drop-in class;
@@ -35,22 +30,10 @@ class NAdam(FusedStep, torch.optim.NAdam):
     >>> w.grad = torch.ones(1)
     >>> opt.step()
     >>> w.detach()
-    tensor([0.9000])
+    tensor([0.8944])
     """
 
-    _name = "NAdam"
-    _op = "nadam_step_"
-    _real_lists = 4
+    _state = ("step", scalar_state("mu_product", 1.0), "exp_avg", "exp_avg_sq")  # torch's key order
+    _columns = ("exp_avg", "exp_avg_sq", "mu_product", "step")
     _floats = ("lr", "betas", "eps", "weight_decay", "momentum_decay")
     _flags = ("decoupled_weight_decay", "maximize")
-
-    def _row(self, group: dict[str, Any], p: Tensor, grad: Tensor, plan: StepPlan
-             ) -> tuple[bool, list[Tensor | None]]:
-        state = self.state[p]
-        if len(state) == 0:  # torch's key order: step, mu_product, then the moments
-            plan.note_new_state(p)
-            state["step"] = torch.tensor(0.0, dtype=_get_scalar_dtype())
-            state["mu_product"] = torch.tensor(1.0, dtype=_get_scalar_dtype())
-            state["exp_avg"] = torch.zeros_like(p, memory_format=torch.preserve_format)
-            state["exp_avg_sq"] = torch.zeros_like(p, memory_format=torch.preserve_format)
-        return False, [p, grad, state["exp_avg"], state["exp_avg_sq"], state["mu_product"], state["step"]]

@@ -13,9 +13,7 @@ class RAdam(FusedStep, torch.optim.RAdam):
     """``torch.optim.RAdam`` with a fused multi-tensor step (CPU OpenMP / CUDA kernel), including
     ``decoupled_weight_decay``.
 
-    Same constructor, state and ``state_dict()`` as ``torch.optim.RAdam``; the arguments all
-    drop-in classes share (``params``, ``lr``, ``maximize``, ``foreach``...) are described in
-    :mod:`fused_optim.optim`.
+    Same constructor, state and ``state_dict()`` as ``torch.optim.RAdam``.
 
     Args:
         params, lr, maximize, foreach, differentiable, capturable: shared by every drop-in class;
@@ -33,9 +31,6 @@ class RAdam(FusedStep, torch.optim.RAdam):
     tensor([0.7000])
     """
 
-    _name = "RAdam"
-    _op = "radam_step_"
-    _real_lists = 4
-    _buffers = ("exp_avg", "exp_avg_sq")
+    _state = ("step", "exp_avg", "exp_avg_sq")
     _floats = ("lr", "betas", "eps", "weight_decay")
     _flags = ("decoupled_weight_decay", "maximize")

@@ -2,12 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 import torch
-from torch import Tensor
 
-from fused_optim.optim._common import FusedStep, StepPlan
+from fused_optim.optim._common import FusedStep, Slot, option
 
 __all__ = ["RMSprop"]
 
@@ -15,9 +12,7 @@ __all__ = ["RMSprop"]
 class RMSprop(FusedStep, torch.optim.RMSprop):
     """``torch.optim.RMSprop`` with a fused multi-tensor step (torch has no fused RMSprop).
 
-    Same constructor, state and ``state_dict()`` as ``torch.optim.RMSprop``; the arguments all
-    drop-in classes share (``params``, ``lr``, ``maximize``, ``foreach``...) are described in
-    :mod:`fused_optim.optim`.
+    Same constructor, state and ``state_dict()`` as ``torch.optim.RMSprop``.
 
     Args:
         params, lr, maximize, foreach, differentiable, capturable: shared by every drop-in class;
@@ -36,16 +31,8 @@ class RMSprop(FusedStep, torch.optim.RMSprop):
     tensor([0.9800])
     """
 
-    _name = "RMSprop"
-    _op = "rmsprop_step_"
-    _real_lists = 5
+    _state = ("step", "square_avg", Slot("momentum_buffer", when=option("momentum")),
+              Slot("grad_avg", when=option("centered")))
+    _columns = ("square_avg", "grad_avg", "momentum_buffer", "step")
     _floats = ("lr", "alpha", "eps", "weight_decay", "momentum")
     _flags = ("centered", "maximize")
-
-    def _row(self, group: dict[str, Any], p: Tensor, grad: Tensor, plan: StepPlan
-             ) -> tuple[bool, list[Tensor | None]]:
-        centered, has_momentum = group["centered"], group["momentum"] > 0
-        state = self._zero_state(p, plan, "square_avg", *(["momentum_buffer"] if has_momentum else []),
-                                 *(["grad_avg"] if centered else []))
-        return False, [p, grad, state["square_avg"], state["grad_avg"] if centered else None,
-                       state["momentum_buffer"] if has_momentum else None, state["step"]]

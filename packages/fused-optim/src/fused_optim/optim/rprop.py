@@ -7,19 +7,24 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from fused_optim.optim._common import FusedStep, StepPlan, new_step, scalar
+from fused_optim.optim._common import FusedStep, Slot, scalar
 
 __all__ = ["Rprop"]
+
+
+def _initial_step_size(p: Tensor, grad: Tensor, group: dict[str, Any]) -> Tensor:
+    """Every element's first step size is ``lr``; a complex one is two independent real ones, as
+    torch initializes it."""
+    lr = scalar(group["lr"])
+    return torch.full_like(grad, complex(lr, lr) if p.is_complex() else lr)
 
 
 class Rprop(FusedStep, torch.optim.Rprop):
     """``torch.optim.Rprop`` with a fused multi-tensor step (CPU OpenMP / CUDA kernel).
 
     Same constructor, state (``step``, ``prev``, ``step_size``) and ``state_dict()`` as
-    ``torch.optim.Rprop``; the arguments all drop-in classes share (``params``, ``lr``,
-    ``maximize``, ``foreach``...) are described in :mod:`fused_optim.optim`. As in torch, ``lr``
-    is only the initial step size of each element; later changes to it (a scheduler) affect only
-    parameters that have no state yet.
+    ``torch.optim.Rprop``. As in torch, ``lr`` is only the initial step size of each element; later
+    changes to it (a scheduler) affect only parameters that have no state yet.
 
     Args:
         params, lr, maximize, foreach, differentiable, capturable: shared by every drop-in class;
@@ -36,26 +41,7 @@ class Rprop(FusedStep, torch.optim.Rprop):
     tensor([0.9000, 1.1000])
     """
 
-    _name = "Rprop"
-    _op = "rprop_step_"
-    _real_lists = 4
+    _state = ("step", "prev", Slot("step_size", _initial_step_size))
+    # lr is checked too: it seeds the step sizes of new state
+    _floats = ("lr", ("etas", "etaminus", "etaplus"), ("step_sizes", "step_size_min", "step_size_max"))
     _flags = ("maximize",)
-
-    def _row(self, group: dict[str, Any], p: Tensor, grad: Tensor, plan: StepPlan
-             ) -> tuple[bool, list[Tensor | None]]:
-        state = self.state[p]
-        if len(state) == 0:
-            plan.note_new_state(p)
-            state["step"] = new_step()
-            state["prev"] = torch.zeros_like(p, memory_format=torch.preserve_format)
-            lr = scalar(group["lr"])
-            # A complex step size is two independent real ones, as torch initializes it.
-            state["step_size"] = torch.full_like(grad, complex(lr, lr) if p.is_complex() else lr)
-        return False, [p, grad, state["prev"], state["step_size"], state["step"]]
-
-    def _kwargs(self, group: dict[str, Any], variant: bool) -> dict[str, Any]:
-        kwargs = super()._kwargs(group, variant)
-        kwargs["lr"] = scalar(group["lr"])  # checked (it seeds the step sizes of new state)
-        kwargs["etaminus"], kwargs["etaplus"] = (scalar(e) for e in group["etas"])
-        kwargs["step_size_min"], kwargs["step_size_max"] = (scalar(s) for s in group["step_sizes"])
-        return kwargs

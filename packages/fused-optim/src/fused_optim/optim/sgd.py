@@ -7,17 +7,21 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from fused_optim.optim._common import FusedStep, StepPlan
+from fused_optim.optim._common import FusedStep, Slot, option
 
 __all__ = ["SGD"]
+
+
+def _uninitialized(p: Tensor, grad: Tensor, group: dict[str, Any]) -> Tensor:
+    """A fresh momentum buffer: the first step's call writes it (``first_step``)."""
+    return torch.empty_like(grad, memory_format=torch.preserve_format)
 
 
 class SGD(FusedStep, torch.optim.SGD):
     """``torch.optim.SGD`` with a fused multi-tensor step (CPU OpenMP / CUDA kernel).
 
-    Same constructor, state (``momentum_buffer``) and ``state_dict()`` as ``torch.optim.SGD``; the
-    arguments all drop-in classes share (``params``, ``lr``, ``maximize``, ``foreach``...) are
-    described in :mod:`fused_optim.optim`. Sparse gradients run torch's own implementation.
+    Same constructor, state (``momentum_buffer``) and ``state_dict()`` as ``torch.optim.SGD``.
+    Sparse gradients run torch's own implementation.
 
     Args:
         params, lr, maximize, foreach, fused, differentiable: shared by every drop-in class;
@@ -35,22 +39,11 @@ class SGD(FusedStep, torch.optim.SGD):
     tensor([0.5000, 0.5000])
     """
 
-    _name = "SGD"
-    _op = "sgd_step_"
-    _real_lists = 3
+    _state = (Slot("momentum_buffer", _uninitialized, when=option("momentum")),)
     _floats = ("lr", "momentum", "dampening", "weight_decay")
     _flags = ("nesterov", "maximize")
-    _variant_flag = "first_step"  # a fresh momentum buffer starts as the (decayed) gradient
+    _variant_flag = "first_step"
     _sparse_to_torch = True  # torch's SGD has a sparse update
 
-    def _row(self, group: dict[str, Any], p: Tensor, grad: Tensor, plan: StepPlan
-             ) -> tuple[bool, list[Tensor | None]]:
-        if group["momentum"] == 0:
-            return False, [p, grad, None]
-        state = self.state[p]
-        buf = state.get("momentum_buffer")
-        if buf is not None:
-            return False, [p, grad, buf]
-        plan.note_new_state(p, "momentum_buffer")
-        buf = state["momentum_buffer"] = torch.empty_like(grad, memory_format=torch.preserve_format)
-        return True, [p, grad, buf]
+    def _variant(self, group: dict[str, Any], grad: Tensor, created: bool) -> bool:
+        return created  # a fresh momentum buffer starts as the (decayed) gradient
