@@ -2,25 +2,16 @@
 
 import doctest
 import importlib
+import pkgutil
 
 import pytest
 
-MODULES = [
-    "fused_optim",
-    "fused_optim.functional",
-    "fused_optim.ops",
-    "fused_optim.optim.adadelta",
-    "fused_optim.optim.adagrad",
-    "fused_optim.optim.adam",
-    "fused_optim.optim.adamax",
-    "fused_optim.optim.adamw",
-    "fused_optim.optim.adan",
-    "fused_optim.optim.lion",
-    "fused_optim._reference",
-    "fused_optim.optim.radam",
-    "fused_optim.optim.rmsprop",
-    "fused_optim.optim.sgd",
-]
+import fused_optim.optim
+
+# Every drop-in class's module (each has its example), found rather than listed so none is missed.
+MODULES = ["fused_optim", "fused_optim.functional", "fused_optim.ops",
+           *(f"fused_optim.optim.{m.name}" for m in pkgutil.iter_modules(fused_optim.optim.__path__)
+             if not m.name.startswith("_"))]
 
 
 @pytest.mark.parametrize("name", MODULES)

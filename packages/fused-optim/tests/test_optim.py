@@ -1,6 +1,7 @@
-"""The drop-in optimizers against their torch.optim twins: every option combination for 20+ steps
-on several shapes, state_dict round trips both ways, param groups, closures, schedulers, dtypes,
-complex and sparse gradients, NaN/inf propagation."""
+"""The drop-in optimizers against their twins (torch.optim's class; for Lion and Adan, the pure-PyTorch
+one in fused_optim._reference, see tests/twins.py): every option combination for 20+ steps on several
+shapes, state_dict round trips both ways, param groups, closures, schedulers, dtypes, complex and
+sparse gradients, NaN/inf propagation."""
 
 # ruff: noqa: B023  (closures run within the loop iteration that defines them)
 from __future__ import annotations
@@ -10,11 +11,11 @@ import itertools
 
 import pytest
 import torch
+import twins
+from twins import RESEARCH, TOL, as_params, research_configs, twin
 
 import fused_optim
 from fused_optim.optim import _common
-
-STEPS = 21
 
 
 def _configs():
@@ -69,41 +70,10 @@ def _configs():
             [1e-2, 1e-3], [0.0, 0.1], [False, True], [-0.8, -1.0], [1.0, 1.5], [(None, 1e-3), (1e-20, 1e-2)]):
         out.append(("Adafactor", dict(lr=lr, weight_decay=wd, maximize=maximize, beta2_decay=beta2_decay, d=d,
                                       eps=eps)))
-    return out
+    return out + research_configs()
 
 
-CONFIGS = [pytest.param(name, kw, id=f"{name}-" + "-".join(f"{k}={v}" for k, v in kw.items()))
-           for name, kw in _configs()]
-TOL = {torch.float64: dict(rtol=1e-12, atol=1e-14), torch.float32: dict(rtol=1e-6, atol=1e-6)}
-
-
-def _params(dtype, seed=0):
-    gen = torch.Generator().manual_seed(seed)
-    tensors = [
-        torch.randn((), generator=gen, dtype=dtype),            # 0-d
-        torch.randn(7, generator=gen, dtype=dtype),
-        torch.randn(5, 3, generator=gen, dtype=dtype).t(),      # non-contiguous (transposed)
-        torch.randn(2, 3, 4, generator=gen, dtype=dtype),
-    ]
-    return [t.clone().requires_grad_() if t.is_contiguous() else t.detach().requires_grad_() for t in tensors]
-
-
-def _grads(params, step, seed=100):
-    gen = torch.Generator().manual_seed(seed + step)
-    return [torch.randn(p.shape, generator=gen, dtype=p.dtype) for p in params]
-
-
-def _run_both(name, kwargs, dtype, steps=STEPS, make_params=_params):
-    ref_params = make_params(dtype)
-    our_params = [p.detach().clone().requires_grad_() for p in ref_params]
-    ref = getattr(torch.optim, name)(ref_params, **kwargs)
-    ours = getattr(fused_optim, name)(our_params, **kwargs)
-    for step in range(steps):
-        for a, b, g in zip(ref_params, our_params, _grads(ref_params, step)):
-            a.grad, b.grad = g.clone(), g.clone()
-        ref.step()
-        ours.step()
-    return ref, ours, ref_params, our_params
+CONFIGS = as_params(_configs())
 
 
 def _assert_state_close(ref, ours, tol):
@@ -111,7 +81,7 @@ def _assert_state_close(ref, ours, tol):
     assert rs["param_groups"] == os_["param_groups"]
     assert rs["state"].keys() == os_["state"].keys()
     for k in rs["state"]:
-        assert rs["state"][k].keys() == os_["state"][k].keys()
+        assert list(rs["state"][k]) == list(os_["state"][k])  # the same keys, in the same order
         for key, a in rs["state"][k].items():
             b = os_["state"][k][key]
             if a is None:
@@ -123,8 +93,8 @@ def _assert_state_close(ref, ours, tol):
 
 @pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
 @pytest.mark.parametrize("name, kwargs", CONFIGS)
-def test_matches_torch_optim(name, kwargs, dtype):
-    ref, ours, ref_params, our_params = _run_both(name, kwargs, dtype)
+def test_matches_its_twin(name, kwargs, dtype):
+    ref, ours, ref_params, our_params = twins.run_both(name, kwargs, dtype)
     tol = dict(TOL[dtype])
     if dtype == torch.float32 and kwargs.get("centered"):
         # sqrt(v - grad_avg^2) cancels, amplifying last-bit differences (torch's vectorized lerp
@@ -142,19 +112,21 @@ RICH = {"SGD": dict(lr=0.05, momentum=0.9), "Adam": dict(lr=0.01, amsgrad=True),
         "Adadelta": dict(), "Adamax": dict(lr=0.02), "RAdam": dict(lr=0.01),
         "NAdam": dict(lr=0.01, weight_decay=0.1, decoupled_weight_decay=True),
         "Rprop": dict(lr=0.01, etas=(0.4, 1.5)), "ASGD": dict(lr=0.05, t0=2, weight_decay=0.1),
-        "Adafactor": dict(lr=0.05, weight_decay=0.1, d=1.5)}
+        "Adafactor": dict(lr=0.05, weight_decay=0.1, d=1.5),
+        "Lion": dict(lr=0.01, weight_decay=0.1), "Adan": dict(lr=0.01, weight_decay=0.02)}
+ALL = NAMES + RESEARCH  # every drop-in class
 
 
-@pytest.mark.parametrize("name", NAMES)
-@pytest.mark.parametrize("direction", ["torch->ours", "ours->torch"])
+@pytest.mark.parametrize("name", ALL)
+@pytest.mark.parametrize("direction", ["twin->ours", "ours->twin"])
 def test_state_dict_round_trip(name, direction):
     kwargs = RICH[name]
-    src_cls, dst_cls = ((getattr(torch.optim, name), getattr(fused_optim, name)) if direction == "torch->ours"
-                        else (getattr(fused_optim, name), getattr(torch.optim, name)))
-    params = _params(torch.float64)
+    src_cls, dst_cls = ((twin(name), getattr(fused_optim, name)) if direction == "twin->ours"
+                        else (getattr(fused_optim, name), twin(name)))
+    params = twins.params(torch.float64)
     opt = src_cls(params, **kwargs)
     for step in range(5):
-        for p, g in zip(params, _grads(params, step)):
+        for p, g in zip(params, twins.grads(params, step)):
             p.grad = g
         opt.step()
     # Continue from the checkpoint with both classes: same numbers.
@@ -164,7 +136,7 @@ def test_state_dict_round_trip(name, direction):
         o = cls(ps, **kwargs)
         o.load_state_dict(copy.deepcopy(opt.state_dict()))
         for step in range(5, 10):
-            for p, g in zip(ps, _grads(ps, step)):
+            for p, g in zip(ps, twins.grads(ps, step)):
                 p.grad = g
             o.step()
         cont[label] = (o, ps)
@@ -177,7 +149,7 @@ def _torch_steps_an_added_group(name):
     # Older torch (2.11 and earlier at least) creates Adagrad's state only in __init__, so its own
     # Adagrad fails (KeyError 'sum') on a group added later; there is no reference to compare with.
     p = torch.zeros(1, requires_grad=True)
-    opt = getattr(torch.optim, name)([torch.zeros(1, requires_grad=True)], lr=0.1)
+    opt = twin(name)([torch.zeros(1, requires_grad=True)], lr=0.1)
     opt.add_param_group({"params": [p]})
     p.grad = torch.ones(1)
     try:
@@ -187,22 +159,22 @@ def _torch_steps_an_added_group(name):
     return True
 
 
-@pytest.mark.parametrize("name", NAMES)
+@pytest.mark.parametrize("name", ALL)
 def test_param_groups_add_param_group_closure_and_scheduler(name):
     if not _torch_steps_an_added_group(name):
         pytest.skip(f"torch {torch.__version__}'s {name} cannot step a param group added after construction")
-    def build(module):
+    def build(cls):
         torch.manual_seed(0)
         a = torch.randn(4, dtype=torch.float64, requires_grad=True)
         b = torch.randn(3, 2, dtype=torch.float64, requires_grad=True)
         c = torch.randn(5, dtype=torch.float64, requires_grad=True)
-        opt = getattr(module, name)([{"params": [a]}, {"params": [b], "lr": 0.003}], lr=0.01)
+        opt = cls([{"params": [a]}, {"params": [b], "lr": 0.003}], lr=0.01)
         sched = torch.optim.lr_scheduler.StepLR(opt, step_size=3, gamma=0.5)
         return opt, sched, (a, b, c)
 
     results = []
-    for module in (torch.optim, fused_optim):
-        opt, sched, (a, b, c) = build(module)
+    for cls in (twin(name), getattr(fused_optim, name)):
+        opt, sched, (a, b, c) = build(cls)
         losses = []
         for step in range(12):
             if step == 4:
@@ -223,12 +195,17 @@ def test_param_groups_add_param_group_closure_and_scheduler(name):
     assert results[0][2] == results[1][2]
 
 
-@pytest.mark.parametrize("name", ["Adam", "SGD", "RMSprop"])
-def test_tensor_lr(name):
+@pytest.mark.parametrize("name", ["Adam", "SGD", "RMSprop", *RESEARCH])
+def test_tensor_lr_and_a_learning_rate_that_requires_grad(name):
     kw = dict(RICH[name], lr=torch.tensor(0.01, dtype=torch.float64))
-    _, _, rp, op = _run_both(name, kw, torch.float64, steps=5)
+    _, _, rp, op = twins.run_both(name, kw, torch.float64, steps=5)
     for a, b in zip(rp, op):
         torch.testing.assert_close(b, a, rtol=1e-12, atol=1e-14)
+    # A learning rate that requires grad is the twin's own step's (torch.optim's, or the reference's).
+    kw["lr"] = torch.tensor(0.01, dtype=torch.float64, requires_grad=True)
+    _, _, rp, op = twins.run_both(name, kw, torch.float64, steps=3)
+    for a, b in zip(rp, op):
+        torch.testing.assert_close(b, a, rtol=0, atol=0)
 
 
 @pytest.mark.parametrize("name", NAMES)
@@ -243,7 +220,7 @@ def test_grad_none_params_are_skipped_and_zero_grad(name):
     assert p[0].grad is None
 
 
-@pytest.mark.parametrize("name", NAMES)
+@pytest.mark.parametrize("name", ALL)
 def test_mixed_dtypes_in_one_group(name):
     def make(dtype):
         del dtype
@@ -251,13 +228,13 @@ def test_mixed_dtypes_in_one_group(name):
         return [torch.randn(4, generator=gen, dtype=torch.float32).requires_grad_(),
                 torch.randn(3, generator=gen, dtype=torch.float64).requires_grad_()]
 
-    _, _, rp, op = _run_both(name, RICH[name], None, steps=5, make_params=make)
+    _, _, rp, op = twins.run_both(name, RICH[name], None, steps=5, make_params=make)
     torch.testing.assert_close(op[0], rp[0], rtol=1e-6, atol=1e-6)
     torch.testing.assert_close(op[1], rp[1], rtol=1e-12, atol=1e-14)
 
 
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
-@pytest.mark.parametrize("name", NAMES)
+@pytest.mark.parametrize("name", ALL)
 def test_low_precision_params_use_float32_math(name, dtype):
     # Reference: torch.optim on float32 copies. Our kernel rounds once per state per step, torch
     # rounds after every elementary op, so compare against float32 with the storage precision.
@@ -265,7 +242,7 @@ def test_low_precision_params_use_float32_math(name, dtype):
     gen = torch.Generator().manual_seed(0)
     p32 = [torch.randn(64, generator=gen).requires_grad_()]
     plo = [p32[0].detach().to(dtype).requires_grad_()]
-    ref, ours = getattr(torch.optim, name)(p32, **kw), getattr(fused_optim, name)(plo, **kw)
+    ref, ours = twin(name)(p32, **kw), getattr(fused_optim, name)(plo, **kw)
     for step in range(5):
         g = torch.randn(64, generator=torch.Generator().manual_seed(step))
         p32[0].grad, plo[0].grad = g.clone(), g.to(dtype)
@@ -276,8 +253,8 @@ def test_low_precision_params_use_float32_math(name, dtype):
     torch.testing.assert_close(plo[0].float(), p32[0].detach(), rtol=tol, atol=tol)
 
 
-@pytest.mark.parametrize("name", NAMES)
-def test_complex_params_match_torch(name):
+@pytest.mark.parametrize("name", ALL)
+def test_complex_params_match_the_twin(name):
     if name == "Adafactor":  # torch's Adafactor rejects complex parameters; so does ours, untouched
         p = torch.ones(2, dtype=torch.complex64, requires_grad=True)
         for cls in (torch.optim.Adafactor, fused_optim.Adafactor):
@@ -291,19 +268,19 @@ def test_complex_params_match_torch(name):
         gen = torch.Generator().manual_seed(5)
         return [torch.randn(4, generator=gen, dtype=torch.complex128).requires_grad_()]
 
-    _, _, rp, op = _run_both(name, RICH[name], None, steps=6, make_params=make)
+    _, _, rp, op = twins.run_both(name, RICH[name], None, steps=6, make_params=make)
     torch.testing.assert_close(op[0], rp[0], rtol=1e-12, atol=1e-14)
 
 
-@pytest.mark.parametrize("name", ["Adam", "AdamW", "RMSprop", "Adadelta", "Adamax", "RAdam", "NAdam", "Rprop",
-                                  "ASGD", "Adafactor"])
-def test_sparse_gradients_rejected_like_torch(name):
+@pytest.mark.parametrize("name", [name for name in ALL if name not in ("SGD", "Adagrad")])
+def test_sparse_gradients_rejected_like_the_twin(name):
     p = torch.ones(3, requires_grad=True)
-    opt = getattr(fused_optim, name)([p])
-    p.grad = torch.ones(3).to_sparse()
-    with pytest.raises(RuntimeError, match="does not support sparse gradients"):
-        opt.step()
-    assert torch.equal(p.detach(), torch.ones(3))
+    for cls, named in ((twin(name), ""), (getattr(fused_optim, name), name)):  # torch's AdamW says "Adam"
+        opt = cls([p])
+        p.grad = torch.ones(3).to_sparse()
+        with pytest.raises(RuntimeError, match=f"{named} does not support sparse gradients"):
+            opt.step()
+        assert torch.equal(p.detach(), torch.ones(3)) and not opt.state
 
 
 @pytest.mark.parametrize("name", ["SGD", "Adagrad"])
@@ -322,15 +299,14 @@ def test_sparse_gradients_supported_where_torch_supports_them(name):
     torch.testing.assert_close(our_p[0], ref_p[0], rtol=0, atol=0)
 
 
-@pytest.mark.parametrize("name", NAMES)
-def test_nan_and_inf_propagate_like_torch(name):
+@pytest.mark.parametrize("name", ALL)
+def test_nan_and_inf_propagate_like_the_twin(name):
     def make(dtype):
         del dtype
         return [torch.linspace(-1, 1, 6, dtype=torch.float64).requires_grad_()]
 
     ref_p, our_p = make(None), make(None)
-    ref = getattr(torch.optim, name)(ref_p, **RICH[name])
-    ours = getattr(fused_optim, name)(our_p, **RICH[name])
+    ref, ours = twin(name)(ref_p, **RICH[name]), getattr(fused_optim, name)(our_p, **RICH[name])
     grads = [torch.tensor([0.5, float("nan"), -0.5, 1.0, 0.0, 2.0], dtype=torch.float64),
              torch.tensor([float("inf"), 1.0, 0.0, float("-inf"), 0.3, 0.1], dtype=torch.float64),
              torch.tensor([0.1, 0.2, 0.3, 0.4, 0.5, 0.6], dtype=torch.float64)]
@@ -396,7 +372,7 @@ def _two_groups(name):
     return opt, a, b
 
 
-@pytest.mark.parametrize("name", NAMES)
+@pytest.mark.parametrize("name", ALL)
 def test_a_bad_second_group_leaves_the_first_untouched(name):
     # One kernel call per group: the second group's error used to come after the first group
     # (and its freshly created state) had been updated.
@@ -413,7 +389,7 @@ def test_a_bad_second_group_leaves_the_first_untouched(name):
         assert all(torch.equal(after[k][key], before[k][key]) for key in before[k])
     opt.param_groups[1]["lr"] = 0.1
     opt.step()  # and the optimizer still works, from a clean first step
-    ref = getattr(torch.optim, name)([torch.nn.Parameter(torch.ones(3))], lr=0.1, **(
+    ref = twin(name)([torch.nn.Parameter(torch.ones(3))], lr=0.1, **(
         dict(momentum=0.9) if name in ("SGD", "RMSprop") else {}))
     ref.param_groups[0]["params"][0].grad = torch.ones(3)
     ref.step()
@@ -458,14 +434,14 @@ def test_compiled_step_runs_the_fused_kernel(name):
 
     torch._dynamo.reset()
     kwargs = dict(lr=0.1, momentum=0.9) if name == "SGD" else dict(lr=0.1)
-    eager_params = _params(torch.float32)
+    eager_params = twins.params(torch.float32)
     compiled_params = [p.detach().clone().requires_grad_() for p in eager_params]
     eager = getattr(fused_optim, name)(eager_params, **kwargs)
     compiled = getattr(fused_optim, name)(compiled_params, **kwargs)
     backend = CompileCounterWithBackend("aot_eager")
     compiled_step = torch.compile(compiled.step, backend=backend)
     for step in range(3):
-        for a, b, g in zip(eager_params, compiled_params, _grads(eager_params, step)):
+        for a, b, g in zip(eager_params, compiled_params, twins.grads(eager_params, step)):
             a.grad, b.grad = g.clone(), g.clone()
         eager.step()
         compiled_step()
@@ -480,7 +456,7 @@ def test_compiled_multi_group_step_matches_eager(name):
     # must trace and the results still equal the eager step bitwise.
     torch._dynamo.reset()
     kwargs = dict(lr=0.1, momentum=0.9) if name == "SGD" else dict(lr=0.1)
-    eager_params = _params(torch.float32)
+    eager_params = twins.params(torch.float32)
     compiled_params = [p.detach().clone().requires_grad_() for p in eager_params]
     eager = getattr(fused_optim, name)([{"params": eager_params[:1]}, {"params": eager_params[1:], "lr": 0.05}],
                                        **kwargs)
@@ -488,7 +464,7 @@ def test_compiled_multi_group_step_matches_eager(name):
         [{"params": compiled_params[:1]}, {"params": compiled_params[1:], "lr": 0.05}], **kwargs)
     compiled_step = torch.compile(compiled.step, backend="aot_eager")
     for step in range(3):
-        for a, b, g in zip(eager_params, compiled_params, _grads(eager_params, step)):
+        for a, b, g in zip(eager_params, compiled_params, twins.grads(eager_params, step)):
             a.grad, b.grad = g.clone(), g.clone()
         eager.step()
         compiled_step()
@@ -499,13 +475,13 @@ def test_compiled_multi_group_step_matches_eager(name):
 def test_capturable_cpu_groups_keep_the_fused_kernel():
     # capturable only moves step counters to the parameters' device: for CPU parameters the step
     # is the plain one (torch's own eager Adam refuses capturable CPU parameters altogether).
-    ref_params = _params(torch.float64)
+    ref_params = twins.params(torch.float64)
     our_params = [p.detach().clone().requires_grad_() for p in ref_params]
     ref = torch.optim.Adam(ref_params, lr=0.1)
     ours = fused_optim.Adam(our_params, lr=0.1, capturable=True)
     assert not _common.torch_path_needed(ours)
     for step in range(3):
-        for a, b, g in zip(ref_params, our_params, _grads(ref_params, step)):
+        for a, b, g in zip(ref_params, our_params, twins.grads(ref_params, step)):
             a.grad, b.grad = g.clone(), g.clone()
         ref.step()
         ours.step()

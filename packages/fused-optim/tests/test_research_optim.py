@@ -1,88 +1,24 @@
-"""Lion and Adan, the optimizers torch.optim lacks: the fused drop-in classes against the pure-PyTorch
-foreach classes in fused_optim._reference (every option, many steps, float64/float32), those against
-a plain per-tensor transcription of each paper's update, state_dict round trips both ways, param
-groups, closures, schedulers, complex/low-precision/NaN, atomic multi-group failure, and the
-functional ops' meta-gradients against the reference's autograd over several steps."""
+"""Lion and Adan, the optimizers torch.optim lacks, on what is theirs alone: the fused classes against
+a plain per-tensor transcription of each paper's update, their constructor checks and defaults,
+Adan's previous gradient, the functional ops' meta-gradients against the reference's autograd over
+several steps, and CUDA against CPU. Their comparisons with their twins (the pure-PyTorch classes in
+fused_optim._reference), as for every drop-in class, are in test_optim.py."""
 
-# ruff: noqa: B023  (closures run within the loop iteration that defines them)
+
 from __future__ import annotations
 
-import copy
-import itertools
 import math
 
 import pytest
 import torch
+import twins
+from twins import TOL
 
 import fused_optim
 from fused_optim import _reference
 from fused_optim import functional as F
 
-STEPS = 21
-NAMES = ["Lion", "Adan"]
-RICH = {"Lion": dict(lr=0.01, weight_decay=0.1), "Adan": dict(lr=0.01, weight_decay=0.02)}
-TOL = {torch.float64: dict(rtol=1e-12, atol=1e-14), torch.float32: dict(rtol=1e-6, atol=1e-6)}
-
-
-def _configs():
-    out = []
-    for betas, wd, maximize in itertools.product([(0.9, 0.99), (0.95, 0.98)], [0.0, 0.1], [False, True]):
-        out.append(("Lion", dict(lr=0.01, betas=betas, weight_decay=wd, maximize=maximize)))
-    for wd, no_prox, maximize in itertools.product([0.0, 0.02], [False, True], [False, True]):
-        if wd == 0 and no_prox:
-            continue
-        out.append(("Adan", dict(lr=0.01, weight_decay=wd, no_prox=no_prox, maximize=maximize)))
-    out.append(("Adan", dict(lr=0.02, betas=(0.9, 0.8, 0.999), eps=1e-6)))
-    return out
-
-
-CONFIGS = [pytest.param(name, kw, id=f"{name}-" + "-".join(f"{k}={v}" for k, v in kw.items()))
-           for name, kw in _configs()]
-
-
-def _params(dtype, seed=0):
-    gen = torch.Generator().manual_seed(seed)
-    tensors = [
-        torch.randn((), generator=gen, dtype=dtype),
-        torch.randn(7, generator=gen, dtype=dtype),
-        torch.randn(5, 3, generator=gen, dtype=dtype).t(),  # non-contiguous
-        torch.randn(2, 3, 4, generator=gen, dtype=dtype),
-    ]
-    return [t.detach().clone().requires_grad_() if t.is_contiguous() else t.detach().requires_grad_()
-            for t in tensors]
-
-
-def _grads(params, step, seed=100):
-    gen = torch.Generator().manual_seed(seed + step)
-    return [torch.randn(p.shape, generator=gen, dtype=p.dtype) for p in params]
-
-
-def _run_both(name, kwargs, dtype, steps=STEPS, make_params=_params):
-    ref_params = make_params(dtype)
-    our_params = [p.detach().clone().requires_grad_() for p in ref_params]
-    ref = getattr(_reference, name)(ref_params, **kwargs)
-    ours = getattr(fused_optim, name)(our_params, **kwargs)
-    for step in range(steps):
-        for a, b, g in zip(ref_params, our_params, _grads(ref_params, step)):
-            a.grad, b.grad = g.clone(), g.clone()
-        ref.step()
-        ours.step()
-    return ref, ours, ref_params, our_params
-
-
-@pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
-@pytest.mark.parametrize("name, kwargs", CONFIGS)
-def test_matches_pure_pytorch_foreach(name, kwargs, dtype):
-    ref, ours, ref_params, our_params = _run_both(name, kwargs, dtype)
-    for a, b in zip(ref_params, our_params):
-        torch.testing.assert_close(b, a, **TOL[dtype])
-    rs, os_ = ref.state_dict(), ours.state_dict()
-    assert rs["param_groups"] == os_["param_groups"]
-    for k, state in rs["state"].items():
-        assert list(state) == list(os_["state"][k])
-        for key, a in state.items():
-            torch.testing.assert_close(os_["state"][k][key], a, **TOL[dtype])
-
+CONFIGS = twins.as_params(twins.research_configs())
 
 def _lion_paper(p, g, m, lr, beta1, beta2, wd, maximize):
     """Lion's update, one tensor, as the paper's Algorithm writes it."""
@@ -110,7 +46,7 @@ def _adan_paper(p, g, state, t, lr, betas, eps, weight_decay, no_prox, maximize)
 
 @pytest.mark.parametrize("name, kwargs", CONFIGS)
 def test_matches_the_papers_update(name, kwargs):
-    params = _params(torch.float64)
+    params = twins.params(torch.float64)
     opt = getattr(fused_optim, name)(params, **kwargs)
     mine = [p.detach().clone() for p in params]
     states = [None] * len(params)
@@ -118,7 +54,7 @@ def test_matches_the_papers_update(name, kwargs):
                 dict(lr=1e-3, betas=(0.98, 0.92, 0.99), eps=1e-8, weight_decay=0.0, no_prox=False), maximize=False)
     full.update(kwargs)
     for step in range(1, 9):
-        for i, (p, g) in enumerate(zip(params, _grads(params, step))):
+        for i, (p, g) in enumerate(zip(params, twins.grads(params, step))):
             p.grad = g
             if name == "Lion":
                 m = torch.zeros_like(g) if states[i] is None else states[i]
@@ -130,137 +66,6 @@ def test_matches_the_papers_update(name, kwargs):
         opt.step()
     for a, b in zip(mine, params):
         torch.testing.assert_close(b.detach(), a, rtol=1e-10, atol=1e-12)
-
-
-@pytest.mark.parametrize("name", NAMES)
-@pytest.mark.parametrize("direction", ["reference->ours", "ours->reference"])
-def test_state_dict_round_trip(name, direction):
-    classes = (getattr(_reference, name), getattr(fused_optim, name))
-    src_cls, dst_cls = classes if direction == "reference->ours" else classes[::-1]
-    params = _params(torch.float64)
-    opt = src_cls(params, **RICH[name])
-    for step in range(5):
-        for p, g in zip(params, _grads(params, step)):
-            p.grad = g
-        opt.step()
-    finals = []
-    for cls in (src_cls, dst_cls):
-        ps = [p.detach().clone().requires_grad_() for p in params]
-        o = cls(ps, **RICH[name])
-        o.load_state_dict(copy.deepcopy(opt.state_dict()))
-        for step in range(5, 10):
-            for p, g in zip(ps, _grads(ps, step)):
-                p.grad = g
-            o.step()
-        assert [float(o.state[p]["step"]) for p in ps] == [10.0] * len(ps)
-        finals.append(ps)
-    for a, b in zip(*finals):
-        torch.testing.assert_close(b, a, rtol=1e-12, atol=1e-14)
-
-
-@pytest.mark.parametrize("name", NAMES)
-def test_param_groups_add_param_group_closure_and_scheduler(name):
-    results = []
-    for module in (_reference, fused_optim):
-        torch.manual_seed(0)
-        a = torch.randn(4, dtype=torch.float64, requires_grad=True)
-        b = torch.randn(3, 2, dtype=torch.float64, requires_grad=True)
-        c = torch.randn(5, dtype=torch.float64, requires_grad=True)
-        opt = getattr(module, name)([{"params": [a]}, {"params": [b], "lr": 0.003, "weight_decay": 0.1}], lr=0.01)
-        sched = torch.optim.lr_scheduler.StepLR(opt, step_size=3, gamma=0.5)
-        losses = []
-        for step in range(12):
-            if step == 4:
-                opt.add_param_group({"params": [c], "betas": opt.defaults["betas"][::-1]})
-
-            def closure():
-                opt.zero_grad()
-                loss = (a.sin().sum() + (b * b).sum() + (c.cos().sum() if step >= 4 else 0)) * (1 + step % 3)
-                loss.backward()
-                return loss
-
-            losses.append(float(opt.step(closure).detach()))
-            sched.step()
-        results.append((losses, [t.detach().clone() for t in (a, b, c)], opt.param_groups[0]["lr"]))
-    assert results[0][0] == pytest.approx(results[1][0], rel=1e-12)
-    for x, y in zip(results[0][1], results[1][1]):
-        torch.testing.assert_close(y, x, rtol=1e-12, atol=1e-14)
-    assert results[0][2] == results[1][2]
-
-
-@pytest.mark.parametrize("name", NAMES)
-def test_tensor_lr_and_a_learning_rate_that_requires_grad(name):
-    kw = dict(RICH[name], lr=torch.tensor(0.01, dtype=torch.float64))
-    _, _, rp, op = _run_both(name, kw, torch.float64, steps=5)
-    for a, b in zip(rp, op):
-        torch.testing.assert_close(b, a, rtol=1e-12, atol=1e-14)
-    # A learning rate that requires grad is the pure-PyTorch step's (as torch.optim's own path).
-    kw["lr"] = torch.tensor(0.01, dtype=torch.float64, requires_grad=True)
-    _, _, rp, op = _run_both(name, kw, torch.float64, steps=3)
-    for a, b in zip(rp, op):
-        torch.testing.assert_close(b, a, rtol=0, atol=0)
-
-
-@pytest.mark.parametrize("name", NAMES)
-def test_mixed_dtypes_complex_and_none_grads(name):
-    def make(dtype):
-        del dtype
-        gen = torch.Generator().manual_seed(3)
-        return [torch.randn(4, generator=gen, dtype=torch.float32).requires_grad_(),
-                torch.randn(3, generator=gen, dtype=torch.float64).requires_grad_(),
-                torch.randn(4, generator=gen, dtype=torch.complex128).requires_grad_()]
-
-    _, ours, rp, op = _run_both(name, RICH[name], None, steps=6, make_params=make)
-    torch.testing.assert_close(op[0], rp[0], rtol=1e-6, atol=1e-6)
-    torch.testing.assert_close(op[1], rp[1], rtol=1e-12, atol=1e-14)
-    torch.testing.assert_close(op[2], rp[2], rtol=1e-12, atol=1e-14)
-    extra = torch.ones(2, requires_grad=True)
-    ours.add_param_group({"params": [extra]})
-    ours.step()  # no gradient: untouched, no state
-    assert torch.equal(extra.detach(), torch.ones(2)) and extra not in ours.state
-
-
-@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
-@pytest.mark.parametrize("name", NAMES)
-def test_low_precision_params_use_float32_math(name, dtype):
-    gen = torch.Generator().manual_seed(0)
-    p32 = [torch.randn(64, generator=gen).requires_grad_()]
-    plo = [p32[0].detach().to(dtype).requires_grad_()]
-    ref, ours = getattr(_reference, name)(p32, **RICH[name]), getattr(fused_optim, name)(plo, **RICH[name])
-    for step in range(5):
-        g = torch.randn(64, generator=torch.Generator().manual_seed(step))
-        p32[0].grad, plo[0].grad = g.clone(), g.to(dtype)
-        ref.step()
-        ours.step()
-    assert plo[0].dtype == dtype
-    tol = 1e-2 if dtype == torch.float16 else 3e-2
-    torch.testing.assert_close(plo[0].float(), p32[0].detach(), rtol=tol, atol=tol)
-
-
-@pytest.mark.parametrize("name", NAMES)
-def test_nan_and_inf_propagate_like_the_reference(name):
-    ref_p = [torch.linspace(-1, 1, 6, dtype=torch.float64).requires_grad_()]
-    our_p = [ref_p[0].detach().clone().requires_grad_()]
-    ref, ours = getattr(_reference, name)(ref_p, **RICH[name]), getattr(fused_optim, name)(our_p, **RICH[name])
-    for g in ([0.5, float("nan"), -0.5, 1.0, 0.0, 2.0], [float("inf"), 1.0, 0.0, float("-inf"), 0.3, 0.1],
-              [0.1, 0.2, 0.3, 0.4, 0.5, 0.6]):
-        g = torch.tensor(g, dtype=torch.float64)
-        ref_p[0].grad, our_p[0].grad = g.clone(), g.clone()
-        ref.step()
-        ours.step()
-    assert our_p[0].isnan().any()
-    torch.testing.assert_close(our_p[0], ref_p[0], rtol=1e-12, atol=1e-14, equal_nan=True)
-
-
-@pytest.mark.parametrize("name", NAMES)
-def test_sparse_gradients_rejected(name):
-    p = torch.ones(3, requires_grad=True)
-    for cls in (getattr(_reference, name), getattr(fused_optim, name)):
-        opt = cls([p])
-        p.grad = torch.ones(3).to_sparse()
-        with pytest.raises(RuntimeError, match=f"{name} does not support sparse gradients"):
-            opt.step()
-        assert torch.equal(p.detach(), torch.ones(3)) and not opt.state
 
 
 @pytest.mark.parametrize("name, bad, match", [
@@ -286,21 +91,6 @@ def test_defaults_are_the_papers():
     assert fused_optim.Adan(p).defaults == dict(lr=1e-3, betas=(0.98, 0.92, 0.99), eps=1e-8, weight_decay=0.0,
                                                 no_prox=False, maximize=False)
     assert issubclass(fused_optim.Lion, torch.optim.Optimizer) and issubclass(fused_optim.Adan, torch.optim.Optimizer)
-
-
-@pytest.mark.parametrize("name", NAMES)
-def test_a_bad_second_group_leaves_the_first_untouched(name):
-    a, b = torch.ones(3, requires_grad=True), torch.ones(2, requires_grad=True)
-    opt = getattr(fused_optim, name)([{"params": [a]}, {"params": [b]}], **RICH[name])
-    a.grad, b.grad = torch.ones(3), torch.ones(2)
-    opt.step()
-    snapshot = {k: v.clone() for k, v in opt.state[a].items()}
-    a_before = a.detach().clone()
-    opt.param_groups[1]["lr"] = -1.0
-    with pytest.raises(ValueError, match="learning rate"):
-        opt.step()
-    assert torch.equal(a.detach(), a_before)
-    assert all(torch.equal(opt.state[a][k], v) for k, v in snapshot.items())
 
 
 def test_adan_first_step_ignores_prev_grad_and_later_steps_read_it():
@@ -401,7 +191,7 @@ def test_cuda_step_matches_the_cpu_step(name, kwargs, dtype):
     gpu = [p.detach().cuda().requires_grad_() for p in cpu]
     opts = [getattr(fused_optim, name)(ps, **kwargs) for ps in (cpu, gpu)]
     for step in range(4):
-        for a, b, g in zip(cpu, gpu, _grads(cpu, step)):
+        for a, b, g in zip(cpu, gpu, twins.grads(cpu, step)):
             a.grad, b.grad = g, g.cuda()
         for opt in opts:
             opt.step()
