@@ -21,30 +21,22 @@ import torch
 from torch import Tensor
 from torch.optim.optimizer import _get_scalar_dtype
 
-__all__ = [
-    "Adan",
-    "Lion",
-    "adadelta_update",
-    "adagrad_update",
-    "adam_direction",
-    "adam_update",
-    "lion_update",
-    "adamax_update",
-    "adan_update",
-    "asgd_update",
-    "nadam_update",
-    "radam_update",
-    "rmsprop_update",
-    "rprop_update",
-    "sgd_update",
-]
-
 Lists = Sequence[Tensor]
 
 
 def _effective_grad(p: Tensor, g: Tensor, maximize: bool, l2: float) -> Tensor:
     g = -g if maximize else g
     return g + l2 * p if l2 != 0 else g
+
+
+def _adam_moments(p: Tensor, g: Tensor, m: Tensor, v: Tensor, *, lr: float, beta1: float, beta2: float,
+                  weight_decay: float, decoupled_weight_decay: bool, maximize: bool) -> tuple[Tensor, ...]:
+    """What Adam, RAdam and NAdam share: the weight decay (an L2 term in the gradient, or decoupled,
+    scaling the parameter) and the two moments; returns the new ``(p, g, m, v)``."""
+    g = _effective_grad(p, g, maximize, 0.0 if decoupled_weight_decay else weight_decay)
+    if decoupled_weight_decay:
+        p = p * (1 - lr * weight_decay)
+    return p, g, torch.lerp(m, g, 1 - beta1), v * beta2 + (1 - beta2) * g * g
 
 
 def sgd_update(params: Lists, grads: Lists, momentum_buffers: Lists, *, lr: float, momentum: float,
@@ -67,11 +59,8 @@ def adam_update(params: Lists, grads: Lists, exp_avgs: Lists, exp_avg_sqs: Lists
     out: tuple[list[Tensor], ...] = ([], [], [], [])
     bc1, bc2 = 1 - beta1**step, 1 - beta2**step
     for i, (p, g, m, v) in enumerate(zip(params, grads, exp_avgs, exp_avg_sqs)):
-        g = _effective_grad(p, g, maximize, 0.0 if decoupled_weight_decay else weight_decay)
-        if decoupled_weight_decay:
-            p = p * (1 - lr * weight_decay)
-        m = torch.lerp(m, g, 1 - beta1)
-        v = v * beta2 + (1 - beta2) * g * g
+        p, g, m, v = _adam_moments(p, g, m, v, lr=lr, beta1=beta1, beta2=beta2, weight_decay=weight_decay,
+                                   decoupled_weight_decay=decoupled_weight_decay, maximize=maximize)
         src = v
         if amsgrad:
             src = torch.maximum(max_exp_avg_sqs[i], v)
@@ -168,11 +157,8 @@ def radam_update(params: Lists, grads: Lists, exp_avgs: Lists, exp_avg_sqs: List
     rho_inf = 2 / (1 - beta2) - 1
     rho_t = rho_inf - 2 * step * beta2**step / bc2
     for p, g, m, v in zip(params, grads, exp_avgs, exp_avg_sqs):
-        g = _effective_grad(p, g, maximize, 0.0 if decoupled_weight_decay else weight_decay)
-        if decoupled_weight_decay:
-            p = p * (1 - lr * weight_decay)
-        m = torch.lerp(m, g, 1 - beta1)
-        v = v * beta2 + (1 - beta2) * g * g
+        p, g, m, v = _adam_moments(p, g, m, v, lr=lr, beta1=beta1, beta2=beta2, weight_decay=weight_decay,
+                                   decoupled_weight_decay=decoupled_weight_decay, maximize=maximize)
         m_hat = m / bc1
         if rho_t > 5:
             rect = math.sqrt((rho_t - 4) * (rho_t - 2) * rho_inf / ((rho_inf - 4) * (rho_inf - 2) * rho_t))
@@ -194,11 +180,8 @@ def nadam_update(params: Lists, grads: Lists, exp_avgs: Lists, exp_avg_sqs: List
     grad_coef = -lr * (1.0 - mu) / (1.0 - mu_product)
     avg_coef = -lr * mu_next / (1.0 - mu_product * mu_next)
     for p, g, m, v in zip(params, grads, exp_avgs, exp_avg_sqs):
-        g = _effective_grad(p, g, maximize, 0.0 if decoupled_weight_decay else weight_decay)
-        if decoupled_weight_decay:
-            p = p * (1 - lr * weight_decay)
-        m = torch.lerp(m, g, 1 - beta1)
-        v = v * beta2 + (1 - beta2) * g * g
+        p, g, m, v = _adam_moments(p, g, m, v, lr=lr, beta1=beta1, beta2=beta2, weight_decay=weight_decay,
+                                   decoupled_weight_decay=decoupled_weight_decay, maximize=maximize)
         denom = (v / bc2).sqrt() + eps
         out[0].append(p + grad_coef * (g / denom) + avg_coef * (m / denom))
         out[1].append(m)

@@ -280,16 +280,12 @@ def _tensors(name: str, value: Any) -> list[Tensor]:
     return list(value)
 
 
-def _betas(betas: Any) -> tuple[float, float]:
-    if not isinstance(betas, Sequence) or len(betas) != 2:
-        raise TypeError(f"betas must be a pair (beta1, beta2), got {betas!r}")
-    return _number("beta1", betas[0]), _number("beta2", betas[1])
-
-
-def _betas3(betas: Any) -> tuple[float, float, float]:
-    if not isinstance(betas, Sequence) or len(betas) != 3:
-        raise TypeError(f"betas must be a triple (beta1, beta2, beta3), got {betas!r}")
-    return _number("beta1", betas[0]), _number("beta2", betas[1]), _number("beta3", betas[2])
+def _betas(betas: Any, count: int = 2) -> tuple[float, ...]:
+    """``betas`` as ``count`` floats (a pair; Adan's, a triple)."""
+    names = [f"beta{i}" for i in range(1, count + 1)]
+    if not isinstance(betas, Sequence) or len(betas) != count:
+        raise TypeError(f"betas must be a {'pair' if count == 2 else 'triple'} ({', '.join(names)}), got {betas!r}")
+    return tuple(map(_number, names, betas))
 
 
 def sgd_update(params: Sequence[Tensor], grads: Sequence[Tensor],
@@ -683,7 +679,7 @@ def adan_update(params: Sequence[Tensor], grads: Sequence[Tensor], exp_avgs: Seq
     >>> adan_update([p], [torch.tensor([3.0])], [z], [z], [z], [z], 1, lr=0.1, eps=0.0).params[0].detach()
     tensor([0.9000])
     """
-    beta1, beta2, beta3 = _betas3(betas)
+    beta1, beta2, beta3 = _betas(betas, 3)
     kwargs = {"step": _step(step), "lr": _number("lr", lr), "beta1": beta1, "beta2": beta2, "beta3": beta3,
               "eps": _number("eps", eps), "weight_decay": _number("weight_decay", weight_decay),
               "no_prox": bool(no_prox), "maximize": bool(maximize)}
