@@ -8,7 +8,8 @@ import copy
 import pytest
 import torch
 from helpers import FUNCTIONAL_CASES, gradcheck_one_step, op
-from test_optim import CONFIGS, STEPS, TOL, _grads, _params
+from test_optim import CONFIGS
+from twins import STEPS, TOL, grads, params, twin
 
 import fused_optim
 from fused_optim.ops import FUNCTIONAL_OPS
@@ -72,14 +73,14 @@ def test_mixed_devices_in_one_call_are_rejected():
 
 @pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
 @pytest.mark.parametrize("name, kwargs", CONFIGS)
-def test_every_option_matches_torch_optim_on_cuda(name, kwargs, dtype):
+def test_every_option_matches_the_twin_on_cuda(name, kwargs, dtype):
     # The same option sweep as test_optim, with both optimizers on the GPU (0-d, non-contiguous
     # and 3-d parameters included).
-    ref_params = [p.detach().cuda().requires_grad_() for p in _params(dtype)]
+    ref_params = [p.detach().cuda().requires_grad_() for p in params(dtype)]
     ours_params = [p.detach().clone().requires_grad_() for p in ref_params]
-    ref, ours = getattr(torch.optim, name)(ref_params, **kwargs), getattr(fused_optim, name)(ours_params, **kwargs)
+    ref, ours = twin(name)(ref_params, **kwargs), getattr(fused_optim, name)(ours_params, **kwargs)
     for step in range(STEPS):
-        for a, b, g in zip(ref_params, ours_params, _grads(ref_params, step)):
+        for a, b, g in zip(ref_params, ours_params, grads(ref_params, step)):
             a.grad, b.grad = g.cuda(), g.cuda()
         ref.step()
         ours.step()

@@ -92,6 +92,8 @@ class StepPlan:
         self._name = name
         self._calls: list[tuple[Callable[..., Any], list[list[Tensor]], dict[str, Any]]] = []
         self._new_state: dict[int, tuple[Tensor, tuple[str, ...]]] = {}
+        # per (group, kind): which state entries a parameter has this step (FusedStep._layout)
+        self.layouts: dict[tuple[int, Any], tuple[Any, ...]] = {}
 
     def note_new_state(self, param: Tensor, *keys: str) -> None:
         """Records that this step created ``param``'s state (only ``keys`` of it, when given)."""
@@ -259,19 +261,17 @@ def zeros(p: Tensor, grad: Tensor, group: dict[str, Any]) -> Tensor:
 class Slot(NamedTuple):
     """One entry of a parameter's state, as a drop-in class declares it in ``_state``.
 
-    ``init(param, grad, group)`` makes its first value; ``when(group, grad)``, if given, says
-    whether the parameter has this entry (an option such as ``amsgrad``): without it, the entry is
-    not created and its column of the op call is left empty. ``scalar`` marks a 0-d tensor (a
-    counter, a schedule's running value), which complex parameters do not view as real.
+    ``init(param, grad, group)`` makes its first value; ``when(group, kind)``, if given, says
+    whether the parameter has this entry: an option such as ``amsgrad`` (:func:`option`), or the
+    parameter's kind (:meth:`FusedStep._kind`, e.g. Adafactor's factored matrices). Without it,
+    the entry is not created and its column of the op call is left empty. ``scalar`` marks a 0-d
+    tensor (a counter, a schedule's running value), which complex parameters do not view as real.
     """
 
     key: str
     init: Init = zeros
-    when: Callable[[dict[str, Any], Tensor], bool] | None = None
+    when: Callable[[dict[str, Any], Any], bool] | None = None
     scalar: bool = False
-
-    def applies(self, group: dict[str, Any], grad: Tensor) -> bool:
-        return self.when is None or self.when(group, grad)
 
 
 def scalar_state(key: str, value: float | Callable[[dict[str, Any]], float] = 0.0, *, on_param_device: bool = False
@@ -284,9 +284,9 @@ def scalar_state(key: str, value: float | Callable[[dict[str, Any]], float] = 0.
     return Slot(key, init, scalar=True)
 
 
-def option(name: str) -> Callable[[dict[str, Any], Tensor], bool]:
+def option(name: str) -> Callable[[dict[str, Any], Any], bool]:
     """A :class:`Slot` ``when``: the group's option ``name`` is set (true, or a non-zero factor)."""
-    return lambda group, grad: bool(group[name])
+    return lambda group, kind: bool(group[name])
 
 
 STEP = scalar_state("step")  # the plain string "step" in a ``_state`` stands for this slot
@@ -308,7 +308,8 @@ class FusedStep:
     * ``_floats``: the group's hyper-parameters the op takes as floats: a key, or a tuple
       ``(key, *names)`` for a tuple-valued option (``betas`` is always ``beta1``, ``beta2``...);
       ``_flags``, its booleans; ``_variant_flag``, a keyword argument set per row by
-      :meth:`_variant`, whose rows then make separate calls (SGD's ``first_step``).
+      :meth:`_variant`, whose rows then make separate calls (SGD's ``first_step``, Adafactor's
+      ``factored``).
 
     The op is ``fused_optim.ops.<name>_step_`` and messages name the optimizer by its torch.optim
     class (``_name``, both derived once per class). For the optimizers torch.optim lacks, the pure-PyTorch class
@@ -333,7 +334,9 @@ class FusedStep:
     _sparse_to_torch = False
     _sparse_hint = ""
     _slots: tuple[Slot, ...]  # derived from the declarations above, once per class
-    _column_slots: tuple[Slot, ...]
+    _column_keys: tuple[str, ...]
+    _conditional: bool  # whether some entry depends on the options or the kind (Slot.when)
+    _kinds: bool  # whether the class tells parameters apart (_kind)
     _real_lists: int  # how many leading op lists are viewed as real for complex parameters
     state: Any
     param_groups: list[dict[str, Any]]
@@ -348,29 +351,56 @@ class FusedStep:
         cls._slots = tuple(STEP if s == "step" else Slot(s) if isinstance(s, str) else s for s in cls._state)
         slots = {s.key: s for s in cls._slots}
         keys = cls._columns or (*(k for k in slots if k != "step"), *(["step"] if "step" in slots else []))
-        cls._column_slots = tuple(slots[k] for k in keys)
-        per_element = [not s.scalar for s in cls._column_slots]
+        cls._column_keys = tuple(keys)
+        cls._conditional = any(s.when is not None for s in cls._slots)
+        cls._kinds = cls._kind is not FusedStep._kind
+        per_element = [not slots[k].scalar for k in keys]
         cls._real_lists = 2 + sum(per_element)
         if per_element != sorted(per_element, reverse=True):
             raise TypeError(f"{cls.__name__}: the per-element columns must come before the scalar ones")
 
-    def _variant(self, group: dict[str, Any], grad: Tensor, created: bool) -> bool:
+    def _kind(self, grad: Tensor) -> Any:
+        """What besides the group decides which state entries a parameter has (``Slot.when``)."""
+        return None
+
+    def _variant(self, kind: Any, created: bool) -> bool:
         """The ``_variant_flag`` value of a row (``created``: this step created some of its state)."""
         return False
+
+    def _layout(self, group: dict[str, Any], kind: Any) -> tuple[Any, ...]:
+        """``(slots, columns)``: the entries a parameter of this group and kind has, and each column's
+        key (None where its entry does not apply; ``columns`` None when all apply)."""
+        if not self._conditional:
+            return self._slots, None
+        has = {s.key for s in self._slots if s.when is None or s.when(group, kind)}
+        slots = tuple(s for s in self._slots if s.key in has)
+        columns = None if len(has) == len(self._slots) else tuple(k if k in has else None for k in self._column_keys)
+        return slots, columns
 
     def _row(self, group: dict[str, Any], p: Tensor, grad: Tensor, plan: StepPlan
              ) -> tuple[bool, list[Tensor | None]]:
         """``(variant, row)``: the op arguments for ``p`` (None for a column that does not apply),
         its missing state created first."""
-        slots = [s for s in self._slots if s.applies(group, grad)]
+        # Runs per parameter on every step that cannot reuse the last one's lists: kept lean, the
+        # option-dependent layout decided once per group (and kind) and step.
+        kind = self._kind(grad) if self._kinds else None
+        layout = plan.layouts.get((id(group), kind))
+        if layout is None:
+            layout = plan.layouts[(id(group), kind)] = self._layout(group, kind)
+        slots, columns = layout
         state = self.state[p] if slots else {}  # no entry at all (SGD without momentum), as torch makes none
-        created = [s for s in slots if s.key not in state]
-        if created:
-            plan.note_new_state(p, *([s.key for s in created] if state else []))  # no keys: all of it is new
-            for s in created:
+        created = False
+        if len(state) < len(slots):
+            new = [s for s in slots if s.key not in state]
+            plan.note_new_state(p, *([s.key for s in new] if state else []))  # no keys: all of it is new
+            for s in new:
                 state[s.key] = s.init(p, grad, group)
-        return (self._variant(group, grad, bool(created)),
-                [p, grad, *(state[s.key] if s.applies(group, grad) else None for s in self._column_slots)])
+            created = bool(new)
+        if columns is None:
+            row = [p, grad, *map(state.__getitem__, self._column_keys)]
+        else:  # (a None key is never in the state)
+            row = [p, grad, *map(state.get, columns)]
+        return (self._variant_flag is not None and self._variant(kind, created)), row
 
     def _kwargs(self, group: dict[str, Any], variant: bool) -> dict[str, Any]:
         kwargs: dict[str, Any] = {}

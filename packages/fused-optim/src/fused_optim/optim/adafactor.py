@@ -12,9 +12,12 @@ from fused_optim.optim._common import FusedStep, Slot, StepPlan, scalar
 __all__ = ["Adafactor"]
 
 
-def _factored(group: dict[str, Any], grad: Tensor) -> bool:
-    """Whether a parameter's second moment is kept as row and column averages (matrices and up)."""
-    return grad.dim() > 1
+def _factored(group: dict[str, Any], factored: bool) -> bool:  # a Slot.when of the parameter's kind (_kind)
+    return factored
+
+
+def _unfactored(group: dict[str, Any], factored: bool) -> bool:
+    return not factored
 
 
 def _row_var(p: Tensor, grad: Tensor, group: dict[str, Any]) -> Tensor:
@@ -56,13 +59,16 @@ class Adafactor(FusedStep, torch.optim.Adafactor):
     """
 
     _state = ("step", Slot("row_var", _row_var, when=_factored), Slot("col_var", _col_var, when=_factored),
-              Slot("variance", _like_grad, when=lambda group, grad: not _factored(group, grad)))
+              Slot("variance", _like_grad, when=_unfactored))
     _floats = ("lr", "beta2_decay", "d", "weight_decay")
     _flags = ("maximize",)
     _variant_flag = "factored"  # matrices and vectors make separate calls
 
-    def _variant(self, group: dict[str, Any], grad: Tensor, created: bool) -> bool:
-        return _factored(group, grad)
+    def _kind(self, grad: Tensor) -> bool:
+        return grad.dim() > 1  # factored: the second moment kept as row and column averages
+
+    def _variant(self, kind: Any, created: bool) -> bool:
+        return bool(kind)
 
     def _row(self, group: dict[str, Any], p: Tensor, grad: Tensor, plan: StepPlan
              ) -> tuple[bool, list[Tensor | None]]:

@@ -45,5 +45,5 @@ class SGD(FusedStep, torch.optim.SGD):
     _variant_flag = "first_step"
     _sparse_to_torch = True  # torch's SGD has a sparse update
 
-    def _variant(self, group: dict[str, Any], grad: Tensor, created: bool) -> bool:
+    def _variant(self, kind: Any, created: bool) -> bool:
         return created  # a fresh momentum buffer starts as the (decayed) gradient
