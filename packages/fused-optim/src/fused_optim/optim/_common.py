@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from itertools import chain, repeat
 from operator import attrgetter, is_
 from typing import Any, NamedTuple
@@ -172,18 +172,29 @@ def _same(objects: list[Any], kept: list[Any]) -> bool:
     return len(objects) == len(kept) and all(map(is_, objects, kept))
 
 
+_END = object()  # closes a kept list of state values, so that one pass compares the counts too
+
+
+def _walk(state: dict[Any, Any]) -> Iterator[Any]:
+    """Every value of every parameter's state, in order (TypeError if some state is not a dict)."""
+    return chain.from_iterable(map(dict.values, state.values()))
+
+
 def _state_values(state: dict[Any, Any]) -> list[Any] | None:
-    """Every value of every parameter's state, in order (None if some state is not a dict)."""
+    """The values of :func:`_walk`, then ``_END`` (None if some state is not a dict)."""
     try:
-        return [*chain.from_iterable(map(dict.values, state.values()))]
+        return [*_walk(state), _END]
     except TypeError:
         return None
 
 
 def _same_state(state: dict[Any, Any], kept: list[Any]) -> bool:
-    """Whether every parameter's state holds the ``kept`` values themselves, in order."""
-    values = _state_values(state)
-    return values is not None and _same(values, kept)
+    """Whether every parameter's state holds the ``kept`` values themselves, in order: one pass,
+    in which a state with fewer or more values meets ``_END`` at the wrong place."""
+    try:
+        return all(map(is_, chain(_walk(state), (_END,)), kept))
+    except TypeError:  # a state that is not a dict
+        return False
 
 
 def _options(group: dict[str, Any]) -> dict[str, Any]:
