@@ -167,13 +167,13 @@ def test_gradcheck_where_the_floors_hold():
 def test_backward_of_the_backward_raises():
     p = torch.randn(3, 2, dtype=torch.float64, requires_grad=True)
     g = torch.randn(3, 2, dtype=torch.float64, requires_grad=True)
-    out = fused_optim.functional.adafactor_update([p], [g], [torch.ones(3, 1)], [torch.ones(1, 2)], [None], 1)
+    out = fused_optim.functional.adafactor_update([p], [g], [torch.ones(3, 1, dtype=torch.float64)], [torch.ones(1, 2, dtype=torch.float64)], [None], 1)
     (dp,) = torch.autograd.grad(out.params[0].sum(), [p], create_graph=True)
     with pytest.raises(RuntimeError, match="not itself differentiable"):
         dp.sum().backward()
     with pytest.raises(RuntimeError, match="not itself differentiable"):
         torch.autograd.gradgradcheck(lambda p: fused_optim.functional.adafactor_update(
-            [p], [g.detach()], [torch.ones(3, 1)], [torch.ones(1, 2)], [None], 1).params[0], (p,))
+            [p], [g.detach()], [torch.ones(3, 1, dtype=torch.float64)], [torch.ones(1, 2, dtype=torch.float64)], [None], 1).params[0], (p,))
 
 
 def test_node_name_and_description():

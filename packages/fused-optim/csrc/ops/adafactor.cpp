@@ -108,8 +108,8 @@ math::AdafactorHyper<double> MakeHyper(const AdafactorArgs& a, double weight_dec
 
 // Checks a call's lists before anything is written or allocated. In place, the tensors are those
 // the step updates (torch's in-place rules); functional, they are only read.
-void CheckLists(const char* op, at::TensorList params, at::TensorList grads, at::TensorList row_vars,
-                at::TensorList col_vars, at::TensorList variances, bool factored, bool in_place) {
+void CheckLists(const char* op, at::TensorList params, at::TensorList row_vars, at::TensorList col_vars, bool factored,
+                bool in_place) {
   if (factored) {
     CheckFactoredState(op, "row_vars", row_vars, params, -1, in_place);
     CheckFactoredState(op, "col_vars", col_vars, params, -2, in_place);
@@ -204,7 +204,7 @@ void AdafactorStepInPlace(at::TensorList params, at::TensorList grads, at::Tenso
   // 1. Every check, before the first write.
   MultiTensorCall checks(op, params, kInPlace);
   checks.AddStep(params, grads, {{"variances", variances, !factored, "when factored=True"}});
-  CheckLists(op, params, grads, row_vars, col_vars, variances, factored, kInPlace);
+  CheckLists(op, params, row_vars, col_vars, factored, kInPlace);
   CheckStepTensors(op, state_steps, checks.size());
   if (checks.ChecksOnly() || checks.size() == 0) return;  // nothing is written yet
   const std::vector<double> steps = IncrementSteps(state_steps);
@@ -223,7 +223,7 @@ AdafactorArgs CheckFunctional(const char* op, at::TensorList params, at::TensorL
   MultiTensorCall checks(op, params);
   checks.AddInput("grads", grads);
   checks.AddInputIf(!factored, "variances", variances, "when factored=True");
-  CheckLists(op, params, grads, row_vars, col_vars, variances, factored, /*in_place=*/false);
+  CheckLists(op, params, row_vars, col_vars, factored, /*in_place=*/false);
   return args;
 }
 
