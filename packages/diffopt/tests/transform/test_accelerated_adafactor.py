@@ -49,7 +49,7 @@ def test_values_and_meta_gradients_equal_the_plain_transform(options):
         torch.testing.assert_close(s_fused.col_var[k], s_plain.col_var[k], rtol=1e-12, atol=1e-14)
     for a, b in zip(g_fused, g_plain):
         if a is None or b is None:
-            assert a is None and b is None or torch.count_nonzero(a if a is not None else b) == 0
+            assert (a is None and b is None) or torch.count_nonzero(a if a is not None else b) == 0
             continue
         torch.testing.assert_close(a, b, rtol=1e-10, atol=1e-12)
     assert torch.equal(s_fused.count, s_plain.count)
