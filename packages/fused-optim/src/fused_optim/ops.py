@@ -5,7 +5,8 @@ Each algorithm's schemas live in its ``csrc/ops/<algo>.cpp``. This module
 * loads the compiled library (``fused_optim._C``),
 * registers a fake (meta) kernel for every op, so they trace under ``torch.compile``,
 * registers a vmap rule for the functional ops and their backward ops (element-wise: the batch
-  is only more elements, one kernel call serves it),
+  is only more elements, one kernel call serves it; Adafactor's, which reduces per tensor, makes
+  one call per batch entry),
 * builds the named :class:`torch.autograd.Function` nodes (``FusedAdam``...) that
   :mod:`fused_optim.functional` applies, so a graph shows one ``FusedAdamBackward`` node per
   update instead of dozens of element-wise nodes; their backward is the matching ``*_backward``
