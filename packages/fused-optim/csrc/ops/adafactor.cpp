@@ -106,8 +106,9 @@ math::AdafactorHyper<double> MakeHyper(const AdafactorArgs& a, double weight_dec
   return {a.eps1 * a.eps1, 1.0 - a.lr * weight_decay, maximize, weight_decay != 0.0};
 }
 
-// Checks a call's lists before anything is written or allocated. In place, the tensors are those
-// the step updates (torch's in-place rules); functional, they are only read.
+// Checks the factored state's lists (shaped unlike the params, so no kernel table checks them)
+// before anything is written or allocated. In place, they are updated (torch's in-place rules
+// apply); functional, they are only read.
 void CheckLists(const char* op, at::TensorList params, at::TensorList row_vars, at::TensorList col_vars, bool factored,
                 bool in_place) {
   if (factored) {
