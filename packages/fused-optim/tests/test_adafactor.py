@@ -242,3 +242,38 @@ def test_vmap_runs_each_batch_entry_with_its_own_norms():
     for b in range(3):
         for x, y in zip(got, one(p[b], g[b], v[b], gv[b])):
             torch.testing.assert_close(x[b], y, rtol=1e-12, atol=1e-14)
+
+
+def test_compiled_update_keeps_the_fused_ops_in_one_graph_and_equals_eager():
+    # Matrices and vectors in one call (two op calls); the meta-gradient through the compiled
+    # update (aot_eager: the fused backward op in the backward graph) equals eager's, step by step.
+    torch._dynamo.reset()
+    graphs = []
+
+    def backend(gm, example_inputs):
+        graphs.append(gm)
+        return torch._dynamo.backends.debugging.aot_eager(gm, example_inputs)
+
+    def meta_loss(p, v, g, gv, step):
+        out = fused_optim.functional.adafactor_update(
+            [p, v], [g, gv], [torch.ones(3, 1, dtype=p.dtype), None], [torch.ones(1, 2, dtype=p.dtype), None],
+            [None, torch.ones(4, dtype=p.dtype)], step, lr=0.1, weight_decay=0.1)
+        return (out.params[0] ** 2).sum() + out.params[1].sum() + out.row_vars[0].sum()
+
+    compiled = torch.compile(meta_loss, backend=backend, fullgraph=True)
+    gen = torch.Generator().manual_seed(4)
+    for step in (1, 2, 3):
+        inputs = [torch.randn(s, generator=gen, dtype=torch.float64) for s in [(3, 2), (4,), (3, 2), (4,)]]
+        results = []
+        for fn in (meta_loss, compiled):
+            leaves = [t.clone().requires_grad_() for t in inputs]
+            loss = fn(*leaves, step)
+            results.append([loss, *torch.autograd.grad(loss, leaves)])
+        for a, b in zip(*results):
+            torch.testing.assert_close(b, a, rtol=1e-12, atol=1e-14)
+    assert graphs
+    for gm in graphs:  # the node's forward and backward bodies are submodules of the graph
+        targets = [n.target for m in gm.modules() if isinstance(m, torch.fx.GraphModule) for n in m.graph.nodes]
+        assert targets.count(torch.ops.fused_optim.adafactor_update.default) == 2
+        assert targets.count(torch.ops.fused_optim.adafactor_update_backward.default) == 2
+    torch._dynamo.reset()
