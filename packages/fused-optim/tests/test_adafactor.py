@@ -244,7 +244,7 @@ def test_vmap_runs_each_batch_entry_with_its_own_norms():
             torch.testing.assert_close(x[b], y, rtol=1e-12, atol=1e-14)
 
 
-def test_compiled_update_keeps_the_fused_ops_in_one_graph_and_equals_eager():
+def test_compiled_update_keeps_the_fused_ops_and_equals_eager():
     # Matrices and vectors in one call (two op calls); the meta-gradient through the compiled
     # update (aot_eager: the fused backward op in the backward graph) equals eager's, step by step.
     torch._dynamo.reset()
