@@ -980,10 +980,10 @@ def adafactor_update(params: Sequence[Tensor], grads: Sequence[Tensor], row_vars
     for indices, is_factored in ((factored, True), (full, False)):
         if not indices:
             continue
-        lists = [[params[i] for i in indices], [grads[i] for i in indices],
-                 [row_vars[i] for i in indices] if is_factored else [],
-                 [col_vars[i] for i in indices] if is_factored else [],
-                 [] if is_factored else [variances[i] for i in indices]]
+        lists: list[list[Any]] = [[params[i] for i in indices], [grads[i] for i in indices],
+                                  [row_vars[i] for i in indices] if is_factored else [],
+                                  [col_vars[i] for i in indices] if is_factored else [],
+                                  [] if is_factored else [variances[i] for i in indices]]
         new = apply_functional("adafactor_update", lists, {**kwargs, "factored": is_factored})
         for j, i in enumerate(indices):
             out.params[i] = new[0][j]

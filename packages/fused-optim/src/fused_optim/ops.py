@@ -318,7 +318,7 @@ def _vmap_per_sample(op: torch._ops.OpOverload) -> Callable[..., Any]:
                      for values, dims in zip(args, in_dims)]
             return tuple(list(out) for out in op(*lists, **kwargs))
 
-        outputs: list[list[Any]] = [[None] * n for _ in range(num_outputs)]
+        outputs = [[None] * n for _ in range(num_outputs)]
         present = [False] * num_outputs
         if plain:
             for k, out in enumerate(call(plain, None)):

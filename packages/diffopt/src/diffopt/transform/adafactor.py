@@ -210,7 +210,7 @@ def scale_by_accelerated_adafactor(lr=1e-2, beta2_decay: float = -0.8, eps: tupl
             return plain.update(updates, state, params=params)
         treespec, grads, (rows, cols, leaves) = flatten_updates(name, updates, state.row_var, state.col_var, params)
         present = [i for i, g in enumerate(grads) if g is not None]
-        groups: dict[tuple, list[int]] = {}
+        groups = {}  # (dtype, device) -> leaf indices: one op call each
         for i in present:
             check_leaf(name, i, grads[i], leaves[i])
             groups.setdefault((leaves[i].dtype, leaves[i].device), []).append(i)
