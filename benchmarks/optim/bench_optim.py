@@ -5,7 +5,8 @@ Part 1: one ``optimizer.step()`` on (a) 200 tensors of 1k elements, (b) 4 tensor
 and (c) a medium MLP, for torch.optim's default (foreach), ``foreach=False``, ``fused=True``
 (where torch has it) and ``fused_optim``; part 1b: ``torch.compile(step)`` of both. Part 2: the
 differentiable Adam update, forward + backward, against op-by-op PyTorch and TorchOpt's
-accelerated Adam op and plain ``scale_by_adam`` (when ``torchopt`` is importable).
+accelerated Adam op and plain ``scale_by_adam`` (when ``torchopt`` is importable); part 3: the
+differentiable Adafactor update against op-by-op PyTorch and diffopt's plain ``scale_by_adafactor``.
 
     python benchmarks/optim/bench_optim.py [--quick] [--device cuda] [--compiled] [pytest options]
 
@@ -199,6 +200,62 @@ def differentiable_contenders(sizes: list[int]) -> tuple[dict[str, object], dict
 
         fns["torchopt scale_by_adam"] = plain
     return fns, {"peer": note}
+
+
+# Adafactor's differentiable update: tensors of one shape each, vectors (full second moment) or
+# a matrix (factored into row and column averages).
+ADAFACTOR_DIFF_CASES = {"50 x 2e3": [(2000,)] * 50, "512 x 512": [(512, 512)]}
+
+
+def adafactor_differentiable_contenders(shapes: list[tuple[int, ...]]) -> dict[str, object]:
+    """Forward + backward of one Adafactor step (step 3, w.r.t. params, grads and the state) by
+    fused-optim's op, the same update op by op (``fused_optim._reference``) and diffopt's plain
+    ``scale_by_adafactor`` (pure PyTorch, differentiable)."""
+    gen = torch.Generator().manual_seed(0)
+
+    def leaf(shape: tuple[int, ...], positive: bool = False) -> torch.Tensor:
+        t = torch.randn(shape, generator=gen)
+        return (t.abs() + 1e-3 if positive else t).to(DEVICE).requires_grad_()
+
+    params, grads = [leaf(s) for s in shapes], [leaf(s) for s in shapes]
+    rows = [leaf((*s[:-1], 1), True) if len(s) > 1 else None for s in shapes]
+    cols = [leaf((*s[:-2], 1, s[-1]), True) if len(s) > 1 else None for s in shapes]
+    variances = [leaf(s, True) if len(s) <= 1 else None for s in shapes]
+    leaves = [t for t in params + grads + rows + cols + variances if t is not None]
+    factored = len(shapes[0]) > 1  # one kind per case
+    weights = [torch.randn(t.shape, generator=gen).to(DEVICE) for t in params + (rows + cols if factored else variances)]
+
+    def backward(outputs: list[torch.Tensor]) -> None:
+        torch.autograd.grad(sum((t * w).sum() for t, w in zip(outputs, weights)), leaves)
+
+    def ours() -> None:
+        new = F.adafactor_update(params, grads, rows, cols, variances, 3, lr=1e-2)
+        backward([t for lst in new for t in lst if t is not None])
+
+    def op_by_op() -> None:
+        state = [rows, cols, []] if factored else [[], [], variances]
+        new = _reference.adafactor_update(params, grads, *state, step=3, lr=1e-2, beta2_decay=-0.8,
+                                          eps1=torch.finfo(params[0].dtype).eps, eps2=1e-3, d=1.0,
+                                          weight_decay=0.0, maximize=False, factored=factored)
+        backward([t for lst in new for t in lst])
+
+    fns: dict[str, object] = {"fused_optim": ours, "op-by-op": op_by_op,
+                              "diffopt scale_by_adafactor": "diffopt is not installed"}
+    try:
+        from diffopt.transform.adafactor import ScaleByAdafactorState, scale_by_adafactor
+    except ImportError:
+        return fns
+    tx = scale_by_adafactor(lr=1e-2)
+    empty = torch.zeros(0, device=DEVICE)
+    state = ScaleByAdafactorState(rows if factored else variances, cols if factored else [empty] * len(shapes),
+                                  torch.tensor(2))
+
+    def plain() -> None:
+        updates, new = tx.update(grads, state, params=params)
+        backward([p + u for p, u in zip(params, updates)] + list(new.row_var) + (list(new.col_var) if factored else []))
+
+    fns["diffopt scale_by_adafactor"] = plain
+    return fns
 
 
 if __name__ == "__main__":

@@ -41,6 +41,12 @@ REPORT = {
         note="ratio = peer time / fused_optim time (medians); above 1: fused_optim is faster",
         notes=lambda done: [f"(peer: {done[0].info['peer']})"] if done else [],
         threads=2),
+    "test_differentiable_adafactor": _suite.Report(
+        title="differentiable Adafactor update, forward + backward",
+        pairs=[_suite.Pair("op-by-op", "fused_optim"),
+               _suite.Pair("diffopt scale_by_adafactor", "fused_optim")],
+        note="ratio = peer time / fused_optim time (medians); above 1: fused_optim is faster",
+        threads=2),
     "test_compiled_step": _suite.Report(
         title="torch.compile(step)",
         pairs=[_suite.Pair("compiled torch", "compiled fused_optim"),
@@ -76,6 +82,13 @@ def test_differentiable_adam(race, tensors, contender):
     sizes = workloads.DIFF_CASES[tensors]
     race(lambda: workloads.differentiable_contenders(sizes),
          rounds=5 if sum(sizes) >= 5_000_000 else 30, warmup=3, **timing())
+
+
+@pytest.mark.parametrize("contender", ["fused_optim", "op-by-op", "diffopt scale_by_adafactor"])
+@pytest.mark.parametrize("shapes", list(workloads.ADAFACTOR_DIFF_CASES))
+def test_differentiable_adafactor(race, shapes, contender):
+    race(lambda: workloads.adafactor_differentiable_contenders(workloads.ADAFACTOR_DIFF_CASES[shapes]),
+         rounds=30, warmup=3, **timing())
 
 
 @pytest.mark.parametrize("contender", ["compiled fused_optim", "compiled torch",

@@ -31,6 +31,8 @@ ALIASES = {
     "nadamw-maximize": lambda: diffopt.nadam(lr=0.1, weight_decay=0.1, decoupled_weight_decay=True, maximize=True),
     "rprop": lambda: diffopt.rprop(lr=0.1),
     "adafactor": lambda: diffopt.adafactor(lr=0.1, weight_decay=0.01),
+    "adafactor-accelerated-maximize": lambda: diffopt.adafactor(lr=0.1, weight_decay=0.01, maximize=True,
+                                                                use_accelerated_op=True),
     "asgd": lambda: diffopt.asgd(lr=0.1, t0=5),
     "adam-schedule": lambda: diffopt.adam(lr=diffopt.linear_schedule(0.1, 0.01, 20)),
     "clipped-sgd": lambda: diffopt.chain(diffopt.clip_grad_norm(1.0), diffopt.sgd(lr=0.1)),

@@ -212,6 +212,7 @@ OPTIMIZERS = {
     "asgd": lambda: diffopt.asgd(0.01, t0=2, weight_decay=0.01),
     "asgd-accelerated": lambda: diffopt.asgd(0.01, t0=2, use_accelerated_op=True),
     "adafactor": lambda: diffopt.adafactor(0.01, weight_decay=0.1),
+    "adafactor-accelerated": lambda: diffopt.adafactor(0.01, weight_decay=0.1, use_accelerated_op=True),
     "lion": lambda: diffopt.lion(0.01, weight_decay=0.1),
     "adan": lambda: diffopt.adan(0.01, weight_decay=0.05),
     "adan-accelerated": lambda: diffopt.adan(0.01, weight_decay=0.05, use_accelerated_op=True),

@@ -75,6 +75,7 @@ OPTIMIZERS = {
     "nadamw": lambda: diffopt.nadam(0.05, weight_decay=0.1, decoupled_weight_decay=True),
     "rprop": lambda: diffopt.rprop(0.01),
     "adafactor": lambda: diffopt.adafactor(0.05, weight_decay=0.1),
+    "adafactor-accelerated": lambda: diffopt.adafactor(0.05, weight_decay=0.1, use_accelerated_op=True),
     "asgd": lambda: diffopt.asgd(0.05, lambd=0.1, t0=1, weight_decay=0.1),
     "sgd-linear-schedule": lambda: diffopt.sgd(diffopt.schedule.linear_schedule(0.1, 0.01, 2)),
     "adam-polynomial-schedule": lambda: diffopt.adam(

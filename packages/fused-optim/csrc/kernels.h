@@ -36,7 +36,9 @@
   X(NadamStep) X(NadamBackward)                                          \
   X(RpropStep) X(RpropBackward)                                          \
   X(AsgdStep) X(AsgdBackward)                                            \
-  X(AdafactorVectorDirection) X(AdafactorFactoredDirection) X(AdafactorApply)
+  X(AdafactorVectorDirection) X(AdafactorFactoredDirection) X(AdafactorApply)  \
+  X(AdafactorVectorDirectionBackward) X(AdafactorFactoredDirectionBackward)     \
+  X(AdafactorApplyBackward)
 // clang-format on
 
 namespace fused_optim {

@@ -15,6 +15,9 @@ SHAPES = [(), (5,), (2, 3)]
 # Each input list of a functional op is one of these kinds: they set the value range (state that
 # must be non-negative, such as second moments, or bounded away from kinks such as max/abs).
 PARAM, GRAD, ANY, POS, EMPTY, UNIT = "param", "grad", "any", "pos", "empty", "unit"
+# Positive state shaped like a matrix's row (last dimension reduced to 1) or column averages.
+ROWS, COLS = "rows", "cols"
+MATRIX_SHAPES = [(2, 3), (4, 2), (2, 2, 3)]
 
 
 @dataclass
@@ -26,10 +29,13 @@ class FunctionalCase:
     kwargs: dict[str, Any]
     id: str = ""
     extra: dict[str, Any] = field(default_factory=dict)
+    matrices: bool = False  # params of two or more dimensions only (Adafactor's factored case)
 
     def make(self, dtype: torch.dtype = torch.float64, shapes: list[tuple[int, ...]] | None = None,
              seed: int = 0) -> list[list[torch.Tensor]]:
         gen = torch.Generator().manual_seed(seed)
+        if self.matrices:  # a requested vector shape (n,) becomes (2, n)
+            shapes = [s if len(s) >= 2 else (2, *(s or (3,))) for s in shapes] if shapes else MATRIX_SHAPES
         shapes = shapes or SHAPES
         lists = []
         for kind in self.kinds:
@@ -38,8 +44,10 @@ class FunctionalCase:
                 continue
             lst = []
             for shape in shapes:
+                if kind in (ROWS, COLS):
+                    shape = (*shape[:-1], 1) if kind == ROWS else (*shape[:-2], 1, shape[-1])
                 x = torch.randn(shape, generator=gen, dtype=torch.float64)
-                if kind == POS:
+                if kind in (POS, ROWS, COLS):
                     x = x.abs() + 0.5
                 elif kind == UNIT:
                     x = 0.3 * torch.tanh(x)
@@ -110,6 +118,17 @@ def _cases() -> list[FunctionalCase]:
     for mu, lambd, wd, maximize in [(1.0, 1e-4, 0.0, False), (0.3, 0.1, 0.1, True)]:
         kw = dict(eta=0.05, mu=mu, lambd=lambd, weight_decay=wd, maximize=maximize)
         cases.append(FunctionalCase("asgd_update", (PARAM, GRAD, ANY), kw, f"asgd-mu{mu}-wd{wd}"))
+    # Every branch: the update's RMS clipped (d=1) or not (d=10), RMS(p) or eps2 (5.0) as the scale,
+    # lr or 1/sqrt(t) as the relative step, the floor eps1 holding some estimates (1.0) or none.
+    for factored in (True, False):
+        for step, lr, eps1, eps2, d, wd, maximize in [(1, 0.01, 1e-30, 1e-3, 1.0, 0.0, False),
+                                                      (3, 1.0, 1e-30, 1e-3, 1.0, 0.1, True),
+                                                      (2, 0.05, 1.0, 5.0, 10.0, 0.0, False)]:
+            kw = dict(step=step, lr=lr, beta2_decay=-0.8 if step != 2 else -0.5, eps1=eps1, eps2=eps2, d=d,
+                      weight_decay=wd, maximize=maximize, factored=factored)
+            kinds = (PARAM, GRAD, ROWS, COLS, EMPTY) if factored else (PARAM, GRAD, EMPTY, EMPTY, POS)
+            cases.append(FunctionalCase("adafactor_update", kinds, kw, f"adafactor-f{factored}-s{step}-d{d}",
+                                        matrices=factored))
     return cases
 
 

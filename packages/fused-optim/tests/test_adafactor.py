@@ -76,3 +76,204 @@ def test_float32_matches_torch():
         o.step()
     for a, b in zip(ref, ours):
         torch.testing.assert_close(b, a, rtol=1e-5, atol=1e-6)
+
+
+# --- the differentiable functional update (fused_optim.functional.adafactor_update) -----------------
+
+_SHAPES = [(4, 3), (2, 3, 5), (6,), (), (1, 7)]
+_OPTIONS = [dict(), dict(weight_decay=0.1, maximize=True), dict(lr=1.0, d=10.0, eps=(1e-3, 5.0), beta2_decay=-0.5)]
+
+
+def _functional_state(params):
+    rows = [torch.zeros((*p.shape[:-1], 1), dtype=p.dtype) if p.dim() > 1 else None for p in params]
+    cols = [torch.zeros((*p.shape[:-2], 1, p.shape[-1]), dtype=p.dtype) if p.dim() > 1 else None for p in params]
+    variances = [torch.zeros_like(p) if p.dim() <= 1 else None for p in params]
+    return rows, cols, variances
+
+
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
+@pytest.mark.parametrize("options", _OPTIONS, ids=["default", "wd-maximize", "eps-d-lr"])
+def test_functional_update_equals_torch_and_the_in_place_step_over_steps(options, dtype):
+    ref, ours, r, o = _pair(_SHAPES, dtype=dtype, **options)
+    params = [p.detach().clone() for p in ref]
+    rows, cols, variances = _functional_state(params)
+    gen = torch.Generator().manual_seed(1)
+    for step in range(1, 9):
+        grads = [torch.randn(p.shape, generator=gen, dtype=dtype) for p in params]
+        for a, b, g in zip(ref, ours, grads):
+            a.grad, b.grad = g.clone(), g.clone()
+        r.step()
+        o.step()
+        params, rows, cols, variances = fused_optim.functional.adafactor_update(
+            params, grads, rows, cols, variances, step, **options)
+    tol = dict(rtol=1e-12, atol=1e-14) if dtype == torch.float64 else dict(rtol=1e-5, atol=1e-6)
+    for p_ref, p_ours, p_new, row, col, v in zip(ref, ours, params, rows, cols, variances):
+        torch.testing.assert_close(p_new, p_ref.detach(), **tol)
+        assert torch.equal(p_new, p_ours.detach())  # the same passes and kernels as the in-place step
+        state = o.state[p_ours]
+        if p_new.dim() > 1:
+            assert torch.equal(row, state["row_var"]) and torch.equal(col, state["col_var"])
+        else:
+            assert torch.equal(v, state["variance"])
+
+
+def _unrolled(shapes, steps, options):
+    """A function of (initial params, gradient weights, initial state) through `steps` updates."""
+    def run(*xs):
+        n = len(shapes)
+        params, weights = list(xs[:n]), xs[n]
+        state = list(xs[n + 1:])
+        rows = [state.pop(0) if len(s) > 1 else None for s in shapes]
+        cols = [state.pop(0) if len(s) > 1 else None for s in shapes]
+        variances = [state.pop(0) if len(s) <= 1 else None for s in shapes]
+        for t in range(steps):
+            # The gradients depend on the params (a meta-gradient flows through them too).
+            grads = [torch.sin(p) * weights[t] + 0.3 * p * p for p in params]
+            params, rows, cols, variances = fused_optim.functional.adafactor_update(
+                params, grads, rows, cols, variances, t + 1, **options)
+        return (*params, *[x for x in rows + cols + variances if x is not None])
+    return run
+
+
+@pytest.mark.parametrize("options", [
+    dict(lr=0.05), dict(lr=0.5, weight_decay=0.1, maximize=True), dict(lr=1.0, d=10.0, eps=(0.7, 0.8), beta2_decay=-0.5),
+], ids=["clipped", "wd-maximize", "eps-d"])
+def test_gradcheck_through_params_grads_and_state_over_steps(options):
+    shapes = [(3, 2), (2, 2, 3), (4,), ()]
+    gen = torch.Generator().manual_seed(0)
+    params = [torch.randn(s, generator=gen, dtype=torch.float64).requires_grad_() for s in shapes]
+    weights = (torch.rand(3, generator=gen, dtype=torch.float64) + 0.5).requires_grad_()
+    rows = [torch.rand((*s[:-1], 1), generator=gen, dtype=torch.float64) + 0.5 for s in shapes if len(s) > 1]
+    cols = [torch.rand((*s[:-2], 1, s[-1]), generator=gen, dtype=torch.float64) + 0.5 for s in shapes if len(s) > 1]
+    variances = [torch.rand(s, generator=gen, dtype=torch.float64) + 0.5 for s in shapes if len(s) <= 1]
+    state = [x.requires_grad_() for x in rows + cols + variances]
+    assert torch.autograd.gradcheck(_unrolled(shapes, 3, options), (*params, weights, *state), eps=1e-6, atol=1e-6,
+                                    rtol=1e-5)
+
+
+def test_gradcheck_where_the_floors_hold():
+    # eps1 = 2 holds every estimate (and the factored row mean), eps2 = 10 the parameters' RMS: the
+    # gradient through those branches is zero, as torch's clamp makes it, and gradcheck agrees.
+    shapes = [(3, 2), (4,)]
+    gen = torch.Generator().manual_seed(2)
+    params = [torch.randn(s, generator=gen, dtype=torch.float64).requires_grad_() for s in shapes]
+    weights = (torch.rand(2, generator=gen, dtype=torch.float64) + 0.5).requires_grad_()
+    state = [(torch.rand(s, generator=gen, dtype=torch.float64) + 0.5).requires_grad_() for s in [(3, 1), (1, 2), (4,)]]
+    options = dict(lr=0.1, eps=(2.0, 10.0))
+    assert torch.autograd.gradcheck(_unrolled(shapes, 2, options), (*params, weights, *state), eps=1e-6, atol=1e-6,
+                                    rtol=1e-5)
+
+
+def test_backward_of_the_backward_raises():
+    p = torch.randn(3, 2, dtype=torch.float64, requires_grad=True)
+    g = torch.randn(3, 2, dtype=torch.float64, requires_grad=True)
+    out = fused_optim.functional.adafactor_update([p], [g], [torch.ones(3, 1, dtype=torch.float64)], [torch.ones(1, 2, dtype=torch.float64)], [None], 1)
+    (dp,) = torch.autograd.grad(out.params[0].sum(), [p], create_graph=True)
+    with pytest.raises(RuntimeError, match="not itself differentiable"):
+        dp.sum().backward()
+    with pytest.raises(RuntimeError, match="not itself differentiable"):
+        torch.autograd.gradgradcheck(lambda p: fused_optim.functional.adafactor_update(
+            [p], [g.detach()], [torch.ones(3, 1, dtype=torch.float64)], [torch.ones(1, 2, dtype=torch.float64)], [None], 1).params[0], (p,))
+
+
+def test_node_name_and_description():
+    p = torch.randn(3, 2, requires_grad=True)
+    out = fused_optim.functional.adafactor_update([p], [torch.randn(3, 2)], [torch.ones(3, 1)], [torch.ones(1, 2)],
+                                                  [None], 1)
+    assert type(out.params[0].grad_fn).__name__ == "FusedAdafactorBackward"
+    assert fused_optim.ops.describe_node(out.params[0].grad_fn) == (
+        "FusedAdafactor", "Adafactor", "adafactor_update", "update")
+
+
+@pytest.mark.parametrize("mutate, error, match", [
+    (lambda a: a.update(rows=[torch.ones(3, 2), None]), ValueError, r"row_vars\[0\] has shape \[3, 2\], expected \[3, 1\]"),
+    (lambda a: a.update(cols=[None, None]), ValueError, r"col_vars\[0\] is None but params\[0\] has 2 dimensions"),
+    (lambda a: a.update(variances=[None, None]), ValueError, r"variances\[1\] is None but params\[1\] has 1 dim"),
+    (lambda a: a.update(grads=[torch.ones(3, 2)]), ValueError, "grads has 1 tensors but params has 2"),
+    (lambda a: a.update(grads=[torch.ones(2, 3), torch.ones(4)]), ValueError,
+     r"grads\[0\] has shape \[2, 3\] but params\[0\] has shape \[3, 2\]"),
+    (lambda a: a.update(kw=dict(lr=-1.0)), ValueError, "learning rate"),
+    (lambda a: a.update(kw=dict(beta2_decay=0.5)), ValueError, "beta2_decay must be <= 0"),
+    (lambda a: a.update(kw=dict(d=0.5)), ValueError, "clipping threshold d must be >= 1"),
+    (lambda a: a.update(kw=dict(eps=(-1.0, 1e-3))), ValueError, "eps1"),
+    (lambda a: a.update(kw=dict(eps=1e-3)), TypeError, "eps must be a pair"),
+    (lambda a: a.update(step=0), ValueError, "step must be >= 1"),
+    (lambda a: a.update(rows=[torch.ones(3, 1, dtype=torch.float64), None]), TypeError, "dtype"),
+])
+def test_bad_input_raises_a_clear_error_and_modifies_nothing(mutate, error, match):
+    params = [torch.randn(3, 2, requires_grad=True), torch.randn(4, requires_grad=True)]
+    args = dict(grads=[torch.randn(3, 2), torch.randn(4)], rows=[torch.ones(3, 1), None], cols=[torch.ones(1, 2), None],
+                variances=[None, torch.ones(4)], step=2, kw={})
+    mutate(args)
+    everything = [t for t in params + args["grads"] + args["rows"] + args["cols"] + args["variances"] if t is not None]
+    before = [t.detach().clone() for t in everything]
+    with pytest.raises(error, match=match):
+        fused_optim.functional.adafactor_update(params, args["grads"], args["rows"], args["cols"], args["variances"],
+                                                args["step"], **args["kw"])
+    for t, b in zip(everything, before):
+        assert torch.equal(t.detach(), b)
+
+
+def test_backward_op_checks_the_incoming_gradients_of_the_factored_state():
+    p, g = [torch.randn(3, 2)], [torch.randn(3, 2)]
+    kw = dict(step=1, lr=0.01, beta2_decay=-0.8, eps1=1e-30, eps2=1e-3, d=1.0, weight_decay=0.0, maximize=False,
+              factored=True)
+    with pytest.raises(ValueError, match=r"grad_new_row_vars\[0\] has shape \[3, 2\], expected \[3, 1\]"):
+        torch.ops.fused_optim.adafactor_update_backward([], [torch.ones(3, 2)], [], [], p, g, [torch.ones(3, 1)],
+                                                        [torch.ones(1, 2)], [], **kw)
+
+
+def test_vmap_runs_each_batch_entry_with_its_own_norms():
+    # The RMS of each parameter is per sample: a batch is not more elements of one tensor.
+    gen = torch.Generator().manual_seed(0)
+    p = torch.randn(3, 4, 2, generator=gen, dtype=torch.float64)
+    p[1] *= 100.0
+    g = torch.randn(3, 4, 2, generator=gen, dtype=torch.float64)
+    v = torch.randn(3, 5, generator=gen, dtype=torch.float64)
+    gv = torch.randn(3, 5, generator=gen, dtype=torch.float64)
+    rows, cols = torch.ones(4, 1, dtype=torch.float64), torch.ones(1, 2, dtype=torch.float64)
+
+    def one(p, g, v, gv):
+        out = fused_optim.functional.adafactor_update([p, v], [g, gv], [rows, None], [cols, None],
+                                                      [None, torch.zeros(5, dtype=torch.float64)], 2, lr=0.5)
+        return out.params[0], out.params[1], out.row_vars[0]
+
+    got = torch.vmap(one)(p, g, v, gv)
+    for b in range(3):
+        for x, y in zip(got, one(p[b], g[b], v[b], gv[b])):
+            torch.testing.assert_close(x[b], y, rtol=1e-12, atol=1e-14)
+
+
+def test_compiled_update_keeps_the_fused_ops_and_equals_eager():
+    # Matrices and vectors in one call (two op calls); the meta-gradient through the compiled
+    # update (aot_eager: the fused backward op in the backward graph) equals eager's, step by step.
+    torch._dynamo.reset()
+    graphs = []
+
+    def backend(gm, example_inputs):
+        graphs.append(gm)
+        return torch._dynamo.backends.debugging.aot_eager(gm, example_inputs)
+
+    def meta_loss(p, v, g, gv, step):
+        out = fused_optim.functional.adafactor_update(
+            [p, v], [g, gv], [torch.ones(3, 1, dtype=p.dtype), None], [torch.ones(1, 2, dtype=p.dtype), None],
+            [None, torch.ones(4, dtype=p.dtype)], step, lr=0.1, weight_decay=0.1)
+        return (out.params[0] ** 2).sum() + out.params[1].sum() + out.row_vars[0].sum()
+
+    compiled = torch.compile(meta_loss, backend=backend, fullgraph=True)
+    gen = torch.Generator().manual_seed(4)
+    for step in (1, 2, 3):
+        inputs = [torch.randn(s, generator=gen, dtype=torch.float64) for s in [(3, 2), (4,), (3, 2), (4,)]]
+        results = []
+        for fn in (meta_loss, compiled):
+            leaves = [t.clone().requires_grad_() for t in inputs]
+            loss = fn(*leaves, step)
+            results.append([loss, *torch.autograd.grad(loss, leaves)])
+        for a, b in zip(*results):
+            torch.testing.assert_close(b, a, rtol=1e-12, atol=1e-14)
+    assert graphs
+    for gm in graphs:  # the node's forward and backward bodies are submodules of the graph
+        targets = [n.target for m in gm.modules() if isinstance(m, torch.fx.GraphModule) for n in m.graph.nodes]
+        assert targets.count(torch.ops.fused_optim.adafactor_update.default) == 2
+        assert targets.count(torch.ops.fused_optim.adafactor_update_backward.default) == 2
+    torch._dynamo.reset()

@@ -95,12 +95,18 @@ def test_import_does_not_need_other_stack_packages():
 
 _ISA_CHECK = """
 import sys, torch, fused_optim
+from fused_optim.ops import FUNCTIONAL_OPS
 from helpers import FUNCTIONAL_CASES, op
 out = {}
 for case in FUNCTIONAL_CASES:
     for dtype in (torch.float32, torch.float64):
         lists = case.make(dtype, shapes=[(1000,), (3, 7)])
-        out[(case.id, str(dtype))] = op(case.op)(*lists, **case.kwargs)
+        out[(case.id, str(dtype))] = new = op(case.op)(*lists, **case.kwargs)
+        # The backward kernels too, given cotangents of every output.
+        gen = torch.Generator().manual_seed(1)
+        cotangents = [[torch.randn(t.shape, generator=gen, dtype=dtype) for t in lst] for lst in new]
+        saved = [lists[i] for i in FUNCTIONAL_OPS[case.op].saved]
+        out[(case.id, str(dtype), "backward")] = op(case.op + "_backward")(*cotangents, *saved, **case.kwargs)
 torch.save(out, sys.argv[1])
 """
 

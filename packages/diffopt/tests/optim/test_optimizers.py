@@ -86,6 +86,8 @@ ACCELERATED = [
     (diffopt.NAdam, torch.optim.NAdam, dict(lr=0.01, weight_decay=0.1, decoupled_weight_decay=True, maximize=True)),
     (diffopt.Rprop, torch.optim.Rprop, dict(lr=0.01, etas=(0.3, 1.5), maximize=True)),
     (diffopt.ASGD, torch.optim.ASGD, dict(lr=0.05, lambd=0.1, t0=10, weight_decay=0.1)),
+    (diffopt.Adafactor, torch.optim.Adafactor, dict(lr=0.05, weight_decay=0.1, maximize=True)),
+    (diffopt.Adafactor, torch.optim.Adafactor, dict(lr=1.0, beta2_decay=-0.5, eps=(1e-3, 0.1), d=2.0)),
 ]
 
 

@@ -216,6 +216,35 @@ def asgd_update(params: Lists, grads: Lists, axs: Lists, *, eta: float, mu: floa
     return new_params, new_axs
 
 
+def adafactor_update(params: Lists, grads: Lists, row_vars: Lists, col_vars: Lists, variances: Lists, *, step: int,
+                     lr: float, beta2_decay: float, eps1: float, eps2: float, d: float, weight_decay: float,
+                     maximize: bool, factored: bool) -> tuple[list[Tensor], ...]:
+    # torch.optim.Adafactor's step with the two scale factors kept as tensors (so differentiable;
+    # clamp sends a tie's gradient to its input, as the fused backward does).
+    weight = step**beta2_decay
+    rho = min(lr, 1.0 / step**0.5)
+    new_params, new_rows, new_cols, new_variances = [], [], [], []
+    for i, (p, g) in enumerate(zip(params, grads)):
+        g = -g if maximize else g
+        root = p.numel() ** 0.5
+        alpha = torch.clamp(torch.linalg.vector_norm(p) / root, min=eps2) * rho
+        if factored:
+            row_mean = torch.linalg.vector_norm(g, dim=-1, keepdim=True).square() / g.size(-1)
+            col_mean = torch.linalg.vector_norm(g, dim=-2, keepdim=True).square() / g.size(-2)
+            row, col = torch.lerp(row_vars[i], row_mean, weight), torch.lerp(col_vars[i], col_mean, weight)
+            estimate = (row @ col) / torch.clamp(row.mean(dim=-2, keepdim=True), min=eps1)
+            new_rows.append(row)
+            new_cols.append(col)
+        else:
+            estimate = torch.lerp(variances[i], g * g, weight)
+            new_variances.append(estimate)
+        u = torch.rsqrt(torch.clamp(estimate, min=eps1 * eps1)) * g
+        denom = torch.clamp(torch.linalg.vector_norm(u) / (root * d), min=1.0)
+        decayed = p * (1 - lr * weight_decay) if weight_decay != 0 else p
+        new_params.append(decayed - (alpha / denom) * u)
+    return new_params, new_rows, new_cols, new_variances
+
+
 def _sign_keep_nan(c: Tensor) -> Tensor:
     """sign(c), but NaN where c is NaN (torch.sign gives 0 there, which would silently freeze
     the parameter): fused-optim's Lion lets a NaN gradient reach the parameter, as torch.optim does."""

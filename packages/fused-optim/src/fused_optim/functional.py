@@ -26,6 +26,7 @@ from fused_optim.ops import apply_functional
 
 __all__ = [
     "ASGDUpdate",
+    "AdafactorUpdate",
     "AdadeltaUpdate",
     "AdagradUpdate",
     "AdamUpdate",
@@ -38,6 +39,7 @@ __all__ = [
     "RpropUpdate",
     "SGDUpdate",
     "adadelta_update",
+    "adafactor_update",
     "adagrad_update",
     "adam_direction",
     "adam_update",
@@ -869,3 +871,120 @@ def asgd_update(params: Sequence[Tensor], grads: Sequence[Tensor], axs: Sequence
               "weight_decay": _number("weight_decay", weight_decay), "maximize": bool(maximize)}
     lists = [_tensors("params", params), _tensors("grads", grads), _tensors("axs", axs)]
     return ASGDUpdate(*apply_functional("asgd_update", lists, kwargs))
+
+
+class AdafactorUpdate(NamedTuple):
+    """The result of :func:`adafactor_update`; each list has ``None`` where its input had.
+
+    Attributes:
+        params: The updated parameters.
+        row_vars, col_vars: The new row and column averages of matrix-shaped parameters.
+        variances: The new full second moments of the other parameters.
+
+    >>> import torch
+    >>> out = adafactor_update([torch.ones(2)], [torch.ones(2)], [None], [None], [torch.zeros(2)], 1)
+    >>> out.variances, out.row_vars
+    ([tensor([1., 1.])], [None])
+    """
+
+    params: list[Tensor]
+    row_vars: list[Tensor | None]
+    col_vars: list[Tensor | None]
+    variances: list[Tensor | None]
+
+
+def _optional_tensors(name: str, value: Any, n: int) -> list[Tensor | None]:
+    if isinstance(value, Tensor) or not isinstance(value, Sequence):
+        raise TypeError(f"{name} must be a list of tensors and Nones, got {type(value).__name__}")
+    if len(value) != n:
+        raise ValueError(f"{name} has {len(value)} entries but params has {n}")
+    for i, t in enumerate(value):
+        if t is not None and not isinstance(t, Tensor):
+            raise TypeError(f"{name}[{i}] must be a tensor or None, got {type(t).__name__}")
+    return list(value)
+
+
+def adafactor_update(params: Sequence[Tensor], grads: Sequence[Tensor], row_vars: Sequence[Tensor | None],
+                     col_vars: Sequence[Tensor | None], variances: Sequence[Tensor | None], step: int, *,
+                     lr: float = 1e-2, beta2_decay: float = -0.8, eps: tuple[float | None, float] = (None, 1e-3),
+                     d: float = 1.0, weight_decay: float = 0.0, maximize: bool = False) -> AdafactorUpdate:
+    r"""One Adafactor step (Shazeer & Stern, 2018), out of place, as ``torch.optim.Adafactor`` computes it.
+
+    A parameter of two or more dimensions keeps its second moment factored (row and column
+    averages of :math:`g^2` over its last two dimensions), the others a full one:
+
+    .. math::
+        \hat V = \frac{R' C'}{\max(\bar R', \epsilon_1)} \text{ or } V',\quad
+        U = \frac{g'}{\sqrt{\max(\hat V, \epsilon_1^2)}},\quad
+        p' = p(1 - \eta\lambda) - \frac{\max(\epsilon_2, \mathrm{RMS}(p))\min(\eta, t^{-1/2})}
+        {\max(1, \mathrm{RMS}(U)/d)}\,U
+
+    with :math:`R', C', V'` the state moved towards this step's :math:`g'^2` statistics by
+    :math:`t^c` (``beta2_decay`` :math:`c`). The backward is exact through every term, the per-tensor
+    RMS factors and the row/column reductions included (at a tie of a ``max`` the gradient goes
+    to its first argument's branch as torch's ``clamp`` sends it).
+
+    Args:
+        params, grads: Lists of tensors of one dtype and device.
+        row_vars, col_vars: torch.optim's factored state: for a parameter of two or more
+            dimensions its row averages (the last dimension reduced to 1) and column averages (the
+            second-to-last reduced to 1); ``None`` for the other parameters.
+        variances: The full second moments of vectors and scalars; ``None`` for the others.
+        step: The step count after this update (1 on the first call).
+        lr, beta2_decay, eps, d, weight_decay, maximize: As in ``torch.optim.Adafactor`` (``eps1``
+            ``None``: the machine epsilon of the params' dtype).
+
+    Returns:
+        ``AdafactorUpdate(params, row_vars, col_vars, variances)``.
+
+    >>> import torch
+    >>> p = torch.tensor([3.0, 4.0], requires_grad=True)
+    >>> new = adafactor_update([p], [torch.tensor([1.0, -1.0])], [None], [None], [torch.zeros(2)], 1,
+    ...                        lr=0.5, eps=(None, 0.0))
+    >>> new.params[0]
+    tensor([1.2322, 5.7678], grad_fn=<FusedAdafactorBackward>)
+    """
+    params = _tensors("params", params)
+    grads = _tensors("grads", grads)
+    n = len(params)
+    if len(grads) != n:
+        raise ValueError(f"grads has {len(grads)} tensors but params has {n}")
+    row_vars = _optional_tensors("row_vars", row_vars, n)
+    col_vars = _optional_tensors("col_vars", col_vars, n)
+    variances = _optional_tensors("variances", variances, n)
+    if not isinstance(eps, Sequence) or len(eps) != 2:
+        raise TypeError(f"eps must be a pair (eps1 or None, eps2), got {eps!r}")
+    eps1 = (torch.finfo(params[0].dtype).eps if n and params[0].is_floating_point() else 0.0) \
+        if eps[0] is None else _number("eps1", eps[0])
+    kwargs: dict[str, Any] = {"step": _step(step), "lr": _number("lr", lr),
+                              "beta2_decay": _number("beta2_decay", beta2_decay), "eps1": eps1,
+                              "eps2": _number("eps2", eps[1]), "d": _number("d", d),
+                              "weight_decay": _number("weight_decay", weight_decay), "maximize": bool(maximize)}
+    # torch.optim's split: matrices (and batches of them) factored, the others not; one call each.
+    factored = [i for i, p in enumerate(params) if p.dim() > 1]
+    full = [i for i, p in enumerate(params) if p.dim() <= 1]
+    for i in factored:
+        for name, values in (("row_vars", row_vars), ("col_vars", col_vars)):
+            if values[i] is None:
+                raise ValueError(f"{name}[{i}] is None but params[{i}] has {params[i].dim()} dimensions "
+                                 "(its second moment is factored)")
+    for i in full:
+        if variances[i] is None:
+            raise ValueError(f"variances[{i}] is None but params[{i}] has {params[i].dim()} dimensions "
+                             "(its second moment is kept in full)")
+    out = AdafactorUpdate(list(params), list(row_vars), list(col_vars), list(variances))
+    for indices, is_factored in ((factored, True), (full, False)):
+        if not indices:
+            continue
+        lists: list[list[Any]] = [[params[i] for i in indices], [grads[i] for i in indices],
+                                  [row_vars[i] for i in indices] if is_factored else [],
+                                  [col_vars[i] for i in indices] if is_factored else [],
+                                  [] if is_factored else [variances[i] for i in indices]]
+        new = apply_functional("adafactor_update", lists, {**kwargs, "factored": is_factored})
+        for j, i in enumerate(indices):
+            out.params[i] = new[0][j]
+            if is_factored:
+                out.row_vars[i], out.col_vars[i] = new[1][j], new[2][j]
+            else:
+                out.variances[i] = new[3][j]
+    return out

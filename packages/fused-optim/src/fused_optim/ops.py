@@ -5,7 +5,8 @@ Each algorithm's schemas live in its ``csrc/ops/<algo>.cpp``. This module
 * loads the compiled library (``fused_optim._C``),
 * registers a fake (meta) kernel for every op, so they trace under ``torch.compile``,
 * registers a vmap rule for the functional ops and their backward ops (element-wise: the batch
-  is only more elements, one kernel call serves it),
+  is only more elements, one kernel call serves it; Adafactor's, which reduces per tensor, makes
+  one call per batch entry),
 * builds the named :class:`torch.autograd.Function` nodes (``FusedAdam``...) that
   :mod:`fused_optim.functional` applies, so a graph shows one ``FusedAdamBackward`` node per
   update instead of dozens of element-wise nodes; their backward is the matching ``*_backward``
@@ -114,6 +115,11 @@ class FunctionalOpSpec:
             (an absent output is an empty list).
         grad_outputs: the same for the backward op's outputs (one per forward input).
         node: name of the autograd node class, shown as ``<node>Backward``.
+        like: for an op whose state is shaped unlike the params (Adafactor's row/column averages),
+            the input each output list is shaped like (each backward output is shaped like its
+            forward input; the backward must then take every input); ``None``: all like the first.
+        elementwise: whether the op is element-wise (a vmap batch is only more elements); an op
+            that reduces over each tensor (Adafactor's RMS) runs once per batch entry instead.
 
     >>> spec = FUNCTIONAL_OPS['adam_update']
     >>> spec.inputs[:2], spec.node, spec.backward_op.name()
@@ -126,6 +132,8 @@ class FunctionalOpSpec:
     outputs: tuple[Callable[[dict[str, Any]], bool], ...]
     grad_outputs: tuple[Callable[[dict[str, Any]], bool], ...]
     node: str
+    like: tuple[int, ...] | None = None
+    elementwise: bool = True
 
     @property
     def op(self) -> torch._ops.OpOverload:
@@ -160,6 +168,14 @@ def _rmsprop_has_buffers(kwargs: dict[str, Any]) -> bool:
     return kwargs["momentum"] > 0
 
 
+def _factored(kwargs: dict[str, Any]) -> bool:
+    return bool(kwargs["factored"])
+
+
+def _not_factored(kwargs: dict[str, Any]) -> bool:
+    return not kwargs["factored"]
+
+
 _A = _always
 FUNCTIONAL_OPS: dict[str, FunctionalOpSpec] = {
     spec.name: spec
@@ -189,6 +205,9 @@ FUNCTIONAL_OPS: dict[str, FunctionalOpSpec] = {
         FunctionalOpSpec("rprop_update", ("params", "grads", "prevs", "step_sizes"), (1, 2, 3),
                          (_A, _A, _A), (_A, _A, _A, _A), "FusedRprop"),
         FunctionalOpSpec("asgd_update", ("params", "grads", "axs"), (0,), (_A, _A), (_A, _A, _A), "FusedASGD"),
+        FunctionalOpSpec("adafactor_update", ("params", "grads", "row_vars", "col_vars", "variances"), (0, 1, 2, 3, 4),
+                         (_A, _factored, _factored, _not_factored), (_A, _A, _factored, _factored, _not_factored),
+                         "FusedAdafactor", like=(0, 2, 3, 4), elementwise=False),
     )
 }
 
@@ -229,17 +248,20 @@ def _register_step_fake(name: str) -> None:
 
 
 def _register_functional_fakes(spec: FunctionalOpSpec) -> None:
+    like = spec.like or (0,) * len(spec.outputs)
+
     @torch.library.register_fake(f"fused_optim::{spec.name}")
     def _fake_forward(*args: Any, **kwargs: Any) -> tuple[list[torch.Tensor], ...]:
         _check_devices(spec.name, args, 0)
-        reference = args[0]
-        return tuple(_like(reference) if present(kwargs) else [] for present in spec.outputs)
+        return tuple(_like(args[i]) if present(kwargs) else [] for i, present in zip(like, spec.outputs))
 
     @torch.library.register_fake(f"fused_optim::{spec.name}_backward")
     def _fake_backward(*args: Any, **kwargs: Any) -> tuple[list[torch.Tensor], ...]:
         _check_devices(spec.name + "_backward", args, len(spec.outputs))
-        reference = args[len(spec.outputs)]  # the first saved input: params (or grads)
-        return tuple(_like(reference) if present(kwargs) else [] for present in spec.grad_outputs)
+        # Each gradient like its input (``like``), or all like the first saved input: params (or grads).
+        saved = args[len(spec.outputs):]
+        return tuple((_like(saved[i] if spec.like else saved[0]) if present(kwargs) else [])
+                     for i, present in enumerate(spec.grad_outputs))
 
 
 for _name in STEP_OPS:
@@ -270,6 +292,49 @@ def _vmap_elementwise(op: torch._ops.OpOverload) -> Callable[..., Any]:
                  for values, dims in zip(args, in_dims)]
         outputs = op(*lists, **kwargs)
         return outputs, tuple([0 if i in batched else None for i in range(len(out))] for out in outputs)
+
+    return rule
+
+
+def _vmap_per_sample(op: torch._ops.OpOverload) -> Callable[..., Any]:
+    """A vmap rule for an op that reduces over each tensor (Adafactor's RMS of each parameter).
+
+    The batch is not just more elements there: each batch entry is one call on its own slices,
+    whose results are stacked. As in :func:`_vmap_elementwise`, a parameter none of whose tensors
+    is batched is updated once, unbatched.
+    """
+    num_outputs = len(op._schema.returns)
+
+    def rule(info, in_dims, *args, **kwargs):  # type: ignore[no-untyped-def]
+        n = max(len(values) for values in args)
+        batched = sorted({i for dims in in_dims for i, d in enumerate(dims) if d is not None})
+        plain = sorted(set(range(n)) - set(batched))
+
+        def call(indices: list[int], entry: int | None) -> tuple[list[torch.Tensor], ...]:
+            def take(t: torch.Tensor | None, d: int | None) -> torch.Tensor | None:
+                return t if t is None or entry is None or d is None else t.select(d, entry)
+
+            lists = [[take(values[i], dims[i]) for i in indices] if values else []
+                     for values, dims in zip(args, in_dims)]
+            return tuple(list(out) for out in op(*lists, **kwargs))
+
+        outputs = [[None] * n for _ in range(num_outputs)]
+        present = [False] * num_outputs
+        if plain:
+            for k, out in enumerate(call(plain, None)):
+                present[k] = bool(out)
+                for j, i in enumerate(plain):
+                    if out:
+                        outputs[k][i] = out[j]
+        if batched:
+            entries = [call(batched, b) for b in range(info.batch_size)]
+            for k in range(num_outputs):
+                present[k] = bool(entries[0][k])
+                for j, i in enumerate(batched):
+                    if present[k]:
+                        outputs[k][i] = torch.stack([entry[k][j] for entry in entries])
+        results = tuple(outputs[k] if present[k] else [] for k in range(num_outputs))
+        return results, tuple([0 if i in batched else None for i in range(len(out))] for out in results)
 
     return rule
 
@@ -492,8 +557,9 @@ _NODE_INFO: dict[type[torch.autograd.Function], NodeInfo] = {}
 
 for _spec in FUNCTIONAL_OPS.values():
     _register_functional_fakes(_spec)
-    torch.library.register_vmap(f"fused_optim::{_spec.name}", _vmap_elementwise(_spec.op))
-    torch.library.register_vmap(f"fused_optim::{_spec.name}_backward", _vmap_elementwise(_spec.backward_op))
+    _vmap = _vmap_elementwise if _spec.elementwise else _vmap_per_sample
+    torch.library.register_vmap(f"fused_optim::{_spec.name}", _vmap(_spec.op))
+    torch.library.register_vmap(f"fused_optim::{_spec.name}_backward", _vmap(_spec.backward_op))
     _NODES[_spec.node] = _make_node(_spec, _spec.node)
     _register_functional_autograd(_spec)
 # AdamW runs the Adam op with decoupled weight decay; its own node name keeps graphs readable.

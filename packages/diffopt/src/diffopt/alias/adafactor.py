@@ -15,7 +15,7 @@ from __future__ import annotations
 from diffopt.alias._utils import flip_sign_and_add_weight_decay
 from diffopt.base import GradientTransformation
 from diffopt.combine import chain
-from diffopt.transform.adafactor import scale_by_adafactor
+from diffopt.transform.adafactor import scale_by_accelerated_adafactor, scale_by_adafactor
 
 __all__ = ["adafactor"]
 
@@ -28,6 +28,7 @@ def adafactor(
     weight_decay: float = 0.0,
     *,
     maximize: bool = False,
+    use_accelerated_op: bool = False,
 ) -> GradientTransformation:
     """The functional Adafactor optimizer.
 
@@ -40,6 +41,8 @@ def adafactor(
         d: the clipping threshold of the update's RMS.
         weight_decay: the decoupled weight decay.
         maximize: maximize the objective instead of minimizing it.
+        use_accelerated_op: compute the step with fused-optim's fused op (its backward is exact
+            through the scale factors and the factored second moment).
 
     Returns:
         A :class:`~diffopt.base.GradientTransformation`; its ``update`` needs ``params``.
@@ -51,7 +54,8 @@ def adafactor(
         >>> tx.update([torch.tensor([5.0, -1.0])], tx.init(p), params=p)[0]
         [tensor([-0.1000,  0.1000])]
     """
+    scaler = scale_by_accelerated_adafactor if use_accelerated_op else scale_by_adafactor
     return chain(
         flip_sign_and_add_weight_decay(0.0, maximize),
-        scale_by_adafactor(lr=lr, beta2_decay=beta2_decay, eps=eps, d=d, weight_decay=weight_decay),
+        scaler(lr=lr, beta2_decay=beta2_decay, eps=eps, d=d, weight_decay=weight_decay),
     )

@@ -26,6 +26,7 @@ class Adafactor(Optimizer):
         d: the clipping threshold of the update's RMS.
         weight_decay: the decoupled weight decay.
         maximize: ascend the objective instead of descending it.
+        use_accelerated_op: compute the step with fused-optim's fused op.
 
     Example:
         >>> import torch
@@ -48,8 +49,9 @@ class Adafactor(Optimizer):
         weight_decay=0.0,
         *,
         maximize=False,
+        use_accelerated_op=False,
     ) -> None:
         super().__init__(
             params, adafactor(lr=lr, beta2_decay=beta2_decay, eps=eps, d=d, weight_decay=weight_decay,
-                              maximize=maximize)
+                              maximize=maximize, use_accelerated_op=use_accelerated_op)
         )

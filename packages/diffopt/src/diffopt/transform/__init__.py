@@ -11,7 +11,11 @@ Example:
 """
 
 from diffopt.transform.adadelta import ScaleByAdaDeltaState, scale_by_adadelta
-from diffopt.transform.adafactor import ScaleByAdafactorState, scale_by_adafactor
+from diffopt.transform.adafactor import (
+    ScaleByAdafactorState,
+    scale_by_accelerated_adafactor,
+    scale_by_adafactor,
+)
 from diffopt.transform.adam import ScaleByAdamState, scale_by_accelerated_adam, scale_by_adam
 from diffopt.transform.adamax import ScaleByAdamaxState, scale_by_adamax
 from diffopt.transform.adan import ScaleByAdanState, scale_by_accelerated_adan, scale_by_adan
@@ -61,6 +65,7 @@ __all__ = [
     "scale_by_accelerated_adam",
     "scale_by_accelerated_adan",
     "scale_by_accelerated_lion",
+    "scale_by_accelerated_adafactor",
     "scale_by_accelerated_asgd",
     "scale_by_accelerated_nadam",
     "scale_by_accelerated_rprop",

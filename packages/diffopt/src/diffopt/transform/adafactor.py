@@ -33,9 +33,9 @@ from typing import NamedTuple
 import torch
 
 from diffopt.base import GradientTransformation
-from diffopt.transform._leafwise import check_leaf, flatten_updates, unflatten
+from diffopt.transform._leafwise import check_leaf, flatten_updates, fused_op_cannot_read, unflatten
 
-__all__ = ["ScaleByAdafactorState", "scale_by_adafactor"]
+__all__ = ["ScaleByAdafactorState", "scale_by_accelerated_adafactor", "scale_by_adafactor"]
 
 
 class ScaleByAdafactorState(NamedTuple):
@@ -169,3 +169,68 @@ def scale_by_adafactor(lr=1e-2, beta2_decay: float = -0.8, eps: tuple[float | No
         return unflatten(treespec, new_updates), new_state
 
     return GradientTransformation(init_fn, update_fn)
+
+
+def scale_by_accelerated_adafactor(lr=1e-2, beta2_decay: float = -0.8, eps: tuple[float | None, float] = (None, 1e-3),
+                                   d: float = 1.0, weight_decay: float = 0.0) -> GradientTransformation:
+    """:func:`scale_by_adafactor` computed by fused-optim's fused, differentiable Adafactor op.
+
+    Same arguments, state and results as :func:`scale_by_adafactor` (up to rounding; the
+    meta-gradients too: the op's backward is exact through both scale factors and the row/column
+    reductions). One op call per dtype and device, matrices and vectors apart. The op reads the
+    step count as a Python number; when traced by ``torch.compile``, under ``torch.func.vmap``
+    with a batched count, or with a tensor ``lr`` that requires grad, the plain transform's math
+    runs instead.
+
+    Args:
+        lr, beta2_decay, eps, d, weight_decay: as in :func:`scale_by_adafactor`.
+
+    Returns:
+        A :class:`~diffopt.base.GradientTransformation` with :class:`ScaleByAdafactorState`; its
+        ``update`` needs ``params``.
+
+    Example:
+        >>> import torch
+        >>> tx = scale_by_accelerated_adafactor(lr=0.5, eps=(None, 0.0))
+        >>> p = [torch.tensor([3.0, 4.0])]
+        >>> tx.update([torch.tensor([1.0, -1.0])], tx.init(p), params=p)[0]
+        [tensor([-1.7678,  1.7678])]
+    """
+    name = "scale_by_accelerated_adafactor"
+    _check(name, lr, beta2_decay, eps, d, weight_decay)
+    plain = scale_by_adafactor(lr=lr, beta2_decay=beta2_decay, eps=eps, d=d, weight_decay=weight_decay)
+
+    def update_fn(updates, state, *, params=None, inplace=True):
+        del inplace
+        from diffopt.accelerated_op import fused_update
+
+        if params is None:
+            raise ValueError(f"{name} needs params: call update(..., params=params)")
+        if fused_op_cannot_read(state.count) or (isinstance(lr, torch.Tensor) and lr.requires_grad):
+            return plain.update(updates, state, params=params)
+        treespec, grads, (rows, cols, leaves) = flatten_updates(name, updates, state.row_var, state.col_var, params)
+        present = [i for i, g in enumerate(grads) if g is not None]
+        groups = {}  # (dtype, device) -> leaf indices: one op call each
+        for i in present:
+            check_leaf(name, i, grads[i], leaves[i])
+            groups.setdefault((leaves[i].dtype, leaves[i].device), []).append(i)
+        count = state.count + 1
+        step = int(count)
+        new_updates, new_rows, new_cols = [None] * len(grads), list(rows), list(cols)
+        for indices in groups.values():
+            factored = [_factored(leaves[i]) for i in indices]
+            out = fused_update("adafactor_update", [leaves[i] for i in indices], [grads[i] for i in indices],
+                               [rows[i] if f else None for i, f in zip(indices, factored)],
+                               [cols[i] if f else None for i, f in zip(indices, factored)],
+                               [None if f else rows[i] for i, f in zip(indices, factored)], step, lr=lr,
+                               beta2_decay=beta2_decay, eps=eps, d=d, weight_decay=weight_decay)
+            for j, (i, f) in enumerate(zip(indices, factored)):
+                new_updates[i] = out.params[j] - leaves[i]
+                new_rows[i] = out.row_vars[j] if f else out.variances[j]
+                if f:
+                    new_cols[i] = out.col_vars[j]
+        new_state = ScaleByAdafactorState(row_var=unflatten(treespec, new_rows), col_var=unflatten(treespec, new_cols),
+                                          count=count)
+        return unflatten(treespec, new_updates), new_state
+
+    return GradientTransformation(plain.init, update_fn)

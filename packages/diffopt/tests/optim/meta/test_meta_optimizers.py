@@ -121,7 +121,7 @@ def test_radam_rectified_phase():
 
 @pytest.mark.parametrize("steps", [1, 3, 5])
 @pytest.mark.parametrize("case", ["adam", "adam-wd", "adamw", "nadam", "nadam-wd", "nadamw", "rprop", "asgd",
-                                  "lion", "adan", "adan-no-prox"])
+                                  "lion", "adan", "adan-no-prox", "adafactor", "adafactor-wd"])
 def test_accelerated_meta_gradient(case, steps):
     if not _fused_available():
         pytest.skip("fused-optim is not installed")
@@ -129,7 +129,7 @@ def test_accelerated_meta_gradient(case, steps):
 
 
 @pytest.mark.parametrize("cls", [diffopt.MetaAdam, diffopt.MetaAdamW, diffopt.MetaNAdam, diffopt.MetaRprop,
-                                 diffopt.MetaASGD, diffopt.MetaLion, diffopt.MetaAdan])
+                                 diffopt.MetaASGD, diffopt.MetaLion, diffopt.MetaAdan, diffopt.MetaAdafactor])
 def test_accelerated_equals_plain(cls):
     if not _fused_available():
         pytest.skip("fused-optim is not installed")
