@@ -18,15 +18,7 @@ math::NadamHyper<double> MakeHyper(const char* op, double lr, double beta1, doub
   CheckNonNegative(op, {{"learning rate", lr}, {"epsilon", eps}});
   CheckUnitInterval(op, {{"beta1", beta1}, {"beta2", beta2}});
   CheckNonNegative(op, {{"weight_decay", weight_decay}, {"momentum_decay", momentum_decay}});
-  math::NadamHyper<double> h{};
-  h.beta1 = beta1, h.beta2 = beta2, h.eps = eps, h.weight_decay = weight_decay;
-  h.decay = 1.0 - lr * weight_decay;
-  h.one_minus_beta1 = 1.0 - beta1, h.one_minus_beta2 = 1.0 - beta2;
-  h.lerp_small = std::abs(h.one_minus_beta1) < 0.5;
-  h.maximize = maximize;
-  h.has_l2 = weight_decay != 0.0 && !decoupled_weight_decay;
-  h.has_decay = weight_decay != 0.0 && decoupled_weight_decay;
-  return h;
+  return math::NadamHyper<double>::Make(lr, beta1, beta2, eps, weight_decay, decoupled_weight_decay, maximize);
 }
 
 // The momentum coefficient mu_t of torch.optim.NAdam's schedule.
