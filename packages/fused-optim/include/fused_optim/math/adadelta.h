@@ -50,8 +50,7 @@ FUSED_OPTIM_HOST_DEVICE inline AdadeltaGrads<T> AdadeltaStepBackward(T gp_new, T
   out.u = h.rho * gu_new + SqrtBackward(ddelta * (g / s), a);
   out.v = h.rho * dv_new;
   const T dg = ddelta * (a / s) + T(2) * w * g * dv_new;
-  out.p = gp_new + (h.has_l2 ? h.weight_decay * dg : T(0));
-  out.grad = h.maximize ? -dg : dg;
+  EffectiveGradBackward(out, gp_new, dg, h);
   return out;
 }
 

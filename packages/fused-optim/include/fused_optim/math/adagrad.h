@@ -43,8 +43,7 @@ FUSED_OPTIM_HOST_DEVICE inline AdagradGrads<T> AdagradStepBackward(T gp_new, T g
   const T dg = q / denom + T(2) * g * dsum_new;
   AdagradGrads<T> out{};
   out.sum = dsum_new;
-  out.p = gp_new + (h.has_l2 ? h.weight_decay * dg : T(0));
-  out.grad = h.maximize ? -dg : dg;
+  EffectiveGradBackward(out, gp_new, dg, h);
   return out;
 }
 
@@ -54,22 +53,13 @@ FUSED_OPTIM_HOST_DEVICE inline AdagradGrads<T> AdagradStepBackward(T gp_new, T g
 // maps them to the math above, shared by the CPU loops and the CUDA kernels.
 namespace fused_optim::adagrad_cols {
 enum : int { kParam, kGrad, kSum };
-enum : int { kClr = 0 };  // per-tensor scalar: the decayed learning rate
 }  // namespace fused_optim::adagrad_cols
 
 namespace fused_optim::bind {
 
-struct AdagradStep {
+struct AdagradStep : StepSizeScalar {  // clr: the decayed learning rate
   template <typename T>
   using Hyper = math::AdagradHyper<T>;
-  template <typename T>
-  struct Scalars {
-    T clr;
-  };
-  template <typename T>
-  FUSED_OPTIM_HOST_DEVICE static Scalars<T> MakeScalars(const double* row) {
-    return {T(row[adagrad_cols::kClr])};
-  }
   template <typename T>
   static auto Flags(Hyper<T>& h, Scalars<T>& /*s*/) {
     return std::tie(h.maximize, h.has_l2);

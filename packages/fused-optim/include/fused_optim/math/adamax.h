@@ -49,8 +49,7 @@ FUSED_OPTIM_HOST_DEVICE inline AdamaxGrads<T> AdamaxStepBackward(T gp_new, T gm_
   AdamaxGrads<T> out{};
   out.m = h.beta1 * dm_new;
   out.u = h.beta2 * to_decayed;
-  out.p = gp_new + (h.has_l2 ? h.weight_decay * dg : T(0));
-  out.grad = h.maximize ? -dg : dg;
+  EffectiveGradBackward(out, gp_new, dg, h);
   return out;
 }
 
@@ -60,22 +59,13 @@ FUSED_OPTIM_HOST_DEVICE inline AdamaxGrads<T> AdamaxStepBackward(T gp_new, T gm_
 // maps them to the math above, shared by the CPU loops and the CUDA kernels.
 namespace fused_optim::adamax_cols {
 enum : int { kParam, kGrad, kExpAvg, kExpInf };
-enum : int { kClr = 0 };  // per-tensor scalar: lr / (1 - beta1^step)
 }  // namespace fused_optim::adamax_cols
 
 namespace fused_optim::bind {
 
-struct AdamaxStep {
+struct AdamaxStep : StepSizeScalar {  // clr: lr / (1 - beta1^step)
   template <typename T>
   using Hyper = math::AdamaxHyper<T>;
-  template <typename T>
-  struct Scalars {
-    T clr;
-  };
-  template <typename T>
-  FUSED_OPTIM_HOST_DEVICE static Scalars<T> MakeScalars(const double* row) {
-    return {T(row[adamax_cols::kClr])};
-  }
   template <typename T>
   static auto Flags(Hyper<T>& h, Scalars<T>& /*s*/) {
     return std::tie(h.maximize, h.has_l2, h.lerp_small);

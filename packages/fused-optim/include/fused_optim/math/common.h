@@ -73,6 +73,14 @@ FUSED_OPTIM_HOST_DEVICE inline T EffectiveGrad(T grad, T param, bool maximize, b
   return has_l2 ? g + weight_decay * param : g;
 }
 
+// EffectiveGrad's backward, into a gradient struct `out`: out.grad from dg (the gradient reaching
+// g'), and out.p = gp (the gradient reaching param by its other paths) plus the L2 term's share.
+template <typename T, typename Grads, typename Hyper>
+FUSED_OPTIM_HOST_DEVICE inline void EffectiveGradBackward(Grads& out, T gp, T dg, const Hyper& h) {
+  out.p = gp + (h.has_l2 ? h.weight_decay * dg : T(0));
+  out.grad = h.maximize ? -dg : dg;
+}
+
 // The Adam family (Adam, NAdam, RAdam) shares its hyper-parameters, its moment updates and their
 // backward; each algorithm adds only how the moments move the parameter.
 template <typename T>
@@ -130,8 +138,7 @@ FUSED_OPTIM_HOST_DEVICE inline AdamMomentGrads<T> UpdateMomentsBackward(T gp_new
   AdamMomentGrads<T> out{};
   out.m = h.beta1 * dm_new;
   out.v = h.beta2 * dv_new;
-  out.p = (h.has_decay ? h.decay * gp_new : gp_new) + (h.has_l2 ? h.weight_decay * dg : T(0));
-  out.grad = h.maximize ? -dg : dg;
+  EffectiveGradBackward(out, h.has_decay ? h.decay * gp_new : gp_new, dg, h);
   return out;
 }
 
@@ -172,6 +179,18 @@ struct BackwardOf {
   FUSED_OPTIM_HOST_DEVICE static constexpr int GradNew(int col) { return col == 0 ? 0 : col - 1; }  // col != grad
   FUSED_OPTIM_HOST_DEVICE static constexpr int In(int col) { return N - 1 + col; }
   FUSED_OPTIM_HOST_DEVICE static constexpr int Out(int col) { return 2 * N - 1 + col; }
+};
+
+// For algorithms whose one per-tensor scalar is a step size (`clr`) from the tensor's step count.
+struct StepSizeScalar {
+  template <typename T>
+  struct Scalars {
+    T clr;
+  };
+  template <typename T>
+  FUSED_OPTIM_HOST_DEVICE static Scalars<T> MakeScalars(const double* row) {
+    return {T(row[0])};
+  }
 };
 
 // For algorithms without per-tensor scalars.
