@@ -238,8 +238,8 @@ std::vector<at::Tensor> MultiTensorCall::AddStateIf(bool present, const char* na
   return {};
 }
 
-void MultiTensorCall::AddInputs(std::initializer_list<std::pair<const char*, at::TensorList>> lists) {
-  for (const auto& [name, list] : lists) AddInput(name, list);
+void MultiTensorCall::AddInputs(std::initializer_list<NamedList> lists) {
+  for (const NamedList& l : lists) AddInputIf(l.present, l.name, l.list, l.when_absent);
 }
 
 void MultiTensorCall::AddOptionalInputs(std::initializer_list<OptionalList> lists) {

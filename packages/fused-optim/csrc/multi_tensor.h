@@ -38,6 +38,13 @@ template <size_t... I>
 auto ListsOf(std::index_sequence<I...>) -> std::tuple<std::enable_if_t<I + 1 != 0, TensorVector>...>;
 template <size_t N>
 using Lists = decltype(ListsOf(std::make_index_sequence<N>{}));
+// N flags all true: every one of N optional lists present.
+template <size_t N>
+constexpr std::array<bool, N> AllPresent() {
+  std::array<bool, N> all{};
+  all.fill(true);
+  return all;
+}
 
 // Which build of the CPU loops runs: the widest the CPU supports, capped by the environment
 // variable FUSED_OPTIM_CPU_ISA=baseline|avx2|avx512 (tests use it to check that every build gives
@@ -93,17 +100,19 @@ class MultiTensorCall {
   // algorithm's step table for both ops: AddMutable for an in-place call (returns nothing),
   // AddOutputFrom for a functional one (returns the new values).
   std::vector<at::Tensor> AddState(const char* name, at::TensorList list);
+  // A named list, optional where `present` can be false (an optional state not in use, e.g.
+  // max_exp_avg_sqs without amsgrad: it must then be empty, see AddInputIf).
+  struct NamedList {
+    const char* name;
+    at::TensorList list;
+    bool present = true;
+    const char* when_absent = "";
+  };
   // A step table: params and states (AddState, or AddStateIf for an optional state) around the
   // read-only grads, in the order params, grads, states...; returns the new params and states (in
   // place: empty lists).
-  struct StateList {
-    const char* name;
-    at::TensorList list;
-    bool present = true;  // false: an optional state not in use, e.g. max_exp_avg_sqs without amsgrad
-    const char* when_absent = "";
-  };
   template <size_t S>
-  Lists<S + 1> AddStep(at::TensorList params, at::TensorList grads, const StateList (&states)[S]) {
+  Lists<S + 1> AddStep(at::TensorList params, at::TensorList grads, const NamedList (&states)[S]) {
     TensorVector new_params = AddState("params", params);
     AddInput("grads", grads);
     return [&]<size_t... I>(std::index_sequence<I...>) {
@@ -121,7 +130,7 @@ class MultiTensorCall {
 
   // Several columns at once, in order: read-only inputs, incoming gradients (None: zeros), and the
   // outgoing gradients of a backward op (absent where `present` says so; those come back empty).
-  void AddInputs(std::initializer_list<std::pair<const char*, at::TensorList>> lists);
+  void AddInputs(std::initializer_list<NamedList> lists);
   struct OptionalList {
     const char* name;
     const OptionalTensorList& list;
@@ -136,9 +145,7 @@ class MultiTensorCall {
   }
   template <size_t N>
   Lists<N> AddOutputs() {
-    std::array<bool, N> all{};
-    all.fill(true);
-    return AddOutputs<N>(all);
+    return AddOutputs<N>(AllPresent<N>());
   }
 
   int64_t size() const { return num_tensors_; }
@@ -156,6 +163,10 @@ class MultiTensorCall {
     table.num_scalars = num;
     table.scalars.resize(num * steps.size());
     for (size_t t = 0; t < steps.size(); ++t) row(steps[t], table.scalars.data() + t * num);
+  }
+  template <typename Rows>
+  void SetStepScalars(const Rows& rows, const std::vector<double>& steps) {
+    SetStepScalars(rows.num, steps, rows.row);
   }
   std::vector<double> Steps(int64_t step) const { return std::vector<double>(num_tensors_, static_cast<double>(step)); }
   // Builds the table (the last check) and says whether this thread is in validate-only mode (see
@@ -228,6 +239,77 @@ using NamedValues = std::initializer_list<std::pair<const char*, double>>;
 void CheckNonNegative(const char* op, NamedValues values);
 void CheckUnitInterval(const char* op, NamedValues values);
 void CheckStep(const char* op, int64_t step);  // a functional op's step: the count after this update, >= 1
+
+// The skeleton of an optimizer's three ops: an ops file (csrc/ops/<algo>.cpp) checks its
+// arguments into a Hyper and passes it with its kernel, its lists and its per-tensor scalars.
+//
+// Per-tensor scalars computed from each tensor's step count: `num` of them, row(step, out) writes
+// one tensor's (ScalarRows{2, [=](double step, double* row) {...}}); NoScalarRows() where none.
+template <typename Row>
+struct ScalarRows {
+  int num;
+  Row row;
+};
+template <typename Row>
+ScalarRows(int, Row) -> ScalarRows<Row>;
+inline auto NoScalarRows() {
+  return ScalarRows{0, [](double /*step*/, double* /*row*/) {}};
+}
+
+// <algo>_step_: the step table (MultiTensorCall::AddStep) updated in place after the step
+// counters are checked and incremented; in validate-only mode it returns before its first write.
+template <typename Hyper, size_t S, typename Rows = decltype(NoScalarRows())>
+void StepInPlace(const char* op, const KernelBuilds<Hyper>& kernel, const Hyper& hyper, at::TensorList params,
+                 at::TensorList grads, const MultiTensorCall::NamedList (&states)[S], at::TensorList state_steps,
+                 const Rows& rows = NoScalarRows()) {
+  MultiTensorCall call(op, params, kInPlace);
+  call.AddStep(params, grads, states);
+  CheckStepTensors(op, state_steps, call.size());
+  if (call.ChecksOnly()) return;                           // nothing is written yet
+  call.SetStepScalars(rows, IncrementSteps(state_steps));  // first modification
+  call.Launch(kernel, hyper);
+}
+
+// <algo>_update: the same step out of place, at the functional step count `step` (checked where
+// the algorithm reads it, i.e. has per-tensor scalars); returns the new params and states.
+template <typename Hyper, size_t S, typename Rows = decltype(NoScalarRows())>
+Lists<S + 1> Update(const char* op, const KernelBuilds<Hyper>& kernel, const Hyper& hyper, at::TensorList params,
+                    at::TensorList grads, const MultiTensorCall::NamedList (&states)[S], int64_t step = 0,
+                    const Rows& rows = NoScalarRows()) {
+  if (rows.num > 0) CheckStep(op, step);
+  MultiTensorCall call(op, params);
+  Lists<S + 1> out = call.AddStep(params, grads, states);
+  call.SetStepScalars(rows, call.Steps(step));
+  call.Launch(kernel, hyper);
+  return out;
+}
+
+// <algo>_update_backward: from the gradients reaching the update's results (`incoming`, None:
+// zeros) and the update's `inputs`, the N gradients of its inputs (in `reference`'s shapes; an
+// output comes back empty where `present` says so).
+template <size_t N, typename Hyper, typename Rows = decltype(NoScalarRows())>
+Lists<N> UpdateBackward(const char* op, const KernelBuilds<Hyper>& kernel, const Hyper& hyper, at::TensorList reference,
+                        std::initializer_list<MultiTensorCall::OptionalList> incoming,
+                        std::initializer_list<MultiTensorCall::NamedList> inputs,
+                        const std::array<bool, N>& present = AllPresent<N>(), int64_t step = 0,
+                        const Rows& rows = NoScalarRows()) {
+  MultiTensorCall call(op, reference);
+  call.AddOptionalInputs(incoming);
+  call.AddInputs(inputs);
+  Lists<N> out = call.AddOutputs<N>(present);
+  call.SetStepScalars(rows, call.Steps(step));
+  call.Launch(kernel, hyper);
+  return out;
+}
+// The same for an algorithm with per-tensor scalars, at the functional step count `step`.
+template <size_t N, typename Hyper, typename Rows>
+Lists<N> UpdateBackward(const char* op, const KernelBuilds<Hyper>& kernel, const Hyper& hyper, at::TensorList reference,
+                        std::initializer_list<MultiTensorCall::OptionalList> incoming,
+                        std::initializer_list<MultiTensorCall::NamedList> inputs, int64_t step, const Rows& rows,
+                        const std::array<bool, N>& present = AllPresent<N>()) {
+  CheckStep(op, step);
+  return UpdateBackward<N>(op, kernel, hyper, reference, incoming, inputs, present, step, rows);
+}
 
 template <typename Hyper>
 void MultiTensorCall::Launch(const KernelBuilds<Hyper>& kernel, const Hyper& hyper) {

@@ -20,24 +20,16 @@ void AdadeltaStepInPlace(at::TensorList params, at::TensorList grads, at::Tensor
                          at::TensorList acc_deltas, at::TensorList state_steps, double lr, double rho, double eps,
                          double weight_decay, bool maximize) {
   constexpr const char* op = "fused_optim::adadelta_step_";
-  const auto hyper = MakeHyper(op, lr, rho, eps, weight_decay, maximize);
-  MultiTensorCall call(op, params, kInPlace);
-  call.AddStep(params, grads, {{"square_avgs", square_avgs}, {"acc_deltas", acc_deltas}});
-  CheckStepTensors(op, state_steps, call.size());
-  if (call.ChecksOnly()) return;  // nothing is written yet
-  IncrementSteps(state_steps);    // first modification
-  call.Launch(FUSED_OPTIM_KERNEL(AdadeltaStep), hyper);
+  StepInPlace(op, FUSED_OPTIM_KERNEL(AdadeltaStep), MakeHyper(op, lr, rho, eps, weight_decay, maximize), params, grads,
+              {{"square_avgs", square_avgs}, {"acc_deltas", acc_deltas}}, state_steps);
 }
 
 Lists<3> AdadeltaUpdate(at::TensorList params, at::TensorList grads, at::TensorList square_avgs,
                         at::TensorList acc_deltas, double lr, double rho, double eps, double weight_decay,
                         bool maximize) {
   constexpr const char* op = "fused_optim::adadelta_update";
-  const auto hyper = MakeHyper(op, lr, rho, eps, weight_decay, maximize);
-  MultiTensorCall call(op, params);
-  Lists<3> out = call.AddStep(params, grads, {{"square_avgs", square_avgs}, {"acc_deltas", acc_deltas}});
-  call.Launch(FUSED_OPTIM_KERNEL(AdadeltaStep), hyper);
-  return out;
+  return Update(op, FUSED_OPTIM_KERNEL(AdadeltaStep), MakeHyper(op, lr, rho, eps, weight_decay, maximize), params,
+                grads, {{"square_avgs", square_avgs}, {"acc_deltas", acc_deltas}});
 }
 
 Lists<4> AdadeltaUpdateBackward(const OptionalTensorList& grad_new_params,
@@ -46,15 +38,12 @@ Lists<4> AdadeltaUpdateBackward(const OptionalTensorList& grad_new_params,
                                 at::TensorList grads, at::TensorList square_avgs, at::TensorList acc_deltas, double lr,
                                 double rho, double eps, double weight_decay, bool maximize) {
   constexpr const char* op = "fused_optim::adadelta_update_backward";
-  const auto hyper = MakeHyper(op, lr, rho, eps, weight_decay, maximize);
-  MultiTensorCall call(op, params);
-  call.AddOptionalInputs({{"grad_new_params", grad_new_params},
-                          {"grad_new_square_avgs", grad_new_square_avgs},
-                          {"grad_new_acc_deltas", grad_new_acc_deltas}});
-  call.AddInputs({{"params", params}, {"grads", grads}, {"square_avgs", square_avgs}, {"acc_deltas", acc_deltas}});
-  Lists<4> out = call.AddOutputs<4>();
-  call.Launch(FUSED_OPTIM_KERNEL(AdadeltaBackward), hyper);
-  return out;
+  return UpdateBackward<4>(
+      op, FUSED_OPTIM_KERNEL(AdadeltaBackward), MakeHyper(op, lr, rho, eps, weight_decay, maximize), params,
+      {{"grad_new_params", grad_new_params},
+       {"grad_new_square_avgs", grad_new_square_avgs},
+       {"grad_new_acc_deltas", grad_new_acc_deltas}},
+      {{"params", params}, {"grads", grads}, {"square_avgs", square_avgs}, {"acc_deltas", acc_deltas}});
 }
 
 }  // namespace

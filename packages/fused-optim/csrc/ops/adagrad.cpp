@@ -14,48 +14,34 @@ math::AdagradHyper<double> MakeHyper(const char* op, double lr, double lr_decay,
   return h;
 }
 
-void SetClr(MultiTensorCall& call, const std::vector<double>& steps, double lr, double lr_decay) {
-  call.SetStepScalars(1, steps, [&](double step, double* row) { row[0] = lr / (1.0 + (step - 1.0) * lr_decay); });
+// The per-tensor decayed learning rate lr / (1 + (step - 1) lr_decay).
+auto StepScalars(double lr, double lr_decay) {
+  return ScalarRows{1, [=](double step, double* row) { row[0] = lr / (1.0 + (step - 1.0) * lr_decay); }};
 }
 
 void AdagradStepInPlace(at::TensorList params, at::TensorList grads, at::TensorList state_sums,
                         at::TensorList state_steps, double lr, double lr_decay, double weight_decay, double eps,
                         bool maximize) {
   constexpr const char* op = "fused_optim::adagrad_step_";
-  const auto hyper = MakeHyper(op, lr, lr_decay, weight_decay, eps, maximize);
-  MultiTensorCall call(op, params, kInPlace);
-  call.AddStep(params, grads, {{"state_sums", state_sums}});
-  CheckStepTensors(op, state_steps, call.size());
-  if (call.ChecksOnly()) return;                            // nothing is written yet
-  SetClr(call, IncrementSteps(state_steps), lr, lr_decay);  // first modification
-  call.Launch(FUSED_OPTIM_KERNEL(AdagradStep), hyper);
+  StepInPlace(op, FUSED_OPTIM_KERNEL(AdagradStep), MakeHyper(op, lr, lr_decay, weight_decay, eps, maximize), params,
+              grads, {{"state_sums", state_sums}}, state_steps, StepScalars(lr, lr_decay));
 }
 
 Lists<2> AdagradUpdate(at::TensorList params, at::TensorList grads, at::TensorList state_sums, int64_t step, double lr,
                        double lr_decay, double weight_decay, double eps, bool maximize) {
   constexpr const char* op = "fused_optim::adagrad_update";
-  const auto hyper = MakeHyper(op, lr, lr_decay, weight_decay, eps, maximize);
-  CheckStep(op, step);
-  MultiTensorCall call(op, params);
-  Lists<2> out = call.AddStep(params, grads, {{"state_sums", state_sums}});
-  SetClr(call, call.Steps(step), lr, lr_decay);
-  call.Launch(FUSED_OPTIM_KERNEL(AdagradStep), hyper);
-  return out;
+  return Update(op, FUSED_OPTIM_KERNEL(AdagradStep), MakeHyper(op, lr, lr_decay, weight_decay, eps, maximize), params,
+                grads, {{"state_sums", state_sums}}, step, StepScalars(lr, lr_decay));
 }
 
 Lists<3> AdagradUpdateBackward(const OptionalTensorList& grad_new_params, const OptionalTensorList& grad_new_state_sums,
                                at::TensorList params, at::TensorList grads, at::TensorList state_sums, int64_t step,
                                double lr, double lr_decay, double weight_decay, double eps, bool maximize) {
   constexpr const char* op = "fused_optim::adagrad_update_backward";
-  const auto hyper = MakeHyper(op, lr, lr_decay, weight_decay, eps, maximize);
-  CheckStep(op, step);
-  MultiTensorCall call(op, params);
-  call.AddOptionalInputs({{"grad_new_params", grad_new_params}, {"grad_new_state_sums", grad_new_state_sums}});
-  call.AddInputs({{"params", params}, {"grads", grads}, {"state_sums", state_sums}});
-  Lists<3> out = call.AddOutputs<3>();
-  SetClr(call, call.Steps(step), lr, lr_decay);
-  call.Launch(FUSED_OPTIM_KERNEL(AdagradBackward), hyper);
-  return out;
+  return UpdateBackward<3>(
+      op, FUSED_OPTIM_KERNEL(AdagradBackward), MakeHyper(op, lr, lr_decay, weight_decay, eps, maximize), params,
+      {{"grad_new_params", grad_new_params}, {"grad_new_state_sums", grad_new_state_sums}},
+      {{"params", params}, {"grads", grads}, {"state_sums", state_sums}}, step, StepScalars(lr, lr_decay));
 }
 
 }  // namespace

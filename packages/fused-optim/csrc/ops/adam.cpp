@@ -12,56 +12,39 @@ math::AdamHyper<double> MakeHyper(const char* op, double lr, double beta1, doubl
   CheckNonNegative(op, {{"learning rate", lr}, {"epsilon", eps}});
   CheckUnitInterval(op, {{"beta1", beta1}, {"beta2", beta2}});
   CheckNonNegative(op, "weight_decay", weight_decay);
-  math::AdamHyper<double> h{};
-  h.lr = lr, h.beta1 = beta1, h.beta2 = beta2, h.eps = eps, h.weight_decay = weight_decay;
-  h.decay = 1.0 - lr * weight_decay;
-  h.one_minus_beta1 = 1.0 - beta1, h.one_minus_beta2 = 1.0 - beta2;
-  h.lerp_small = std::abs(h.one_minus_beta1) < 0.5;
-  h.amsgrad = amsgrad, h.maximize = maximize;
-  h.has_l2 = weight_decay != 0.0 && !decoupled;
-  h.has_decay = weight_decay != 0.0 && decoupled;
-  return h;
+  return {math::AdamFamilyHyper<double>::Make(lr, beta1, beta2, eps, weight_decay, decoupled, maximize), amsgrad};
 }
 
 constexpr const char* kNoAmsgrad = "when amsgrad=False";
 
-void SetStepScalars(MultiTensorCall& call, const std::vector<double>& steps, double lr, double beta1, double beta2) {
-  call.SetStepScalars(2, steps, [&](double step, double* row) {
-    row[adam_cols::kStepSize] = lr / (1.0 - std::pow(beta1, step));
-    row[adam_cols::kBc2Sqrt] = std::sqrt(1.0 - std::pow(beta2, step));
-  });
+// The per-tensor bias corrections, from each tensor's step count.
+auto StepScalars(double lr, double beta1, double beta2) {
+  return ScalarRows{2, [=](double step, double* row) {
+                      row[adam_cols::kStepSize] = lr / (1.0 - std::pow(beta1, step));
+                      row[adam_cols::kBc2Sqrt] = std::sqrt(1.0 - std::pow(beta2, step));
+                    }};
 }
 
 void AdamStepInPlace(at::TensorList params, at::TensorList grads, at::TensorList exp_avgs, at::TensorList exp_avg_sqs,
                      at::TensorList max_exp_avg_sqs, at::TensorList state_steps, double lr, double beta1, double beta2,
                      double weight_decay, double eps, bool amsgrad, bool maximize, bool decoupled_weight_decay) {
   constexpr const char* op = "fused_optim::adam_step_";
-  const auto hyper = MakeHyper(op, lr, beta1, beta2, weight_decay, eps, amsgrad, maximize, decoupled_weight_decay);
-  MultiTensorCall call(op, params, kInPlace);
-  call.AddStep(params, grads,
-               {{"exp_avgs", exp_avgs},
-                {"exp_avg_sqs", exp_avg_sqs},
-                {"max_exp_avg_sqs", max_exp_avg_sqs, amsgrad, kNoAmsgrad}});
-  CheckStepTensors(op, state_steps, call.size());
-  if (call.ChecksOnly()) return;                                        // nothing is written yet
-  SetStepScalars(call, IncrementSteps(state_steps), lr, beta1, beta2);  // first modification
-  call.Launch(FUSED_OPTIM_KERNEL(AdamStep), hyper);
+  StepInPlace(
+      op, FUSED_OPTIM_KERNEL(AdamStep),
+      MakeHyper(op, lr, beta1, beta2, weight_decay, eps, amsgrad, maximize, decoupled_weight_decay), params, grads,
+      {{"exp_avgs", exp_avgs}, {"exp_avg_sqs", exp_avg_sqs}, {"max_exp_avg_sqs", max_exp_avg_sqs, amsgrad, kNoAmsgrad}},
+      state_steps, StepScalars(lr, beta1, beta2));
 }
 
 Lists<4> AdamUpdate(at::TensorList params, at::TensorList grads, at::TensorList exp_avgs, at::TensorList exp_avg_sqs,
                     at::TensorList max_exp_avg_sqs, int64_t step, double lr, double beta1, double beta2,
                     double weight_decay, double eps, bool amsgrad, bool maximize, bool decoupled_weight_decay) {
   constexpr const char* op = "fused_optim::adam_update";
-  const auto hyper = MakeHyper(op, lr, beta1, beta2, weight_decay, eps, amsgrad, maximize, decoupled_weight_decay);
-  CheckStep(op, step);
-  MultiTensorCall call(op, params);
-  Lists<4> out = call.AddStep(params, grads,
-                              {{"exp_avgs", exp_avgs},
-                               {"exp_avg_sqs", exp_avg_sqs},
-                               {"max_exp_avg_sqs", max_exp_avg_sqs, amsgrad, kNoAmsgrad}});
-  SetStepScalars(call, call.Steps(step), lr, beta1, beta2);
-  call.Launch(FUSED_OPTIM_KERNEL(AdamStep), hyper);
-  return out;
+  return Update(
+      op, FUSED_OPTIM_KERNEL(AdamStep),
+      MakeHyper(op, lr, beta1, beta2, weight_decay, eps, amsgrad, maximize, decoupled_weight_decay), params, grads,
+      {{"exp_avgs", exp_avgs}, {"exp_avg_sqs", exp_avg_sqs}, {"max_exp_avg_sqs", max_exp_avg_sqs, amsgrad, kNoAmsgrad}},
+      step, StepScalars(lr, beta1, beta2));
 }
 
 Lists<5> AdamUpdateBackward(const OptionalTensorList& grad_new_params, const OptionalTensorList& grad_new_exp_avgs,
@@ -71,19 +54,19 @@ Lists<5> AdamUpdateBackward(const OptionalTensorList& grad_new_params, const Opt
                             at::TensorList max_exp_avg_sqs, int64_t step, double lr, double beta1, double beta2,
                             double weight_decay, double eps, bool amsgrad, bool maximize, bool decoupled_weight_decay) {
   constexpr const char* op = "fused_optim::adam_update_backward";
-  const auto hyper = MakeHyper(op, lr, beta1, beta2, weight_decay, eps, amsgrad, maximize, decoupled_weight_decay);
-  CheckStep(op, step);
-  MultiTensorCall call(op, params);
-  call.AddOptionalInputs({{"grad_new_params", grad_new_params},
-                          {"grad_new_exp_avgs", grad_new_exp_avgs},
-                          {"grad_new_exp_avg_sqs", grad_new_exp_avg_sqs},
-                          {"grad_new_max_exp_avg_sqs", grad_new_max_exp_avg_sqs, amsgrad}});
-  call.AddInputs({{"params", params}, {"grads", grads}, {"exp_avgs", exp_avgs}, {"exp_avg_sqs", exp_avg_sqs}});
-  call.AddInputIf(amsgrad, "max_exp_avg_sqs", max_exp_avg_sqs, kNoAmsgrad);
-  Lists<5> out = call.AddOutputs<5>({true, true, true, true, amsgrad});
-  SetStepScalars(call, call.Steps(step), lr, beta1, beta2);
-  call.Launch(FUSED_OPTIM_KERNEL(AdamBackward), hyper);
-  return out;
+  return UpdateBackward<5>(
+      op, FUSED_OPTIM_KERNEL(AdamBackward),
+      MakeHyper(op, lr, beta1, beta2, weight_decay, eps, amsgrad, maximize, decoupled_weight_decay), params,
+      {{"grad_new_params", grad_new_params},
+       {"grad_new_exp_avgs", grad_new_exp_avgs},
+       {"grad_new_exp_avg_sqs", grad_new_exp_avg_sqs},
+       {"grad_new_max_exp_avg_sqs", grad_new_max_exp_avg_sqs, amsgrad}},
+      {{"params", params},
+       {"grads", grads},
+       {"exp_avgs", exp_avgs},
+       {"exp_avg_sqs", exp_avg_sqs},
+       {"max_exp_avg_sqs", max_exp_avg_sqs, amsgrad, kNoAmsgrad}},
+      step, StepScalars(lr, beta1, beta2), {true, true, true, true, amsgrad});
 }
 
 math::AdamDirectionHyper<double> MakeDirectionHyper(const char* op, int64_t step, double beta1, double beta2,

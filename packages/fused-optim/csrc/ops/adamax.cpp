@@ -19,34 +19,25 @@ math::AdamaxHyper<double> MakeHyper(const char* op, double lr, double beta1, dou
   return h;
 }
 
-void SetClr(MultiTensorCall& call, const std::vector<double>& steps, double lr, double beta1) {
-  call.SetStepScalars(1, steps, [&](double step, double* row) { row[0] = lr / (1.0 - std::pow(beta1, step)); });
+// The per-tensor step size lr / (1 - beta1^step).
+auto StepScalars(double lr, double beta1) {
+  return ScalarRows{1, [=](double step, double* row) { row[0] = lr / (1.0 - std::pow(beta1, step)); }};
 }
 
 void AdamaxStepInPlace(at::TensorList params, at::TensorList grads, at::TensorList exp_avgs, at::TensorList exp_infs,
                        at::TensorList state_steps, double lr, double beta1, double beta2, double eps,
                        double weight_decay, bool maximize) {
   constexpr const char* op = "fused_optim::adamax_step_";
-  const auto hyper = MakeHyper(op, lr, beta1, beta2, eps, weight_decay, maximize);
-  MultiTensorCall call(op, params, kInPlace);
-  call.AddStep(params, grads, {{"exp_avgs", exp_avgs}, {"exp_infs", exp_infs}});
-  CheckStepTensors(op, state_steps, call.size());
-  if (call.ChecksOnly()) return;                         // nothing is written yet
-  SetClr(call, IncrementSteps(state_steps), lr, beta1);  // first modification
-  call.Launch(FUSED_OPTIM_KERNEL(AdamaxStep), hyper);
+  StepInPlace(op, FUSED_OPTIM_KERNEL(AdamaxStep), MakeHyper(op, lr, beta1, beta2, eps, weight_decay, maximize), params,
+              grads, {{"exp_avgs", exp_avgs}, {"exp_infs", exp_infs}}, state_steps, StepScalars(lr, beta1));
 }
 
 Lists<3> AdamaxUpdate(at::TensorList params, at::TensorList grads, at::TensorList exp_avgs, at::TensorList exp_infs,
                       int64_t step, double lr, double beta1, double beta2, double eps, double weight_decay,
                       bool maximize) {
   constexpr const char* op = "fused_optim::adamax_update";
-  const auto hyper = MakeHyper(op, lr, beta1, beta2, eps, weight_decay, maximize);
-  CheckStep(op, step);
-  MultiTensorCall call(op, params);
-  Lists<3> out = call.AddStep(params, grads, {{"exp_avgs", exp_avgs}, {"exp_infs", exp_infs}});
-  SetClr(call, call.Steps(step), lr, beta1);
-  call.Launch(FUSED_OPTIM_KERNEL(AdamaxStep), hyper);
-  return out;
+  return Update(op, FUSED_OPTIM_KERNEL(AdamaxStep), MakeHyper(op, lr, beta1, beta2, eps, weight_decay, maximize),
+                params, grads, {{"exp_avgs", exp_avgs}, {"exp_infs", exp_infs}}, step, StepScalars(lr, beta1));
 }
 
 Lists<4> AdamaxUpdateBackward(const OptionalTensorList& grad_new_params, const OptionalTensorList& grad_new_exp_avgs,
@@ -54,17 +45,13 @@ Lists<4> AdamaxUpdateBackward(const OptionalTensorList& grad_new_params, const O
                               at::TensorList exp_avgs, at::TensorList exp_infs, int64_t step, double lr, double beta1,
                               double beta2, double eps, double weight_decay, bool maximize) {
   constexpr const char* op = "fused_optim::adamax_update_backward";
-  const auto hyper = MakeHyper(op, lr, beta1, beta2, eps, weight_decay, maximize);
-  CheckStep(op, step);
-  MultiTensorCall call(op, params);
-  call.AddOptionalInputs({{"grad_new_params", grad_new_params},
-                          {"grad_new_exp_avgs", grad_new_exp_avgs},
-                          {"grad_new_exp_infs", grad_new_exp_infs}});
-  call.AddInputs({{"params", params}, {"grads", grads}, {"exp_avgs", exp_avgs}, {"exp_infs", exp_infs}});
-  Lists<4> out = call.AddOutputs<4>();
-  SetClr(call, call.Steps(step), lr, beta1);
-  call.Launch(FUSED_OPTIM_KERNEL(AdamaxBackward), hyper);
-  return out;
+  return UpdateBackward<4>(op, FUSED_OPTIM_KERNEL(AdamaxBackward),
+                           MakeHyper(op, lr, beta1, beta2, eps, weight_decay, maximize), params,
+                           {{"grad_new_params", grad_new_params},
+                            {"grad_new_exp_avgs", grad_new_exp_avgs},
+                            {"grad_new_exp_infs", grad_new_exp_infs}},
+                           {{"params", params}, {"grads", grads}, {"exp_avgs", exp_avgs}, {"exp_infs", exp_infs}}, step,
+                           StepScalars(lr, beta1));
 }
 
 }  // namespace

@@ -23,13 +23,14 @@ math::AdanHyper<double> MakeHyper(const char* op, double lr, double beta1, doubl
   return h;
 }
 
-void SetStepScalars(MultiTensorCall& call, const std::vector<double>& steps, double beta1, double beta2, double beta3) {
-  call.SetStepScalars(4, steps, [&](double step, double* row) {
-    row[adan_cols::kBc1] = 1.0 - std::pow(beta1, step);
-    row[adan_cols::kBc2] = 1.0 - std::pow(beta2, step);
-    row[adan_cols::kBc3Sqrt] = std::sqrt(1.0 - std::pow(beta3, step));
-    row[adan_cols::kHasPrev] = step > 1.0 ? 1.0 : 0.0;
-  });
+// The per-tensor bias corrections, and whether a previous gradient exists, from each tensor's step.
+auto StepScalars(double beta1, double beta2, double beta3) {
+  return ScalarRows{4, [=](double step, double* row) {
+                      row[adan_cols::kBc1] = 1.0 - std::pow(beta1, step);
+                      row[adan_cols::kBc2] = 1.0 - std::pow(beta2, step);
+                      row[adan_cols::kBc3Sqrt] = std::sqrt(1.0 - std::pow(beta3, step));
+                      row[adan_cols::kHasPrev] = step > 1.0 ? 1.0 : 0.0;
+                    }};
 }
 
 void AdanStepInPlace(at::TensorList params, at::TensorList grads, at::TensorList exp_avgs, at::TensorList exp_avg_diffs,
@@ -37,34 +38,26 @@ void AdanStepInPlace(at::TensorList params, at::TensorList grads, at::TensorList
                      double beta1, double beta2, double beta3, double eps, double weight_decay, bool no_prox,
                      bool maximize) {
   constexpr const char* op = "fused_optim::adan_step_";
-  const auto hyper = MakeHyper(op, lr, beta1, beta2, beta3, eps, weight_decay, no_prox, maximize);
-  MultiTensorCall call(op, params, kInPlace);
-  call.AddStep(params, grads,
-               {{"exp_avgs", exp_avgs},
-                {"exp_avg_diffs", exp_avg_diffs},
-                {"exp_avg_sqs", exp_avg_sqs},
-                {"prev_grads", prev_grads}});
-  CheckStepTensors(op, state_steps, call.size());
-  if (call.ChecksOnly()) return;                                           // nothing is written yet
-  SetStepScalars(call, IncrementSteps(state_steps), beta1, beta2, beta3);  // first modification
-  call.Launch(FUSED_OPTIM_KERNEL(AdanStep), hyper);
+  StepInPlace(op, FUSED_OPTIM_KERNEL(AdanStep),
+              MakeHyper(op, lr, beta1, beta2, beta3, eps, weight_decay, no_prox, maximize), params, grads,
+              {{"exp_avgs", exp_avgs},
+               {"exp_avg_diffs", exp_avg_diffs},
+               {"exp_avg_sqs", exp_avg_sqs},
+               {"prev_grads", prev_grads}},
+              state_steps, StepScalars(beta1, beta2, beta3));
 }
 
 Lists<5> AdanUpdate(at::TensorList params, at::TensorList grads, at::TensorList exp_avgs, at::TensorList exp_avg_diffs,
                     at::TensorList exp_avg_sqs, at::TensorList prev_grads, int64_t step, double lr, double beta1,
                     double beta2, double beta3, double eps, double weight_decay, bool no_prox, bool maximize) {
   constexpr const char* op = "fused_optim::adan_update";
-  const auto hyper = MakeHyper(op, lr, beta1, beta2, beta3, eps, weight_decay, no_prox, maximize);
-  CheckStep(op, step);
-  MultiTensorCall call(op, params);
-  Lists<5> out = call.AddStep(params, grads,
-                              {{"exp_avgs", exp_avgs},
-                               {"exp_avg_diffs", exp_avg_diffs},
-                               {"exp_avg_sqs", exp_avg_sqs},
-                               {"prev_grads", prev_grads}});
-  SetStepScalars(call, call.Steps(step), beta1, beta2, beta3);
-  call.Launch(FUSED_OPTIM_KERNEL(AdanStep), hyper);
-  return out;
+  return Update(op, FUSED_OPTIM_KERNEL(AdanStep),
+                MakeHyper(op, lr, beta1, beta2, beta3, eps, weight_decay, no_prox, maximize), params, grads,
+                {{"exp_avgs", exp_avgs},
+                 {"exp_avg_diffs", exp_avg_diffs},
+                 {"exp_avg_sqs", exp_avg_sqs},
+                 {"prev_grads", prev_grads}},
+                step, StepScalars(beta1, beta2, beta3));
 }
 
 Lists<6> AdanUpdateBackward(const OptionalTensorList& grad_new_params, const OptionalTensorList& grad_new_exp_avgs,
@@ -75,24 +68,20 @@ Lists<6> AdanUpdateBackward(const OptionalTensorList& grad_new_params, const Opt
                             at::TensorList prev_grads, int64_t step, double lr, double beta1, double beta2,
                             double beta3, double eps, double weight_decay, bool no_prox, bool maximize) {
   constexpr const char* op = "fused_optim::adan_update_backward";
-  const auto hyper = MakeHyper(op, lr, beta1, beta2, beta3, eps, weight_decay, no_prox, maximize);
-  CheckStep(op, step);
-  MultiTensorCall call(op, params);
-  call.AddOptionalInputs({{"grad_new_params", grad_new_params},
-                          {"grad_new_exp_avgs", grad_new_exp_avgs},
-                          {"grad_new_exp_avg_diffs", grad_new_exp_avg_diffs},
-                          {"grad_new_exp_avg_sqs", grad_new_exp_avg_sqs},
-                          {"grad_new_prev_grads", grad_new_prev_grads}});
-  call.AddInputs({{"params", params},
-                  {"grads", grads},
-                  {"exp_avgs", exp_avgs},
-                  {"exp_avg_diffs", exp_avg_diffs},
-                  {"exp_avg_sqs", exp_avg_sqs},
-                  {"prev_grads", prev_grads}});
-  Lists<6> out = call.AddOutputs<6>();
-  SetStepScalars(call, call.Steps(step), beta1, beta2, beta3);
-  call.Launch(FUSED_OPTIM_KERNEL(AdanBackward), hyper);
-  return out;
+  return UpdateBackward<6>(op, FUSED_OPTIM_KERNEL(AdanBackward),
+                           MakeHyper(op, lr, beta1, beta2, beta3, eps, weight_decay, no_prox, maximize), params,
+                           {{"grad_new_params", grad_new_params},
+                            {"grad_new_exp_avgs", grad_new_exp_avgs},
+                            {"grad_new_exp_avg_diffs", grad_new_exp_avg_diffs},
+                            {"grad_new_exp_avg_sqs", grad_new_exp_avg_sqs},
+                            {"grad_new_prev_grads", grad_new_prev_grads}},
+                           {{"params", params},
+                            {"grads", grads},
+                            {"exp_avgs", exp_avgs},
+                            {"exp_avg_diffs", exp_avg_diffs},
+                            {"exp_avg_sqs", exp_avg_sqs},
+                            {"prev_grads", prev_grads}},
+                           step, StepScalars(beta1, beta2, beta3));
 }
 
 }  // namespace

@@ -51,18 +51,24 @@ void AsgdStepInPlace(at::TensorList params, at::TensorList grads, at::TensorList
   }
 }
 
+// The functional ops' per-tensor scalars: eta and mu are given, so they read no step count (the
+// ops pass step 1).
+auto GivenScalars(double eta, double mu, double lambd) {
+  return ScalarRows{asgd_cols::kNumScalars, [=](double /*step*/, double* row) { ScalarRow(eta, mu, lambd, row); }};
+}
+
+void CheckEtaMu(const char* op, double eta, double mu) {
+  TORCH_CHECK_VALUE(std::isfinite(eta) && std::isfinite(mu), op, ": eta and mu must be finite, got eta=", eta,
+                    ", mu=", mu);
+}
+
 Lists<2> AsgdUpdate(at::TensorList params, at::TensorList grads, at::TensorList axs, double eta, double mu,
                     double lambd, double weight_decay, bool maximize) {
   constexpr const char* op = "fused_optim::asgd_update";
   const auto hyper = MakeHyper(op, lambd, weight_decay, maximize);
-  TORCH_CHECK_VALUE(std::isfinite(eta) && std::isfinite(mu), op, ": eta and mu must be finite, got eta=", eta,
-                    ", mu=", mu);
-  MultiTensorCall call(op, params);
-  Lists<2> out = call.AddStep(params, grads, {{"axs", axs}});
-  call.SetStepScalars(asgd_cols::kNumScalars, call.Steps(1),
-                      [&](double /*step*/, double* row) { ScalarRow(eta, mu, lambd, row); });
-  call.Launch(FUSED_OPTIM_KERNEL(AsgdStep), hyper);
-  return out;
+  CheckEtaMu(op, eta, mu);
+  return Update(op, FUSED_OPTIM_KERNEL(AsgdStep), hyper, params, grads, {{"axs", axs}}, 1,
+                GivenScalars(eta, mu, lambd));
 }
 
 Lists<3> AsgdUpdateBackward(const OptionalTensorList& grad_new_params, const OptionalTensorList& grad_new_axs,
@@ -70,13 +76,9 @@ Lists<3> AsgdUpdateBackward(const OptionalTensorList& grad_new_params, const Opt
                             bool maximize) {
   constexpr const char* op = "fused_optim::asgd_update_backward";
   const auto hyper = MakeHyper(op, lambd, weight_decay, maximize);
-  MultiTensorCall call(op, params);
-  call.AddOptionalInputs({{"grad_new_params", grad_new_params}, {"grad_new_axs", grad_new_axs}});
-  Lists<3> out = call.AddOutputs<3>();
-  call.SetStepScalars(asgd_cols::kNumScalars, call.Steps(1),
-                      [&](double /*step*/, double* row) { ScalarRow(eta, mu, lambd, row); });
-  call.Launch(FUSED_OPTIM_KERNEL(AsgdBackward), hyper);
-  return out;
+  return UpdateBackward<3>(op, FUSED_OPTIM_KERNEL(AsgdBackward), hyper, params,
+                           {{"grad_new_params", grad_new_params}, {"grad_new_axs", grad_new_axs}}, {}, 1,
+                           GivenScalars(eta, mu, lambd));
 }
 
 }  // namespace

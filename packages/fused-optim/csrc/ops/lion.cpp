@@ -21,35 +21,26 @@ math::LionHyper<double> MakeHyper(const char* op, double lr, double beta1, doubl
 void LionStepInPlace(at::TensorList params, at::TensorList grads, at::TensorList exp_avgs, at::TensorList state_steps,
                      double lr, double beta1, double beta2, double weight_decay, bool maximize) {
   constexpr const char* op = "fused_optim::lion_step_";
-  const auto hyper = MakeHyper(op, lr, beta1, beta2, weight_decay, maximize);
-  MultiTensorCall call(op, params, kInPlace);
-  call.AddStep(params, grads, {{"exp_avgs", exp_avgs}});
-  CheckStepTensors(op, state_steps, call.size());
-  if (call.ChecksOnly()) return;  // nothing is written yet
-  IncrementSteps(state_steps);    // first modification (Lion reads no step count; torch-style state keeps one)
-  call.Launch(FUSED_OPTIM_KERNEL(LionStep), hyper);
+  // Lion reads no step count; its torch-style state keeps one all the same.
+  StepInPlace(op, FUSED_OPTIM_KERNEL(LionStep), MakeHyper(op, lr, beta1, beta2, weight_decay, maximize), params, grads,
+              {{"exp_avgs", exp_avgs}}, state_steps);
 }
 
 Lists<2> LionUpdate(at::TensorList params, at::TensorList grads, at::TensorList exp_avgs, double lr, double beta1,
                     double beta2, double weight_decay, bool maximize) {
   constexpr const char* op = "fused_optim::lion_update";
-  const auto hyper = MakeHyper(op, lr, beta1, beta2, weight_decay, maximize);
-  MultiTensorCall call(op, params);
-  Lists<2> out = call.AddStep(params, grads, {{"exp_avgs", exp_avgs}});
-  call.Launch(FUSED_OPTIM_KERNEL(LionStep), hyper);
-  return out;
+  return Update(op, FUSED_OPTIM_KERNEL(LionStep), MakeHyper(op, lr, beta1, beta2, weight_decay, maximize), params,
+                grads, {{"exp_avgs", exp_avgs}});
 }
 
 Lists<3> LionUpdateBackward(const OptionalTensorList& grad_new_params, const OptionalTensorList& grad_new_exp_avgs,
                             at::TensorList params, double lr, double beta1, double beta2, double weight_decay,
                             bool maximize) {
   constexpr const char* op = "fused_optim::lion_update_backward";
-  const auto hyper = MakeHyper(op, lr, beta1, beta2, weight_decay, maximize);
-  MultiTensorCall call(op, params);  // params only give the shapes: the gradients do not depend on values
-  call.AddOptionalInputs({{"grad_new_params", grad_new_params}, {"grad_new_exp_avgs", grad_new_exp_avgs}});
-  Lists<3> out = call.AddOutputs<3>();
-  call.Launch(FUSED_OPTIM_KERNEL(LionBackward), hyper);
-  return out;
+  // params only give the shapes: the gradients do not depend on values
+  return UpdateBackward<3>(op, FUSED_OPTIM_KERNEL(LionBackward),
+                           MakeHyper(op, lr, beta1, beta2, weight_decay, maximize), params,
+                           {{"grad_new_params", grad_new_params}, {"grad_new_exp_avgs", grad_new_exp_avgs}}, {});
 }
 
 }  // namespace

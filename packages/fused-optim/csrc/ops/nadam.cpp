@@ -18,15 +18,7 @@ math::NadamHyper<double> MakeHyper(const char* op, double lr, double beta1, doub
   CheckNonNegative(op, {{"learning rate", lr}, {"epsilon", eps}});
   CheckUnitInterval(op, {{"beta1", beta1}, {"beta2", beta2}});
   CheckNonNegative(op, {{"weight_decay", weight_decay}, {"momentum_decay", momentum_decay}});
-  math::NadamHyper<double> h{};
-  h.beta1 = beta1, h.beta2 = beta2, h.eps = eps, h.weight_decay = weight_decay;
-  h.decay = 1.0 - lr * weight_decay;
-  h.one_minus_beta1 = 1.0 - beta1, h.one_minus_beta2 = 1.0 - beta2;
-  h.lerp_small = std::abs(h.one_minus_beta1) < 0.5;
-  h.maximize = maximize;
-  h.has_l2 = weight_decay != 0.0 && !decoupled_weight_decay;
-  h.has_decay = weight_decay != 0.0 && decoupled_weight_decay;
-  return h;
+  return math::NadamHyper<double>::Make(lr, beta1, beta2, eps, weight_decay, decoupled_weight_decay, maximize);
 }
 
 // The momentum coefficient mu_t of torch.optim.NAdam's schedule.
@@ -73,21 +65,22 @@ void CheckProduct(const char* op, double mu_product) {
                     mu_product);
 }
 
+// The functional ops' per-tensor scalars, at the momentum product `mu_product` through the step.
+auto StepScalars(double lr, double beta1, double beta2, double momentum_decay, double mu_product) {
+  const NadamArgs args{lr, beta1, beta2, momentum_decay};
+  return ScalarRows{nadam_cols::kNumScalars, [=](double step, double* row) { ScalarRow(args, step, mu_product, row); }};
+}
+
 Lists<3> NadamUpdate(at::TensorList params, at::TensorList grads, at::TensorList exp_avgs, at::TensorList exp_avg_sqs,
                      int64_t step, double mu_product, double lr, double beta1, double beta2, double eps,
                      double weight_decay, double momentum_decay, bool decoupled_weight_decay, bool maximize) {
   constexpr const char* op = "fused_optim::nadam_update";
   const auto hyper =
       MakeHyper(op, lr, beta1, beta2, eps, weight_decay, momentum_decay, decoupled_weight_decay, maximize);
-  CheckStep(op, step);
   CheckProduct(op, mu_product);
-  MultiTensorCall call(op, params);
-  Lists<3> out = call.AddStep(params, grads, {{"exp_avgs", exp_avgs}, {"exp_avg_sqs", exp_avg_sqs}});
-  const NadamArgs args{lr, beta1, beta2, momentum_decay};
-  call.SetStepScalars(nadam_cols::kNumScalars, call.Steps(step),
-                      [&](double s, double* row) { ScalarRow(args, s, mu_product, row); });
-  call.Launch(FUSED_OPTIM_KERNEL(NadamStep), hyper);
-  return out;
+  return Update(op, FUSED_OPTIM_KERNEL(NadamStep), hyper, params, grads,
+                {{"exp_avgs", exp_avgs}, {"exp_avg_sqs", exp_avg_sqs}}, step,
+                StepScalars(lr, beta1, beta2, momentum_decay, mu_product));
 }
 
 Lists<4> NadamUpdateBackward(const OptionalTensorList& grad_new_params, const OptionalTensorList& grad_new_exp_avgs,
@@ -98,19 +91,13 @@ Lists<4> NadamUpdateBackward(const OptionalTensorList& grad_new_params, const Op
   constexpr const char* op = "fused_optim::nadam_update_backward";
   const auto hyper =
       MakeHyper(op, lr, beta1, beta2, eps, weight_decay, momentum_decay, decoupled_weight_decay, maximize);
-  CheckStep(op, step);
   CheckProduct(op, mu_product);
-  MultiTensorCall call(op, params);
-  call.AddOptionalInputs({{"grad_new_params", grad_new_params},
-                          {"grad_new_exp_avgs", grad_new_exp_avgs},
-                          {"grad_new_exp_avg_sqs", grad_new_exp_avg_sqs}});
-  call.AddInputs({{"params", params}, {"grads", grads}, {"exp_avgs", exp_avgs}, {"exp_avg_sqs", exp_avg_sqs}});
-  Lists<4> out = call.AddOutputs<4>();
-  const NadamArgs args{lr, beta1, beta2, momentum_decay};
-  call.SetStepScalars(nadam_cols::kNumScalars, call.Steps(step),
-                      [&](double s, double* row) { ScalarRow(args, s, mu_product, row); });
-  call.Launch(FUSED_OPTIM_KERNEL(NadamBackward), hyper);
-  return out;
+  return UpdateBackward<4>(op, FUSED_OPTIM_KERNEL(NadamBackward), hyper, params,
+                           {{"grad_new_params", grad_new_params},
+                            {"grad_new_exp_avgs", grad_new_exp_avgs},
+                            {"grad_new_exp_avg_sqs", grad_new_exp_avg_sqs}},
+                           {{"params", params}, {"grads", grads}, {"exp_avgs", exp_avgs}, {"exp_avg_sqs", exp_avg_sqs}},
+                           step, StepScalars(lr, beta1, beta2, momentum_decay, mu_product));
 }
 
 }  // namespace

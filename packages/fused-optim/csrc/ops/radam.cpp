@@ -11,57 +11,41 @@ math::RadamHyper<double> MakeHyper(const char* op, double lr, double beta1, doub
   CheckNonNegative(op, {{"learning rate", lr}, {"epsilon", eps}});
   CheckUnitInterval(op, {{"beta1", beta1}, {"beta2", beta2}});
   CheckNonNegative(op, "weight_decay", weight_decay);
-  math::RadamHyper<double> h{};
-  h.lr = lr, h.beta1 = beta1, h.beta2 = beta2, h.eps = eps, h.weight_decay = weight_decay;
-  h.decay = 1.0 - lr * weight_decay;
-  h.one_minus_beta1 = 1.0 - beta1, h.one_minus_beta2 = 1.0 - beta2;
-  h.lerp_small = std::abs(h.one_minus_beta1) < 0.5;
-  h.maximize = maximize;
-  h.has_l2 = weight_decay != 0.0 && !decoupled_weight_decay;
-  h.has_decay = weight_decay != 0.0 && decoupled_weight_decay;
-  return h;
+  return math::RadamHyper<double>::Make(lr, beta1, beta2, eps, weight_decay, decoupled_weight_decay, maximize);
 }
 
 // The step-only terms: bias corrections, the SMA length rho_t and the variance rectification.
-void SetStepScalars(MultiTensorCall& call, const std::vector<double>& steps, double beta1, double beta2) {
-  using namespace radam_cols;
+auto StepScalars(double beta1, double beta2) {
   const double rho_inf = 2.0 / (1.0 - beta2) - 1.0;
-  call.SetStepScalars(4, steps, [&](double step, double* row) {
-    const double bc2 = 1.0 - std::pow(beta2, step);
-    const double rho_t = rho_inf - 2.0 * step * std::pow(beta2, step) / bc2;
-    row[kBc1] = 1.0 - std::pow(beta1, step);
-    row[kBc2Sqrt] = std::sqrt(bc2);
-    row[kAdaptive] = rho_t > 5.0 ? 1.0 : 0.0;
-    row[kRect] = rho_t > 5.0
-                     ? std::sqrt((rho_t - 4.0) * (rho_t - 2.0) * rho_inf / ((rho_inf - 4.0) * (rho_inf - 2.0) * rho_t))
-                     : 0.0;
-  });
+  return ScalarRows{4, [=](double step, double* row) {
+                      using namespace radam_cols;
+                      const double bc2 = 1.0 - std::pow(beta2, step);
+                      const double rho_t = rho_inf - 2.0 * step * std::pow(beta2, step) / bc2;
+                      row[kBc1] = 1.0 - std::pow(beta1, step);
+                      row[kBc2Sqrt] = std::sqrt(bc2);
+                      row[kAdaptive] = rho_t > 5.0 ? 1.0 : 0.0;
+                      row[kRect] = rho_t > 5.0 ? std::sqrt((rho_t - 4.0) * (rho_t - 2.0) * rho_inf /
+                                                           ((rho_inf - 4.0) * (rho_inf - 2.0) * rho_t))
+                                               : 0.0;
+                    }};
 }
 
 void RadamStepInPlace(at::TensorList params, at::TensorList grads, at::TensorList exp_avgs, at::TensorList exp_avg_sqs,
                       at::TensorList state_steps, double lr, double beta1, double beta2, double eps,
                       double weight_decay, bool decoupled_weight_decay, bool maximize) {
   constexpr const char* op = "fused_optim::radam_step_";
-  const auto hyper = MakeHyper(op, lr, beta1, beta2, eps, weight_decay, decoupled_weight_decay, maximize);
-  MultiTensorCall call(op, params, kInPlace);
-  call.AddStep(params, grads, {{"exp_avgs", exp_avgs}, {"exp_avg_sqs", exp_avg_sqs}});
-  CheckStepTensors(op, state_steps, call.size());
-  if (call.ChecksOnly()) return;                                    // nothing is written yet
-  SetStepScalars(call, IncrementSteps(state_steps), beta1, beta2);  // first modification
-  call.Launch(FUSED_OPTIM_KERNEL(RadamStep), hyper);
+  StepInPlace(op, FUSED_OPTIM_KERNEL(RadamStep),
+              MakeHyper(op, lr, beta1, beta2, eps, weight_decay, decoupled_weight_decay, maximize), params, grads,
+              {{"exp_avgs", exp_avgs}, {"exp_avg_sqs", exp_avg_sqs}}, state_steps, StepScalars(beta1, beta2));
 }
 
 Lists<3> RadamUpdate(at::TensorList params, at::TensorList grads, at::TensorList exp_avgs, at::TensorList exp_avg_sqs,
                      int64_t step, double lr, double beta1, double beta2, double eps, double weight_decay,
                      bool decoupled_weight_decay, bool maximize) {
   constexpr const char* op = "fused_optim::radam_update";
-  const auto hyper = MakeHyper(op, lr, beta1, beta2, eps, weight_decay, decoupled_weight_decay, maximize);
-  CheckStep(op, step);
-  MultiTensorCall call(op, params);
-  Lists<3> out = call.AddStep(params, grads, {{"exp_avgs", exp_avgs}, {"exp_avg_sqs", exp_avg_sqs}});
-  SetStepScalars(call, call.Steps(step), beta1, beta2);
-  call.Launch(FUSED_OPTIM_KERNEL(RadamStep), hyper);
-  return out;
+  return Update(op, FUSED_OPTIM_KERNEL(RadamStep),
+                MakeHyper(op, lr, beta1, beta2, eps, weight_decay, decoupled_weight_decay, maximize), params, grads,
+                {{"exp_avgs", exp_avgs}, {"exp_avg_sqs", exp_avg_sqs}}, step, StepScalars(beta1, beta2));
 }
 
 Lists<4> RadamUpdateBackward(const OptionalTensorList& grad_new_params, const OptionalTensorList& grad_new_exp_avgs,
@@ -70,17 +54,13 @@ Lists<4> RadamUpdateBackward(const OptionalTensorList& grad_new_params, const Op
                              double lr, double beta1, double beta2, double eps, double weight_decay,
                              bool decoupled_weight_decay, bool maximize) {
   constexpr const char* op = "fused_optim::radam_update_backward";
-  const auto hyper = MakeHyper(op, lr, beta1, beta2, eps, weight_decay, decoupled_weight_decay, maximize);
-  CheckStep(op, step);
-  MultiTensorCall call(op, params);
-  call.AddOptionalInputs({{"grad_new_params", grad_new_params},
-                          {"grad_new_exp_avgs", grad_new_exp_avgs},
-                          {"grad_new_exp_avg_sqs", grad_new_exp_avg_sqs}});
-  call.AddInputs({{"params", params}, {"grads", grads}, {"exp_avgs", exp_avgs}, {"exp_avg_sqs", exp_avg_sqs}});
-  Lists<4> out = call.AddOutputs<4>();
-  SetStepScalars(call, call.Steps(step), beta1, beta2);
-  call.Launch(FUSED_OPTIM_KERNEL(RadamBackward), hyper);
-  return out;
+  return UpdateBackward<4>(op, FUSED_OPTIM_KERNEL(RadamBackward),
+                           MakeHyper(op, lr, beta1, beta2, eps, weight_decay, decoupled_weight_decay, maximize), params,
+                           {{"grad_new_params", grad_new_params},
+                            {"grad_new_exp_avgs", grad_new_exp_avgs},
+                            {"grad_new_exp_avg_sqs", grad_new_exp_avg_sqs}},
+                           {{"params", params}, {"grads", grads}, {"exp_avgs", exp_avgs}, {"exp_avg_sqs", exp_avg_sqs}},
+                           step, StepScalars(beta1, beta2));
 }
 
 }  // namespace

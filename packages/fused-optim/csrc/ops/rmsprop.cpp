@@ -31,15 +31,11 @@ void RmspropStepInPlace(at::TensorList params, at::TensorList grads, at::TensorL
                         bool maximize) {
   constexpr const char* op = "fused_optim::rmsprop_step_";
   const auto hyper = MakeHyper(op, lr, alpha, eps, weight_decay, momentum, centered, maximize);
-  MultiTensorCall call(op, params, kInPlace);
-  call.AddStep(params, grads,
-               {{"square_avgs", square_avgs},
-                {"grad_avgs", grad_avgs, centered, kNotCentered},
-                {"momentum_buffers", momentum_buffers, hyper.has_momentum, kNoMomentum}});
-  CheckStepTensors(op, state_steps, call.size());
-  if (call.ChecksOnly()) return;  // nothing is written yet
-  IncrementSteps(state_steps);    // first modification
-  call.Launch(FUSED_OPTIM_KERNEL(RmspropStep), hyper);
+  StepInPlace(op, FUSED_OPTIM_KERNEL(RmspropStep), hyper, params, grads,
+              {{"square_avgs", square_avgs},
+               {"grad_avgs", grad_avgs, centered, kNotCentered},
+               {"momentum_buffers", momentum_buffers, hyper.has_momentum, kNoMomentum}},
+              state_steps);
 }
 
 Lists<4> RmspropUpdate(at::TensorList params, at::TensorList grads, at::TensorList square_avgs,
@@ -47,13 +43,10 @@ Lists<4> RmspropUpdate(at::TensorList params, at::TensorList grads, at::TensorLi
                        double weight_decay, double momentum, bool centered, bool maximize) {
   constexpr const char* op = "fused_optim::rmsprop_update";
   const auto hyper = MakeHyper(op, lr, alpha, eps, weight_decay, momentum, centered, maximize);
-  MultiTensorCall call(op, params);
-  Lists<4> out = call.AddStep(params, grads,
-                              {{"square_avgs", square_avgs},
-                               {"grad_avgs", grad_avgs, centered, kNotCentered},
-                               {"momentum_buffers", momentum_buffers, hyper.has_momentum, kNoMomentum}});
-  call.Launch(FUSED_OPTIM_KERNEL(RmspropStep), hyper);
-  return out;
+  return Update(op, FUSED_OPTIM_KERNEL(RmspropStep), hyper, params, grads,
+                {{"square_avgs", square_avgs},
+                 {"grad_avgs", grad_avgs, centered, kNotCentered},
+                 {"momentum_buffers", momentum_buffers, hyper.has_momentum, kNoMomentum}});
 }
 
 Lists<5> RmspropUpdateBackward(const OptionalTensorList& grad_new_params,
@@ -65,16 +58,16 @@ Lists<5> RmspropUpdateBackward(const OptionalTensorList& grad_new_params,
                                bool maximize) {
   constexpr const char* op = "fused_optim::rmsprop_update_backward";
   const auto hyper = MakeHyper(op, lr, alpha, eps, weight_decay, momentum, centered, maximize);
-  MultiTensorCall call(op, params);
-  call.AddOptionalInputs({{"grad_new_params", grad_new_params},
-                          {"grad_new_square_avgs", grad_new_square_avgs},
-                          {"grad_new_grad_avgs", grad_new_grad_avgs, centered},
-                          {"grad_new_momentum_buffers", grad_new_momentum_buffers, hyper.has_momentum}});
-  call.AddInputs({{"params", params}, {"grads", grads}, {"square_avgs", square_avgs}});
-  call.AddInputIf(centered, "grad_avgs", grad_avgs, kNotCentered);
-  Lists<5> out = call.AddOutputs<5>({true, true, true, centered, hyper.has_momentum});
-  call.Launch(FUSED_OPTIM_KERNEL(RmspropBackward), hyper);
-  return out;
+  return UpdateBackward<5>(op, FUSED_OPTIM_KERNEL(RmspropBackward), hyper, params,
+                           {{"grad_new_params", grad_new_params},
+                            {"grad_new_square_avgs", grad_new_square_avgs},
+                            {"grad_new_grad_avgs", grad_new_grad_avgs, centered},
+                            {"grad_new_momentum_buffers", grad_new_momentum_buffers, hyper.has_momentum}},
+                           {{"params", params},
+                            {"grads", grads},
+                            {"square_avgs", square_avgs},
+                            {"grad_avgs", grad_avgs, centered, kNotCentered}},
+                           {true, true, true, centered, hyper.has_momentum});
 }
 
 }  // namespace

@@ -21,23 +21,17 @@ void RpropStepInPlace(at::TensorList params, at::TensorList grads, at::TensorLis
                       double step_size_max, bool maximize) {
   constexpr const char* op = "fused_optim::rprop_step_";
   CheckNonNegative(op, "learning rate", lr);  // it seeds new parameters' step sizes (done by the caller)
-  const auto hyper = MakeHyper(op, etaminus, etaplus, step_size_min, step_size_max, maximize);
-  MultiTensorCall call(op, params, kInPlace);
-  call.AddStep(params, grads, {{"prevs", prevs}, {"step_sizes", step_sizes}});
-  CheckStepTensors(op, state_steps, call.size());
-  if (call.ChecksOnly()) return;  // nothing is written yet
-  IncrementSteps(state_steps);    // first modification
-  call.Launch(FUSED_OPTIM_KERNEL(RpropStep), hyper);
+  StepInPlace(op, FUSED_OPTIM_KERNEL(RpropStep),
+              MakeHyper(op, etaminus, etaplus, step_size_min, step_size_max, maximize), params, grads,
+              {{"prevs", prevs}, {"step_sizes", step_sizes}}, state_steps);
 }
 
 Lists<3> RpropUpdate(at::TensorList params, at::TensorList grads, at::TensorList prevs, at::TensorList step_sizes,
                      double etaminus, double etaplus, double step_size_min, double step_size_max, bool maximize) {
   constexpr const char* op = "fused_optim::rprop_update";
-  const auto hyper = MakeHyper(op, etaminus, etaplus, step_size_min, step_size_max, maximize);
-  MultiTensorCall call(op, params);
-  Lists<3> out = call.AddStep(params, grads, {{"prevs", prevs}, {"step_sizes", step_sizes}});
-  call.Launch(FUSED_OPTIM_KERNEL(RpropStep), hyper);
-  return out;
+  return Update(op, FUSED_OPTIM_KERNEL(RpropStep),
+                MakeHyper(op, etaminus, etaplus, step_size_min, step_size_max, maximize), params, grads,
+                {{"prevs", prevs}, {"step_sizes", step_sizes}});
 }
 
 Lists<4> RpropUpdateBackward(const OptionalTensorList& grad_new_params, const OptionalTensorList& grad_new_prevs,
@@ -45,15 +39,12 @@ Lists<4> RpropUpdateBackward(const OptionalTensorList& grad_new_params, const Op
                              at::TensorList step_sizes, double etaminus, double etaplus, double step_size_min,
                              double step_size_max, bool maximize) {
   constexpr const char* op = "fused_optim::rprop_update_backward";
-  const auto hyper = MakeHyper(op, etaminus, etaplus, step_size_min, step_size_max, maximize);
-  MultiTensorCall call(op, grads);
-  call.AddOptionalInputs({{"grad_new_params", grad_new_params},
-                          {"grad_new_prevs", grad_new_prevs},
-                          {"grad_new_step_sizes", grad_new_step_sizes}});
-  call.AddInputs({{"grads", grads}, {"prevs", prevs}, {"step_sizes", step_sizes}});
-  Lists<4> out = call.AddOutputs<4>();
-  call.Launch(FUSED_OPTIM_KERNEL(RpropBackward), hyper);
-  return out;
+  return UpdateBackward<4>(op, FUSED_OPTIM_KERNEL(RpropBackward),
+                           MakeHyper(op, etaminus, etaplus, step_size_min, step_size_max, maximize), grads,
+                           {{"grad_new_params", grad_new_params},
+                            {"grad_new_prevs", grad_new_prevs},
+                            {"grad_new_step_sizes", grad_new_step_sizes}},
+                           {{"grads", grads}, {"prevs", prevs}, {"step_sizes", step_sizes}});
 }
 
 }  // namespace

@@ -59,12 +59,10 @@ Lists<3> SgdUpdateBackward(const OptionalTensorList& grad_new_params,
                            bool first_step) {
   constexpr const char* op = "fused_optim::sgd_update_backward";
   const auto hyper = MakeHyper(op, lr, momentum, dampening, weight_decay, nesterov, maximize, first_step);
-  MultiTensorCall call(op, params);
-  call.AddOptionalInputs({{"grad_new_params", grad_new_params},
-                          {"grad_new_momentum_buffers", grad_new_momentum_buffers, hyper.has_momentum}});
-  Lists<3> out = call.AddOutputs<3>({true, true, hyper.has_momentum && !first_step});
-  call.Launch(FUSED_OPTIM_KERNEL(SgdBackward), hyper);
-  return out;
+  return UpdateBackward<3>(op, FUSED_OPTIM_KERNEL(SgdBackward), hyper, params,
+                           {{"grad_new_params", grad_new_params},
+                            {"grad_new_momentum_buffers", grad_new_momentum_buffers, hyper.has_momentum}},
+                           {}, {true, true, hyper.has_momentum && !first_step});
 }
 
 }  // namespace

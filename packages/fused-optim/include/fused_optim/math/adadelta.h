@@ -50,8 +50,7 @@ FUSED_OPTIM_HOST_DEVICE inline AdadeltaGrads<T> AdadeltaStepBackward(T gp_new, T
   out.u = h.rho * gu_new + SqrtBackward(ddelta * (g / s), a);
   out.v = h.rho * dv_new;
   const T dg = ddelta * (a / s) + T(2) * w * g * dv_new;
-  out.p = gp_new + (h.has_l2 ? h.weight_decay * dg : T(0));
-  out.grad = h.maximize ? -dg : dg;
+  EffectiveGradBackward(out, gp_new, dg, h);
   return out;
 }
 
@@ -61,19 +60,6 @@ FUSED_OPTIM_HOST_DEVICE inline AdadeltaGrads<T> AdadeltaStepBackward(T gp_new, T
 // maps them to the math above, shared by the CPU loops and the CUDA kernels.
 namespace fused_optim::adadelta_cols {
 enum : int { kParam, kGrad, kSquareAvg, kAccDelta };
-enum : int {
-  kGParamNew = 0,
-  kGSquareAvgNew,
-  kGAccDeltaNew,
-  kInParam,
-  kInGrad,
-  kInSquareAvg,
-  kInAccDelta,
-  kOutParam,
-  kOutGrad,
-  kOutSquareAvg,
-  kOutAccDelta
-};
 }  // namespace fused_optim::adadelta_cols
 
 namespace fused_optim::bind {
@@ -98,18 +84,19 @@ struct AdadeltaStep : NoScalars {
   }
 };
 
-struct AdadeltaBackward : AdadeltaStep {  // the same hyper-parameters, scalars and flags
-  static constexpr int kLists = 11;
+struct AdadeltaBackward : AdadeltaStep {       // the same hyper-parameters, scalars and flags
+  using C = BackwardOf<AdadeltaStep::kLists>;  // the standard layout
+  static constexpr int kLists = C::kLists;
   template <typename T, typename IO>
   FUSED_OPTIM_ELEMENT static void Apply(const IO& io, const Hyper<T>& h, const Scalars<T>& /*s*/) {
     using namespace adadelta_cols;
     const math::AdadeltaGrads<T> r = math::AdadeltaStepBackward<T>(
-        io.Load(kGParamNew), io.Load(kGSquareAvgNew), io.Load(kGAccDeltaNew), io.Load(kInParam), io.Load(kInGrad),
-        io.Load(kInSquareAvg), io.Load(kInAccDelta), h);
-    io.Store(kOutParam, r.p);
-    io.Store(kOutGrad, r.grad);
-    io.Store(kOutSquareAvg, r.v);
-    io.Store(kOutAccDelta, r.u);
+        io.Load(C::GradNew(kParam)), io.Load(C::GradNew(kSquareAvg)), io.Load(C::GradNew(kAccDelta)),
+        io.Load(C::In(kParam)), io.Load(C::In(kGrad)), io.Load(C::In(kSquareAvg)), io.Load(C::In(kAccDelta)), h);
+    io.Store(C::Out(kParam), r.p);
+    io.Store(C::Out(kGrad), r.grad);
+    io.Store(C::Out(kSquareAvg), r.v);
+    io.Store(C::Out(kAccDelta), r.u);
   }
 };
 

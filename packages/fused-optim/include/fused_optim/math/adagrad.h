@@ -43,8 +43,7 @@ FUSED_OPTIM_HOST_DEVICE inline AdagradGrads<T> AdagradStepBackward(T gp_new, T g
   const T dg = q / denom + T(2) * g * dsum_new;
   AdagradGrads<T> out{};
   out.sum = dsum_new;
-  out.p = gp_new + (h.has_l2 ? h.weight_decay * dg : T(0));
-  out.grad = h.maximize ? -dg : dg;
+  EffectiveGradBackward(out, gp_new, dg, h);
   return out;
 }
 
@@ -54,23 +53,13 @@ FUSED_OPTIM_HOST_DEVICE inline AdagradGrads<T> AdagradStepBackward(T gp_new, T g
 // maps them to the math above, shared by the CPU loops and the CUDA kernels.
 namespace fused_optim::adagrad_cols {
 enum : int { kParam, kGrad, kSum };
-enum : int { kGParamNew = 0, kGSumNew, kInParam, kInGrad, kInSum, kOutParam, kOutGrad, kOutSum };
-enum : int { kClr = 0 };  // per-tensor scalar: the decayed learning rate
 }  // namespace fused_optim::adagrad_cols
 
 namespace fused_optim::bind {
 
-struct AdagradStep {
+struct AdagradStep : StepSizeScalar {  // clr: the decayed learning rate
   template <typename T>
   using Hyper = math::AdagradHyper<T>;
-  template <typename T>
-  struct Scalars {
-    T clr;
-  };
-  template <typename T>
-  FUSED_OPTIM_HOST_DEVICE static Scalars<T> MakeScalars(const double* row) {
-    return {T(row[adagrad_cols::kClr])};
-  }
   template <typename T>
   static auto Flags(Hyper<T>& h, Scalars<T>& /*s*/) {
     return std::tie(h.maximize, h.has_l2);
@@ -87,16 +76,18 @@ struct AdagradStep {
   }
 };
 
-struct AdagradBackward : AdagradStep {  // the same hyper-parameters, scalars and flags
-  static constexpr int kLists = 8;
+struct AdagradBackward : AdagradStep {        // the same hyper-parameters, scalars and flags
+  using C = BackwardOf<AdagradStep::kLists>;  // the standard layout
+  static constexpr int kLists = C::kLists;
   template <typename T, typename IO>
   FUSED_OPTIM_ELEMENT static void Apply(const IO& io, const Hyper<T>& h, const Scalars<T>& s) {
     using namespace adagrad_cols;
-    const math::AdagradGrads<T> r = math::AdagradStepBackward<T>(
-        io.Load(kGParamNew), io.Load(kGSumNew), io.Load(kInParam), io.Load(kInGrad), io.Load(kInSum), s.clr, h);
-    io.Store(kOutParam, r.p);
-    io.Store(kOutGrad, r.grad);
-    io.Store(kOutSum, r.sum);
+    const math::AdagradGrads<T> r =
+        math::AdagradStepBackward<T>(io.Load(C::GradNew(kParam)), io.Load(C::GradNew(kSum)), io.Load(C::In(kParam)),
+                                     io.Load(C::In(kGrad)), io.Load(C::In(kSum)), s.clr, h);
+    io.Store(C::Out(kParam), r.p);
+    io.Store(C::Out(kGrad), r.grad);
+    io.Store(C::Out(kSum), r.sum);
   }
 };
 

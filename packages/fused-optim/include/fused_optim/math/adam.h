@@ -10,16 +10,12 @@
 namespace fused_optim::math {
 
 template <typename T>
-struct AdamHyper {
-  T lr, beta1, beta2, eps, weight_decay;
-  T decay;                             // 1 - lr * weight_decay, the decoupled shrink factor
-  T one_minus_beta1, one_minus_beta2;  // complements taken in double, as torch.optim takes them
-  bool amsgrad, maximize, has_l2, has_decay, lerp_small;
+struct AdamHyper : AdamFamilyHyper<T> {
+  bool amsgrad;
   // The same hyper-parameters in another math type (kernels receive them in double).
   template <typename U>
   FUSED_OPTIM_HOST_DEVICE AdamHyper<U> To() const {
-    return {U(lr),   U(beta1), U(beta2), U(eps),    U(weight_decay), U(decay), U(one_minus_beta1), U(one_minus_beta2),
-            amsgrad, maximize, has_l2,   has_decay, lerp_small};
+    return {AdamFamilyHyper<T>::template To<U>(), amsgrad};
   }
 };
 
@@ -34,10 +30,9 @@ struct AdamStepScalars {
 template <typename T>
 FUSED_OPTIM_HOST_DEVICE inline void AdamStep(T& p, T grad, T& m, T& v, T& vmax, const AdamHyper<T>& h,
                                              const AdamStepScalars<T>& s) {
-  const T g = EffectiveGrad(grad, p, h.maximize, h.has_l2, h.weight_decay);
+  const AdamMoments<T> n = UpdateMoments(grad, p, m, v, h);
   p = h.has_decay ? p * h.decay : p;
-  m = Lerp(m, g, h.one_minus_beta1, h.lerp_small);
-  v = v * h.beta2 + h.one_minus_beta2 * g * g;
+  m = n.m, v = n.v;
   const T vmax_new = MaxNan(vmax, v);
   vmax = h.amsgrad ? vmax_new : vmax;
   const T denom_src = h.amsgrad ? vmax_new : v;
@@ -48,39 +43,28 @@ FUSED_OPTIM_HOST_DEVICE inline void AdamStep(T& p, T grad, T& m, T& v, T& vmax, 
 // Gradients of the out-of-place step with respect to (p, grad, m, v, vmax), given the
 // gradients flowing into (p', m', v', vmax'). Recomputes the forward intermediates.
 template <typename T>
-struct AdamGrads {
-  T p, grad, m, v, vmax;
+struct AdamGrads : AdamMomentGrads<T> {
+  T vmax;
 };
 
 template <typename T>
 FUSED_OPTIM_HOST_DEVICE inline AdamGrads<T> AdamStepBackward(T gp_new, T gm_new, T gv_new, T gvmax_new, T p, T grad,
                                                              T m, T v, T vmax, const AdamHyper<T>& h,
                                                              const AdamStepScalars<T>& s) {
-  const T sgn = h.maximize ? T(-1) : T(1);
-  const T g = EffectiveGrad(grad, p, h.maximize, h.has_l2, h.weight_decay);
-  const T w1 = h.one_minus_beta1;
-  const T m_new = Lerp(m, g, w1, h.lerp_small);
-  const T v_new = v * h.beta2 + h.one_minus_beta2 * g * g;
-  const T src = h.amsgrad ? MaxNan(vmax, v_new) : v_new;
+  const AdamMoments<T> n = UpdateMoments(grad, p, m, v, h);
+  const T src = h.amsgrad ? MaxNan(vmax, n.v) : n.v;
   const T root = Sqrt(src);
   const T denom = root / s.bc2_sqrt + h.eps;
-  const T u = m_new / denom;  // p' = p0 - step_size * u
+  const T u = n.m / denom;  // p' = p0 - step_size * u
 
   const T du = -s.step_size * gp_new;
   const T dm_new = gm_new + du / denom;
   const T ddenom = -du * u / denom;
   const T dsrc = SqrtBackward(ddenom / s.bc2_sqrt, root);
-  AdamGrads<T> out{};
   const T dmax = gvmax_new + dsrc;  // amsgrad: split between vmax and v'
-  const T to_vmax = MaxBackwardShareOfFirst(dmax, vmax, v_new);
-  out.vmax = h.amsgrad ? to_vmax : T(0);
+  const T to_vmax = MaxBackwardShareOfFirst(dmax, vmax, n.v);
   const T dv_new = gv_new + (h.amsgrad ? dmax - to_vmax : dsrc);
-  const T dg = w1 * dm_new + T(2) * h.one_minus_beta2 * g * dv_new;
-  out.m = h.beta1 * dm_new;
-  out.v = h.beta2 * dv_new;
-  out.p = (h.has_decay ? h.decay * gp_new : gp_new) + (h.has_l2 ? h.weight_decay * dg : T(0));
-  out.grad = sgn * dg;
-  return out;
+  return {UpdateMomentsBackward(gp_new, T(0), dm_new, dv_new, n.g, h), h.amsgrad ? to_vmax : T(0)};
 }
 
 // diffopt's Adam direction (no lr, no weight decay).
@@ -131,22 +115,6 @@ FUSED_OPTIM_HOST_DEVICE inline AdamDirectionGrads<T> AdamDirectionBackward(T gd,
 // maps them to the math above, shared by the CPU loops and the CUDA kernels.
 namespace fused_optim::adam_cols {
 enum : int { kParam, kGrad, kExpAvg, kExpAvgSq, kMaxExpAvgSq };
-enum : int {
-  kGParamNew = 0,
-  kGExpAvgNew,
-  kGExpAvgSqNew,
-  kGMaxNew,
-  kInParam,
-  kInGrad,
-  kInExpAvg,
-  kInExpAvgSq,
-  kInMax,
-  kOutParam,
-  kOutGrad,
-  kOutExpAvg,
-  kOutExpAvgSq,
-  kOutMax
-};
 enum : int { kStepSize = 0, kBc2Sqrt };  // per-tensor scalars
 }  // namespace fused_optim::adam_cols
 namespace fused_optim::adam_direction_cols {
@@ -194,19 +162,21 @@ struct AdamStep {
   }
 };
 
-struct AdamBackward : AdamStep {  // the same hyper-parameters, scalars and flags
-  static constexpr int kLists = 14;
+struct AdamBackward : AdamStep {           // the same hyper-parameters, scalars and flags
+  using C = BackwardOf<AdamStep::kLists>;  // the standard layout
+  static constexpr int kLists = C::kLists;
   template <typename T, typename IO>
   FUSED_OPTIM_ELEMENT static void Apply(const IO& io, const Hyper<T>& h, const Scalars<T>& s) {
     using namespace adam_cols;
     const math::AdamGrads<T> r = math::AdamStepBackward<T>(
-        io.Load(kGParamNew), io.Load(kGExpAvgNew), io.Load(kGExpAvgSqNew), io.Load(kGMaxNew), io.Load(kInParam),
-        io.Load(kInGrad), io.Load(kInExpAvg), io.Load(kInExpAvgSq), io.Load(kInMax), h, s);
-    io.Store(kOutParam, r.p);
-    io.Store(kOutGrad, r.grad);
-    io.Store(kOutExpAvg, r.m);
-    io.Store(kOutExpAvgSq, r.v);
-    io.Store(kOutMax, r.vmax);
+        io.Load(C::GradNew(kParam)), io.Load(C::GradNew(kExpAvg)), io.Load(C::GradNew(kExpAvgSq)),
+        io.Load(C::GradNew(kMaxExpAvgSq)), io.Load(C::In(kParam)), io.Load(C::In(kGrad)), io.Load(C::In(kExpAvg)),
+        io.Load(C::In(kExpAvgSq)), io.Load(C::In(kMaxExpAvgSq)), h, s);
+    io.Store(C::Out(kParam), r.p);
+    io.Store(C::Out(kGrad), r.grad);
+    io.Store(C::Out(kExpAvg), r.m);
+    io.Store(C::Out(kExpAvgSq), r.v);
+    io.Store(C::Out(kMaxExpAvgSq), r.vmax);
   }
 };
 

@@ -49,8 +49,7 @@ FUSED_OPTIM_HOST_DEVICE inline AdamaxGrads<T> AdamaxStepBackward(T gp_new, T gm_
   AdamaxGrads<T> out{};
   out.m = h.beta1 * dm_new;
   out.u = h.beta2 * to_decayed;
-  out.p = gp_new + (h.has_l2 ? h.weight_decay * dg : T(0));
-  out.grad = h.maximize ? -dg : dg;
+  EffectiveGradBackward(out, gp_new, dg, h);
   return out;
 }
 
@@ -60,35 +59,13 @@ FUSED_OPTIM_HOST_DEVICE inline AdamaxGrads<T> AdamaxStepBackward(T gp_new, T gm_
 // maps them to the math above, shared by the CPU loops and the CUDA kernels.
 namespace fused_optim::adamax_cols {
 enum : int { kParam, kGrad, kExpAvg, kExpInf };
-enum : int {
-  kGParamNew = 0,
-  kGExpAvgNew,
-  kGExpInfNew,
-  kInParam,
-  kInGrad,
-  kInExpAvg,
-  kInExpInf,
-  kOutParam,
-  kOutGrad,
-  kOutExpAvg,
-  kOutExpInf
-};
-enum : int { kClr = 0 };  // per-tensor scalar: lr / (1 - beta1^step)
 }  // namespace fused_optim::adamax_cols
 
 namespace fused_optim::bind {
 
-struct AdamaxStep {
+struct AdamaxStep : StepSizeScalar {  // clr: lr / (1 - beta1^step)
   template <typename T>
   using Hyper = math::AdamaxHyper<T>;
-  template <typename T>
-  struct Scalars {
-    T clr;
-  };
-  template <typename T>
-  FUSED_OPTIM_HOST_DEVICE static Scalars<T> MakeScalars(const double* row) {
-    return {T(row[adamax_cols::kClr])};
-  }
   template <typename T>
   static auto Flags(Hyper<T>& h, Scalars<T>& /*s*/) {
     return std::tie(h.maximize, h.has_l2, h.lerp_small);
@@ -106,18 +83,19 @@ struct AdamaxStep {
   }
 };
 
-struct AdamaxBackward : AdamaxStep {  // the same hyper-parameters, scalars and flags
-  static constexpr int kLists = 11;
+struct AdamaxBackward : AdamaxStep {         // the same hyper-parameters, scalars and flags
+  using C = BackwardOf<AdamaxStep::kLists>;  // the standard layout
+  static constexpr int kLists = C::kLists;
   template <typename T, typename IO>
   FUSED_OPTIM_ELEMENT static void Apply(const IO& io, const Hyper<T>& h, const Scalars<T>& s) {
     using namespace adamax_cols;
-    const math::AdamaxGrads<T> r =
-        math::AdamaxStepBackward<T>(io.Load(kGParamNew), io.Load(kGExpAvgNew), io.Load(kGExpInfNew), io.Load(kInParam),
-                                    io.Load(kInGrad), io.Load(kInExpAvg), io.Load(kInExpInf), s.clr, h);
-    io.Store(kOutParam, r.p);
-    io.Store(kOutGrad, r.grad);
-    io.Store(kOutExpAvg, r.m);
-    io.Store(kOutExpInf, r.u);
+    const math::AdamaxGrads<T> r = math::AdamaxStepBackward<T>(
+        io.Load(C::GradNew(kParam)), io.Load(C::GradNew(kExpAvg)), io.Load(C::GradNew(kExpInf)), io.Load(C::In(kParam)),
+        io.Load(C::In(kGrad)), io.Load(C::In(kExpAvg)), io.Load(C::In(kExpInf)), s.clr, h);
+    io.Store(C::Out(kParam), r.p);
+    io.Store(C::Out(kGrad), r.grad);
+    io.Store(C::Out(kExpAvg), r.m);
+    io.Store(C::Out(kExpInf), r.u);
   }
 };
 

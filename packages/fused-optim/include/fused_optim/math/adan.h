@@ -98,25 +98,6 @@ FUSED_OPTIM_HOST_DEVICE inline AdanGrads<T> AdanStepBackward(T gp_new, T gm_new,
 // maps them to the math above, shared by the CPU loops and the CUDA kernels.
 namespace fused_optim::adan_cols {
 enum : int { kParam, kGrad, kExpAvg, kExpAvgDiff, kExpAvgSq, kPrevGrad };
-enum : int {
-  kGParamNew = 0,
-  kGExpAvgNew,
-  kGExpAvgDiffNew,
-  kGExpAvgSqNew,
-  kGPrevGradNew,
-  kInParam,
-  kInGrad,
-  kInExpAvg,
-  kInExpAvgDiff,
-  kInExpAvgSq,
-  kInPrevGrad,
-  kOutParam,
-  kOutGrad,
-  kOutExpAvg,
-  kOutExpAvgDiff,
-  kOutExpAvgSq,
-  kOutPrevGrad
-};
 enum : int { kBc1 = 0, kBc2, kBc3Sqrt, kHasPrev };  // per-tensor scalars
 }  // namespace fused_optim::adan_cols
 
@@ -152,21 +133,23 @@ struct AdanStep {
   }
 };
 
-struct AdanBackward : AdanStep {  // the same hyper-parameters, scalars and flags
-  static constexpr int kLists = 17;
+struct AdanBackward : AdanStep {           // the same hyper-parameters, scalars and flags
+  using C = BackwardOf<AdanStep::kLists>;  // the standard layout
+  static constexpr int kLists = C::kLists;
   template <typename T, typename IO>
   FUSED_OPTIM_ELEMENT static void Apply(const IO& io, const Hyper<T>& h, const Scalars<T>& s) {
     using namespace adan_cols;
     const math::AdanGrads<T> r = math::AdanStepBackward<T>(
-        io.Load(kGParamNew), io.Load(kGExpAvgNew), io.Load(kGExpAvgDiffNew), io.Load(kGExpAvgSqNew),
-        io.Load(kGPrevGradNew), io.Load(kInParam), io.Load(kInGrad), io.Load(kInExpAvg), io.Load(kInExpAvgDiff),
-        io.Load(kInExpAvgSq), io.Load(kInPrevGrad), h, s);
-    io.Store(kOutParam, r.p);
-    io.Store(kOutGrad, r.grad);
-    io.Store(kOutExpAvg, r.m);
-    io.Store(kOutExpAvgDiff, r.v);
-    io.Store(kOutExpAvgSq, r.n);
-    io.Store(kOutPrevGrad, r.prev);
+        io.Load(C::GradNew(kParam)), io.Load(C::GradNew(kExpAvg)), io.Load(C::GradNew(kExpAvgDiff)),
+        io.Load(C::GradNew(kExpAvgSq)), io.Load(C::GradNew(kPrevGrad)), io.Load(C::In(kParam)), io.Load(C::In(kGrad)),
+        io.Load(C::In(kExpAvg)), io.Load(C::In(kExpAvgDiff)), io.Load(C::In(kExpAvgSq)), io.Load(C::In(kPrevGrad)), h,
+        s);
+    io.Store(C::Out(kParam), r.p);
+    io.Store(C::Out(kGrad), r.grad);
+    io.Store(C::Out(kExpAvg), r.m);
+    io.Store(C::Out(kExpAvgDiff), r.v);
+    io.Store(C::Out(kExpAvgSq), r.n);
+    io.Store(C::Out(kPrevGrad), r.prev);
   }
 };
 

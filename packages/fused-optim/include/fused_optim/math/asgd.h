@@ -48,8 +48,7 @@ FUSED_OPTIM_HOST_DEVICE inline AsgdGrads<T> AsgdStepBackward(T gp_new, T gax_new
   const T dg = -s.eta * dp_new;
   AsgdGrads<T> out{};
   out.ax = s.copy_average ? T(0) : (T(1) - s.mu) * gax_new;
-  out.p = s.decay * dp_new + (h.has_l2 ? h.weight_decay * dg : T(0));
-  out.grad = h.maximize ? -dg : dg;
+  EffectiveGradBackward(out, s.decay * dp_new, dg, h);
   return out;
 }
 

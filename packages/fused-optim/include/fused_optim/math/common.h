@@ -73,6 +73,75 @@ FUSED_OPTIM_HOST_DEVICE inline T EffectiveGrad(T grad, T param, bool maximize, b
   return has_l2 ? g + weight_decay * param : g;
 }
 
+// EffectiveGrad's backward, into a gradient struct `out`: out.grad from dg (the gradient reaching
+// g'), and out.p = gp (the gradient reaching param by its other paths) plus the L2 term's share.
+template <typename T, typename Grads, typename Hyper>
+FUSED_OPTIM_HOST_DEVICE inline void EffectiveGradBackward(Grads& out, T gp, T dg, const Hyper& h) {
+  out.p = gp + (h.has_l2 ? h.weight_decay * dg : T(0));
+  out.grad = h.maximize ? -dg : dg;
+}
+
+// The Adam family (Adam, NAdam, RAdam) shares its hyper-parameters, its moment updates and their
+// backward; each algorithm adds only how the moments move the parameter.
+template <typename T>
+struct AdamFamilyHyper {
+  T lr, beta1, beta2, eps, weight_decay;
+  T decay;                             // 1 - lr * weight_decay, the decoupled shrink factor
+  T one_minus_beta1, one_minus_beta2;  // complements taken in double, as torch.optim takes them
+  bool maximize, has_l2, has_decay, lerp_small;
+  // From torch.optim's arguments (on the host, once the op has checked them).
+  static AdamFamilyHyper Make(T lr, T beta1, T beta2, T eps, T weight_decay, bool decoupled, bool maximize) {
+    const T omb1 = T(1) - beta1;
+    return {lr,
+            beta1,
+            beta2,
+            eps,
+            weight_decay,
+            T(1) - lr * weight_decay,
+            omb1,
+            T(1) - beta2,
+            maximize,
+            weight_decay != T(0) && !decoupled,
+            weight_decay != T(0) && decoupled,
+            Abs(omb1) < T(0.5)};
+  }
+  // The same hyper-parameters in another math type (kernels receive them in double).
+  template <typename U>
+  FUSED_OPTIM_HOST_DEVICE AdamFamilyHyper<U> To() const {
+    return {U(lr),    U(beta1), U(beta2),  U(eps),    U(weight_decay), U(decay), U(one_minus_beta1), U(one_minus_beta2),
+            maximize, has_l2,   has_decay, lerp_small};
+  }
+};
+
+// The gradient the moments see (the maximize flip, L2 decay folded in) and the new moments
+//   m' = lerp(m, g, 1 - b1),  v' = b2 v + (1 - b2) g^2   (torch.optim's operation order).
+template <typename T>
+struct AdamMoments {
+  T g, m, v;
+};
+template <typename T>
+FUSED_OPTIM_HOST_DEVICE inline AdamMoments<T> UpdateMoments(T grad, T p, T m, T v, const AdamFamilyHyper<T>& h) {
+  const T g = EffectiveGrad(grad, p, h.maximize, h.has_l2, h.weight_decay);
+  return {g, Lerp(m, g, h.one_minus_beta1, h.lerp_small), v * h.beta2 + h.one_minus_beta2 * g * g};
+}
+
+// Their backward, and the weight decay's: the gradients of (p, grad, m, v) from those reaching
+// p' directly (gp_new), g other than through the moments (dg_direct) and the new moments.
+template <typename T>
+struct AdamMomentGrads {
+  T p, grad, m, v;
+};
+template <typename T>
+FUSED_OPTIM_HOST_DEVICE inline AdamMomentGrads<T> UpdateMomentsBackward(T gp_new, T dg_direct, T dm_new, T dv_new, T g,
+                                                                        const AdamFamilyHyper<T>& h) {
+  const T dg = dg_direct + h.one_minus_beta1 * dm_new + T(2) * h.one_minus_beta2 * g * dv_new;
+  AdamMomentGrads<T> out{};
+  out.m = h.beta1 * dm_new;
+  out.v = h.beta2 * dv_new;
+  EffectiveGradBackward(out, h.has_decay ? h.decay * gp_new : gp_new, dg, h);
+  return out;
+}
+
 }  // namespace fused_optim::math
 
 // What a kernel binding is: the one place that maps a kernel table's columns (csrc/kernels.h) to
@@ -100,6 +169,29 @@ FUSED_OPTIM_HOST_DEVICE inline T EffectiveGrad(T grad, T param, bool maximize, b
 #endif
 
 namespace fused_optim::bind {
+
+// The columns of a backward table in the standard order (the order the ops' UpdateBackward adds
+// them in), from those of its step's N lists (param, grad, then the states): the gradients
+// reaching the step's results (every column but grad), the step's inputs, then their gradients.
+template <int N>
+struct BackwardOf {
+  static constexpr int kLists = 3 * N - 1;
+  FUSED_OPTIM_HOST_DEVICE static constexpr int GradNew(int col) { return col == 0 ? 0 : col - 1; }  // col != grad
+  FUSED_OPTIM_HOST_DEVICE static constexpr int In(int col) { return N - 1 + col; }
+  FUSED_OPTIM_HOST_DEVICE static constexpr int Out(int col) { return 2 * N - 1 + col; }
+};
+
+// For algorithms whose one per-tensor scalar is a step size (`clr`) from the tensor's step count.
+struct StepSizeScalar {
+  template <typename T>
+  struct Scalars {
+    T clr;
+  };
+  template <typename T>
+  FUSED_OPTIM_HOST_DEVICE static Scalars<T> MakeScalars(const double* row) {
+    return {T(row[0])};
+  }
+};
 
 // For algorithms without per-tensor scalars.
 struct NoScalars {

@@ -11,18 +11,7 @@
 namespace fused_optim::math {
 
 template <typename T>
-struct NadamHyper {
-  T beta1, beta2, eps, weight_decay;
-  T decay;                             // 1 - lr * weight_decay, the decoupled shrink factor
-  T one_minus_beta1, one_minus_beta2;  // complements taken in double, as torch.optim takes them
-  bool maximize, has_l2, has_decay, lerp_small;
-  // The same hyper-parameters in another math type (kernels receive them in double).
-  template <typename U>
-  FUSED_OPTIM_HOST_DEVICE NadamHyper<U> To() const {
-    return {U(beta1),           U(beta2), U(eps), U(weight_decay), U(decay),  U(one_minus_beta1),
-            U(one_minus_beta2), maximize, has_l2, has_decay,       lerp_small};
-  }
-};
+using NadamHyper = AdamFamilyHyper<T>;  // lr unused: the per-tensor coefficients carry it
 
 // Per-tensor scalars: they depend on the tensor's own step count and momentum product.
 template <typename T>
@@ -36,41 +25,29 @@ struct NadamStepScalars {
 template <typename T>
 FUSED_OPTIM_HOST_DEVICE inline void NadamStep(T& p, T grad, T& m, T& v, const NadamHyper<T>& h,
                                               const NadamStepScalars<T>& s) {
-  const T g = EffectiveGrad(grad, p, h.maximize, h.has_l2, h.weight_decay);
+  const AdamMoments<T> n = UpdateMoments(grad, p, m, v, h);
   p = h.has_decay ? p * h.decay : p;
-  m = Lerp(m, g, h.one_minus_beta1, h.lerp_small);
-  v = v * h.beta2 + h.one_minus_beta2 * g * g;
+  m = n.m, v = n.v;
   const T denom = Sqrt(v / s.bc2) + h.eps;
-  p = p + s.grad_coef * (g / denom);
+  p = p + s.grad_coef * (n.g / denom);
   p = p + s.avg_coef * (m / denom);
 }
 
 template <typename T>
-struct NadamGrads {
-  T p, grad, m, v;
-};
+using NadamGrads = AdamMomentGrads<T>;
 
 // Gradients of the out-of-place step with respect to (p, grad, m, v), given the gradients
 // flowing into (p', m', v'). Recomputes the forward intermediates.
 template <typename T>
 FUSED_OPTIM_HOST_DEVICE inline NadamGrads<T> NadamStepBackward(T gp_new, T gm_new, T gv_new, T p, T grad, T m, T v,
                                                                const NadamHyper<T>& h, const NadamStepScalars<T>& s) {
-  const T g = EffectiveGrad(grad, p, h.maximize, h.has_l2, h.weight_decay);
-  const T w1 = h.one_minus_beta1;
-  const T m_new = Lerp(m, g, w1, h.lerp_small);
-  const T v_new = v * h.beta2 + h.one_minus_beta2 * g * g;
-  const T root = Sqrt(v_new / s.bc2);
+  const AdamMoments<T> n = UpdateMoments(grad, p, m, v, h);
+  const T root = Sqrt(n.v / s.bc2);
   const T denom = root + h.eps;
   const T dm_new = gm_new + s.avg_coef * gp_new / denom;
-  const T ddenom = -gp_new * (s.grad_coef * g + s.avg_coef * m_new) / (denom * denom);
+  const T ddenom = -gp_new * (s.grad_coef * n.g + s.avg_coef * n.m) / (denom * denom);
   const T dv_new = gv_new + SqrtBackward(ddenom, root) / s.bc2;
-  const T dg = s.grad_coef * gp_new / denom + w1 * dm_new + T(2) * h.one_minus_beta2 * g * dv_new;
-  NadamGrads<T> out{};
-  out.m = h.beta1 * dm_new;
-  out.v = h.beta2 * dv_new;
-  out.p = (h.has_decay ? h.decay * gp_new : gp_new) + (h.has_l2 ? h.weight_decay * dg : T(0));
-  out.grad = h.maximize ? -dg : dg;
-  return out;
+  return UpdateMomentsBackward(gp_new, s.grad_coef * gp_new / denom, dm_new, dv_new, n.g, h);
 }
 
 }  // namespace fused_optim::math
@@ -80,19 +57,6 @@ FUSED_OPTIM_HOST_DEVICE inline NadamGrads<T> NadamStepBackward(T gp_new, T gm_ne
 namespace fused_optim {
 namespace nadam_cols {
 enum : int { kParam, kGrad, kExpAvg, kExpAvgSq };
-enum : int {
-  kGParamNew = 0,
-  kGExpAvgNew,
-  kGExpAvgSqNew,
-  kInParam,
-  kInGrad,
-  kInExpAvg,
-  kInExpAvgSq,
-  kOutParam,
-  kOutGrad,
-  kOutExpAvg,
-  kOutExpAvgSq
-};
 enum : int { kBc2 = 0, kGradCoef, kAvgCoef, kNumScalars };  // per-tensor scalars
 }  // namespace nadam_cols
 
@@ -128,17 +92,18 @@ struct NadamStep : Nadam {
 };
 
 struct NadamBackward : Nadam {
-  static constexpr int kLists = 11;
+  using C = BackwardOf<NadamStep::kLists>;  // the standard layout
+  static constexpr int kLists = C::kLists;
   template <typename T, typename IO>
   FUSED_OPTIM_ELEMENT static void Apply(const IO& io, const Hyper<T>& h, const Scalars<T>& s) {
     using namespace nadam_cols;
-    const math::NadamGrads<T> r =
-        math::NadamStepBackward<T>(io.Load(kGParamNew), io.Load(kGExpAvgNew), io.Load(kGExpAvgSqNew), io.Load(kInParam),
-                                   io.Load(kInGrad), io.Load(kInExpAvg), io.Load(kInExpAvgSq), h, s);
-    io.Store(kOutParam, r.p);
-    io.Store(kOutGrad, r.grad);
-    io.Store(kOutExpAvg, r.m);
-    io.Store(kOutExpAvgSq, r.v);
+    const math::NadamGrads<T> r = math::NadamStepBackward<T>(
+        io.Load(C::GradNew(kParam)), io.Load(C::GradNew(kExpAvg)), io.Load(C::GradNew(kExpAvgSq)),
+        io.Load(C::In(kParam)), io.Load(C::In(kGrad)), io.Load(C::In(kExpAvg)), io.Load(C::In(kExpAvgSq)), h, s);
+    io.Store(C::Out(kParam), r.p);
+    io.Store(C::Out(kGrad), r.grad);
+    io.Store(C::Out(kExpAvg), r.m);
+    io.Store(C::Out(kExpAvgSq), r.v);
   }
 };
 

@@ -9,18 +9,7 @@
 namespace fused_optim::math {
 
 template <typename T>
-struct RadamHyper {
-  T lr, beta1, beta2, eps, weight_decay;
-  T decay;                             // 1 - lr * weight_decay (decoupled form)
-  T one_minus_beta1, one_minus_beta2;  // complements taken in double, as torch.optim takes them
-  bool maximize, has_l2, has_decay, lerp_small;
-  // The same hyper-parameters in another math type (kernels receive them in double).
-  template <typename U>
-  FUSED_OPTIM_HOST_DEVICE RadamHyper<U> To() const {
-    return {U(lr),    U(beta1), U(beta2),  U(eps),    U(weight_decay), U(decay), U(one_minus_beta1), U(one_minus_beta2),
-            maximize, has_l2,   has_decay, lerp_small};
-  }
-};
+using RadamHyper = AdamFamilyHyper<T>;
 
 template <typename T>
 struct RadamStepScalars {
@@ -31,40 +20,28 @@ struct RadamStepScalars {
 template <typename T>
 FUSED_OPTIM_HOST_DEVICE inline void RadamStep(T& p, T grad, T& m, T& v, const RadamHyper<T>& h,
                                               const RadamStepScalars<T>& s) {
-  const T g = EffectiveGrad(grad, p, h.maximize, h.has_l2, h.weight_decay);
+  const AdamMoments<T> n = UpdateMoments(grad, p, m, v, h);
   p = h.has_decay ? p * h.decay : p;
-  m = Lerp(m, g, h.one_minus_beta1, h.lerp_small);
-  v = v * h.beta2 + h.one_minus_beta2 * g * g;
+  m = n.m, v = n.v;
   const T m_hat = m / s.bc1;
   const T adaptive_lr = s.bc2_sqrt / (Sqrt(v) + h.eps);
   p = s.adaptive ? p + T(-1) * (m_hat * h.lr * adaptive_lr * s.rect) : p + T(-1) * (m_hat * h.lr);
 }
 
 template <typename T>
-struct RadamGrads {
-  T p, grad, m, v;
-};
+using RadamGrads = AdamMomentGrads<T>;
 
 template <typename T>
 FUSED_OPTIM_HOST_DEVICE inline RadamGrads<T> RadamStepBackward(T gp_new, T gm_new, T gv_new, T p, T grad, T m, T v,
                                                                const RadamHyper<T>& h, const RadamStepScalars<T>& s) {
-  const T g = EffectiveGrad(grad, p, h.maximize, h.has_l2, h.weight_decay);
-  const T w1 = h.one_minus_beta1;
-  const T m_new = Lerp(m, g, w1, h.lerp_small);
-  const T v_new = v * h.beta2 + h.one_minus_beta2 * g * g;
+  const AdamMoments<T> n = UpdateMoments(grad, p, m, v, h);
   const T k = h.lr * s.bc2_sqrt * s.rect / s.bc1;  // adaptive: p' = p0 - k m' / denom
-  const T root = Sqrt(v_new);
+  const T root = Sqrt(n.v);
   const T denom = root + h.eps;
   const T du = -k * gp_new;
   const T dm_new = gm_new + (s.adaptive ? du / denom : -(h.lr / s.bc1) * gp_new);
-  const T dv_new = gv_new + (s.adaptive ? SqrtBackward(-du * (m_new / denom) / denom, root) : T(0));
-  const T dg = w1 * dm_new + T(2) * h.one_minus_beta2 * g * dv_new;
-  RadamGrads<T> out{};
-  out.m = h.beta1 * dm_new;
-  out.v = h.beta2 * dv_new;
-  out.p = (h.has_decay ? h.decay * gp_new : gp_new) + (h.has_l2 ? h.weight_decay * dg : T(0));
-  out.grad = h.maximize ? -dg : dg;
-  return out;
+  const T dv_new = gv_new + (s.adaptive ? SqrtBackward(-du * (n.m / denom) / denom, root) : T(0));
+  return UpdateMomentsBackward(gp_new, T(0), dm_new, dv_new, n.g, h);
 }
 
 }  // namespace fused_optim::math
@@ -73,19 +50,6 @@ FUSED_OPTIM_HOST_DEVICE inline RadamGrads<T> RadamStepBackward(T gp_new, T gm_ne
 // maps them to the math above, shared by the CPU loops and the CUDA kernels.
 namespace fused_optim::radam_cols {
 enum : int { kParam, kGrad, kExpAvg, kExpAvgSq };
-enum : int {
-  kGParamNew = 0,
-  kGExpAvgNew,
-  kGExpAvgSqNew,
-  kInParam,
-  kInGrad,
-  kInExpAvg,
-  kInExpAvgSq,
-  kOutParam,
-  kOutGrad,
-  kOutExpAvg,
-  kOutExpAvgSq
-};
 enum : int { kBc1 = 0, kBc2Sqrt, kRect, kAdaptive };  // per-tensor scalars
 }  // namespace fused_optim::radam_cols
 
@@ -118,18 +82,19 @@ struct RadamStep {
   }
 };
 
-struct RadamBackward : RadamStep {  // the same hyper-parameters, scalars and flags
-  static constexpr int kLists = 11;
+struct RadamBackward : RadamStep {          // the same hyper-parameters, scalars and flags
+  using C = BackwardOf<RadamStep::kLists>;  // the standard layout
+  static constexpr int kLists = C::kLists;
   template <typename T, typename IO>
   FUSED_OPTIM_ELEMENT static void Apply(const IO& io, const Hyper<T>& h, const Scalars<T>& s) {
     using namespace radam_cols;
-    const math::RadamGrads<T> r =
-        math::RadamStepBackward<T>(io.Load(kGParamNew), io.Load(kGExpAvgNew), io.Load(kGExpAvgSqNew), io.Load(kInParam),
-                                   io.Load(kInGrad), io.Load(kInExpAvg), io.Load(kInExpAvgSq), h, s);
-    io.Store(kOutParam, r.p);
-    io.Store(kOutGrad, r.grad);
-    io.Store(kOutExpAvg, r.m);
-    io.Store(kOutExpAvgSq, r.v);
+    const math::RadamGrads<T> r = math::RadamStepBackward<T>(
+        io.Load(C::GradNew(kParam)), io.Load(C::GradNew(kExpAvg)), io.Load(C::GradNew(kExpAvgSq)),
+        io.Load(C::In(kParam)), io.Load(C::In(kGrad)), io.Load(C::In(kExpAvg)), io.Load(C::In(kExpAvgSq)), h, s);
+    io.Store(C::Out(kParam), r.p);
+    io.Store(C::Out(kGrad), r.grad);
+    io.Store(C::Out(kExpAvg), r.m);
+    io.Store(C::Out(kExpAvgSq), r.v);
   }
 };
 

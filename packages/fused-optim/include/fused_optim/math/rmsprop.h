@@ -59,8 +59,7 @@ FUSED_OPTIM_HOST_DEVICE inline RmspropGrads<T> RmspropStepBackward(T gp_new, T g
   out.grad_avg = h.centered ? h.alpha * dga_new : T(0);
   const T dg = q / avg + (h.centered ? w * dga_new : T(0)) + T(2) * w * g * dv_new;
   out.v = h.alpha * dv_new;
-  out.p = gp_new + (h.has_l2 ? h.weight_decay * dg : T(0));
-  out.grad = h.maximize ? -dg : dg;
+  EffectiveGradBackward(out, gp_new, dg, h);
   return out;
 }
 

@@ -44,8 +44,7 @@ FUSED_OPTIM_HOST_DEVICE inline SgdGrads<T> SgdStepBackward(T gp_new, T gbuf_new,
   const T dg = h.has_momentum ? dg_momentum : dd;
   SgdGrads<T> out{};
   out.buf = (h.has_momentum && !h.first_step) ? h.momentum * dbuf_new : T(0);
-  out.p = gp_new + (h.has_l2 ? h.weight_decay * dg : T(0));
-  out.grad = h.maximize ? -dg : dg;
+  EffectiveGradBackward(out, gp_new, dg, h);
   return out;
 }
 
