@@ -5,16 +5,15 @@ For each library configuration (as in ``bench_maml.py``): the number of aten ops
 nodes one outer step runs, the self CPU time per op (torch.profiler, top rows), and the Python
 functions with the most own time (cProfile over ``--steps-profiled`` outer steps).
 
-``--compare`` puts the contenders side by side instead, in interleaved rounds: per contender, the
-process CPU time and minor page faults of one outer step (no profiler attached), its aten op
-calls and autograd node runs, and its profiled self CPU split into the ops that touch a
-full-size activation (``--big``: an input of at least that many elements; the convolutions,
+``--compare`` puts the contenders side by side instead, in interleaved rounds: per contender,
+the process CPU time, wall time and minor page faults of one outer step (no profiler attached),
+its aten op calls and autograd node runs, and its profiled self CPU split into the ops that touch
+a full-size activation (``--big``: an input of at least that many elements; the convolutions,
 BatchNorm, pooling and their backward and double backward) and everything else (the optimizer,
-the small per-parameter ops, the engine); then whether every contender ran the same full-size
-ops (the same op, shapes and strides, as often), and the op names whose self CPU differs most.
-(the rest is where libraries can differ). A contender may be named twice: the difference between
-its two copies is the noise floor of the
-measurement.
+the small per-parameter ops, the engine: where libraries can differ); then whether every
+contender ran the same full-size ops (the same op, shapes and strides, as often), and the op
+names of the rest whose self CPU differs most. A contender may be named twice: the difference
+between its two copies is the noise floor of the measurement.
 
     python benchmarks/maml/profile_maml.py [--problem mlp] [--inner adam] [--steps 3]
                                            [--libraries diffopt,torchopt] [--top 15]
@@ -70,6 +69,7 @@ def compare(names: list[str], steps: list, args) -> None:
     labels = [f"{name}#{names[:i].count(name) + 1}" if names.count(name) > 1 else name
               for i, name in enumerate(names)]
     cpu: dict[str, list[float]] = {label: [] for label in labels}
+    wall: dict[str, list[float]] = {label: [] for label in labels}
     faults: dict[str, list[int]] = {label: [] for label in labels}
     self_ms: dict[str, dict[str, list[float]]] = {label: collections.defaultdict(list)
                                                   for label in labels}
@@ -79,9 +79,10 @@ def compare(names: list[str], steps: list, args) -> None:
         order = labels[r % len(labels):] + labels[:r % len(labels)]  # rotated, as the suite does
         for label, step in ((label, steps[labels.index(label)]) for label in order):
             faults0 = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
-            start = time.process_time()
+            start, wall_start = time.process_time(), time.perf_counter()
             step()
             cpu[label].append(time.process_time() - start)
+            wall[label].append(time.perf_counter() - wall_start)
             faults[label].append(resource.getrusage(resource.RUSAGE_SELF).ru_minflt - faults0)
             with profile(activities=[ProfilerActivity.CPU], record_shapes=True) as prof:
                 step()
@@ -113,12 +114,13 @@ def compare(names: list[str], steps: list, args) -> None:
     med = statistics.median
     print(f"\n=== {args.problem}/{args.inner}/{args.steps} steps, one outer step, medians of "
           f"{args.rounds} interleaved rounds (load average {_load()})")
-    print("| contender | CPU ms | minor faults | aten calls | autograd nodes | profiled self ms: "
+    print("| contender | CPU ms | wall ms | minor faults | aten calls | autograd nodes | profiled self ms: "
           f"ops on >= {args.big} elements | the rest |")
-    print("|---|---:|---:|---:|---:|---:|---:|")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|")
     for label in labels:
         aten, nodes = calls[label]["(totals)"]
-        print(f"| {label} | {med(cpu[label]) * 1e3:.1f} | {med(faults[label]):.0f} | {aten} | "
+        print(f"| {label} | {med(cpu[label]) * 1e3:.1f} | {med(wall[label]) * 1e3:.1f} | "
+              f"{med(faults[label]):.0f} | {aten} | "
               f"{nodes} | {med(split[label]['big']):.1f} | {med(split[label]['rest']):.1f} |")
     first = signatures[labels[0]]
     for label in labels[1:]:
