@@ -195,11 +195,12 @@ def peak_rss_bytes() -> int:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 
 
-def make_full_step(library, problem, inner, steps, device):
+def make_full_step(library, problem, inner, steps, device, *, restore=True):
     """A fresh model, its tasks and outer optimizer, and a function doing one full outer step.
 
     Every call starts from the same parameters (the outer update is made, then undone by a copy
-    of 18 small tensors at most), so every round of every contender times the same computation.
+    of 18 small tensors at most; ``restore=False`` keeps it, as training would, for
+    ``profile_maml.py --no-restore``), so every round of every contender times the same computation.
     Without that, TorchOpt's plain and functional Adam time a broken network: their float32
     meta-gradient has NaN entries too (its square root's derivative at an exactly-zero gradient
     entry), the outer Adam step spreads them to every parameter within a few outer steps (the
@@ -218,9 +219,11 @@ def make_full_step(library, problem, inner, steps, device):
         meta_opt.zero_grad()
         outer_step()
         meta_opt.step()
-        with torch.no_grad():
-            torch._foreach_copy_(params, initial)
+        if restore:
+            with torch.no_grad():
+                torch._foreach_copy_(params, initial)
 
+    full_step.parameters = params  # type: ignore[attr-defined]
     return full_step
 
 

@@ -12,8 +12,10 @@ a full-size activation (``--big``: an input of at least that many elements; the 
 BatchNorm, pooling and their backward and double backward) and everything else (the optimizer,
 the small per-parameter ops, the engine: where libraries can differ); then whether every
 contender ran the same full-size ops (the same op, shapes and strides, as often), and the op
-names of the rest whose self CPU differs most. A contender may be named twice: the difference
-between its two copies is the noise floor of the measurement.
+names of the rest whose self CPU differs most; the full-size ops' thread CPU time by name (each
+such op timed alone, so an op that runs slower for one contender shows); and which contenders'
+networks are no longer finite (only with ``--no-restore``). A contender may be named twice: the
+difference between its two copies is the noise floor of the measurement.
 
     python benchmarks/maml/profile_maml.py [--problem mlp] [--inner adam] [--steps 3]
                                            [--libraries diffopt,torchopt] [--top 15]
@@ -50,18 +52,24 @@ def _counts(events) -> tuple[int, int]:
 
 
 class _BigOps(TorchDispatchMode):
-    """Counts the (op, input shapes and strides) of every op with a full-size tensor input."""
+    """Counts the (op, input shapes and strides) of every op with a full-size tensor input, and
+    sums each such op's thread CPU time by op name."""
 
     def __init__(self, big: int) -> None:
         super().__init__()
         self.big = big
         self.seen: collections.Counter = collections.Counter()
+        self.cpu: collections.Counter = collections.Counter()
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         tensors = [a for a in args if isinstance(a, torch.Tensor)]
-        if any(t.numel() >= self.big for t in tensors):
-            self.seen[(str(func), tuple((tuple(t.shape), t.stride()) for t in tensors))] += 1
-        return func(*args, **(kwargs or {}))
+        if not any(t.numel() >= self.big for t in tensors):
+            return func(*args, **(kwargs or {}))
+        self.seen[(str(func), tuple((tuple(t.shape), t.stride()) for t in tensors))] += 1
+        start = time.thread_time()
+        out = func(*args, **(kwargs or {}))
+        self.cpu[str(func)] += time.thread_time() - start
+        return out
 
 
 def compare(names: list[str], steps: list, args) -> None:
@@ -75,6 +83,9 @@ def compare(names: list[str], steps: list, args) -> None:
                                                   for label in labels}
     split: dict[str, dict[str, list[float]]] = {label: {"big": [], "rest": []} for label in labels}
     calls: dict[str, dict[str, int]] = {}
+    signatures: dict[str, collections.Counter] = {}
+    big_cpu: dict[str, dict[str, list[float]]] = {label: collections.defaultdict(list)
+                                                  for label in labels}
     for r in range(args.rounds):
         order = labels[r % len(labels):] + labels[:r % len(labels)]  # rotated, as the suite does
         for label, step in ((label, steps[labels.index(label)]) for label in order):
@@ -104,12 +115,12 @@ def compare(names: list[str], steps: list, args) -> None:
                 self_ms[label][key].append(ms)
             calls[label] = dict(rest_calls)
             calls[label]["(totals)"] = _counts(prof.key_averages())
-    signatures = {}
-    for label, step in zip(labels, steps):
-        mode = _BigOps(args.big)
-        with mode:
-            step()
-        signatures[label] = mode.seen
+            mode = _BigOps(args.big)
+            with mode:
+                step()
+            signatures[label] = mode.seen
+            for key, seconds in mode.cpu.items():
+                big_cpu[label][key].append(seconds * 1e3)
 
     med = statistics.median
     print(f"\n=== {args.problem}/{args.inner}/{args.steps} steps, one outer step, medians of "
@@ -130,6 +141,18 @@ def compare(names: list[str], steps: list, args) -> None:
               + ("identical" if same else f"{sum(diff.values())} differ, e.g. "
                  f"{list(diff.items())[:3]}")
               + f" ({sum(first.values())} calls)")
+    print(f"\nfull-size ops by name: median thread CPU ms (timed one by one), top {args.top}:")
+    print("| op | " + " | ".join(labels) + " |")
+    print("|---|" + "---:|" * len(labels))
+    for key in sorted(big_cpu[labels[0]], key=lambda k: -med(big_cpu[labels[0]][k]))[:args.top]:
+        print(f"| {key} | " + " | ".join(
+            f"{med(big_cpu[label][key]):.2f}" if big_cpu[label].get(key) else "-"
+            for label in labels) + " |")
+    for label, step in zip(labels, steps):
+        finite = all(bool(torch.isfinite(p).all()) for p in step.parameters)
+        if not finite:
+            print(f"{label}: the network's parameters are not all finite after the rounds "
+                  "(--no-restore kept every outer update)")
     keys = set().union(*(set(self_ms[label]) for label in labels))
     cell = {(label, key): med(self_ms[label][key]) if self_ms[label].get(key) else 0.0
             for label in labels for key in keys}
@@ -162,6 +185,9 @@ def main(argv=None) -> int:
     parser.add_argument("--compare", action="store_true",
                         help="the contenders side by side, in interleaved rounds")
     parser.add_argument("--rounds", type=int, default=5, help="--compare: interleaved rounds")
+    parser.add_argument("--no-restore", action="store_true",
+                        help="keep each outer update (train), as bench_maml did before: a "
+                             "library whose meta-gradient has NaN then runs a NaN network")
     parser.add_argument("--big", type=int, default=10000,
                         help="--compare: elements that make an op input full-size")
     args = parser.parse_args(argv)
@@ -173,7 +199,8 @@ def main(argv=None) -> int:
             print(f"skipping {library}: {available(library) if library in LIBRARIES else 'unknown'}")
             continue
         names.append(library)
-        steps.append(make_full_step(library, args.problem, args.inner, args.steps, device))
+        steps.append(make_full_step(library, args.problem, args.inner, args.steps, device,
+                                    restore=not args.no_restore))
     if args.compare:
         for step in steps:
             for _ in range(3):
