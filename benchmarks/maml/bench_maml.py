@@ -195,19 +195,35 @@ def peak_rss_bytes() -> int:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 
 
-def make_full_step(library, problem, inner, steps, device):
-    """A fresh model, its tasks and outer optimizer, and a function doing one full outer step."""
+def make_full_step(library, problem, inner, steps, device, *, restore=True):
+    """A fresh model, its tasks and outer optimizer, and a function doing one full outer step.
+
+    Every call starts from the same parameters (the outer update is made, then undone by a copy
+    of 18 small tensors at most; ``restore=False`` keeps it, as training would, for
+    ``profile_maml.py --no-restore``), so every round of every contender times the same computation.
+    Without that, TorchOpt's plain and functional Adam time a broken network: their float32
+    meta-gradient has NaN entries too (its square root's derivative at an exactly-zero gradient
+    entry), the outer Adam step spreads them to every parameter within a few outer steps (the
+    conv net is all NaN after the 4th outer step with 1 inner step, the 6th with 3), and on NaN
+    activations torch's ``max_pool2d`` runs 2.5 times faster than on real ones.
+    """
     torch.manual_seed(0)
     net = (make_mlp() if problem == "mlp" else make_conv()).to(device)
     tasks = make_tasks(problem, 2 if problem == "conv" else 10, seed=1, device=device)
     meta_opt = torch.optim.Adam(net.parameters(), lr=1e-3)
     outer_step = make_outer_step(library, problem, inner, steps, net, tasks)
+    params = list(net.parameters())
+    initial = [p.detach().clone() for p in params]
 
     def full_step():
         meta_opt.zero_grad()
         outer_step()
         meta_opt.step()
+        if restore:
+            with torch.no_grad():
+                torch._foreach_copy_(params, initial)
 
+    full_step.parameters = params  # type: ignore[attr-defined]
     return full_step
 
 

@@ -182,9 +182,14 @@ def _requires_grad(tensor: torch.Tensor, requires_grad: bool) -> torch.Tensor:
     The transforms forbid ``requires_grad_`` inside them, and there it is pointless: they track
     what they differentiate themselves.
     """
-    if requires_grad and not _transforms_active():
+    if _requires_grad_flag(requires_grad):
         tensor.requires_grad_(True)
     return tensor
+
+
+def _requires_grad_flag(requires_grad: bool) -> bool:
+    """The ``requires_grad`` a new leaf may take: ``False`` under a ``torch.func`` transform."""
+    return requires_grad and not _transforms_active()
 
 
 def tree_pos(tree: Any) -> Any:

@@ -17,7 +17,7 @@ from typing import Any, cast
 import torch
 
 import optree_core
-from diffopt.tree_math import _requires_grad
+from diffopt.tree_math import _requires_grad_flag
 
 __all__ = [
     "bias_correction",
@@ -154,12 +154,14 @@ def zeros_like_params(name: str, params: Any, *, requires_grad: bool = False,
                             f"{type(leaf).__name__}")
         if not (leaf.is_floating_point() or leaf.is_complex()):
             raise TypeError(f"{name}: params must be floating point tensors, found {leaf.dtype}")
-    # Factory functions record no autograd history: the new leaves start their own graphs.
+    # Factory functions record no autograd history: the new leaves start their own graphs. The
+    # flag is decided once for all leaves (a MAML loop builds a state per task).
+    flag = _requires_grad_flag(requires_grad)
     if fill_value == 0.0:
-        out = [torch.zeros_like(leaf) for leaf in leaves]
+        out = [torch.zeros_like(leaf, requires_grad=flag) for leaf in leaves]
     else:
-        out = [torch.full_like(leaf, fill_value) for leaf in leaves]
-    return optree_core.tree_unflatten(treespec, [_requires_grad(t, requires_grad) for t in out])
+        out = [torch.full_like(leaf, fill_value, requires_grad=flag) for leaf in leaves]
+    return optree_core.tree_unflatten(treespec, out)
 
 
 def count_power(base: Any, count: torch.Tensor) -> torch.Tensor:
