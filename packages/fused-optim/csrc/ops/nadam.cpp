@@ -21,7 +21,8 @@ math::NadamHyper<double> MakeHyper(const char* op, double lr, double beta1, doub
   return math::NadamHyper<double>::Make(lr, beta1, beta2, eps, weight_decay, decoupled_weight_decay, maximize);
 }
 
-// The momentum coefficient mu_t of torch.optim.NAdam's schedule.
+// The momentum coefficient mu_t of torch.optim.NAdam's schedule (Python's copy, for the functional
+// ops' returned product and diffopt's transforms: fused_optim.functional.nadam_momentum).
 double Momentum(const NadamArgs& a, double step) {
   return a.beta1 * (1.0 - 0.5 * std::pow(0.96, step * a.momentum_decay));
 }

@@ -48,6 +48,7 @@ __all__ = [
     "adamw_update",
     "lion_update",
     "asgd_update",
+    "nadam_momentum",
     "nadam_update",
     "radam_update",
     "rmsprop_update",
@@ -713,6 +714,21 @@ class NAdamUpdate(NamedTuple):
     mu_product: float | Tensor
 
 
+def nadam_momentum(step: Any, beta1: float, momentum_decay: float) -> Any:
+    r"""NAdam's momentum coefficient at ``step``, :math:`\mu_t = \beta_1(1 - \tfrac12 0.96^{t\psi})`,
+    torch.optim.NAdam's schedule.
+
+    The Python side's one copy of the schedule: :func:`nadam_update` and diffopt's NAdam transforms
+    use it; the in-place ``nadam_step_`` op computes the same in C++ (csrc/ops/nadam.cpp) for the
+    drop-in class. ``step`` may be a number or a tensor (then the result is a tensor, traceable
+    and differentiable).
+
+    >>> round(nadam_momentum(1, 0.9, 4e-3), 6)
+    0.450073
+    """
+    return beta1 * (1.0 - 0.5 * 0.96 ** (step * momentum_decay))
+
+
 def nadam_update(params: Sequence[Tensor], grads: Sequence[Tensor], exp_avgs: Sequence[Tensor],
                  exp_avg_sqs: Sequence[Tensor], step: int, mu_product: float | Tensor, *, lr: float = 2e-3,
                  betas: tuple[float, float] = (0.9, 0.999), eps: float = 1e-8, weight_decay: float = 0.0,
@@ -748,8 +764,7 @@ def nadam_update(params: Sequence[Tensor], grads: Sequence[Tensor], exp_avgs: Se
     beta1, beta2 = _betas(betas)
     count = _step(step)
     momentum_decay = _number("momentum_decay", momentum_decay)
-    # torch.optim.NAdam's momentum coefficient for this step (the op computes the same schedule).
-    mu = beta1 * (1.0 - 0.5 * 0.96 ** (count * momentum_decay))
+    mu = nadam_momentum(count, beta1, momentum_decay)  # the op computes this step's own copy
     if isinstance(mu_product, Tensor):
         if mu_product.numel() != 1:
             raise ValueError(f"mu_product must be a scalar, got a tensor of shape {tuple(mu_product.shape)}")

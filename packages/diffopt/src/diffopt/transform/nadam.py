@@ -36,6 +36,7 @@ from diffopt.transform._leafwise import (
     zeros_like_params,
 )
 from diffopt.tree_math import safe_sqrt
+from fused_optim.functional import nadam_momentum
 
 __all__ = ["ScaleByNAdamState", "scale_by_accelerated_nadam", "scale_by_nadam"]
 
@@ -107,15 +108,12 @@ def scale_by_nadam(b1: float = 0.9, b2: float = 0.999, eps: float = 1e-8, moment
     name = "scale_by_nadam"
     _check(name, b1, b2, eps, momentum_decay)
 
-    def momentum(t: torch.Tensor) -> torch.Tensor:
-        return b1 * (1.0 - 0.5 * torch.pow(0.96, t * momentum_decay))
-
     def update_fn(updates, state, *, params=None, inplace=True):
         del params, inplace
         treespec, grads, (mus, nus) = flatten_updates(name, updates, state.mu, state.nu)
         count = state.count + 1
         t = count.to(torch.float64)
-        mu_t, mu_next = momentum(t), momentum(t + 1)
+        mu_t, mu_next = nadam_momentum(t, b1, momentum_decay), nadam_momentum(t + 1, b1, momentum_decay)
         # torch.optim multiplies its stored product in place: rounded to the product's dtype.
         mu_product = state.mu_product * mu_t.to(state.mu_product.dtype)
         product = mu_product.to(torch.float64)
