@@ -405,8 +405,8 @@ def _make_node(spec: FunctionalOpSpec, node_name: str) -> type[torch.autograd.Fu
     ``vmap`` the forward and the backward simply call the ops, whose own vmap rules (registered
     below) run one kernel over the whole batch.
 
-    The methods take the op's tensor lists flattened into one argument tuple with their lengths
-    (``sizes``) and cut it back into tuples by :func:`_slices`; the op takes tuples as it takes
+    The methods take the op's tensor lists flattened into one argument tuple with the lengths of
+    the input and output lists (``layout``) and cut it back into tuples by :func:`_slices`; the op takes tuples as it takes
     lists. On small tensors this glue, not the kernel, is the node's cost (benchmarks/RESULTS.md,
     issue 15), hence slices instead of per-tensor loops and no work the eager call does itself.
     """
@@ -415,7 +415,6 @@ def _make_node(spec: FunctionalOpSpec, node_name: str) -> type[torch.autograd.Fu
     # when a compiled function applies the node, and it cannot wrap a FunctionalOpSpec.
     op, backward_op, name = spec.op, spec.backward_op, spec.name
     eager_op, eager_backward_op = _C._eager[name], _C._eager[name + "_backward"]
-    outputs = spec.outputs
     # The saved inputs are consecutive lists (checked below): one slice of the flat inputs.
     first_saved, end_saved = spec.saved[0], spec.saved[-1] + 1
     if spec.saved != tuple(range(first_saved, end_saved)):
@@ -424,8 +423,8 @@ def _make_node(spec: FunctionalOpSpec, node_name: str) -> type[torch.autograd.Fu
     below_autograd = torch._C._AutoDispatchBelowAutograd
     transforms_active = torch._C._are_functorch_transforms_active
 
-    def forward(kwargs, sizes, *flat):  # type: ignore[no-untyped-def]
-        lists = [flat[s] for s in _slices(sizes)]
+    def forward(kwargs, layout, *flat):  # type: ignore[no-untyped-def]
+        lists = [flat[s] for s in _slices(layout[0])]
         if transforms_active() or torch.compiler.is_compiling():
             # The transforms (and Dynamo) must see the op itself, with its vmap rule and fake.
             return tuple(chain(op(*lists, **kwargs)))
@@ -439,18 +438,16 @@ def _make_node(spec: FunctionalOpSpec, node_name: str) -> type[torch.autograd.Fu
         return tuple(chain(results))
 
     def setup_context(ctx, inputs, output):  # type: ignore[no-untyped-def]
-        kwargs, sizes = inputs[0], inputs[1]
-        slices = _slices(sizes)
+        ctx.kwargs, ctx.layout = inputs[0], inputs[1]
+        slices = _slices(ctx.layout[0])
         ctx.save_for_backward(*inputs[2 + slices[first_saved].start:2 + slices[end_saved - 1].stop])
-        ctx.kwargs = kwargs
-        ctx.sizes = sizes
-        ctx.output_sizes = _output_sizes(outputs, kwargs, sizes[0])
         ctx.set_materialize_grads(False)
 
     def backward(ctx, *grads):  # type: ignore[no-untyped-def]
         saved_flat = ctx.saved_tensors
-        saved = [saved_flat[s] for s in _slices(ctx.sizes[first_saved:end_saved])]
-        grad_lists = [grads[s] for s in _slices(ctx.output_sizes)]
+        sizes, output_sizes = ctx.layout
+        saved = [saved_flat[s] for s in _slices(sizes[first_saved:end_saved])]
+        grad_lists = [grads[s] for s in _slices(output_sizes)]
         kwargs = ctx.kwargs
         # The unboxed call runs only where no gradient of this backward is wanted (it checks grad
         # mode itself); torch.ops below it, without recording, for the rest (create_graph=True).
@@ -461,9 +458,9 @@ def _make_node(spec: FunctionalOpSpec, node_name: str) -> type[torch.autograd.Fu
                 results = backward_op(*grad_lists, *saved, **kwargs)
         if torch.is_grad_enabled():
             results = _guard_second_order(node_name, results, [*saved_flat, *grads])
-        if tuple(map(len, results)) != ctx.sizes:  # an absent state's gradient: nothing to return
+        if tuple(map(len, results)) != sizes:  # an absent state's gradient: nothing to return
             raise AssertionError(f"{name}_backward returned lists of sizes {tuple(map(len, results))}, "
-                                 f"expected {ctx.sizes}")
+                                 f"expected {sizes}")
         return (None, None, *chain(results))
 
     doc = (f"Fused {spec.name} with a hand-written one-pass backward "
@@ -484,6 +481,8 @@ def _apply_node(node_cls: type[torch.autograd.Function], spec: FunctionalOpSpec,
                 kwargs: dict[str, Any]) -> tuple[list[torch.Tensor], ...]:
     """``spec``'s op on ``lists`` through the autograd node ``node_cls``."""
     sizes = tuple(map(len, lists))
+    # The lengths of the input lists and of the output lists, which the node's methods cut by.
+    layout = (sizes, _output_sizes(spec.outputs, kwargs, sizes[0]))
     flat = list(itertools.chain.from_iterable(lists))
     if torch.compiler.is_compiling():
         # Dynamo cannot trace a Function applied to one tensor in two argument slots (amsgrad's
@@ -494,13 +493,13 @@ def _apply_node(node_cls: type[torch.autograd.Function], spec: FunctionalOpSpec,
         for t in flat:
             unique.append(t.view_as(t) if id(t) in seen else t)
             seen.add(id(t))
-        out_flat = node_cls.apply(kwargs, sizes, *unique)
+        out_flat = node_cls.apply(kwargs, layout, *unique)
     elif torch._C._are_functorch_transforms_active():
-        out_flat = node_cls.apply(kwargs, sizes, *flat)
+        out_flat = node_cls.apply(kwargs, layout, *flat)
     else:
         # Tensors escaping a transform are unwrapped as Function.apply would.
-        out_flat = _EAGER_APPLY[node_cls](kwargs, sizes, *map(_unwrap_if_dead, flat))
-    return tuple([list(out_flat[s]) for s in _slices(_output_sizes(spec.outputs, kwargs, sizes[0]))])
+        out_flat = _EAGER_APPLY[node_cls](kwargs, layout, *map(_unwrap_if_dead, flat))
+    return tuple([list(out_flat[s]) for s in _slices(layout[1])])
 
 
 _unwrap_if_dead = torch._C._functorch.unwrap_if_dead
