@@ -323,25 +323,7 @@ def _guard_second_order(op_name: str, results: Sequence[Sequence[torch.Tensor]],
     # autograd walks back to them (a node fed only by constants would be pruned away).
     linked = [t for t in inputs if t is not None and t.requires_grad]
     wrapped = _NotTwiceDifferentiable.apply(_DOUBLE_BACKWARD.format(op=op_name), len(flat), *flat, *linked)
-    return _unflatten(list(wrapped), [len(r) for r in out])
-
-
-def _flatten(lists: Sequence[Sequence[Any]]) -> tuple[list[Any], tuple[int, ...]]:
-    flat: list[Any] = []
-    for item in lists:
-        flat.extend(item)
-    return flat, tuple(len(item) for item in lists)
-
-
-def _unflatten(flat: Sequence[Any], sizes: Sequence[int]) -> list[list[Any]]:
-    if len(sizes) == 1:
-        return [list(flat)]
-    out, start = [], 0
-    for n in sizes:
-        end = start + n
-        out.append(list(flat[start:end]))
-        start = end
-    return out
+    return [list(wrapped[s]) for s in _slices(tuple(map(len, out)))]
 
 
 def _register_functional_autograd(spec: FunctionalOpSpec) -> None:
