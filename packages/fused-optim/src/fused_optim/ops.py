@@ -582,8 +582,11 @@ def apply_functional(op_name: str, lists: Sequence[Sequence[torch.Tensor]], kwar
     args: list[list[torch.Tensor]] = [x if type(x) is list else list(x) for x in lists]
     if not args[0]:  # nothing to update (an op call without tensors has no device to dispatch on)
         return tuple([] for _ in spec.outputs)
-    if torch.is_grad_enabled() and any(t.requires_grad for x in args for t in x):
-        return _apply_node(_NODES[node or spec.node], spec, args, kwargs)
+    if torch.is_grad_enabled():
+        for x in args:  # plain loops: a generator's frame costs as much as the test on small calls
+            for t in x:
+                if t.requires_grad:
+                    return _apply_node(_NODES[node or spec.node], spec, args, kwargs)
     return tuple(list(x) for x in getattr(_eager, op_name)(*args, **kwargs))
 
 
