@@ -387,10 +387,11 @@ def _make_node(spec: FunctionalOpSpec, node_name: str) -> type[torch.autograd.Fu
     ``vmap`` the forward and the backward simply call the ops, whose own vmap rules (registered
     below) run one kernel over the whole batch.
 
-    The methods take the op's tensor lists flattened into one argument tuple with the lengths of
-    the input and output lists (``layout``) and cut it back into tuples by :func:`_slices`; the op takes tuples as it takes
-    lists. On small tensors this glue, not the kernel, is the node's cost (benchmarks/RESULTS.md,
-    issue 15), hence slices instead of per-tensor loops and no work the eager call does itself.
+    The methods take the op's tensor lists flattened into one argument tuple, with the lengths of
+    the input and output lists (``layout``), and cut it back into tuples by :func:`_slices` (the op
+    takes tuples as it takes lists). On small tensors this glue, not the kernel, is the node's cost
+    (benchmarks/RESULTS.md, issue 15): hence cached slices instead of per-tensor loops, and no
+    work that the unboxed call does itself.
     """
 
     # The node's methods close over plain values only (ops, tuples, functions): Dynamo traces them
