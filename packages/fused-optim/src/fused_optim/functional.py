@@ -271,8 +271,12 @@ def _step(step: Any) -> int | torch.SymInt:
 
 
 def _tensors(name: str, value: Any) -> list[Tensor]:
-    if type(value) is list and all(type(t) is Tensor or isinstance(t, Tensor) for t in value):
-        return value
+    if type(value) is list:  # the common case, by a plain loop (cheaper than a generator)
+        for t in value:
+            if not isinstance(t, Tensor):
+                break
+        else:
+            return value
     if isinstance(value, Tensor):
         raise TypeError(f"{name} must be a list of tensors, got a single tensor; wrap it in a list")
     if not isinstance(value, Sequence):

@@ -25,6 +25,7 @@ it); the drop-in optimizers call them under ``torch.no_grad()``.
 from __future__ import annotations
 
 import contextlib
+import itertools
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
@@ -387,25 +388,7 @@ def _guard_second_order(op_name: str, results: Sequence[Sequence[torch.Tensor]],
     # autograd walks back to them (a node fed only by constants would be pruned away).
     linked = [t for t in inputs if t is not None and t.requires_grad]
     wrapped = _NotTwiceDifferentiable.apply(_DOUBLE_BACKWARD.format(op=op_name), len(flat), *flat, *linked)
-    return _unflatten(list(wrapped), [len(r) for r in out])
-
-
-def _flatten(lists: Sequence[Sequence[Any]]) -> tuple[list[Any], tuple[int, ...]]:
-    flat: list[Any] = []
-    for item in lists:
-        flat.extend(item)
-    return flat, tuple(len(item) for item in lists)
-
-
-def _unflatten(flat: Sequence[Any], sizes: Sequence[int]) -> list[list[Any]]:
-    if len(sizes) == 1:
-        return [list(flat)]
-    out, start = [], 0
-    for n in sizes:
-        end = start + n
-        out.append(list(flat[start:end]))
-        start = end
-    return out
+    return [list(wrapped[s]) for s in _slices(tuple(map(len, out)))]
 
 
 def _register_functional_autograd(spec: FunctionalOpSpec) -> None:
@@ -434,9 +417,31 @@ def _register_functional_autograd(spec: FunctionalOpSpec) -> None:
 
 
 def _output_sizes(outputs: tuple[Callable[[dict[str, Any]], bool], ...], kwargs: dict[str, Any],
-                  n: int) -> list[int]:
+                  n: int) -> tuple[int, ...]:
     """Lengths of an op's output lists (``FunctionalOpSpec.outputs``) for ``n`` tensors per input list."""
-    return [n if present(kwargs) else 0 for present in outputs]
+    return tuple([n if present(kwargs) else 0 for present in outputs])
+
+
+def _make_slices(sizes: tuple[int, ...]) -> tuple[slice, ...]:
+    starts = (0, *itertools.accumulate(sizes))
+    return tuple(map(slice, starts, starts[1:]))
+
+
+# The slices cutting a flat argument tuple into lists of the given lengths, by lengths: a call
+# structure repeats from step to step, so the node's methods look them up instead of rebuilding
+# lists tensor by tensor (the cost that matters when the tensors are small).
+_SLICES: dict[tuple[int, ...], tuple[slice, ...]] = {}
+
+
+def _slices(sizes: tuple[int, ...]) -> tuple[slice, ...]:
+    if torch.compiler.is_compiling():  # Dynamo folds the arithmetic; a cache would only add guards
+        return _make_slices(sizes)
+    slices = _SLICES.get(sizes)
+    if slices is None:
+        if len(_SLICES) >= 4096:  # many distinct structures: start over rather than grow unbounded
+            _SLICES.clear()
+        slices = _SLICES[sizes] = _make_slices(sizes)
+    return slices
 
 
 def _make_node(spec: FunctionalOpSpec, node_name: str) -> type[torch.autograd.Function]:
@@ -446,54 +451,65 @@ def _make_node(spec: FunctionalOpSpec, node_name: str) -> type[torch.autograd.Fu
     transforms (``grad``, ``vmap``, ``jacrev``...) and ``torch.compile`` see through it: under
     ``vmap`` the forward and the backward simply call the ops, whose own vmap rules (registered
     below) run one kernel over the whole batch.
+
+    The methods take the op's tensor lists flattened into one argument tuple, with the lengths of
+    the input and output lists (``layout``), and cut it back into tuples by :func:`_slices` (the op
+    takes tuples as it takes lists). On small tensors this glue, not the kernel, is the node's cost
+    (benchmarks/RESULTS.md, issue 15): hence cached slices instead of per-tensor loops, and no
+    work that the unboxed call does itself.
     """
 
     # The node's methods close over plain values only (ops, tuples, functions): Dynamo traces them
     # when a compiled function applies the node, and it cannot wrap a FunctionalOpSpec.
     op, backward_op, name = spec.op, spec.backward_op, spec.name
     eager_op, eager_backward_op = _C._eager[name], _C._eager[name + "_backward"]
-    saved_inputs, outputs = spec.saved, spec.outputs
+    # The saved inputs are consecutive lists (checked below): one slice of the flat inputs.
+    first_saved, end_saved = spec.saved[0], spec.saved[-1] + 1
+    if spec.saved != tuple(range(first_saved, end_saved)):
+        raise AssertionError(f"{name}: the saved inputs {spec.saved} are not consecutive")
+    chain = itertools.chain.from_iterable
+    below_autograd = torch._C._AutoDispatchBelowAutograd
+    transforms_active = torch._C._are_functorch_transforms_active
 
-    def forward(kwargs, sizes, *flat):  # type: ignore[no-untyped-def]
-        lists = _unflatten(flat, sizes)
-        if torch._C._are_functorch_transforms_active() or torch.compiler.is_compiling():
+    def forward(kwargs, layout, *flat):  # type: ignore[no-untyped-def]
+        lists = [flat[s] for s in _slices(layout[0])]
+        if transforms_active() or torch.compiler.is_compiling():
             # The transforms (and Dynamo) must see the op itself, with its vmap rule and fake.
-            results = op(*lists, **kwargs)
-        else:
-            # Eager: straight to the CPU/CUDA kernel, skipping the op's own (Python) autograd
-            # kernel, which would only redispatch (this node is the call's autograd): the unboxed
-            # call where it may (grad mode is off in here), else torch.ops below autograd.
-            results = eager_op(*lists, **kwargs)
-            if results is NotImplemented:
-                with torch._C._AutoDispatchBelowAutograd():
-                    results = op(*lists, **kwargs)
-        return tuple(_flatten(results)[0])
+            return tuple(chain(op(*lists, **kwargs)))
+        # Eager: straight to the CPU/CUDA kernel, skipping the op's own (Python) autograd kernel,
+        # which would only redispatch (this node is the call's autograd): the unboxed call where
+        # it may (grad mode is off in here), else torch.ops below autograd.
+        results = eager_op(*lists, **kwargs)
+        if results is NotImplemented:
+            with below_autograd():
+                results = op(*lists, **kwargs)
+        return tuple(chain(results))
 
     def setup_context(ctx, inputs, output):  # type: ignore[no-untyped-def]
-        kwargs, sizes, *flat = inputs
-        lists = _unflatten(flat, sizes)
-        saved_flat, ctx.saved_sizes = _flatten([lists[i] for i in saved_inputs])
-        ctx.save_for_backward(*saved_flat)
-        ctx.kwargs = kwargs
-        ctx.input_sizes = sizes
-        ctx.output_sizes = _output_sizes(outputs, kwargs, sizes[0])
+        ctx.kwargs, ctx.layout = inputs[0], inputs[1]
+        slices = _slices(ctx.layout[0])
+        ctx.save_for_backward(*inputs[2 + slices[first_saved].start:2 + slices[end_saved - 1].stop])
         ctx.set_materialize_grads(False)
 
     def backward(ctx, *grads):  # type: ignore[no-untyped-def]
         saved_flat = ctx.saved_tensors
-        saved = _unflatten(saved_flat, ctx.saved_sizes)
-        grad_lists = _unflatten(grads, ctx.output_sizes)
-        with torch.no_grad():
-            results = NotImplemented
-            if not torch.compiler.is_compiling():
-                results = eager_backward_op(*grad_lists, *saved, **ctx.kwargs)
-            if results is NotImplemented:
-                results = backward_op(*grad_lists, *saved, **ctx.kwargs)
-        results = _guard_second_order(node_name, results, [*saved_flat, *grads])
-        flat, sizes = _flatten(results)
-        if sizes != tuple(ctx.input_sizes):  # an absent state's gradient: nothing to return
-            raise AssertionError(f"{name}_backward returned lists of sizes {sizes}, expected {ctx.input_sizes}")
-        return (None, None, *flat)
+        sizes, output_sizes = ctx.layout
+        saved = [saved_flat[s] for s in _slices(sizes[first_saved:end_saved])]
+        grad_lists = [grads[s] for s in _slices(output_sizes)]
+        kwargs = ctx.kwargs
+        # The unboxed call runs only where no gradient of this backward is wanted (it checks grad
+        # mode itself); torch.ops below it, without recording, for the rest (create_graph=True).
+        results = NotImplemented if torch.compiler.is_compiling() else eager_backward_op(
+            *grad_lists, *saved, **kwargs)
+        if results is NotImplemented:
+            with torch.no_grad():
+                results = backward_op(*grad_lists, *saved, **kwargs)
+        if torch.is_grad_enabled():
+            results = _guard_second_order(node_name, results, [*saved_flat, *grads])
+        if tuple(map(len, results)) != sizes:  # an absent state's gradient: nothing to return
+            raise AssertionError(f"{name}_backward returned lists of sizes {tuple(map(len, results))}, "
+                                 f"expected {sizes}")
+        return (None, None, *chain(results))
 
     doc = (f"Fused {spec.name} with a hand-written one-pass backward "
            f"(``torch.ops.fused_optim.{spec.name}_backward``).")
@@ -502,14 +518,20 @@ def _make_node(spec: FunctionalOpSpec, node_name: str) -> type[torch.autograd.Fu
                  "backward": staticmethod(backward), "generate_vmap_rule": True, "__doc__": doc})
     _NODE_INFO[node] = NodeInfo(node_name, node_name.removeprefix("Fused").removesuffix("Direction"), spec.name,
                                 spec.name.rsplit("_", 1)[1])
+    # What Function.apply does outside the transforms, minus its per-call inspect.signature
+    # binding of default arguments (forward has none) and its functorch bookkeeping, which cost as
+    # much as the kernel on small tensors: the C++ apply of the base class (_apply_node).
+    _EAGER_APPLY[node] = super(torch.autograd.Function, node).apply  # type: ignore[misc]
     return node
-
 
 
 def _apply_node(node_cls: type[torch.autograd.Function], spec: FunctionalOpSpec, lists: list[list[torch.Tensor]],
                 kwargs: dict[str, Any]) -> tuple[list[torch.Tensor], ...]:
     """``spec``'s op on ``lists`` through the autograd node ``node_cls``."""
-    flat, sizes = _flatten(lists)
+    sizes = tuple(map(len, lists))
+    # The lengths of the input lists and of the output lists, which the node's methods cut by.
+    layout = (sizes, _output_sizes(spec.outputs, kwargs, sizes[0]))
+    flat = list(itertools.chain.from_iterable(lists))
     if torch.compiler.is_compiling():
         # Dynamo cannot trace a Function applied to one tensor in two argument slots (amsgrad's
         # maxima given as the second moments, say); a view of the repeat is the same value to
@@ -519,16 +541,16 @@ def _apply_node(node_cls: type[torch.autograd.Function], spec: FunctionalOpSpec,
         for t in flat:
             unique.append(t.view_as(t) if id(t) in seen else t)
             seen.add(id(t))
-        flat = unique
-    if torch._C._are_functorch_transforms_active() or torch.compiler.is_compiling():
-        out_flat = node_cls.apply(kwargs, sizes, *flat)
+        out_flat = node_cls.apply(kwargs, layout, *unique)
+    elif torch._C._are_functorch_transforms_active():
+        out_flat = node_cls.apply(kwargs, layout, *flat)
     else:
-        # What Function.apply does outside the transforms, minus its per-call inspect.signature
-        # binding of default arguments (forward has none), which costs as much as the kernel on
-        # small tensors. Tensors escaping a transform are unwrapped as apply would.
-        live = torch._functorch.utils.unwrap_dead_wrappers(flat)  # type: ignore[arg-type]
-        out_flat = super(torch.autograd.Function, node_cls).apply(kwargs, sizes, *live)  # type: ignore[misc]
-    return tuple(_unflatten(out_flat, _output_sizes(spec.outputs, kwargs, len(lists[0]))))
+        # Tensors escaping a transform are unwrapped as Function.apply would.
+        out_flat = _EAGER_APPLY[node_cls](kwargs, layout, *map(_unwrap_if_dead, flat))
+    return tuple([list(out_flat[s]) for s in _slices(layout[1])])
+
+
+_unwrap_if_dead = torch._C._functorch.unwrap_if_dead
 
 
 class NodeInfo(NamedTuple):
@@ -554,6 +576,7 @@ class NodeInfo(NamedTuple):
 _IMPL = torch.library.Library("fused_optim", "IMPL")
 _NODES: dict[str, type[torch.autograd.Function]] = {}
 _NODE_INFO: dict[type[torch.autograd.Function], NodeInfo] = {}
+_EAGER_APPLY: dict[type[torch.autograd.Function], Callable[..., Any]] = {}
 
 for _spec in FUNCTIONAL_OPS.values():
     _register_functional_fakes(_spec)
@@ -626,8 +649,11 @@ def apply_functional(op_name: str, lists: Sequence[Sequence[torch.Tensor]], kwar
     args: list[list[torch.Tensor]] = [x if type(x) is list else list(x) for x in lists]
     if not args[0]:  # nothing to update (an op call without tensors has no device to dispatch on)
         return tuple([] for _ in spec.outputs)
-    if torch.is_grad_enabled() and any(t.requires_grad for x in args for t in x):
-        return _apply_node(_NODES[node or spec.node], spec, args, kwargs)
+    if torch.is_grad_enabled():
+        for x in args:  # plain loops: a generator's frame costs as much as the test on small calls
+            for t in x:
+                if t.requires_grad:
+                    return _apply_node(_NODES[node or spec.node], spec, args, kwargs)
     return tuple(list(x) for x in getattr(_eager, op_name)(*args, **kwargs))
 
 
