@@ -137,6 +137,33 @@ def test_step_count_is_symbolic_one_graph_serves_every_step():
         assert any(n.target is torch.ops.fused_optim.adam_update.default for n in gm.graph.nodes)
 
 
+def test_differentiable_inputs_fresh_each_step_compile_once():
+    # The autograd node's inputs are fresh tensors that require grad on every call (a MAML inner
+    # loop's new parameters): the compiled update must not guard on their identity (it used to
+    # compile a new graph for every step), and its gradients are the eager ones. One tensor given
+    # in two argument slots (the moments, here) still traces.
+    torch._dynamo.reset()
+    graphs, backend = _counting_backend()
+
+    def loss(params, grads, m, step):
+        new = FF.adam_update(params, grads, m, m, step, lr=0.1)
+        return sum((p * p).sum() for p in new.params)
+
+    compiled = torch.compile(loss, backend=backend, fullgraph=True)
+    gen = torch.Generator().manual_seed(2)
+    for step in range(1, 7):
+        params = [torch.randn(3, 2, generator=gen, dtype=torch.float64).requires_grad_(),
+                  torch.randn(4, generator=gen, dtype=torch.float64).requires_grad_()]
+        grads = [torch.randn(p.shape, generator=gen, dtype=torch.float64).requires_grad_() for p in params]
+        m = [torch.rand(p.shape, generator=gen, dtype=torch.float64).requires_grad_() for p in params]
+        leaves = [*params, *grads, *m]
+        want = torch.autograd.grad(loss(params, grads, m, step), leaves)
+        got = torch.autograd.grad(compiled(params, grads, m, step), leaves)
+        for a, b in zip(got, want):
+            torch.testing.assert_close(a, b, rtol=1e-12, atol=1e-12)
+    assert 1 <= len(graphs) <= 2
+
+
 def test_symbolic_step_is_still_checked():
     torch._dynamo.reset()
     compiled = torch.compile(lambda p, g, step: FF.adam_update(p, g, [torch.zeros(2)], [torch.zeros(2)], step).params,

@@ -534,14 +534,11 @@ def _apply_node(node_cls: type[torch.autograd.Function], spec: FunctionalOpSpec,
     flat = list(itertools.chain.from_iterable(lists))
     if torch.compiler.is_compiling():
         # Dynamo cannot trace a Function applied to one tensor in two argument slots (amsgrad's
-        # maxima given as the second moments, say); a view of the repeat is the same value to
-        # autograd, whose gradients add up on the tensor as before.
-        seen: set[int] = set()
-        unique = []
-        for t in flat:
-            unique.append(t.view_as(t) if id(t) in seen else t)
-            seen.add(id(t))
-        out_flat = node_cls.apply(kwargs, layout, *unique)
+        # maxima given as the second moments, say). Each argument goes in as a view of itself: the
+        # same value to autograd, whose gradients add up on the tensor as before, and free in the
+        # compiled graph. (Finding the repeats by id() instead made Dynamo guard on every input's
+        # identity: fresh tensors each step meant a new graph each step.)
+        out_flat = node_cls.apply(kwargs, layout, *[t.view_as(t) for t in flat])
     elif torch._C._are_functorch_transforms_active():
         out_flat = node_cls.apply(kwargs, layout, *flat)
     else:
