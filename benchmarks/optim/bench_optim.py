@@ -60,7 +60,11 @@ OPTIMIZERS = {
     "AdamW": dict(lr=1e-3, weight_decay=1e-2),
     "SGD": dict(lr=1e-2, momentum=0.9),
     "Adagrad": dict(lr=1e-2),
-    "RMSprop": dict(lr=1e-2),  # torch has no fused RMSprop
+    "RMSprop": dict(lr=1e-2),  # torch has no fused RMSprop, NAdam, Rprop, ASGD or Adafactor
+    "NAdam": dict(lr=1e-3, weight_decay=1e-2, decoupled_weight_decay=True),
+    "Rprop": dict(lr=1e-3),
+    "ASGD": dict(lr=1e-2, weight_decay=1e-4),
+    "Adafactor": dict(lr=1e-2),
 }
 
 
