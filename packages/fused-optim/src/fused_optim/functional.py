@@ -724,8 +724,16 @@ def nadam_momentum(step: Any, beta1: float, momentum_decay: float) -> Any:
 
     The Python side's one copy of the schedule: :func:`nadam_update` and diffopt's NAdam transforms
     use it; the in-place ``nadam_step_`` op computes the same in C++ (csrc/ops/nadam.cpp) for the
-    drop-in class. ``step`` may be a number or a tensor (then the result is a tensor, traceable
-    and differentiable).
+    drop-in class.
+
+    Args:
+        step: The step count :math:`t` (1 on the first step): a number, or a tensor (then the
+            result is a tensor, traceable and differentiable).
+        beta1: The first moment's decay rate :math:`\beta_1`.
+        momentum_decay: The schedule's decay :math:`\psi` (torch.optim.NAdam's ``momentum_decay``).
+
+    Returns:
+        :math:`\mu_t`, a number or a tensor like ``step``.
 
     >>> round(nadam_momentum(1, 0.9, 4e-3), 6)
     0.450073
