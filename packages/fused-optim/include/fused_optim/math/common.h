@@ -66,10 +66,16 @@ FUSED_OPTIM_HOST_DEVICE inline T MaxBackwardShareOfFirst(T upstream, T a, T b) {
   return upstream * share;
 }
 
+// The `maximize` flip: a maximized objective's gradient is negated. The flip is its own backward.
+template <typename T>
+FUSED_OPTIM_HOST_DEVICE inline T MaximizeFlip(T x, bool maximize) {
+  return maximize ? -x : x;
+}
+
 // The gradient after the `maximize` flip and L2 weight decay folded into it.
 template <typename T>
 FUSED_OPTIM_HOST_DEVICE inline T EffectiveGrad(T grad, T param, bool maximize, bool has_l2, T weight_decay) {
-  T g = maximize ? -grad : grad;
+  T g = MaximizeFlip(grad, maximize);
   return has_l2 ? g + weight_decay * param : g;
 }
 
@@ -78,7 +84,7 @@ FUSED_OPTIM_HOST_DEVICE inline T EffectiveGrad(T grad, T param, bool maximize, b
 template <typename T, typename Grads, typename Hyper>
 FUSED_OPTIM_HOST_DEVICE inline void EffectiveGradBackward(Grads& out, T gp, T dg, const Hyper& h) {
   out.p = gp + (h.has_l2 ? h.weight_decay * dg : T(0));
-  out.grad = h.maximize ? -dg : dg;
+  out.grad = MaximizeFlip(dg, h.maximize);
 }
 
 // The Adam family (Adam, NAdam, RAdam) shares its hyper-parameters, its moment updates and their
