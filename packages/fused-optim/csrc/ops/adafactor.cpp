@@ -315,24 +315,23 @@ Lists<5> AdafactorUpdateBackward(const OptionalTensorList& grad_new_params, cons
   // The apply pass's backward: dp and du.
   MultiTensorCall apply(op, params);
   apply.AddOptionalInputs({{"grad_new_params", grad_new_params}});
-  apply.AddInputs({{"updates", dir.updates}, {"params", params}});
+  apply.AddInputs({{"params", params}, {"updates", dir.updates}});
   auto [grad_params, grad_updates] = apply.AddOutputs<2>();
   apply.SetStepScalars(adafactor_cols::kNumScalars, index, apply_row);
   apply.Launch(FUSED_OPTIM_KERNEL(AdafactorApplyBackward), hyper);
-  // The direction's backward.
-  MultiTensorCall direction(op, params);
+  // The direction's backward, at every tensor's second-moment weight.
+  const auto weight_rows =
+      ScalarRows{adafactor_cols::kNumScalars, [weight](double /*step*/, double* row) { WeightRow(weight, row); }};
   if (!factored) {
-    direction.AddOptionalInputs({{"grad_new_variances", grad_new_variances}});
-    direction.AddInputs({{"update gradients", grad_updates}, {"grads", grads}, {"variances", variances}});
-    auto [grad_grads, grad_variances] = direction.AddOutputs<2>();
-    direction.SetStepScalars(adafactor_cols::kNumScalars, weights, &WeightRow);
-    direction.Launch(FUSED_OPTIM_KERNEL(AdafactorVectorDirectionBackward), hyper);
+    auto [grad_grads, grad_variances] = UpdateBackward<2>(
+        op, FUSED_OPTIM_KERNEL(AdafactorVectorDirectionBackward), hyper, params,
+        {{"grad_new_variances", grad_new_variances}},
+        {{"update gradients", grad_updates}, {"grads", grads}, {"variances", variances}}, step, weight_rows);
     return {std::move(grad_params), std::move(grad_grads), {}, {}, std::move(grad_variances)};
   }
-  direction.AddInputs({{"update gradients", grad_updates}, {"grads", grads}, {"estimates", dir.estimates}});
-  auto [grad_grads, grad_estimates] = direction.AddOutputs<2>();
-  direction.SetStepScalars(adafactor_cols::kNumScalars, weights, &WeightRow);
-  direction.Launch(FUSED_OPTIM_KERNEL(AdafactorFactoredDirectionBackward), hyper);
+  auto [grad_grads, grad_estimates] = UpdateBackward<2>(
+      op, FUSED_OPTIM_KERNEL(AdafactorFactoredDirectionBackward), hyper, params, {},
+      {{"update gradients", grad_updates}, {"grads", grads}, {"estimates", dir.estimates}}, step, weight_rows);
   // Through the estimate e = r c / max(mean(r), eps1) to the new row and column averages, then
   // through their lerps to the old ones and to the row/column means of g^2.
   TensorVector grad_rows, grad_cols;

@@ -35,45 +35,54 @@ struct AdafactorStepScalars {
   bool lerp_small;
 };
 
+// Every pass's two results: (variance, update) for the vector direction, and for the backward
+// passes (param, update) for the apply pass, (grad, state) for the direction passes.
+template <typename T>
+struct AdafactorPair {
+  T a, b;
+};
+
 // The scaled update from a second-moment estimate (torch: clamp_min, rsqrt, times the gradient).
 template <typename T>
 FUSED_OPTIM_HOST_DEVICE inline T AdafactorScaled(T g, T estimate, const AdafactorHyper<T>& h) {
   return (T(1) / Sqrt(MaxNan(estimate, h.eps1_sq))) * g;
 }
 
-// Vectors (and scalars): the full second moment, updated in place, and the update.
+// Vectors (and scalars): the new full second moment and the update.
 template <typename T>
-FUSED_OPTIM_HOST_DEVICE inline T AdafactorVectorDirection(T grad, T& variance, const AdafactorHyper<T>& h,
-                                                          const AdafactorStepScalars<T>& s) {
-  const T g = h.maximize ? -grad : grad;
-  variance = Lerp(variance, g * g, s.weight, s.lerp_small);
-  return AdafactorScaled(g, variance, h);
+FUSED_OPTIM_HOST_DEVICE inline AdafactorPair<T> AdafactorVectorDirection(T grad, T variance, const AdafactorHyper<T>& h,
+                                                                         const AdafactorStepScalars<T>& s) {
+  const T g = MaximizeFlip(grad, h.maximize);
+  const T v_new = Lerp(variance, g * g, s.weight, s.lerp_small);
+  return {v_new, AdafactorScaled(g, v_new, h)};
 }
 
+// Matrices: the update from the factored estimate the op built.
 template <typename T>
-FUSED_OPTIM_HOST_DEVICE inline void AdafactorApply(T& p, T u, const AdafactorHyper<T>& h,
-                                                   const AdafactorStepScalars<T>& s) {
+FUSED_OPTIM_HOST_DEVICE inline T AdafactorFactoredDirection(T grad, T estimate, const AdafactorHyper<T>& h) {
+  return AdafactorScaled(MaximizeFlip(grad, h.maximize), estimate, h);
+}
+
+// The new parameter.
+template <typename T>
+FUSED_OPTIM_HOST_DEVICE inline T AdafactorApply(T p, T u, const AdafactorHyper<T>& h,
+                                                const AdafactorStepScalars<T>& s) {
   p = h.has_decay ? p * h.decay : p;
-  p = p + s.coef * u;
+  return p + s.coef * u;
 }
-
-template <typename T>
-struct AdafactorGrads {
-  T a, b;  // (param, update) for the apply pass; (grad, state) for the direction passes
-};
 
 // The apply pass's gradients: dp = gp' (1 - lr wd) + param_coef p, du = coef gp' + update_coef u.
 template <typename T>
-FUSED_OPTIM_HOST_DEVICE inline AdafactorGrads<T> AdafactorApplyBackward(T gp_new, T u, T p, const AdafactorHyper<T>& h,
-                                                                        const AdafactorStepScalars<T>& s) {
+FUSED_OPTIM_HOST_DEVICE inline AdafactorPair<T> AdafactorApplyBackward(T gp_new, T u, T p, const AdafactorHyper<T>& h,
+                                                                       const AdafactorStepScalars<T>& s) {
   return {(h.has_decay ? gp_new * h.decay : gp_new) + s.param_coef * p, s.coef * gp_new + s.update_coef * u};
 }
 
 // The scaled update's gradients given du: through g' (du / sqrt(e)) and through the clamped
 // estimate e (-du g' / (2 e^1.5), zero where the floor eps1^2 holds it; torch's clamp passes ties).
 template <typename T>
-FUSED_OPTIM_HOST_DEVICE inline AdafactorGrads<T> AdafactorScaledBackward(T du, T g, T estimate,
-                                                                         const AdafactorHyper<T>& h) {
+FUSED_OPTIM_HOST_DEVICE inline AdafactorPair<T> AdafactorScaledBackward(T du, T g, T estimate,
+                                                                        const AdafactorHyper<T>& h) {
   const T q = T(1) / Sqrt(MaxNan(estimate, h.eps1_sq));
   return {du * q, estimate >= h.eps1_sq ? T(-0.5) * du * g * (q * q * q) : T(0)};
 }
@@ -81,25 +90,23 @@ FUSED_OPTIM_HOST_DEVICE inline AdafactorGrads<T> AdafactorScaledBackward(T du, T
 // Vectors: the gradients of the raw gradient and of the old second moment, given du and the new
 // second moment's incoming gradient gv'.
 template <typename T>
-FUSED_OPTIM_HOST_DEVICE inline AdafactorGrads<T> AdafactorVectorDirectionBackward(T du, T gv_new, T grad, T variance,
-                                                                                  const AdafactorHyper<T>& h,
-                                                                                  const AdafactorStepScalars<T>& s) {
-  const T g = h.maximize ? -grad : grad;
+FUSED_OPTIM_HOST_DEVICE inline AdafactorPair<T> AdafactorVectorDirectionBackward(T du, T gv_new, T grad, T variance,
+                                                                                 const AdafactorHyper<T>& h,
+                                                                                 const AdafactorStepScalars<T>& s) {
+  const T g = MaximizeFlip(grad, h.maximize);
   const T v_new = Lerp(variance, g * g, s.weight, s.lerp_small);
-  const AdafactorGrads<T> r = AdafactorScaledBackward(du, g, v_new, h);
+  const AdafactorPair<T> r = AdafactorScaledBackward(du, g, v_new, h);
   const T dv_new = gv_new + r.b;
-  const T dg = r.a + T(2) * s.weight * g * dv_new;
-  return {h.maximize ? -dg : dg, (T(1) - s.weight) * dv_new};
+  return {MaximizeFlip(r.a + T(2) * s.weight * g * dv_new, h.maximize), (T(1) - s.weight) * dv_new};
 }
 
 // Matrices: the gradient of the raw gradient through g' / sqrt(e) alone (the op adds the part
 // through the row/column means) and the gradient of the estimate e.
 template <typename T>
-FUSED_OPTIM_HOST_DEVICE inline AdafactorGrads<T> AdafactorFactoredDirectionBackward(T du, T grad, T estimate,
-                                                                                    const AdafactorHyper<T>& h) {
-  const T g = h.maximize ? -grad : grad;
-  const AdafactorGrads<T> r = AdafactorScaledBackward(du, g, estimate, h);
-  return {h.maximize ? -r.a : r.a, r.b};
+FUSED_OPTIM_HOST_DEVICE inline AdafactorPair<T> AdafactorFactoredDirectionBackward(T du, T grad, T estimate,
+                                                                                   const AdafactorHyper<T>& h) {
+  const AdafactorPair<T> r = AdafactorScaledBackward(du, MaximizeFlip(grad, h.maximize), estimate, h);
+  return {MaximizeFlip(r.a, h.maximize), r.b};
 }
 
 }  // namespace fused_optim::math
@@ -110,9 +117,8 @@ namespace fused_optim {
 namespace adafactor_cols {
 enum : int { kGrad, kVariance, kUpdate };  // AdafactorVectorDirection
 enum : int { kEstimate = 1 };              // AdafactorFactoredDirection: the estimate becomes the update
-enum : int { kParam = 0, kApplyUpdate };   // AdafactorApply
-// The backward passes: incoming gradients, forward inputs, then outgoing gradients.
-enum : int { kGParamNew = 0, kBUpdate, kBParam, kOutParam, kOutUpdate };                 // AdafactorApplyBackward
+enum : int { kParam = 0, kApplyUpdate };   // AdafactorApply (its backward: the standard layout)
+// The direction passes' backward: incoming gradients, forward inputs, then outgoing gradients.
 enum : int { kGVarianceNew = 0, kDUpdate, kBGrad, kBVariance, kOutGrad, kOutVariance };  // ...VectorDirectionBackward
 enum : int { kFUpdate = 0, kFGrad, kFEstimate, kFOutGrad, kFOutEstimate };               // ...FactoredDirectionBackward
 enum : int { kWeight = 0, kCoef, kUpdateCoef, kParamCoef, kSmall, kNumScalars };         // per-tensor scalars
@@ -134,6 +140,12 @@ struct Adafactor {
   static auto Flags(Hyper<T>& h, Scalars<T>& s) {
     return std::tie(h.maximize, h.has_decay, s.lerp_small);
   }
+  // A pass's two results, to their columns.
+  template <typename T, typename IO>
+  FUSED_OPTIM_ELEMENT static void Store(const IO& io, int a, int b, const math::AdafactorPair<T>& r) {
+    io.Store(a, r.a);
+    io.Store(b, r.b);
+  }
 };
 
 struct AdafactorVectorDirection : Adafactor {
@@ -141,10 +153,7 @@ struct AdafactorVectorDirection : Adafactor {
   template <typename T, typename IO>
   FUSED_OPTIM_ELEMENT static void Apply(const IO& io, const Hyper<T>& h, const Scalars<T>& s) {
     using namespace adafactor_cols;
-    T v = io.Load(kVariance);
-    const T u = math::AdafactorVectorDirection(io.Load(kGrad), v, h, s);
-    io.Store(kVariance, v);
-    io.Store(kUpdate, u);
+    Store(io, kVariance, kUpdate, math::AdafactorVectorDirection(io.Load(kGrad), io.Load(kVariance), h, s));
   }
 };
 
@@ -153,8 +162,7 @@ struct AdafactorFactoredDirection : Adafactor {
   template <typename T, typename IO>
   FUSED_OPTIM_ELEMENT static void Apply(const IO& io, const Hyper<T>& h, const Scalars<T>& /*s*/) {
     using namespace adafactor_cols;
-    const T grad = io.Load(kGrad);
-    io.Store(kEstimate, math::AdafactorScaled(h.maximize ? -grad : grad, io.Load(kEstimate), h));
+    io.Store(kEstimate, math::AdafactorFactoredDirection(io.Load(kGrad), io.Load(kEstimate), h));
   }
 };
 
@@ -163,20 +171,20 @@ struct AdafactorApply : Adafactor {
   template <typename T, typename IO>
   FUSED_OPTIM_ELEMENT static void Apply(const IO& io, const Hyper<T>& h, const Scalars<T>& s) {
     using namespace adafactor_cols;
-    T p = io.Load(kParam);
-    math::AdafactorApply(p, io.Load(kApplyUpdate), h, s);
-    io.Store(kParam, p);
+    io.Store(kParam, math::AdafactorApply(io.Load(kParam), io.Load(kApplyUpdate), h, s));
   }
 };
 
+// The update is the apply pass's read-only input (the grad's place in a step table).
 struct AdafactorApplyBackward : Adafactor {
-  static constexpr int kLists = 5;
+  using C = BackwardOf<AdafactorApply::kLists>;  // the standard layout
+  static constexpr int kLists = C::kLists;
   template <typename T, typename IO>
   FUSED_OPTIM_ELEMENT static void Apply(const IO& io, const Hyper<T>& h, const Scalars<T>& s) {
     using namespace adafactor_cols;
-    const auto r = math::AdafactorApplyBackward(io.Load(kGParamNew), io.Load(kBUpdate), io.Load(kBParam), h, s);
-    io.Store(kOutParam, r.a);
-    io.Store(kOutUpdate, r.b);
+    Store(io, C::Out(kParam), C::Out(kApplyUpdate),
+          math::AdafactorApplyBackward(io.Load(C::GradNew(kParam)), io.Load(C::In(kApplyUpdate)),
+                                       io.Load(C::In(kParam)), h, s));
   }
 };
 
@@ -185,10 +193,9 @@ struct AdafactorVectorDirectionBackward : Adafactor {
   template <typename T, typename IO>
   FUSED_OPTIM_ELEMENT static void Apply(const IO& io, const Hyper<T>& h, const Scalars<T>& s) {
     using namespace adafactor_cols;
-    const auto r = math::AdafactorVectorDirectionBackward(io.Load(kDUpdate), io.Load(kGVarianceNew), io.Load(kBGrad),
-                                                          io.Load(kBVariance), h, s);
-    io.Store(kOutGrad, r.a);
-    io.Store(kOutVariance, r.b);
+    Store(io, kOutGrad, kOutVariance,
+          math::AdafactorVectorDirectionBackward(io.Load(kDUpdate), io.Load(kGVarianceNew), io.Load(kBGrad),
+                                                 io.Load(kBVariance), h, s));
   }
 };
 
@@ -197,9 +204,8 @@ struct AdafactorFactoredDirectionBackward : Adafactor {
   template <typename T, typename IO>
   FUSED_OPTIM_ELEMENT static void Apply(const IO& io, const Hyper<T>& h, const Scalars<T>& /*s*/) {
     using namespace adafactor_cols;
-    const auto r = math::AdafactorFactoredDirectionBackward(io.Load(kFUpdate), io.Load(kFGrad), io.Load(kFEstimate), h);
-    io.Store(kFOutGrad, r.a);
-    io.Store(kFOutEstimate, r.b);
+    Store(io, kFOutGrad, kFOutEstimate,
+          math::AdafactorFactoredDirectionBackward(io.Load(kFUpdate), io.Load(kFGrad), io.Load(kFEstimate), h));
   }
 };
 

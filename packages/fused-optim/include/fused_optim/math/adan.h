@@ -38,7 +38,7 @@ struct AdanStepScalars {
 template <typename T>
 FUSED_OPTIM_HOST_DEVICE inline void AdanStep(T& p, T grad, T& m, T& v, T& n, T& prev, const AdanHyper<T>& h,
                                              const AdanStepScalars<T>& s) {
-  const T g = h.maximize ? -grad : grad;
+  const T g = MaximizeFlip(grad, h.maximize);
   const T d = s.has_prev ? g - prev : T(0);
   m = m * h.beta1 + h.one_minus_beta1 * g;
   v = v * h.beta2 + h.one_minus_beta2 * d;
@@ -63,7 +63,7 @@ template <typename T>
 FUSED_OPTIM_HOST_DEVICE inline AdanGrads<T> AdanStepBackward(T gp_new, T gm_new, T gv_new, T gn_new, T gprev_new, T p,
                                                              T grad, T m, T v, T n, T prev, const AdanHyper<T>& h,
                                                              const AdanStepScalars<T>& s) {
-  const T g = h.maximize ? -grad : grad;
+  const T g = MaximizeFlip(grad, h.maximize);
   const T d = s.has_prev ? g - prev : T(0);
   const T m_new = m * h.beta1 + h.one_minus_beta1 * g;
   const T v_new = v * h.beta2 + h.one_minus_beta2 * d;
@@ -84,7 +84,7 @@ FUSED_OPTIM_HOST_DEVICE inline AdanGrads<T> AdanStepBackward(T gp_new, T gm_new,
   const T dg = h.one_minus_beta1 * dm_new + dc + dd + gprev_new;
   AdanGrads<T> out{};
   out.p = h.has_decay ? h.decay * dp_shrunk : dp_shrunk;
-  out.grad = h.maximize ? -dg : dg;
+  out.grad = MaximizeFlip(dg, h.maximize);
   out.m = h.beta1 * dm_new;
   out.v = h.beta2 * dv_new;
   out.n = h.beta3 * dn_new;

@@ -66,10 +66,16 @@ FUSED_OPTIM_HOST_DEVICE inline T MaxBackwardShareOfFirst(T upstream, T a, T b) {
   return upstream * share;
 }
 
+// The `maximize` flip: a maximized objective's gradient is negated. The flip is its own backward.
+template <typename T>
+FUSED_OPTIM_HOST_DEVICE inline T MaximizeFlip(T x, bool maximize) {
+  return maximize ? -x : x;
+}
+
 // The gradient after the `maximize` flip and L2 weight decay folded into it.
 template <typename T>
 FUSED_OPTIM_HOST_DEVICE inline T EffectiveGrad(T grad, T param, bool maximize, bool has_l2, T weight_decay) {
-  T g = maximize ? -grad : grad;
+  T g = MaximizeFlip(grad, maximize);
   return has_l2 ? g + weight_decay * param : g;
 }
 
@@ -78,7 +84,7 @@ FUSED_OPTIM_HOST_DEVICE inline T EffectiveGrad(T grad, T param, bool maximize, b
 template <typename T, typename Grads, typename Hyper>
 FUSED_OPTIM_HOST_DEVICE inline void EffectiveGradBackward(Grads& out, T gp, T dg, const Hyper& h) {
   out.p = gp + (h.has_l2 ? h.weight_decay * dg : T(0));
-  out.grad = h.maximize ? -dg : dg;
+  out.grad = MaximizeFlip(dg, h.maximize);
 }
 
 // The Adam family (Adam, NAdam, RAdam) shares its hyper-parameters, its moment updates and their
@@ -168,6 +174,11 @@ FUSED_OPTIM_HOST_DEVICE inline AdamMomentGrads<T> UpdateMomentsBackward(T gp_new
 #define FUSED_OPTIM_ELEMENT __attribute__((always_inline, flatten)) inline
 #endif
 
+// The step table of the Adam-family algorithms without further state (NAdam, RAdam).
+namespace fused_optim::adam_family_cols {
+enum : int { kParam, kGrad, kExpAvg, kExpAvgSq };
+}  // namespace fused_optim::adam_family_cols
+
 namespace fused_optim::bind {
 
 // The columns of a backward table in the standard order (the order the ops' UpdateBackward adds
@@ -179,6 +190,42 @@ struct BackwardOf {
   FUSED_OPTIM_HOST_DEVICE static constexpr int GradNew(int col) { return col == 0 ? 0 : col - 1; }  // col != grad
   FUSED_OPTIM_HOST_DEVICE static constexpr int In(int col) { return N - 1 + col; }
   FUSED_OPTIM_HOST_DEVICE static constexpr int Out(int col) { return 2 * N - 1 + col; }
+};
+
+// The step and backward bindings of an Adam-family algorithm whose step table is adam_family_cols
+// and whose backward has the standard layout, from its base binding A: Hyper, Scalars, MakeScalars
+// and Flags, and its math as A::Step(p, grad, m, v, h, s) (in place) and
+// A::StepBackward(gp', gm', gv', p, grad, m, v, h, s) (returning math::AdamMomentGrads).
+template <typename A>
+struct AdamFamilyStep : A {
+  static constexpr int kLists = 4;
+  template <typename T, typename IO>
+  FUSED_OPTIM_ELEMENT static void Apply(const IO& io, const typename A::template Hyper<T>& h,
+                                        const typename A::template Scalars<T>& s) {
+    using namespace adam_family_cols;
+    T p = io.Load(kParam), m = io.Load(kExpAvg), v = io.Load(kExpAvgSq);
+    A::Step(p, io.Load(kGrad), m, v, h, s);
+    io.Store(kParam, p);
+    io.Store(kExpAvg, m);
+    io.Store(kExpAvgSq, v);
+  }
+};
+template <typename A>
+struct AdamFamilyBackward : A {
+  using C = BackwardOf<AdamFamilyStep<A>::kLists>;
+  static constexpr int kLists = C::kLists;
+  template <typename T, typename IO>
+  FUSED_OPTIM_ELEMENT static void Apply(const IO& io, const typename A::template Hyper<T>& h,
+                                        const typename A::template Scalars<T>& s) {
+    using namespace adam_family_cols;
+    const math::AdamMomentGrads<T> r = A::StepBackward(
+        io.Load(C::GradNew(kParam)), io.Load(C::GradNew(kExpAvg)), io.Load(C::GradNew(kExpAvgSq)),
+        io.Load(C::In(kParam)), io.Load(C::In(kGrad)), io.Load(C::In(kExpAvg)), io.Load(C::In(kExpAvgSq)), h, s);
+    io.Store(C::Out(kParam), r.p);
+    io.Store(C::Out(kGrad), r.grad);
+    io.Store(C::Out(kExpAvg), r.m);
+    io.Store(C::Out(kExpAvgSq), r.v);
+  }
 };
 
 // For algorithms whose one per-tensor scalar is a step size (`clr`) from the tensor's step count.

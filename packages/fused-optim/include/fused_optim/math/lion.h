@@ -30,7 +30,7 @@ FUSED_OPTIM_HOST_DEVICE inline T SignKeepNan(T x) {
 
 template <typename T>
 FUSED_OPTIM_HOST_DEVICE inline void LionStep(T& p, T grad, T& m, const LionHyper<T>& h) {
-  const T g = h.maximize ? -grad : grad;
+  const T g = MaximizeFlip(grad, h.maximize);
   const T c = m * h.beta1 + h.one_minus_beta1 * g;
   p = h.has_decay ? p * h.decay : p;
   p = p + (-h.lr) * SignKeepNan(c);
@@ -51,7 +51,7 @@ FUSED_OPTIM_HOST_DEVICE inline LionGrads<T> LionStepBackward(T gp_new, T gm_new,
   LionGrads<T> out{};
   out.p = h.has_decay ? h.decay * gp_new : gp_new;
   out.m = h.beta2 * gm_new;
-  out.grad = h.maximize ? -dg : dg;
+  out.grad = MaximizeFlip(dg, h.maximize);
   return out;
 }
 

@@ -52,11 +52,10 @@ FUSED_OPTIM_HOST_DEVICE inline NadamGrads<T> NadamStepBackward(T gp_new, T gm_ne
 
 }  // namespace fused_optim::math
 
-// The kernel binding (see common.h): the kernel table's columns and how each element function
+// The kernel binding (see common.h): the per-tensor scalars' columns and how each element function
 // maps them to the math above, shared by the CPU loops and the CUDA kernels.
 namespace fused_optim {
 namespace nadam_cols {
-enum : int { kParam, kGrad, kExpAvg, kExpAvgSq };
 enum : int { kBc2 = 0, kGradCoef, kAvgCoef, kNumScalars };  // per-tensor scalars
 }  // namespace nadam_cols
 
@@ -76,36 +75,19 @@ struct Nadam {
   static auto Flags(Hyper<T>& h, Scalars<T>& /*s*/) {
     return std::tie(h.maximize, h.has_l2, h.has_decay, h.lerp_small);
   }
-};
-
-struct NadamStep : Nadam {
-  static constexpr int kLists = 4;
-  template <typename T, typename IO>
-  FUSED_OPTIM_ELEMENT static void Apply(const IO& io, const Hyper<T>& h, const Scalars<T>& s) {
-    using namespace nadam_cols;
-    T p = io.Load(kParam), m = io.Load(kExpAvg), v = io.Load(kExpAvgSq);
-    math::NadamStep(p, io.Load(kGrad), m, v, h, s);
-    io.Store(kParam, p);
-    io.Store(kExpAvg, m);
-    io.Store(kExpAvgSq, v);
+  // The math, for AdamFamilyStep and AdamFamilyBackward.
+  template <typename... A>
+  FUSED_OPTIM_HOST_DEVICE static void Step(A&&... a) {
+    math::NadamStep(a...);
+  }
+  template <typename... A>
+  FUSED_OPTIM_HOST_DEVICE static auto StepBackward(A... a) {
+    return math::NadamStepBackward(a...);
   }
 };
 
-struct NadamBackward : Nadam {
-  using C = BackwardOf<NadamStep::kLists>;  // the standard layout
-  static constexpr int kLists = C::kLists;
-  template <typename T, typename IO>
-  FUSED_OPTIM_ELEMENT static void Apply(const IO& io, const Hyper<T>& h, const Scalars<T>& s) {
-    using namespace nadam_cols;
-    const math::NadamGrads<T> r = math::NadamStepBackward<T>(
-        io.Load(C::GradNew(kParam)), io.Load(C::GradNew(kExpAvg)), io.Load(C::GradNew(kExpAvgSq)),
-        io.Load(C::In(kParam)), io.Load(C::In(kGrad)), io.Load(C::In(kExpAvg)), io.Load(C::In(kExpAvgSq)), h, s);
-    io.Store(C::Out(kParam), r.p);
-    io.Store(C::Out(kGrad), r.grad);
-    io.Store(C::Out(kExpAvg), r.m);
-    io.Store(C::Out(kExpAvgSq), r.v);
-  }
-};
+struct NadamStep : AdamFamilyStep<Nadam> {};
+struct NadamBackward : AdamFamilyBackward<Nadam> {};
 
 }  // namespace bind
 }  // namespace fused_optim

@@ -46,16 +46,15 @@ FUSED_OPTIM_HOST_DEVICE inline RadamGrads<T> RadamStepBackward(T gp_new, T gm_ne
 
 }  // namespace fused_optim::math
 
-// The kernel binding (see common.h): the kernel table's columns and how each element function
+// The kernel binding (see common.h): the per-tensor scalars' columns and how each element function
 // maps them to the math above, shared by the CPU loops and the CUDA kernels.
 namespace fused_optim::radam_cols {
-enum : int { kParam, kGrad, kExpAvg, kExpAvgSq };
 enum : int { kBc1 = 0, kBc2Sqrt, kRect, kAdaptive };  // per-tensor scalars
 }  // namespace fused_optim::radam_cols
 
 namespace fused_optim::bind {
 
-struct RadamStep {
+struct Radam {
   template <typename T>
   using Hyper = math::RadamHyper<T>;
   template <typename T>
@@ -69,33 +68,18 @@ struct RadamStep {
   static auto Flags(Hyper<T>& h, Scalars<T>& s) {
     return std::tie(h.maximize, h.has_l2, h.has_decay, h.lerp_small, s.adaptive);
   }
-
-  static constexpr int kLists = 4;
-  template <typename T, typename IO>
-  FUSED_OPTIM_ELEMENT static void Apply(const IO& io, const Hyper<T>& h, const Scalars<T>& s) {
-    using namespace radam_cols;
-    T p = io.Load(kParam), m = io.Load(kExpAvg), v = io.Load(kExpAvgSq);
-    math::RadamStep(p, io.Load(kGrad), m, v, h, s);
-    io.Store(kParam, p);
-    io.Store(kExpAvg, m);
-    io.Store(kExpAvgSq, v);
+  // The math, for AdamFamilyStep and AdamFamilyBackward.
+  template <typename... A>
+  FUSED_OPTIM_HOST_DEVICE static void Step(A&&... a) {
+    math::RadamStep(a...);
+  }
+  template <typename... A>
+  FUSED_OPTIM_HOST_DEVICE static auto StepBackward(A... a) {
+    return math::RadamStepBackward(a...);
   }
 };
 
-struct RadamBackward : RadamStep {          // the same hyper-parameters, scalars and flags
-  using C = BackwardOf<RadamStep::kLists>;  // the standard layout
-  static constexpr int kLists = C::kLists;
-  template <typename T, typename IO>
-  FUSED_OPTIM_ELEMENT static void Apply(const IO& io, const Hyper<T>& h, const Scalars<T>& s) {
-    using namespace radam_cols;
-    const math::RadamGrads<T> r = math::RadamStepBackward<T>(
-        io.Load(C::GradNew(kParam)), io.Load(C::GradNew(kExpAvg)), io.Load(C::GradNew(kExpAvgSq)),
-        io.Load(C::In(kParam)), io.Load(C::In(kGrad)), io.Load(C::In(kExpAvg)), io.Load(C::In(kExpAvgSq)), h, s);
-    io.Store(C::Out(kParam), r.p);
-    io.Store(C::Out(kGrad), r.grad);
-    io.Store(C::Out(kExpAvg), r.m);
-    io.Store(C::Out(kExpAvgSq), r.v);
-  }
-};
+struct RadamStep : AdamFamilyStep<Radam> {};
+struct RadamBackward : AdamFamilyBackward<Radam> {};
 
 }  // namespace fused_optim::bind

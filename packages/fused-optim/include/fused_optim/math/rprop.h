@@ -34,7 +34,7 @@ FUSED_OPTIM_HOST_DEVICE inline T RpropFactor(T prod, const RpropHyper<T>& h) {
 
 template <typename T>
 FUSED_OPTIM_HOST_DEVICE inline void RpropStep(T& p, T grad, T& prev, T& step_size, const RpropHyper<T>& h) {
-  const T g = h.maximize ? -grad : grad;
+  const T g = MaximizeFlip(grad, h.maximize);
   const T prod = g * prev;
   step_size = Clamp(step_size * RpropFactor(prod, h), h.step_size_min, h.step_size_max);
   const T kept = prod < T(0) ? T(0) : g;  // a sign change skips this step's move
@@ -54,7 +54,7 @@ struct RpropGrads {
 template <typename T>
 FUSED_OPTIM_HOST_DEVICE inline RpropGrads<T> RpropStepBackward(T gp_new, T gprev_new, T gs_new, T grad, T prev,
                                                                T step_size, const RpropHyper<T>& h) {
-  const T g = h.maximize ? -grad : grad;
+  const T g = MaximizeFlip(grad, h.maximize);
   const T prod = g * prev;
   const T factor = RpropFactor(prod, h);
   const T scaled = step_size * factor;
@@ -67,7 +67,7 @@ FUSED_OPTIM_HOST_DEVICE inline RpropGrads<T> RpropStepBackward(T gp_new, T gprev
   out.step_size = inside ? factor * ds_new : T(0);
   out.prev = T(0);
   const T dg = changed ? T(0) : gprev_new;
-  out.grad = h.maximize ? -dg : dg;
+  out.grad = MaximizeFlip(dg, h.maximize);
   return out;
 }
 
