@@ -11,7 +11,7 @@ from diffopt.base import EmptyState, GradientTransformation, identity
 from diffopt.transform import scale, scale_by_schedule
 from diffopt.transform._leafwise import flatten_updates, unflatten
 
-__all__ = ["check_lr", "flip_sign_and_add_weight_decay", "scale_by_neg_lr"]
+__all__ = ["check_lr", "check_weight_decay", "flip_sign_and_add_weight_decay", "scale_by_neg_lr"]
 
 
 def check_lr(name: str, lr: Any) -> None:
@@ -20,6 +20,13 @@ def check_lr(name: str, lr: Any) -> None:
         return
     if not (lr >= 0.0):
         raise ValueError(f"{name}: invalid learning rate {lr}; it must be >= 0")
+
+
+def check_weight_decay(name: str | None, weight_decay: float) -> None:
+    """Raise a ValueError for a negative or NaN weight decay, naming the alias ``name`` if given."""
+    if not weight_decay >= 0.0:
+        prefix = f"{name}: " if name else ""
+        raise ValueError(f"{prefix}invalid weight_decay {weight_decay}; it must be >= 0")
 
 
 def flip_sign_and_add_weight_decay(weight_decay: float = 0.0,
@@ -41,8 +48,7 @@ def flip_sign_and_add_weight_decay(weight_decay: float = 0.0,
         >>> tx.update([torch.tensor(1.0)], tx.init(p), params=p)[0]
         [tensor(0.)]
     """
-    if not weight_decay >= 0.0:
-        raise ValueError(f"invalid weight_decay {weight_decay}; it must be >= 0")
+    check_weight_decay(None, weight_decay)
     if weight_decay == 0.0 and not maximize:
         return identity()
 

@@ -13,7 +13,12 @@ as ``fused_optim.Adan``. The proximal decay is written as the update
 
 from __future__ import annotations
 
-from diffopt.alias._utils import check_lr, flip_sign_and_add_weight_decay, scale_by_neg_lr
+from diffopt.alias._utils import (
+    check_lr,
+    check_weight_decay,
+    flip_sign_and_add_weight_decay,
+    scale_by_neg_lr,
+)
 from diffopt.base import GradientTransformation, identity
 from diffopt.combine import chain
 from diffopt.transform import (
@@ -71,8 +76,7 @@ def adan(
         [tensor([-0.1000])]
     """
     check_lr("adan", lr)
-    if not weight_decay >= 0.0:
-        raise ValueError(f"adan: invalid weight_decay {weight_decay}; it must be >= 0")
+    check_weight_decay("adan", weight_decay)
     b1, b2, b3 = betas
     scaler = scale_by_accelerated_adan if use_accelerated_op else scale_by_adan
     return chain(

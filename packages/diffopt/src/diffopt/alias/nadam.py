@@ -11,7 +11,12 @@ with the L2 penalty :math:`\lambda\theta` added to :math:`g_t`, or with
 
 from __future__ import annotations
 
-from diffopt.alias._utils import check_lr, flip_sign_and_add_weight_decay, scale_by_neg_lr
+from diffopt.alias._utils import (
+    check_lr,
+    check_weight_decay,
+    flip_sign_and_add_weight_decay,
+    scale_by_neg_lr,
+)
 from diffopt.base import GradientTransformation, identity
 from diffopt.combine import chain
 from diffopt.transform import add_decayed_weights
@@ -57,8 +62,7 @@ def nadam(
         tensor([-0.1056])
     """
     check_lr("nadam", lr)
-    if not weight_decay >= 0.0:
-        raise ValueError(f"nadam: invalid weight_decay {weight_decay}; it must be >= 0")
+    check_weight_decay("nadam", weight_decay)
     b1, b2 = betas
     scaler = scale_by_accelerated_nadam if use_accelerated_op else scale_by_nadam
     decoupled = decoupled_weight_decay and weight_decay != 0.0
