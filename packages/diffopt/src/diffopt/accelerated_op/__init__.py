@@ -109,9 +109,8 @@ def adam_direction(grads: list, exp_avgs: list, exp_avg_sqs: list, step: int, *,
         ...                              beta1=0.9, beta2=0.999, eps=0.0)
         ...     assert torch.allclose(d[0], torch.ones(1))
     """
-    return _functional().adam_direction(
-        grads, exp_avgs, exp_avg_sqs, step, beta1=beta1, beta2=beta2, eps=eps, eps_root=eps_root
-    )
+    return _call("adam_direction", grads, exp_avgs, exp_avg_sqs, step, beta1=beta1, beta2=beta2, eps=eps,
+                 eps_root=eps_root)
 
 
 def lion_direction(grads: list, exp_avgs: list, *, beta1: float, beta2: float) -> tuple[list, list]:
@@ -139,8 +138,8 @@ def lion_direction(grads: list, exp_avgs: list, *, beta1: float, beta2: float) -
         ...     d, m = lion_direction([torch.tensor([2.0, -1.0])], [torch.zeros(2)], beta1=0.9, beta2=0.99)
         ...     assert d[0].tolist() == [1.0, -1.0]
     """
-    new = _functional().lion_update([torch.zeros_like(g) for g in grads], grads, exp_avgs, lr=1.0,
-                                    betas=(beta1, beta2), weight_decay=0.0)
+    new = _call("lion_update", [torch.zeros_like(g) for g in grads], grads, exp_avgs, lr=1.0,
+                betas=(beta1, beta2), weight_decay=0.0)
     return [0 - p for p in new.params], new.exp_avgs  # 0 - p, not -p: a zero direction stays +0
 
 
@@ -174,8 +173,8 @@ def adan_direction(grads: list, exp_avgs: list, exp_avg_diffs: list, exp_avg_sqs
         ...     d, *_ = adan_direction([torch.ones(1)], z, z, z, z, 1, beta1=0.98, beta2=0.92, beta3=0.99, eps=0.0)
         ...     assert torch.allclose(d[0], torch.ones(1))
     """
-    new = _functional().adan_update([torch.zeros_like(g) for g in grads], grads, exp_avgs, exp_avg_diffs,
-                                    exp_avg_sqs, prev_grads, step, lr=1.0, betas=(beta1, beta2, beta3), eps=eps)
+    new = _call("adan_update", [torch.zeros_like(g) for g in grads], grads, exp_avgs, exp_avg_diffs, exp_avg_sqs,
+                prev_grads, step, lr=1.0, betas=(beta1, beta2, beta3), eps=eps)
     return ([0 - p for p in new.params], new.exp_avgs, new.exp_avg_diffs, new.exp_avg_sqs, new.prev_grads)
 
 
@@ -201,7 +200,46 @@ def fused_update(name: str, *args, **kwargs):
         ...     out = fused_update('sgd_update', [torch.ones(1)], [torch.ones(1)], lr=0.5)
         ...     assert torch.equal(out.params[0], torch.full((1,), 0.5))
     """
-    return getattr(_functional(), name)(*args, **kwargs)
+    return _call(name, *args, **kwargs)
+
+
+def _call(name: str, *args, **kwargs):
+    """``fused_optim.functional.<name>(*args, **kwargs)``, one call per dtype and device.
+
+    A fused op takes tensors of one dtype on one device (its kernel is compiled per dtype, as
+    torch's fused kernels are), while a parameter tree may mix them (float32 with float64, CPU
+    with CUDA); the plain transforms handle any mix. So the leading list arguments (params or
+    grads first, then the state lists, ``None`` entries allowed) are cut by the first list's
+    (dtype, device), one call runs per group, and the results' lists are put back in the tree's
+    order. The results' other fields (NAdam's momentum product) depend on no tensor list and are
+    the same for every group.
+    """
+    update = getattr(_functional(), name)
+    n_lists = next((k for k, a in enumerate(args) if not isinstance(a, (list, tuple))), len(args))
+    lists, rest = args[:n_lists], args[n_lists:]
+    groups: dict[tuple, list[int]] = {}
+    for i, t in enumerate(lists[0] if lists else ()):
+        groups.setdefault((t.dtype, t.device), []).append(i)
+    if len(groups) <= 1:
+        return update(*args, **kwargs)
+    size = len(lists[0])
+    parts = [(indices, update(*[[values[i] for i in indices] if values else values for values in lists], *rest,
+                              **kwargs)) for indices in groups.values()]
+    merged = []
+    for k, first in enumerate(parts[0][1]):
+        if not isinstance(first, list):
+            merged.append(first)
+            continue
+        if not any(result[k] for _, result in parts):  # an output this configuration has not
+            merged.append([])
+            continue
+        values = [None] * size
+        for indices, result in parts:
+            for i, value in zip(indices, result[k]):
+                values[i] = value
+        merged.append(values)
+    first_result = parts[0][1]
+    return type(first_result)(*merged) if hasattr(first_result, "_fields") else tuple(merged)
 
 
 is_available = accelerated_op_available

@@ -210,21 +210,19 @@ def scale_by_accelerated_adafactor(lr=1e-2, beta2_decay: float = -0.8, eps: tupl
             return plain.update(updates, state, params=params)
         treespec, grads, (rows, cols, leaves) = flatten_updates(name, updates, state.row_var, state.col_var, params)
         present = [i for i, g in enumerate(grads) if g is not None]
-        groups = {}  # (dtype, device) -> leaf indices: one op call each
         for i in present:
             check_leaf(name, i, grads[i], leaves[i])
-            groups.setdefault((leaves[i].dtype, leaves[i].device), []).append(i)
         count = state.count + 1
         step = int(count)
         new_updates, new_rows, new_cols = [None] * len(grads), list(rows), list(cols)
-        for indices in groups.values():
-            factored = [_factored(leaves[i]) for i in indices]
-            out = fused_update("adafactor_update", [leaves[i] for i in indices], [grads[i] for i in indices],
-                               [rows[i] if f else None for i, f in zip(indices, factored)],
-                               [cols[i] if f else None for i, f in zip(indices, factored)],
-                               [None if f else rows[i] for i, f in zip(indices, factored)], step, lr=lr,
+        if present:  # fused_update makes one op call per dtype and device
+            factored = [_factored(leaves[i]) for i in present]
+            out = fused_update("adafactor_update", [leaves[i] for i in present], [grads[i] for i in present],
+                               [rows[i] if f else None for i, f in zip(present, factored)],
+                               [cols[i] if f else None for i, f in zip(present, factored)],
+                               [None if f else rows[i] for i, f in zip(present, factored)], step, lr=lr,
                                beta2_decay=beta2_decay, eps=eps, d=d, weight_decay=weight_decay)
-            for j, (i, f) in enumerate(zip(indices, factored)):
+            for j, (i, f) in enumerate(zip(present, factored)):
                 new_updates[i] = out.params[j] - leaves[i]
                 new_rows[i] = out.row_vars[j] if f else out.variances[j]
                 if f:
