@@ -147,3 +147,74 @@ def test_random_spd_pytrees_match_dense_solve(sizes, seed, preconditioned):
     M = (lambda r: split(inverse_diagonal * torch.cat(r))) if preconditioned else None
     x = linalg.cg(matvec, b, rtol=1e-12, M=M)
     torch.testing.assert_close(torch.cat(x), torch.linalg.solve(A, torch.cat(b)))
+
+
+def _coupled_problem(dtypes, seed=11):
+    # One SPD matrix coupling a dict of leaves of the given dtypes ({'w': (2, 3), 'b': (2,)}).
+    A = spd(8, seed, cond=30.0)
+    g = torch.Generator().manual_seed(seed)
+    b = {"w": torch.randn(2, 3, generator=g, dtype=torch.float64).to(dtypes[0]),
+         "b": torch.randn(2, generator=g, dtype=torch.float64).to(dtypes[1])}
+
+    def matvec(tree):
+        flat = torch.cat([tree["w"].reshape(-1).double(), tree["b"].double()])
+        out = A @ flat
+        return {"w": out[:6].reshape(2, 3).to(tree["w"].dtype), "b": out[6:].to(tree["b"].dtype)}
+
+    return A, b, matvec
+
+
+def test_uniform_and_mixed_dtype_trees_give_the_same_iterates():
+    # A uniform tree is iterated as one flat vector, a mixed-dtype one leaf by leaf: the same CG.
+    A, b, matvec = _coupled_problem((torch.float64, torch.float64))
+    expected = torch.linalg.solve(A, torch.cat([b["w"].reshape(-1), b["b"]]))
+    for maxiter in (0, 1, 3):
+        uniform = linalg.cg(matvec, b, maxiter=maxiter, rtol=0.0)
+        mixed_b = {"w": b["w"], "b": b["b"].to(torch.float32)}
+        mixed = linalg.cg(matvec, mixed_b, maxiter=maxiter, rtol=0.0)
+        assert mixed["b"].dtype == torch.float32 and mixed["w"].dtype == torch.float64
+        torch.testing.assert_close(mixed["w"], uniform["w"], rtol=1e-5, atol=1e-6)
+        torch.testing.assert_close(mixed["b"], uniform["b"].float(), rtol=1e-5, atol=1e-6)
+    x = linalg.cg(matvec, b, rtol=1e-12)
+    assert x["w"].shape == (2, 3) and x["b"].shape == (2,)
+    torch.testing.assert_close(torch.cat([x["w"].reshape(-1), x["b"]]), expected)
+
+
+def test_complex_pytree_matches_dense_solve():
+    g = torch.Generator().manual_seed(12)
+    Q = torch.randn(5, 5, generator=g, dtype=torch.complex128)
+    A = Q @ Q.mH + 5 * torch.eye(5, dtype=torch.complex128)  # Hermitian positive definite
+    b = (torch.randn(3, generator=g, dtype=torch.complex128),
+         torch.randn(2, generator=g, dtype=torch.complex128))
+    x = linalg.cg(lambda v: tuple(torch.split(A @ torch.cat(v), [3, 2])), b, rtol=1e-12)
+    torch.testing.assert_close(torch.cat(x), torch.linalg.solve(A, torch.cat(b)))
+
+
+def test_gradient_flows_through_iterations_on_a_pytree():
+    # x(b, A) on a two-leaf tree: d(sum x)/db = A^{-T} 1; for A, CG (which assumes symmetry) is
+    # exact along symmetric perturbations, so the symmetric part of A.grad is that of the solve's.
+    A, b, _ = _coupled_problem((torch.float64, torch.float64), seed=13)
+    A.requires_grad_(True)
+    b = {k: v.requires_grad_(True) for k, v in b.items()}
+
+    def matvec(tree):
+        out = A @ torch.cat([tree["w"].reshape(-1), tree["b"]])
+        return {"w": out[:6].reshape(2, 3), "b": out[6:]}
+
+    x = linalg.cg(matvec, b, rtol=1e-13)
+    (x["w"].sum() + x["b"].sum()).backward()
+    dense = torch.linalg.solve(A.detach().T, torch.ones(8, dtype=torch.float64))
+    torch.testing.assert_close(torch.cat([b["w"].grad.reshape(-1), b["b"].grad]), dense)
+    solution = torch.linalg.solve(A.detach(), torch.cat([b["w"].reshape(-1), b["b"]]).detach())
+    expected = -torch.outer(dense, solution)
+    torch.testing.assert_close(A.grad + A.grad.T, expected + expected.T)
+
+
+def test_output_of_a_wrong_structure_or_shape_is_named():
+    b = {"w": torch.ones(2, 3), "b": torch.ones(2)}
+    with pytest.raises(ValueError, match="output of A must have the structure"):
+        linalg.cg(lambda v: [v["w"], v["b"]], b)
+    with pytest.raises(ValueError, match="output of A must have the leaf shapes"):
+        linalg.cg(lambda v: {"w": v["w"].T, "b": v["b"]}, b)
+    with pytest.raises(ValueError, match="x0 must have the leaf shapes"):
+        linalg.cg(lambda v: v, b, x0={"w": torch.ones(3), "b": torch.ones(2)})

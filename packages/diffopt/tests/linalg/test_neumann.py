@@ -97,3 +97,17 @@ def test_ns_inv_of_a_matrix_free_operator_is_an_operator():
     x = inverse(b)
     torch.testing.assert_close(x["w"], torch.linalg.solve(A["w"], b["w"]))
     torch.testing.assert_close(x["b"], torch.linalg.solve(A["b"], b["b"]))
+
+
+def test_uniform_and_mixed_dtype_trees_sum_the_same_series():
+    # A uniform tree is summed as one flat vector, a mixed-dtype one leaf by leaf.
+    A = {"a": torch.tensor([[1.0, 0.2], [0.2, 0.8]], dtype=torch.float64),
+         "b": torch.tensor([[0.9]], dtype=torch.float64)}
+    b = {"a": torch.tensor([1.0, -2.0], dtype=torch.float64), "b": torch.tensor([3.0])}
+    uniform = linalg.ns(A, {"a": b["a"], "b": b["b"].double()}, 60, alpha=0.8)
+    mixed = linalg.ns({"a": A["a"], "b": A["b"].float()}, b, 60, alpha=0.8)
+    assert mixed["b"].dtype == torch.float32
+    torch.testing.assert_close(mixed["a"], uniform["a"])
+    torch.testing.assert_close(mixed["b"], uniform["b"].float())
+    torch.testing.assert_close(uniform["a"], torch.linalg.solve(A["a"], b["a"]))
+    torch.testing.assert_close(uniform["b"], torch.tensor([3.0 / 0.9], dtype=torch.float64))

@@ -7,8 +7,8 @@ import warnings
 from collections.abc import Callable
 from typing import Any
 
-from diffopt import tree_math
-from diffopt.linalg._operator import as_linear_operator, check_like, check_rhs, tree_size
+from diffopt.linalg._operator import as_linear_operator, check_rhs, tree_size
+from diffopt.linalg._vector import Space
 
 __all__ = ["cg"]
 
@@ -79,33 +79,32 @@ def cg(
     if maxiter is None:
         maxiter = 10 * tree_size(b)
 
-    def apply_checked(op: Callable[[Any], Any], x: Any, what: str) -> Any:
-        out = op(x)
-        check_like(out, b, f"the output of {what}")
-        return out
-
+    space = Space(b)
+    matvec = space.operator(matvec, "A")
+    if precondition is not None:
+        precondition = space.operator(precondition, "M")
+    b = space.vector(b, "b")
     if x0 is None:
-        x = tree_math.tree_zeros_like(b)
+        x = space.zeros()
         r = b
     else:
-        check_like(x0, b, "x0")
-        x = x0
-        r = tree_math.tree_sub(b, apply_checked(matvec, x, "A"))
+        x = space.vector(x0, "x0")
+        r = space.sub(b, matvec(x))
 
-    threshold2 = max(rtol**2 * float(tree_math.tree_vdot_real(b, b).detach()), atol**2)
-    z = r if precondition is None else apply_checked(precondition, r, "M")
-    gamma = tree_math.tree_vdot_real(r, z)
+    threshold2 = max(rtol**2 * float(space.dot(b, b).detach()), atol**2)
+    z = r if precondition is None else precondition(r)
+    gamma = space.dot(r, z)
     p = z
     warned = False
     for _ in range(maxiter):
-        residual2 = gamma if precondition is None else tree_math.tree_vdot_real(r, r)
+        residual2 = gamma if precondition is None else space.dot(r, r)
         residual2 = float(residual2.detach())
         if not math.isfinite(residual2):
             raise FloatingPointError("cg: the residual became non-finite (inf or nan)")
         if residual2 <= threshold2:
             break
-        Ap = apply_checked(matvec, p, "A")
-        curvature = tree_math.tree_vdot_real(p, Ap)
+        Ap = matvec(p)
+        curvature = space.dot(p, Ap)
         curvature_value = float(curvature.detach())
         if not math.isfinite(curvature_value):
             raise FloatingPointError("cg: A(p) returned a non-finite value (inf or nan)")
@@ -121,11 +120,11 @@ def cg(
                 stacklevel=2,
             )
         alpha = gamma / curvature
-        x = tree_math.tree_add_scalar_mul(x, p, alpha)
-        r = tree_math.tree_sub_scalar_mul(r, Ap, alpha)
-        z = r if precondition is None else apply_checked(precondition, r, "M")
-        gamma_next = tree_math.tree_vdot_real(r, z)
+        x = space.scaled_add(x, p, alpha)
+        r = space.scaled_sub(r, Ap, alpha)
+        z = r if precondition is None else precondition(r)
+        gamma_next = space.dot(r, z)
         beta = gamma_next / gamma
-        p = tree_math.tree_add_scalar_mul(z, p, beta)
+        p = space.scaled_add(z, p, beta)
         gamma = gamma_next
-    return x
+    return space.tree(x)

@@ -24,8 +24,8 @@ from typing import Any
 import torch
 
 import optree_core
-from diffopt import tree_math
-from diffopt.linalg._operator import as_linear_operator, check_like, check_rhs
+from diffopt.linalg._operator import as_linear_operator, check_rhs
+from diffopt.linalg._vector import Space
 
 __all__ = ["NeumannDivergenceWarning", "ns", "ns_inv"]
 
@@ -125,20 +125,19 @@ def ns(
     maxiter, alpha = _check_arguments(maxiter, alpha)
     matvec = as_linear_operator(A, "A")
     check_rhs(b)
-    term = b
-    total = b
-    first_norm = float(tree_math.tree_l2_norm(b).detach())
+    space = Space(b)
+    matvec = space.operator(matvec, "A")
+    term = total = space.vector(b, "b")
+    first_norm = float(space.norm(term).detach())
     last_norm = first_norm
     for _ in range(maxiter):
-        product = matvec(term)
-        check_like(product, b, "the output of A")
-        term = tree_math.tree_sub_scalar_mul(term, product, alpha)
-        total = tree_math.tree_add(total, term)
-        last_norm = float(tree_math.tree_l2_norm(term).detach())
+        term = space.scaled_sub(term, matvec(term), alpha)
+        total = space.add(total, term)
+        last_norm = float(space.norm(term).detach())
         if not math.isfinite(last_norm) or last_norm == 0.0:
             break
     _diverging(first_norm, last_norm, "ns", alpha)
-    return tree_math.tree_scalar_mul(alpha, total)
+    return space.tree(space.scale(alpha, total))
 
 
 def ns_inv(
