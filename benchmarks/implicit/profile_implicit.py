@@ -7,19 +7,32 @@ TorchOpt's. "backward" = full - inner solver: what ``custom_root`` and the linea
 the only part the library controls. Medians over rounds, 1 thread. ``--profile`` adds a cProfile
 of each library's hyper-gradient (top functions by own time).
 
+``--split`` times the library's part directly instead of by difference: each library's
+hyper-gradient with the solver replaced by one that returns the converged ``T``-step solution
+(forward glue, the optimality condition's graph, ``K`` CG iterations, the final product with
+``B``, and the outer loss, which is the same user code in both), one Hessian-vector product of
+each library (ours: autograd's double backward through the retained residual graph; TorchOpt's:
+the ``functorch.vjp`` of its ``torch.func.grad`` optimality), and the bound this puts on the
+full ratio with the inner solver shared: ``(S + B_TorchOpt) / (S + B_diffopt)`` is at most
+``(S + B_TorchOpt) / S``, reached only by a free backward. ``--clock cpu`` times thread CPU
+time, which a loaded machine inflates less than wall time.
+
     python benchmarks/implicit/profile_implicit.py [--rounds 9] [--steps 25 50 100 200]
+    python benchmarks/implicit/profile_implicit.py --split [--clock cpu]
 """
 
 from __future__ import annotations
 
 import argparse
 import cProfile
+import functools
 import io
 import os
 import pstats
 import statistics
 import sys
 import time
+import warnings
 from pathlib import Path
 
 import torch
@@ -44,6 +57,77 @@ def contenders(problem: dict, steps: int, k: int) -> dict:
     return fns
 
 
+def backward_only(library: str, problem: dict, solution, k: int):
+    """One hyper-gradient through ``library``'s custom_root whose solver returns ``solution``."""
+    theta, data = problem["theta"], problem["data"]
+    if library == "diffopt":
+        decorator = workloads.custom_root(
+            workloads.optimality, argnums=1,
+            solve=workloads.linear_solve.solve_cg(maxiter=k, rtol=0.0))
+        args = (theta, data)
+    else:
+        decorator = workloads.torchopt.diff.implicit.custom_root(
+            workloads.functional_optimality, argnums=1,
+            solve=workloads.torchopt.linear_solve.solve_cg(maxiter=k, rtol=0.0))
+        args = (tuple(theta), data)
+
+    @decorator
+    def solver(phi0, theta, data):
+        return tuple(s.clone() for s in solution)
+
+    phi = solver(tuple(t.detach() for t in theta), *args)
+    return torch.autograd.grad(workloads.outer_loss(phi, problem["val"]), theta)
+
+
+def hessian_vector_products(problem: dict, solution) -> dict:
+    """One product ``v -> (dF/dphi)^T v`` at ``solution``, as each library computes it."""
+    theta, data = problem["theta"], problem["data"]
+    phi = tuple(s.detach().requires_grad_() for s in solution)
+    v = tuple(torch.randn_like(s) for s in solution)
+    residual = workloads.optimality(phi, theta, data)
+    fns = {"diffopt HVP": lambda: torch.autograd.grad(residual, phi, v, retain_graph=True)}
+    if workloads.torchopt is not None:
+        from functorch import vjp  # as TorchOpt 0.7.3 calls it
+
+        detached = tuple(t.detach() for t in theta)
+        _, vjp_fn = vjp(lambda s: workloads.functional_optimality(s, detached, data),
+                        tuple(s.detach() for s in solution))
+        fns["TorchOpt HVP"] = lambda: vjp_fn(v)
+    return fns
+
+
+def split(args, problem: dict, clock) -> None:
+    print("\n| T | K | inner solver S ms | diffopt backward ms | TorchOpt backward ms | "
+          "diffopt HVP ms | TorchOpt HVP ms | full ratio (S + B_TorchOpt) / (S + B_diffopt) | "
+          "bound with a free backward (S + B_TorchOpt) / S | B_diffopt for 1.3x ms | load |")
+    print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    for steps in args.steps:
+        k = K_AT_SAME_ACCURACY.get(steps, 16)
+        solution = inner_solver(problem, steps)
+        fns = {"S": functools.partial(inner_solver, problem, steps),
+               "diffopt": functools.partial(backward_only, "diffopt", problem, solution, k)}
+        if workloads.torchopt is not None:
+            fns["TorchOpt"] = functools.partial(backward_only, "torchopt", problem, solution, k)
+        hvps = hessian_vector_products(problem, solution)
+        fns.update(hvps)
+        for fn in fns.values():
+            fn()
+        times: dict[str, list[float]] = {name: [] for name in fns}
+        for _ in range(args.rounds):
+            for name, fn in fns.items():
+                repeats = 10 if name in hvps else 1
+                start = clock()
+                for _ in range(repeats):
+                    fn()
+                times[name].append((clock() - start) / repeats)
+        med = {name: statistics.median(v) * 1e3 for name, v in times.items()}
+        s, ours, peer = med["S"], med["diffopt"], med.get("TorchOpt", float("nan"))
+        print(f"| {steps} | {k} | {s:.1f} | {ours:.1f} | {peer:.1f} | {med['diffopt HVP']:.3f} | "
+              f"{med.get('TorchOpt HVP', float('nan')):.3f} | {(s + peer) / (s + ours):.2f} | "
+              f"{(s + peer) / s:.2f} | {(s + peer) / 1.3 - s:.1f} | {os.getloadavg()[0]:.1f} |",
+              flush=True)
+
+
 def top_functions(fn, repeats: int = 3, limit: int = 8) -> str:
     profile = cProfile.Profile()
     profile.enable()
@@ -61,11 +145,21 @@ def main() -> None:
     parser.add_argument("--steps", type=int, nargs="+", default=list(K_AT_SAME_ACCURACY))
     parser.add_argument("--rounds", type=int, default=9)
     parser.add_argument("--profile", action="store_true", help="cProfile each hyper-gradient")
+    parser.add_argument("--split", action="store_true",
+                        help="time each library's backward and HVP directly, and the bound")
+    parser.add_argument("--clock", choices=("wall", "cpu"), default="wall",
+                        help="wall time (perf_counter) or this thread's CPU time (thread_time)")
     args = parser.parse_args()
     torch.set_num_threads(1)
+    # TorchOpt 0.7.3 calls the deprecated functorch.vjp; its warning would cut the tables.
+    warnings.filterwarnings("ignore", category=FutureWarning, message=".*functorch.vjp.*")
     problem = workloads.make_problem()
-    print(f"torch {torch.__version__}, 1 thread, {args.rounds} interleaved rounds, medians; "
-          f"TorchOpt {'present' if workloads.torchopt is not None else 'absent'}")
+    clock = time.perf_counter if args.clock == "wall" else time.thread_time
+    print(f"torch {torch.__version__}, 1 thread, {args.rounds} interleaved rounds, medians of "
+          f"{args.clock} time; TorchOpt {'present' if workloads.torchopt is not None else 'absent'}")
+    if args.split:
+        split(args, problem, clock)
+        return
     print("\n| T | K | inner solver ms | diffopt ms | TorchOpt ms | diffopt backward ms | "
           "TorchOpt backward ms | TorchOpt / diffopt (full) | (backward) | load |")
     print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
@@ -77,9 +171,9 @@ def main() -> None:
         times: dict[str, list[float]] = {name: [] for name in fns}
         for _ in range(args.rounds):
             for name, fn in fns.items():
-                start = time.perf_counter()
+                start = clock()
                 fn()
-                times[name].append(time.perf_counter() - start)
+                times[name].append(clock() - start)
         med = {name: statistics.median(v) * 1e3 for name, v in times.items()}
         ours_bwd = med["diffopt"] - med["inner solver"]
         peer = med.get("TorchOpt", float("nan"))
