@@ -18,7 +18,7 @@ full ratio with the inner solver shared: ``(S + B_TorchOpt) / (S + B_diffopt)`` 
 time, which a loaded machine inflates less than wall time.
 
     python benchmarks/implicit/profile_implicit.py [--rounds 9] [--steps 25 50 100 200]
-    python benchmarks/implicit/profile_implicit.py --split [--clock cpu]
+    python benchmarks/implicit/profile_implicit.py --split [--clock cpu] [--solve normal_cg]
 """
 
 from __future__ import annotations
@@ -57,18 +57,18 @@ def contenders(problem: dict, steps: int, k: int) -> dict:
     return fns
 
 
-def backward_only(library: str, problem: dict, solution, k: int):
-    """One hyper-gradient through ``library``'s custom_root whose solver returns ``solution``."""
+def backward_only(library: str, problem: dict, solution, k: int, solve: str = "cg"):
+    """One hyper-gradient through ``library``'s custom_root whose solver returns ``solution``,
+    with ``K`` iterations of its ``solve_<solve>`` (``cg`` or ``normal_cg``)."""
     theta, data = problem["theta"], problem["data"]
     if library == "diffopt":
-        decorator = workloads.custom_root(
-            workloads.optimality, argnums=1,
-            solve=workloads.linear_solve.solve_cg(maxiter=k, rtol=0.0))
+        solver = getattr(workloads.linear_solve, f"solve_{solve}")(maxiter=k, rtol=0.0)
+        decorator = workloads.custom_root(workloads.optimality, argnums=1, solve=solver)
         args = (theta, data)
     else:
+        solver = getattr(workloads.torchopt.linear_solve, f"solve_{solve}")(maxiter=k, rtol=0.0)
         decorator = workloads.torchopt.diff.implicit.custom_root(
-            workloads.functional_optimality, argnums=1,
-            solve=workloads.torchopt.linear_solve.solve_cg(maxiter=k, rtol=0.0))
+            workloads.functional_optimality, argnums=1, solve=solver)
         args = (tuple(theta), data)
 
     @decorator
@@ -105,9 +105,11 @@ def split(args, problem: dict, clock) -> None:
         k = K_AT_SAME_ACCURACY.get(steps, 16)
         solution = inner_solver(problem, steps)
         fns = {"S": functools.partial(inner_solver, problem, steps),
-               "diffopt": functools.partial(backward_only, "diffopt", problem, solution, k)}
+               "diffopt": functools.partial(backward_only, "diffopt", problem, solution, k,
+                                            args.solve)}
         if workloads.torchopt is not None:
-            fns["TorchOpt"] = functools.partial(backward_only, "torchopt", problem, solution, k)
+            fns["TorchOpt"] = functools.partial(backward_only, "torchopt", problem, solution, k,
+                                                args.solve)
         hvps = hessian_vector_products(problem, solution)
         fns.update(hvps)
         for fn in fns.values():
@@ -147,6 +149,8 @@ def main() -> None:
     parser.add_argument("--profile", action="store_true", help="cProfile each hyper-gradient")
     parser.add_argument("--split", action="store_true",
                         help="time each library's backward and HVP directly, and the bound")
+    parser.add_argument("--solve", choices=("cg", "normal_cg"), default="cg",
+                        help="the linear solver of --split's backward (both libraries)")
     parser.add_argument("--clock", choices=("wall", "cpu"), default="wall",
                         help="wall time (perf_counter) or this thread's CPU time (thread_time)")
     args = parser.parse_args()

@@ -315,3 +315,16 @@ def test_linear_solver_sees_the_solution_structure():
     sol = solver(init, lam)
     (grad,) = torch.autograd.grad(sol["a"].sum() + sol["b"].sum(), lam)
     torch.testing.assert_close(grad, torch.tensor(2 * 0.5 + 0.25, dtype=DTYPE))
+
+
+def test_solver_returning_misshaped_leaves_is_reported():
+    lam = torch.tensor(1.0, dtype=DTYPE, requires_grad=True)
+
+    def bad_solve(matvec, b):
+        return b.reshape(1, -1)  # the right tree (one tensor), the wrong shape
+
+    solver = custom_root(ridge_optimality, argnums=1, solve=bad_solve)(
+        lambda w0, lam, X, y: torch.zeros(4, dtype=DTYPE))
+    w = solver(torch.zeros(4, dtype=DTYPE), lam, X_TRAIN, Y_TRAIN)
+    with pytest.raises(RuntimeError, match="shape"):
+        torch.autograd.grad(outer_loss(w), lam)

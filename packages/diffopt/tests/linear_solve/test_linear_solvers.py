@@ -160,3 +160,43 @@ def test_keyword_operands_configure_a_solver_with_defaults(factory):
     other = 2.0 * b
     torch.testing.assert_close(solver(b=other), torch.linalg.solve(A, other))
     torch.testing.assert_close(solver(lambda v: 2.0 * A @ v, b), torch.linalg.solve(2.0 * A, b))
+
+
+class _CountingMode(torch.overrides.TorchFunctionMode):
+    """A pass-through __torch_function__ mode that counts torch.autograd.grad calls."""
+
+    def __init__(self):
+        super().__init__()
+        self.grad_calls = 0
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        if func is torch.autograd.grad:
+            self.grad_calls += 1
+        return func(*args, **(kwargs or {}))
+
+
+def test_vjp_engine_path_matches_torch_autograd_grad_and_yields_to_modes():
+    from diffopt.linear_solve._utils import vjp
+
+    g = torch.Generator().manual_seed(0)
+    A = torch.randn(3, 3, generator=g, dtype=torch.float64)
+    x = torch.randn(3, generator=g, dtype=torch.float64, requires_grad=True)
+    unused = torch.randn(2, generator=g, dtype=torch.float64, requires_grad=True)
+    constant = torch.ones(2, dtype=torch.float64)  # an output that does not require grad
+    outputs = [torch.tanh(A @ x), constant]
+    w = [torch.randn(3, generator=g, dtype=torch.float64), torch.ones(2, dtype=torch.float64)]
+    expected = (A.T @ (w[0] * (1 - torch.tanh(A @ x) ** 2))).detach()
+    got = vjp(outputs, [x, unused], w, retain_graph=True)
+    torch.testing.assert_close(got[0], expected)
+    assert torch.equal(got[1], torch.zeros(2, dtype=torch.float64))
+    mode = _CountingMode()
+    with mode:
+        moded = vjp(outputs, [x, unused], w, retain_graph=True)
+    assert mode.grad_calls == 1  # a mode sees the public call, not the engine shortcut
+    torch.testing.assert_close(moded[0], expected)
+    with pytest.raises(RuntimeError, match="shape"):
+        vjp(outputs, [x], [w[0][:2], w[1]], retain_graph=True)
+    # Under grad mode the product is itself differentiable (a double backward).
+    with torch.enable_grad():
+        (first,) = vjp(outputs[:1], [x], w[:1], retain_graph=True)
+    assert first.requires_grad

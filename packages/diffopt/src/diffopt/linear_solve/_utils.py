@@ -1,4 +1,5 @@
-"""Operator plumbing shared by the linear solvers: ridge terms, transposes, dense matrices."""
+"""Operator plumbing shared by the linear solvers: ridge terms, transposes, dense matrices, and
+the vector-Jacobian product that implicit differentiation's operators are built from."""
 
 from __future__ import annotations
 
@@ -15,6 +16,45 @@ from diffopt.linalg._operator import as_linear_operator, check_like
 __all__: list[str] = []
 
 Matvec = Callable[[Any], Any]
+
+# The engine call torch.autograd.grad ends in (private; torch.autograd.grad where it is missing).
+_run_backward = getattr(torch.autograd.graph, "_engine_run_backward", None)
+
+
+def vjp(outputs: list[torch.Tensor], inputs: list[torch.Tensor], cotangents: list[torch.Tensor],
+        *, retain_graph: bool) -> list[torch.Tensor]:
+    """``d sum_i <outputs_i, cotangents_i> / d inputs`` over autograd's recorded graph.
+
+    Outputs that do not require grad are left out and inputs they do not reach get zeros. The
+    result carries a graph when grad mode is on (a double backward of the caller's backward).
+    Plain tensors whose cotangents are shaped like their outputs go straight to the engine call
+    that ``torch.autograd.grad`` ends in: its own argument checks (symbolic-shape comparisons,
+    ~10 us a leaf on CPU) would be paid once or twice per Krylov iteration, and the engine
+    validates cotangents' shape, dtype and device itself. Anything else (tensor subclasses, a
+    ``__torch_function__`` mode, mismatched shapes, which get torch's error) takes
+    ``torch.autograd.grad``.
+    """
+    pairs = [(o, c) for o, c in zip(outputs, cotangents) if o.requires_grad]
+    if not pairs:
+        return [torch.zeros_like(x) for x in inputs]
+    roots = tuple(o for o, _ in pairs)
+    grads_out = tuple(c for _, c in pairs)
+    inputs = tuple(inputs)
+    create_graph = torch.is_grad_enabled()
+    tensors = (*roots, *grads_out, *inputs)
+    if (
+        _run_backward is not None
+        and all(type(t) is torch.Tensor for t in tensors)
+        and not torch.overrides.has_torch_function(tensors)
+        and all(o.shape == c.shape for o, c in pairs)
+    ):
+        grads = _run_backward(roots, grads_out, retain_graph, create_graph, inputs, True,
+                              accumulate_grad=False)
+    else:
+        grads = torch.autograd.grad(roots, inputs, grad_outputs=grads_out,
+                                    retain_graph=retain_graph, create_graph=create_graph,
+                                    allow_unused=True)
+    return [torch.zeros_like(x) if g is None else g for g, x in zip(grads, inputs)]
 
 
 def check_ridge(ridge: float | None) -> None:
@@ -84,21 +124,14 @@ def transpose(matvec: Matvec, example: Any) -> Matvec:
             "differentiable torch operations (or use solve_cg for a symmetric operator)"
         )
 
+    input_spec = optree_core.tree_structure(inputs)
+
     def rmatvec(w: Any) -> Any:
         w_leaves, w_spec = optree_core.tree_flatten(w)
         if w_spec != output_spec:
             raise ValueError(f"transpose: expected a tree like {output_spec}, got {w_spec}")
-        pairs = [(o, g) for o, g in zip(output_leaves, w_leaves) if o.requires_grad]
-        grads = torch.autograd.grad(
-            [o for o, _ in pairs],
-            input_leaves,
-            grad_outputs=[g for _, g in pairs],
-            retain_graph=True,
-            create_graph=torch.is_grad_enabled(),
-            allow_unused=True,
-        )
-        grads = [torch.zeros_like(x) if g is None else g for g, x in zip(grads, input_leaves)]
-        return optree_core.tree_unflatten(optree_core.tree_structure(inputs), grads)
+        grads = vjp(output_leaves, input_leaves, w_leaves, retain_graph=True)
+        return optree_core.tree_unflatten(input_spec, grads)
 
     return rmatvec
 

@@ -21,6 +21,7 @@ import torch
 
 import optree_core
 from diffopt import linear_solve
+from diffopt.linear_solve._utils import vjp
 
 __all__ = ["custom_root"]
 
@@ -102,21 +103,6 @@ def _optimality_residual(problem: _RootProblem, solution: Any, args: list[Any]) 
     return leaves
 
 
-def _grad(outputs, inputs, cotangents, *, retain_graph):
-    pairs = [(o, c) for o, c in zip(outputs, cotangents) if o.requires_grad]
-    if not pairs:
-        return [torch.zeros_like(x) for x in inputs]
-    grads = torch.autograd.grad(
-        [o for o, _ in pairs],
-        inputs,
-        grad_outputs=[c for _, c in pairs],
-        retain_graph=retain_graph,
-        create_graph=torch.is_grad_enabled(),
-        allow_unused=True,
-    )
-    return [torch.zeros_like(x) if g is None else g for g, x in zip(grads, inputs)]
-
-
 class _ImplicitRoot(torch.autograd.Function):
     """Identity on the solution in the forward pass; the implicit VJP in the backward pass."""
 
@@ -159,7 +145,7 @@ class _ImplicitRoot(torch.autograd.Function):
             variable_spec = optree_core.tree_structure(variables)
 
         def transposed_jacobian(u: Any) -> Any:  # u -> (dF/dx)^T u
-            grads = _grad(residual, variables, optree_core.tree_leaves(u), retain_graph=True)
+            grads = vjp(residual, variables, optree_core.tree_leaves(u), retain_graph=True)
             return optree_core.tree_unflatten(variable_spec, grads)
 
         v = [c for c, s in zip(cotangents, solution) if s.requires_grad]
@@ -170,7 +156,7 @@ class _ImplicitRoot(torch.autograd.Function):
             raise ValueError(
                 f"custom_root: the linear solver returned a tree {u_spec}, expected {variable_spec}"
             )
-        theta_grads = _grad(residual, thetas, u_leaves, retain_graph=False)
+        theta_grads = vjp(residual, thetas, u_leaves, retain_graph=False)
         return (None, *[g.neg() for g in theta_grads])
 
 
