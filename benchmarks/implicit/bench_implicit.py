@@ -53,6 +53,11 @@ except ImportError:
 LAM = 1.0
 LR = 0.1
 CG_GRID = (2, 4, 8, 12, 16, 24, 32, 48, 64)
+# The linear solvers both libraries offer by these names: "cg" (CG on the Hessian, symmetric here)
+# and "normal_cg" (CG on the normal equations, for any Jacobian: both custom_roots' default, and
+# what TorchOpt's iMAML example uses), each taken from the library under test.
+SOLVERS = {"cg": lambda library: library.solve_cg,
+           "normal_cg": lambda library: library.solve_normal_cg}
 
 
 def make_problem(dtype=torch.float32, n=512, d=32, hidden=256, seed=0):
@@ -124,12 +129,11 @@ def gradient_descent(phi, theta, data, steps):
     return tuple(phi)
 
 
-def implicit_hypergradient(problem, steps, cg_iterations):
+def implicit_hypergradient(problem, steps, cg_iterations, solve="cg"):
     theta, data = problem["theta"], problem["data"]
+    solver = SOLVERS[solve](linear_solve)(maxiter=cg_iterations, rtol=0.0)
 
-    @custom_root(
-        optimality, argnums=1, solve=linear_solve.solve_cg(maxiter=cg_iterations, rtol=0.0)
-    )
+    @custom_root(optimality, argnums=1, solve=solver)
     def solver(phi0, theta, data):
         return gradient_descent(phi0, theta, data, steps)
 
@@ -137,15 +141,12 @@ def implicit_hypergradient(problem, steps, cg_iterations):
     return torch.autograd.grad(outer_loss(phi, problem["val"]), theta)
 
 
-def torchopt_hypergradient(problem, steps, cg_iterations):
-    """The same implicit hyper-gradient through TorchOpt's custom_root and CG."""
+def torchopt_hypergradient(problem, steps, cg_iterations, solve="cg"):
+    """The same implicit hyper-gradient through TorchOpt's custom_root and linear solver."""
     theta, data = problem["theta"], problem["data"]
+    solver = SOLVERS[solve](torchopt.linear_solve)(maxiter=cg_iterations, rtol=0.0)
 
-    @torchopt.diff.implicit.custom_root(
-        functional_optimality,
-        argnums=1,
-        solve=torchopt.linear_solve.solve_cg(maxiter=cg_iterations, rtol=0.0),
-    )
+    @torchopt.diff.implicit.custom_root(functional_optimality, argnums=1, solve=solver)
     def solver(phi0, theta, data):
         return gradient_descent(phi0, theta, data, steps)
 
@@ -256,18 +257,19 @@ def peak_memory(method, steps, cg_iterations, threads):
     return json.loads(out.stdout)
 
 
-def accuracy_matched(problem, steps, reference):
-    """The smallest ``K`` of ``CG_GRID`` whose implicit hyper-gradient is as accurate as the
-    unrolled one at ``T = steps``, and each method's relative error (TorchOpt's at that K)."""
+def accuracy_matched(problem, steps, reference, solve="cg"):
+    """The smallest ``K`` of ``CG_GRID`` whose implicit hyper-gradient (``solve``'s iterations)
+    is as accurate as the unrolled one at ``T = steps``, and each method's relative error
+    (TorchOpt's at that K)."""
     errors = {"unrolled": relative_error(unrolled_hypergradient(problem, steps), reference)}
     for cg_iterations in CG_GRID:
         errors["diffopt implicit"] = relative_error(
-            implicit_hypergradient(problem, steps, cg_iterations), reference)
+            implicit_hypergradient(problem, steps, cg_iterations, solve), reference)
         if errors["diffopt implicit"] <= errors["unrolled"]:
             break
     if torchopt is not None:
         errors["torchopt implicit"] = relative_error(
-            torchopt_hypergradient(problem, steps, cg_iterations), reference)
+            torchopt_hypergradient(problem, steps, cg_iterations, solve), reference)
     return cg_iterations, errors
 
 
