@@ -71,17 +71,22 @@ def check_rhs(b: Any, name: str = "b") -> list[torch.Tensor]:
 
 def check_like(x: Any, b: Any, what: str) -> None:
     """Raise a ValueError unless ``x`` has the structure and leaf shapes of ``b``."""
-    x_leaves, x_spec = optree_core.tree_flatten(x)
     b_leaves, b_spec = optree_core.tree_flatten(b)
-    if x_spec != b_spec:
-        raise ValueError(f"{what} must have the structure of b: got {x_spec}, expected {b_spec}")
-    for x_leaf, b_leaf in zip(x_leaves, b_leaves):
-        if not isinstance(x_leaf, torch.Tensor) or x_leaf.shape != b_leaf.shape:
-            shape = tuple(x_leaf.shape) if isinstance(x_leaf, torch.Tensor) else type(x_leaf)
+    check_leaves_like(x, b_spec, [leaf.shape for leaf in b_leaves], what)
+
+
+def check_leaves_like(x: Any, spec: Any, shapes: list[torch.Size], what: str) -> list[Any]:
+    """:func:`check_like` against ``b``'s treespec and leaf shapes; return ``x``'s leaves."""
+    x_leaves, x_spec = optree_core.tree_flatten(x)
+    if x_spec != spec:
+        raise ValueError(f"{what} must have the structure of b: got {x_spec}, expected {spec}")
+    for x_leaf, shape in zip(x_leaves, shapes):
+        if not isinstance(x_leaf, torch.Tensor) or x_leaf.shape != shape:
+            got = tuple(x_leaf.shape) if isinstance(x_leaf, torch.Tensor) else type(x_leaf)
             raise ValueError(
-                f"{what} must have the leaf shapes of b: got {shape}, expected "
-                f"{tuple(b_leaf.shape)}"
+                f"{what} must have the leaf shapes of b: got {got}, expected {tuple(shape)}"
             )
+    return x_leaves
 
 
 def tree_size(tree: Any) -> int:

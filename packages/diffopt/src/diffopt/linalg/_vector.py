@@ -18,7 +18,7 @@ import torch
 
 import optree_core
 from diffopt import tree_math
-from diffopt.linalg._operator import check_like
+from diffopt.linalg._operator import check_leaves_like
 
 __all__: list[str] = []
 
@@ -49,18 +49,9 @@ class Space:
 
     def vector(self, tree: Any, what: str) -> Any:
         """``tree`` (checked to be shaped like ``b``) as a vector of this space."""
+        leaves = check_leaves_like(tree, self.spec, self.shapes, what)
         if not self.flat:
-            check_like(tree, self.b, what)
             return tree
-        leaves, spec = optree_core.tree_flatten(tree)
-        if spec != self.spec:
-            raise ValueError(f"{what} must have the structure of b: got {spec}, expected {self.spec}")
-        for leaf, shape in zip(leaves, self.shapes):
-            if not isinstance(leaf, torch.Tensor) or leaf.shape != shape:
-                got = tuple(leaf.shape) if isinstance(leaf, torch.Tensor) else type(leaf)
-                raise ValueError(
-                    f"{what} must have the leaf shapes of b: got {got}, expected {tuple(shape)}"
-                )
         if len(leaves) == 1:
             return leaves[0].reshape(-1)
         return torch.cat([leaf.reshape(-1) for leaf in leaves])
