@@ -105,7 +105,8 @@ def hessian_vector_products(problem: dict, solution) -> dict:
 
 def split(args, problem: dict, clock) -> None:
     print("\n| T | K | inner solver S ms | diffopt backward ms | TorchOpt backward ms | "
-          "diffopt HVP ms | TorchOpt HVP ms | forward-over-reverse HVP ms | full ratio (S + B_TorchOpt) / (S + B_diffopt) | "
+          "diffopt HVP ms | TorchOpt HVP ms | forward-over-reverse HVP ms | "
+          "full ratio (S + B_TorchOpt) / (S + B_diffopt) | "
           "bound with a free backward (S + B_TorchOpt) / S | B_diffopt for 1.3x ms | load |")
     print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for steps in args.steps:
@@ -170,8 +171,9 @@ def main() -> None:
     warnings.filterwarnings("ignore", category=FutureWarning, message=".*functorch.vjp.*")
     problem = workloads.make_problem()
     clock = time.perf_counter if args.clock == "wall" else time.thread_time
+    peer = "present" if workloads.torchopt is not None else "absent"
     print(f"torch {torch.__version__}, 1 thread, {args.rounds} interleaved rounds, medians of "
-          f"{args.clock} time; TorchOpt {'present' if workloads.torchopt is not None else 'absent'}")
+          f"{args.clock} time; TorchOpt {peer}")
     if args.split:
         split(args, problem, clock)
         return

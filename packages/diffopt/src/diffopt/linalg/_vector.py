@@ -84,7 +84,9 @@ class Space:
     def scaled_add(self, x: Any, y: Any, alpha: Any) -> Any:
         if not self.flat:
             return tree_math.tree_add_scalar_mul(x, y, alpha)
-        return torch.addcmul(x, y, alpha) if isinstance(alpha, torch.Tensor) else x.add(y, alpha=alpha)
+        if isinstance(alpha, torch.Tensor):
+            return torch.addcmul(x, y, alpha)
+        return x.add(y, alpha=alpha)
 
     def scaled_sub(self, x: Any, y: Any, alpha: Any) -> Any:
         if not self.flat:
