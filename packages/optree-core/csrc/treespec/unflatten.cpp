@@ -180,6 +180,12 @@ class Agenda {
   size_t size_ = 0;
 };
 
+constexpr size_t kPrefetchSteps = 4;
+
+bool BuiltByMakeNode(PyTreeKind kind) {
+  return kind != PyTreeKind::kLeaf && kind != PyTreeKind::kTuple && kind != PyTreeKind::kList;
+}
+
 // `got` completes the message: ": 7" or " more" (an iterator is never drained to count it).
 [[noreturn]] void RaiseTooMany(Py_ssize_t expected, const std::string& got) {
   RaisePython(PyExc_ValueError, "Too many leaves for PyTreeSpec; expected: " +
@@ -212,7 +218,27 @@ nb::object PyTreeSpec::Unflatten(nb::handle leaves) const {
   const UnflattenPlan& plan = GetUnflattenPlan();
   Agenda agenda(plan.max_stack);
   Py_ssize_t leaf_count = 0;
-  for (const UnflattenStep& step : plan.steps) {
+  const size_t num_steps = plan.steps.size();
+  for (size_t s = 0; s < num_steps; ++s) {
+    const UnflattenStep& step = plan.steps[s];
+    // The nodes MakeNode reads are scattered through the traversal, so the hardware no longer
+    // streams them in as it did when every node was read in order: fetch them a few steps
+    // ahead, and their node data (a dict's keys) once the node has arrived.
+    if (s + 2 * kPrefetchSteps < num_steps) {
+      const UnflattenStep& ahead = plan.steps[s + 2 * kPrefetchSteps];
+      if (BuiltByMakeNode(ahead.kind)) {
+        const auto* node =
+            reinterpret_cast<const char*>(&traversal_[static_cast<size_t>(ahead.count)]);
+        __builtin_prefetch(node);
+        __builtin_prefetch(node + sizeof(Node) - 1);
+      }
+    }
+    if (s + kPrefetchSteps < num_steps) {
+      const UnflattenStep& ahead = plan.steps[s + kPrefetchSteps];
+      if (BuiltByMakeNode(ahead.kind)) {
+        __builtin_prefetch(traversal_[static_cast<size_t>(ahead.count)].node_data.ptr());
+      }
+    }
     switch (step.kind) {
       case PyTreeKind::kLeaf: {
         if (indexed) {
