@@ -180,7 +180,7 @@ class Agenda {
   size_t size_ = 0;
 };
 
-constexpr size_t kPrefetchSteps = 4;
+constexpr size_t kPrefetchSteps = 8;
 
 bool BuiltByMakeNode(PyTreeKind kind) {
   return kind != PyTreeKind::kLeaf && kind != PyTreeKind::kTuple && kind != PyTreeKind::kList;
@@ -222,21 +222,14 @@ nb::object PyTreeSpec::Unflatten(nb::handle leaves) const {
   for (size_t s = 0; s < num_steps; ++s) {
     const UnflattenStep& step = plan.steps[s];
     // The nodes MakeNode reads are scattered through the traversal, so the hardware no longer
-    // streams them in as it did when every node was read in order: fetch them a few steps
-    // ahead, and their node data (a dict's keys) once the node has arrived.
-    if (s + 2 * kPrefetchSteps < num_steps) {
-      const UnflattenStep& ahead = plan.steps[s + 2 * kPrefetchSteps];
+    // streams them in as it did when every node was read in order: fetch them a few steps ahead.
+    if (s + kPrefetchSteps < num_steps) {
+      const UnflattenStep& ahead = plan.steps[s + kPrefetchSteps];
       if (BuiltByMakeNode(ahead.kind)) {
         const auto* node =
             reinterpret_cast<const char*>(&traversal_[static_cast<size_t>(ahead.count)]);
         __builtin_prefetch(node);
         __builtin_prefetch(node + sizeof(Node) - 1);
-      }
-    }
-    if (s + kPrefetchSteps < num_steps) {
-      const UnflattenStep& ahead = plan.steps[s + kPrefetchSteps];
-      if (BuiltByMakeNode(ahead.kind)) {
-        __builtin_prefetch(traversal_[static_cast<size_t>(ahead.count)].node_data.ptr());
       }
     }
     switch (step.kind) {
