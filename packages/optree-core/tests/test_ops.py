@@ -310,9 +310,162 @@ def test_unflatten_rejects_non_iterable_leaves():
         optree_core.tree_unflatten(spec, 5)
 
 
+def test_unflatten_passes_on_the_error_of_a_failing_iter():
+    class Unreadable:
+        def __iter__(self):
+            raise LookupError("cannot iterate this one")
+
+    spec = optree_core.tree_structure([1, 2])
+    with pytest.raises(LookupError, match="cannot iterate this one"):
+        spec.unflatten(Unreadable())
+
+
 def test_unflatten_rejects_non_treespec():
     with pytest.raises((TypeError, AttributeError)):
         optree_core.tree_unflatten([1, 2], [1, 2])
+
+
+# -- unflatten: the leaves container --------------------------------------------------------------
+# Lists and tuples are read by index, anything else (list subclasses included) through iter().
+
+# Runs of consecutive leaves of every length, between nodes built in place and by MakeNode.
+MIXED_TREE = {
+    "z": [1, (2, 3), None, {"k": 4}],
+    "a": collections.OrderedDict(y=5, x=Point(6, [7, 8, 9])),
+    "m": (10,),
+    "e": [],
+}
+
+
+class ReversedList(list):
+    """A list subclass whose iteration order differs from its indexing order."""
+
+    def __iter__(self):
+        return iter(self[::-1])  # a slice of a list subclass is a plain list
+
+
+@pytest.mark.parametrize(
+    "wrap", [list, tuple, lambda xs: (x for x in xs), collections.deque, ReversedList]
+)
+def test_unflatten_reads_every_kind_of_leaves_container(wrap):
+    leaves, spec = optree_core.tree_flatten(MIXED_TREE)
+    values = [f"v{x}" for x in leaves]
+    expected = optree_core.tree_map(lambda x: f"v{x}", MIXED_TREE)
+    if wrap is ReversedList:
+        # iter() decides the order, not the list's items.
+        rebuilt = spec.unflatten(ReversedList(reversed(values)))
+    else:
+        rebuilt = spec.unflatten(wrap(values))
+    assert rebuilt == expected
+    assert list(rebuilt) == ["z", "a", "m", "e"]  # insertion order kept
+    assert type(rebuilt["a"]["x"]) is Point
+
+
+def test_unflatten_many_times_and_from_copies_gives_the_same_tree():
+    leaves, spec = optree_core.tree_flatten(MIXED_TREE)
+    for other in (spec, copy.copy(spec), copy.deepcopy(spec), spec, *spec.children()):
+        n = other.num_leaves
+        assert other.unflatten(list(range(n))) == optree_core.tree_unflatten(
+            other, tuple(range(n))
+        )
+    assert spec.unflatten(leaves) == MIXED_TREE
+
+
+@pytest.mark.parametrize("wrap", [list, tuple, iter])
+def test_unflatten_wide_and_deep_trees(wrap):
+    deep = 0
+    for _ in range(200):
+        deep = [deep, (1, 2)]
+    tree = [list(range(3000)), deep, {str(i): [i, i] for i in range(300)}]
+    leaves, spec = optree_core.tree_flatten(tree)
+    assert spec.unflatten(wrap(leaves)) == tree
+
+
+@pytest.mark.parametrize("wrap", [list, tuple, iter])
+def test_unflatten_wrong_count_in_a_run_of_leaves_raises(wrap):
+    spec = optree_core.tree_structure([{"a": 1}, 2, 3, 4, (5,)])
+    with pytest.raises(ValueError, match="Too few leaves"):
+        spec.unflatten(wrap([1, 2, 3]))
+    with pytest.raises(ValueError, match="Too many leaves"):
+        spec.unflatten(wrap([1, 2, 3, 4, 5, 6]))
+
+
+def test_unflatten_propagates_the_iterators_own_error():
+    spec = optree_core.tree_structure([1, 2, 3])
+
+    def broken():
+        yield 1
+        raise KeyError("from the generator")
+
+    with pytest.raises(KeyError, match="from the generator"):
+        spec.unflatten(broken())
+
+
+def _resizing_node(ns, leaves, resize):
+    """A custom node whose unflatten function resizes `leaves` (the list being unflattened)."""
+
+    class Box:
+        def __init__(self, value):
+            self.value = value
+
+    def unflatten(meta, children):
+        resize(leaves)
+        return Box(children[0])
+
+    optree_core.register_pytree_node(Box, lambda b: ((b.value,), None), unflatten, namespace=ns)
+    return Box
+
+
+@pytest.mark.parametrize("resize", [list.clear, lambda xs: xs.extend(range(5000))])
+def test_unflatten_list_resized_by_a_node_function_raises_instead_of_reading_past_it(resize):
+    ns = fresh_namespace()
+    leaves = list(range(1000))
+    box = _resizing_node(ns, leaves, resize)
+    spec = optree_core.tree_structure([box(0), *range(1, 1000)], namespace=ns)
+    with pytest.raises(RuntimeError, match="changed size"):
+        optree_core.tree_unflatten(spec, leaves)
+
+
+def test_unflatten_list_items_replaced_by_a_node_function_are_read_afresh():
+    ns = fresh_namespace()
+    leaves = ["a", "b", "c"]
+    box = _resizing_node(ns, leaves, lambda xs: xs.__setitem__(slice(None), ["x", "y", "z"]))
+    spec = optree_core.tree_structure([box(0), 1, 2], namespace=ns)
+    rebuilt = optree_core.tree_unflatten(spec, leaves)
+    assert (rebuilt[0].value, rebuilt[1:]) == ("a", ["y", "z"])
+
+
+class CollidingKey:
+    """A dict key whose hash collides with its peers, so inserting it calls __eq__ (which may
+    run arbitrary code: here, emptying the leaves list being unflattened)."""
+
+    on_eq = None
+
+    def __init__(self, name):
+        self.name = name
+
+    def __hash__(self):
+        return 0
+
+    def __eq__(self, other):
+        if CollidingKey.on_eq is not None:
+            CollidingKey.on_eq()
+        return isinstance(other, CollidingKey) and other.name == self.name
+
+    def __lt__(self, other):
+        return self.name < other.name
+
+
+def test_unflatten_list_emptied_by_a_dict_keys_eq_raises():
+    tree = [{CollidingKey("a"): 1, CollidingKey("b"): 2}, *range(3, 600)]
+    leaves, spec = optree_core.tree_flatten(tree)
+    CollidingKey.on_eq = leaves.clear
+    try:
+        with pytest.raises(RuntimeError, match="changed size"):
+            spec.unflatten(leaves)
+    finally:
+        CollidingKey.on_eq = None
+    assert leaves == []  # emptied by __eq__, nothing else touched
 
 
 # -- tree_map family ------------------------------------------------------------------------------

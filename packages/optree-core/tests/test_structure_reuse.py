@@ -10,6 +10,7 @@ True as a key, ...) and check the variant against the pure-Python reference.
 from __future__ import annotations
 
 import collections
+import gc
 import random
 import threading
 from typing import Any
@@ -181,6 +182,58 @@ def test_equal_str_keys_from_different_objects_and_mutation_between_calls():
     assert optree_core.tree_leaves(tree, none_is_leaf=True) == [None, 2, 5]
     del tree["abc"]
     assert optree_core.tree_leaves(tree) == []
+
+
+def test_wide_tree_differing_only_in_its_first_child():
+    # The reused spec is checked last child first: a difference in the first child shows last,
+    # after every other leaf was collected.
+    primer = [{"a": i, "b": (i, i)} for i in range(3000)]
+    leaves, spec = optree_core.tree_flatten(primer)
+    assert leaves == [x for i in range(3000) for x in (i, i, i)]
+    for first in ({"a": 0, "b": [0, 0]}, {"a": 0}, None, 7, {"b": (0, 0), "a": 0}):
+        _check_against_reference([first, *primer[1:]], False)
+    optree_core.tree_flatten(primer)  # primes again (the variants took the cache's slot)
+    again, same_spec = optree_core.tree_flatten(primer)
+    assert again == leaves and again is not leaves
+    assert same_spec == spec
+
+
+def test_reused_spec_gives_a_fresh_complete_leaves_list():
+    tree = {"x": [1, 2, (3, None)], "y": 4}
+    first, _ = optree_core.tree_flatten(tree)
+    second, _ = optree_core.tree_flatten(tree)
+    assert first == second == [1, 2, 3, 4]
+    assert gc.is_tracked(second)
+    second.append(5)
+    assert optree_core.tree_leaves(tree) == [1, 2, 3, 4]
+
+
+class _ScanningMeta(type):
+    """A metaclass whose attribute misses run Python code: it reads every list the collector
+    knows of, as a finalizer or a debugger might."""
+
+    scans = 0
+
+    def __getattr__(cls, name):
+        _ScanningMeta.scans += 1
+        for obj in gc.get_objects():
+            if type(obj) is list and len(obj) == 2000:
+                list(obj)  # reads each item: an unfilled slot would crash here
+        raise AttributeError(name)
+
+
+def test_python_code_run_while_checking_a_reused_spec_sees_no_unfilled_leaves_list():
+    primer = [0, *range(1, 2000)]
+    optree_core.tree_flatten(primer)
+
+    class FreshTupleLeaf(tuple, metaclass=_ScanningMeta):
+        pass  # classified (namedtuple? struct sequence?) on first sight, reading _fields
+
+    variant = [FreshTupleLeaf(), *range(1, 2000)]
+    scans = _ScanningMeta.scans
+    leaves, spec = optree_core.tree_flatten(variant)
+    assert _ScanningMeta.scans > scans  # the check ran Python code mid-match
+    assert leaves == variant and spec.num_leaves == 2000
 
 
 def test_registration_between_calls_is_seen():

@@ -39,6 +39,7 @@ int PyTreeSpec::TpClear(PyObject* self_py) {
   PyTreeSpec& self = *nb::inst_ptr<PyTreeSpec>(self_py);
   // Becomes the spec of a leaf (still valid if anything looks at it before it is freed); the
   // old nodes release their references after the swap, when the spec is consistent.
+  self.unflatten_plan_.reset();
   NodeTraversal released = std::move(self.traversal_);
   self.traversal_ = MakeLeaf(self.none_is_leaf_).traversal_;
   released.clear();

@@ -54,6 +54,9 @@ struct Node {
 // The one traversal container: most trees handled one level at a time have few nodes.
 using NodeTraversal = absl::InlinedVector<Node, 1>;
 
+// Unflatten's compact form of a traversal (defined in unflatten.cpp).
+struct UnflattenPlan;
+
 class PyTreeSpec {
  public:
   PyTreeSpec() = default;
@@ -143,6 +146,10 @@ class PyTreeSpec {
   NodeTraversal traversal_;
   bool none_is_leaf_ = false;
   std::string namespace_;
+  // Built by the first Unflatten and shared by copies (their traversals are equal); it indexes
+  // traversal_, so whatever replaces traversal_ (TpClear) drops it.
+  mutable std::shared_ptr<const UnflattenPlan> unflatten_plan_;
+  const UnflattenPlan& GetUnflattenPlan() const;
 };
 
 // Helpers shared by several operations (flatten.cpp).
