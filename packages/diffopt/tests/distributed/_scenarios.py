@@ -108,6 +108,12 @@ def square(w):
     return w * w
 
 
+def chain_of_squares(x):
+    for _ in range(3):
+        x = x * x
+    return x.sum()
+
+
 def world_report():
     info = todist.get_world_info()
 
@@ -300,6 +306,20 @@ def scenario_maml(out: dict) -> None:
         deliveries[label] = [g[:3] for g in got]
     deliveries["caller_untouched"] = [leaf.tolist(), param.tolist(), plain.tolist()]
     out["own_share"] = deliveries
+
+    # In the backward pass, worker 1's share gets its gradient before the caller's own share
+    # (worker 0, run here) is differentiated, so the two backward passes can run side by side.
+    order = []
+    w = torch.tensor([1.0, 2.0], requires_grad=True)
+    with todist.autograd.context() as context_id:
+        here, there = todist.remote_sync_call(
+            chain_of_squares, args=(w * 1.0,),
+            partitioner=lambda x: [(0, (x,), {}), (1, (x,), {})])
+        there.grad_fn.register_prehook(lambda grads: order.append("to worker 1"))
+        here.register_hook(lambda grad: order.append("own share"))
+        (grad,) = todist.autograd.grad(context_id, here + there, w)
+    out["backward_order"] = order
+    out["backward_order_grad"] = grad.tolist()  # 2 * 8 w^7
 
     # A worker's exception: same type, with the worker and its traceback.
     try:

@@ -154,6 +154,13 @@ def test_the_callers_own_share_receives_what_a_message_delivers(maml_run):
     assert deliveries["caller_untouched"] == [[1.0, 2.0], [3.0, 4.0], [5.0, 6.0]]
 
 
+def test_a_workers_gradient_is_sent_before_the_callers_own_share_runs_backward(maml_run):
+    # torch's engine would run the reply's receiving node last (a low sequence number), after
+    # the caller's whole local branch; diffopt puts it first so both backward passes overlap.
+    assert maml_run["backward_order"] == ["to worker 1", "own share"]
+    assert maml_run["backward_order_grad"] == [16.0, 16.0 * 2**7]
+
+
 def test_world_information_on_every_worker(maml_run):
     for rank, report in enumerate(maml_run["world"]):
         assert report["rank"] == report["id"] == report["by_name"] == report["local_rank"] == rank
