@@ -25,6 +25,20 @@ autograd context, ``nn.Parameter`` detached, grad mode on) and with its results 
 it computes the same as through RPC, minus one message and one distributed-autograd send/receive
 pair per step. (Rank 0 drives training and is a worker too, so this is its share of every step.)
 
+An ``RRef`` to an ``nn.Module`` that the caller owns (TorchOpt's pattern sends
+``RRef(module_clone(net, by='copy'))``, and each worker calls ``to_here()``) travels with the
+call: the message to each other worker also carries the module (its tensors recorded by
+distributed autograd like any argument's), and the worker's first ``to_here()`` returns that copy
+instead of fetching it, a round trip to a caller busy with its own share. The function still
+receives the RRef in every other respect (``isinstance``, ``owner()``, its remote methods; a
+later ``to_here()`` fetches as ever; sent on, it is the RRef). The copy is the module as it was
+when the call was made, which a fetch at that moment would have returned; a module that does
+not pickle is not pushed.
+
+In the backward pass of a distributed autograd context, the node that sends a reply's gradient
+back to its worker runs as soon as that gradient is complete (see :func:`_send_gradients_first`),
+so the workers differentiate their shares while the caller differentiates its own.
+
 Failures reach the caller, never a hang:
 
 * an exception raised by the function on a worker is re-raised on the caller with its type, the
@@ -199,13 +213,17 @@ class _ArgumentsPickler(pickle.Pickler):
 class _ArgumentsUnpickler(pickle.Unpickler):
     """Rebuilds one call's arguments from a batched message (or the caller's own share), handing
     each tensor set aside through ``deliver(position, tensor)`` (once per position within the call,
-    so tied weights stay tied); RRefs pass as they are."""
+    so tied weights stay tied); RRefs pass as they are, except that one whose module came with the
+    message (``pushed``: its pickle by position) arrives as a :class:`_PushedRRef` holding this
+    call's own copy of the module."""
 
     def __init__(self, data: bytes, aside: list[Any],
-                 deliver: Callable[[int, torch.Tensor], torch.Tensor]) -> None:
+                 deliver: Callable[[int, torch.Tensor], torch.Tensor],
+                 pushed: dict[int, bytes] | None = None) -> None:
         super().__init__(io.BytesIO(data))
         self.aside = aside
         self.deliver = deliver
+        self.pushed = pushed or {}
         self.loaded: dict[int, Any] = {}
 
     def persistent_load(self, position: int) -> Any:
@@ -213,8 +231,49 @@ class _ArgumentsUnpickler(pickle.Unpickler):
             obj = self.aside[position]
             if isinstance(obj, torch.Tensor):
                 obj = self.deliver(position, obj)
+            elif position in self.pushed:
+                value = _ArgumentsUnpickler(self.pushed[position], self.aside, self.deliver).load()
+                obj = _PushedRRef(obj, value)
             self.loaded[position] = obj
         return self.loaded[position]
+
+
+_TAKEN = object()
+
+
+def _same(obj: Any) -> Any:
+    return obj
+
+
+class _PushedRRef:
+    """What a worker's function receives for an RRef to a module that the caller owns and sent
+    along with the call (see :func:`remote_async_call`): the RRef itself in every respect (its
+    methods, ``isinstance``, sending it on), except that its first ``to_here()`` returns the
+    module that came with the message instead of fetching it from the owner, a round trip while
+    the owner is busy with its own share. Later calls fetch, as always."""
+
+    __slots__ = ("_rref", "_value")
+
+    def __init__(self, rref: Any, value: Any) -> None:
+        self._rref = rref
+        self._value = value
+
+    @property
+    def __class__(self):  # isinstance() sees the RRef's type
+        return type(self._rref)
+
+    def to_here(self, *args: Any, **kwargs: Any) -> Any:
+        value, self._value = self._value, _TAKEN
+        return self._rref.to_here(*args, **kwargs) if value is _TAKEN else value
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._rref, name)
+
+    def __reduce__(self):  # sent on, it is the RRef again
+        return _same, (self._rref,)
+
+    def __repr__(self) -> str:
+        return repr(self._rref)
 
 
 def _as_delivered(tensor: torch.Tensor, attach: bool) -> torch.Tensor:
@@ -243,9 +302,12 @@ def _first_as_received(handed: set[int]) -> Callable[[int, torch.Tensor], torch.
     return deliver
 
 
-def _pack_calls(calls: list[Any]) -> tuple[list[bytes], list[Any]] | None:
-    """The calls' arguments pickled one call at a time, and what they set aside; ``None`` when
-    some argument does not pickle outside RPC's own pickler (those calls then go one by one)."""
+def _pack_calls(calls: list[Any], push: bool = False) -> tuple[list[bytes], list[Any],
+                                                                 dict[int, bytes]] | None:
+    """The calls' arguments pickled one call at a time, what they set aside, and (``push``) the
+    pickles of the modules behind the RRefs set aside that this worker owns, by position; ``None``
+    when some argument does not pickle outside RPC's own pickler (those calls then go one by
+    one). A module that does not pickle is simply not pushed."""
     aside: list[Any] = []
     positions: dict[int, int] = {}
     blobs = []
@@ -256,15 +318,32 @@ def _pack_calls(calls: list[Any]) -> tuple[list[bytes], list[Any]] | None:
         except Exception:  # whatever RPC alone can pickle: these calls go unbatched
             return None
         blobs.append(buffer.getvalue())
-    return blobs, aside
+    pushed: dict[int, bytes] = {}
+    for position, obj in enumerate(list(aside) if push else ()):
+        if not (isinstance(obj, rpc.PyRRef) and obj.is_owner()):
+            continue
+        value = obj.local_value()
+        if not isinstance(value, torch.nn.Module):
+            continue
+        buffer, mark = io.BytesIO(), len(aside)
+        try:
+            _ArgumentsPickler(buffer, aside, positions).dump(value)
+        except Exception:  # the worker fetches it with to_here(), as it would have
+            del aside[mark:]
+            for key in [key for key, at in positions.items() if at >= mark]:
+                del positions[key]
+            continue
+        pushed[position] = buffer.getvalue()
+    return blobs, aside, pushed
 
 
-def _run_calls(func: Callable[..., T], blobs: list[bytes], aside: list[Any]) -> list[T]:
+def _run_calls(func: Callable[..., T], blobs: list[bytes], aside: list[Any],
+               pushed: dict[int, bytes] | None = None) -> list[T]:
     """The worker's side of a batched call: ``func`` on each call's arguments, in order."""
     deliver = _first_as_received(set())
     # Every call's arguments first, so the private copies are taken before any call can change
     # what it received.
-    arguments = [_ArgumentsUnpickler(blob, aside, deliver).load() for blob in blobs]
+    arguments = [_ArgumentsUnpickler(blob, aside, deliver, pushed).load() for blob in blobs]
     return [func(*args, **kwargs) for args, kwargs in arguments]
 
 
@@ -278,12 +357,12 @@ def _in_autograd_context() -> bool:
     return True
 
 
-def _run_here(func: Callable[..., Any], packed: tuple[list[bytes], list[Any]]) -> Any:
+def _run_here(func: Callable[..., Any], packed: tuple[list[bytes], list[Any], Any]) -> Any:
     """The caller's own share of a call, run in the caller's thread as its RPC thread would run
     it: on copies of the arguments delivered as a message delivers them, with grad mode on, and
     the results copied back as a reply. Saves the message to itself (pickling, TensorPipe, the
     distributed-autograd send/receive pair) while the other workers compute."""
-    blobs, aside = packed
+    blobs, aside, _ = packed
     attach = torch.is_grad_enabled() and _in_autograd_context()
     future: torch.futures.Future = torch.futures.Future()
     try:
@@ -413,15 +492,15 @@ def remote_async_call(func: Callable[..., T], *, args: tuple | None = None,
     # _run_here), after the other workers' messages are sent.
     own = rpc.get_worker_info().id if _run_own_share_here and timeout == UNSET_RPC_TIMEOUT \
         else None
-    here: tuple[int, list[int], tuple[list[bytes], list[Any]]] | None = None
+    here: tuple[int, list[int], Any] | None = None
     # One message per worker (see the module's docstring); (worker, call indices, payload).
+    # Another worker's message also carries the modules behind the caller's own RRefs (pushed).
     messages: list[tuple[int, list[int], tuple[Callable[..., Any], tuple, dict]]] = []
     for worker, indices in _by_worker(calls).items():
-        packed = _pack_calls([calls[i][1:] for i in indices]) \
-            if len(indices) > 1 or worker == own else None
+        packed = _pack_calls([calls[i][1:] for i in indices], push=worker != own)
         if packed is not None and worker == own:
             here = (worker, indices, packed)
-        elif packed is not None:
+        elif packed is not None and (len(indices) > 1 or packed[2]):
             messages.append((worker, indices, (_run_calls, (func, *packed), {})))
         else:
             messages.extend((worker, [i], (func, *calls[i][1:])) for i in indices)
