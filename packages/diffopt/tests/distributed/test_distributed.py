@@ -338,7 +338,7 @@ def test_batched_calls_run_in_order_each_on_its_own_arguments():
                                         for i in range(3)], push=True)
     assert sum(isinstance(obj, torch.nn.Parameter) for obj in aside) == 1  # sent once
     assert pushed == {}  # no RRef among the arguments
-    results = _run_calls(_adapt_in_place, blobs, aside)
+    results = _run_calls(_adapt_in_place, pushed, blobs, aside)
     assert [value for _, value in results] == [0.0, 10.0, 200.0]  # in order, own kwargs
     for (weight, still_tied, is_parameter), _ in results:
         torch.testing.assert_close(weight, original)  # no call saw another's change
@@ -353,12 +353,12 @@ def test_batched_calls_keep_tensors_attached_to_the_callers_graph():
     w = torch.tensor([1.0, 2.0], requires_grad=True)
     shared = w * 3  # a non-leaf: what RPC delivers inside a distributed autograd context
     blobs, aside, _ = _pack_calls([((shared, float(i)), {}) for i in range(3)])
-    outs = _run_calls(torch.mul, blobs, aside)
+    outs = _run_calls(torch.mul, {}, blobs, aside)
     (grad,) = torch.autograd.grad(sum(o.sum() for o in outs), w)
     torch.testing.assert_close(grad, torch.tensor([9.0, 9.0]))  # 3 * (0 + 1 + 2)
     leaf = torch.ones(2, requires_grad=True)
     blobs, aside, _ = _pack_calls([((leaf,), {}), ((leaf,), {})])
-    first, second = _run_calls(lambda t: t, blobs, aside)
+    first, second = _run_calls(lambda t: t, {}, blobs, aside)
     assert first is leaf and second is not leaf and second.is_leaf and second.requires_grad
 
 
