@@ -7,6 +7,7 @@ test instead of stalling CI. The scenarios themselves live in ``_scenarios.py``.
 
 from __future__ import annotations
 
+import collections
 import copy
 import json
 import os
@@ -345,6 +346,29 @@ def test_batched_calls_run_in_order_each_on_its_own_arguments():
         assert still_tied and is_parameter
     # Something only RPC's own pickler can send: no batching (the calls then go one by one).
     assert _pack_calls([((lambda: 1,), {}), ((lambda: 2,), {})]) is None
+
+
+class _TaggedDict(collections.OrderedDict):
+    """An OrderedDict subclass: pickled its own way, not as a plain OrderedDict."""
+
+
+def test_batched_pickles_rebuild_ordered_dicts_and_resolve_only_in_diffopt():
+    import pickle
+
+    from diffopt.distributed.api import _ArgumentsUnpickler, _pack_calls
+
+    w = torch.ones(2)
+    plain = collections.OrderedDict([("b", w), ("a", [1, w])])
+    plain.note = "kept"  # an OrderedDict's own attributes travel too
+    tagged = _TaggedDict(z=0)
+    blobs, aside, _ = _pack_calls([((plain, tagged), {})])
+    assert len(aside) == 1  # w, once
+    (got, got_tagged), _ = _ArgumentsUnpickler(blobs[0], aside, lambda _, t: t).load()
+    assert type(got) is collections.OrderedDict and list(got) == ["b", "a"]
+    assert got["b"] is w and got["a"][1] is w and got.note == "kept"
+    assert type(got_tagged) is _TaggedDict and got_tagged == {"z": 0}
+    with pytest.raises(RuntimeError, match=r"outside diffopt\.distributed"):
+        pickle.loads(blobs[0])  # a plain unpickler cannot resolve what was set aside
 
 
 def test_batched_calls_keep_tensors_attached_to_the_callers_graph():
