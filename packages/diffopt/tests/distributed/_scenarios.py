@@ -132,6 +132,13 @@ def owner_of_rref(rref):
     return rref.owner().name
 
 
+def bump_and_sum(rref):
+    module = rref.to_here()
+    with torch.no_grad():
+        module.weight.add_(1.0)
+    return float(module.weight.detach().sum())
+
+
 def use_module_rref(rref, x):
     """What a worker sees of an RRef to the caller's module: the RRef (type, owner), its module
     twice (to_here() twice: two copies), and the RRef sent on to worker 2."""
@@ -356,6 +363,14 @@ def scenario_maml(out: dict) -> None:
     out["pushed_module"] = {"seen": seen, "pickled_in_main_thread": list(PICKLED_IN_MAIN_THREAD),
                             "owner_sum": float(recorded.weight.detach().sum()),
                             "value": float(2 * recorded(x2).sum())}
+    # Three calls to worker 1 in one message: each gets its own copy, none fetches.
+    PICKLED_IN_MAIN_THREAD.clear()
+    out["pushed_to_three_calls"] = {
+        "seen": todist.remote_sync_call(
+            bump_and_sum, args=(module_rref,),
+            partitioner=lambda r: [(1, (r,), {}), (1, (r,), {}), (1, (r,), {})]),
+        "pickled_in_main_thread": list(PICKLED_IN_MAIN_THREAD)}
+
     # What is not a module, or does not pickle, is not pushed: the RRef arrives as ever.
     tensor_rref = todist.rpc.RRef(torch.tensor([1.0, 2.0]))
     recorded.lock = threading.Lock()  # a module that does not pickle any more

@@ -168,6 +168,10 @@ def test_a_module_behind_the_callers_rref_travels_with_the_call(maml_run):
     assert seen["second"] == pytest.approx(pushed["owner_sum"])
     assert seen["sent_on"] == pytest.approx(pushed["owner_sum"])  # worker 2 fetched it
     assert seen["value"] == pytest.approx(pushed["value"] + 3.0)  # first: (w + 1) . (1, 2)
+    # Three calls in one message: pickled once, each call its own copy (none saw another's +1).
+    three = maml_run["pushed_to_three_calls"]
+    assert three["pickled_in_main_thread"] == [True]
+    assert three["seen"] == pytest.approx([pushed["owner_sum"] + 2.0] * 3)
     # A tensor RRef and a module that does not pickle are not pushed and still work.
     assert maml_run["not_pushed"] == [3.0, "worker0"]
 

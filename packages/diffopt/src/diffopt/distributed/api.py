@@ -27,10 +27,10 @@ pair per step. (Rank 0 drives training and is a worker too, so this is its share
 
 An ``RRef`` to an ``nn.Module`` that the caller owns (TorchOpt's pattern sends
 ``RRef(module_clone(net, by='copy'))``, and each worker calls ``to_here()``) travels with the
-call: the message to each other worker also carries the module (pickled by RPC as a fetch would
-pickle it, its tensors recorded by distributed autograd like any argument's), and the worker's
-first ``to_here()`` returns that copy instead of fetching it, a round trip to a caller busy with
-its own share (several calls in one message: the first call's). The function still
+call: the message to each other worker also carries the module (pickled like the arguments, its
+tensors recorded by distributed autograd like theirs), and on the worker each call's first
+``to_here()`` returns its own copy of it instead of fetching one, a round trip to a caller busy
+with its own share. The function still
 receives the RRef in every other respect (``isinstance``, ``owner()``, its remote methods; a
 later ``to_here()`` fetches as ever; sent on, it is the RRef). The copy is the module as it was
 when the call was made, which a fetch at that moment would have returned; a module that does
@@ -229,11 +229,12 @@ class _ArgumentsUnpickler(pickle.Unpickler):
     """Rebuilds one call's arguments from a batched message (or the caller's own share), handing
     each tensor set aside through ``deliver(position, tensor)`` (once per position within the call,
     so tied weights stay tied); RRefs pass as they are, except those whose module came with the
-    message (``pushed``, by position), which arrive as :class:`_PushedRRef`."""
+    message (``pushed``: its pickle, by position), which arrive as a :class:`_PushedRRef` holding
+    this call's own copy of the module."""
 
     def __init__(self, data: bytes, aside: list[Any],
                  deliver: Callable[[int, torch.Tensor], torch.Tensor],
-                 pushed: dict[int, Any] | None = None) -> None:
+                 pushed: dict[int, bytes] | None = None) -> None:
         super().__init__(io.BytesIO(data))
         self.aside = aside
         self.deliver = deliver
@@ -251,7 +252,8 @@ class _ArgumentsUnpickler(pickle.Unpickler):
             if isinstance(obj, torch.Tensor):
                 obj = self.deliver(position, obj)
             elif position in self.pushed:
-                obj = _PushedRRef(obj, self.pushed[position])
+                value = _ArgumentsUnpickler(self.pushed[position], self.aside, self.deliver).load()
+                obj = _PushedRRef(obj, value)
             self.loaded[position] = obj
         return self.loaded[position]
 
@@ -321,11 +323,11 @@ def _first_as_received(handed: set[int]) -> Callable[[int, torch.Tensor], torch.
 
 
 def _pack_calls(calls: list[Any], push: bool = False) -> tuple[list[bytes], list[Any],
-                                                                 dict[int, Any]] | None:
+                                                                 dict[int, bytes]] | None:
     """The calls' arguments pickled one call at a time, what they set aside, and (``push``) the
-    modules behind the RRefs set aside that this worker owns, by position (RPC pickles them
-    with the rest of the message); ``None`` when some argument does not pickle outside RPC's own
-    pickler (those calls then go one by one)."""
+    pickles of the modules behind the RRefs set aside that this worker owns, by position; ``None``
+    when some argument does not pickle outside RPC's own pickler (those calls then go one by
+    one). A module that does not pickle is simply not pushed."""
     aside: list[Any] = []
     positions: dict[int, int] = {}
     blobs = []
@@ -336,25 +338,31 @@ def _pack_calls(calls: list[Any], push: bool = False) -> tuple[list[bytes], list
         except Exception:  # whatever RPC alone can pickle: these calls go unbatched
             return None
         blobs.append(buffer.getvalue())
-    pushed = {}
-    for position, obj in enumerate(aside if push else ()):
-        if isinstance(obj, rpc.PyRRef) and obj.is_owner() \
-                and isinstance(obj.local_value(), torch.nn.Module):
-            pushed[position] = obj.local_value()
+    pushed: dict[int, bytes] = {}
+    for position, obj in enumerate(list(aside) if push else ()):
+        if not (isinstance(obj, rpc.PyRRef) and obj.is_owner()
+                and isinstance(obj.local_value(), torch.nn.Module)):
+            continue
+        buffer, mark = io.BytesIO(), len(aside)
+        try:
+            _ArgumentsPickler(buffer, aside, positions).dump(obj.local_value())
+        except Exception:  # the worker fetches it with to_here(), as it would have
+            del aside[mark:]
+            for key in [key for key, at in positions.items() if at >= mark]:
+                del positions[key]
+            continue
+        pushed[position] = buffer.getvalue()
     return blobs, aside, pushed
 
 
-def _run_calls(func: Callable[..., T], pushed: dict[int, Any], blobs: list[bytes],
+def _run_calls(func: Callable[..., T], pushed: dict[int, bytes], blobs: list[bytes],
                aside: list[Any]) -> list[T]:
-    """The worker's side of a batched call: ``func`` on each call's arguments, in order. The
-    modules that came with the message go to the first call (one copy came); a later call's
-    ``to_here()`` fetches its own, as it would have. (``pushed`` comes before ``aside`` in the
-    message so that a module that does not pickle fails before the RRefs are forked.)"""
+    """The worker's side of a batched call: ``func`` on each call's arguments, in order, each
+    call with its own copy of the modules that came with the message."""
     deliver = _first_as_received(set())
     # Every call's arguments first, so the private copies are taken before any call can change
     # what it received.
-    arguments = [_ArgumentsUnpickler(blob, aside, deliver, pushed if i == 0 else None).load()
-                 for i, blob in enumerate(blobs)]
+    arguments = [_ArgumentsUnpickler(blob, aside, deliver, pushed).load() for blob in blobs]
     return [func(*args, **kwargs) for args, kwargs in arguments]
 
 
@@ -520,17 +528,8 @@ def remote_async_call(func: Callable[..., T], *, args: tuple | None = None,
     futures = []
     for worker, indices, (target, send_args, send_kwargs) in messages:
         try:
-            try:
-                future = rpc.rpc_async(worker, target, args=send_args, kwargs=send_kwargs,
-                                       timeout=timeout)
-            except Exception:
-                if target is not _run_calls or not send_args[1]:
-                    raise
-                # A pushed module that does not pickle: send the RRef alone (to_here() fetches
-                # it, and fails there as it would have, if the function asks for it).
-                send_args = (send_args[0], {}, *send_args[2:])
-                future = rpc.rpc_async(worker, target, args=send_args, kwargs=send_kwargs,
-                                       timeout=timeout)
+            future = rpc.rpc_async(worker, target, args=send_args, kwargs=send_kwargs,
+                                   timeout=timeout)
         except (pickle.PicklingError, AttributeError, TypeError) as error:
             if "pickle" not in str(error).lower():
                 raise
