@@ -267,10 +267,10 @@ def _same(obj: Any) -> Any:
 
 class _PushedRRef:
     """What a worker's function receives for an RRef to a module that the caller owns and sent
-    along with the call (see :func:`remote_async_call`): the RRef itself in every respect (its
+    along with the call (see this module's docstring): the RRef itself in every respect (its
     methods, ``isinstance``, sending it on), except that its first ``to_here()`` returns the
-    module that came with the message instead of fetching it from the owner, a round trip while
-    the owner is busy with its own share. Later calls fetch, as always."""
+    call's copy of the module that came with the message instead of fetching one from the owner,
+    a round trip while the owner is busy with its own share. Later calls fetch, as always."""
 
     __slots__ = ("_rref", "_value")
 
