@@ -371,6 +371,12 @@ def scenario_maml(out: dict) -> None:
             partitioner=lambda r: [(1, (r,), {}), (1, (r,), {}), (1, (r,), {})]),
         "pickled_in_main_thread": list(PICKLED_IN_MAIN_THREAD)}
 
+    # A message to the owner itself (an asynchronous call) pushes nothing: there to_here()
+    # returns the module itself, so the function's change is the owner's.
+    before = float(recorded.weight.detach().sum())
+    todist.remote_async_call(bump_and_sum, args=(module_rref,), partitioner=0).wait()
+    out["to_the_owner_itself"] = float(recorded.weight.detach().sum()) - before
+
     # What is not a module, or does not pickle, is not pushed: the RRef arrives as ever.
     tensor_rref = todist.rpc.RRef(torch.tensor([1.0, 2.0]))
     recorded.lock = threading.Lock()  # a module that does not pickle any more

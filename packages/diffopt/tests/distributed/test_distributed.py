@@ -172,6 +172,8 @@ def test_a_module_behind_the_callers_rref_travels_with_the_call(maml_run):
     three = maml_run["pushed_to_three_calls"]
     assert three["pickled_in_main_thread"] == [True]
     assert three["seen"] == pytest.approx([pushed["owner_sum"] + 2.0] * 3)
+    # Sent to the owner itself, the module is the owner's (its 2 weights each got +1).
+    assert maml_run["to_the_owner_itself"] == pytest.approx(2.0)
     # A tensor RRef and a module that does not pickle are not pushed and still work.
     assert maml_run["not_pushed"] == [3.0, "worker0"]
 

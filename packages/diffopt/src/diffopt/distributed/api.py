@@ -509,14 +509,15 @@ def remote_async_call(func: Callable[..., T], *, args: tuple | None = None,
 
     # The caller's own share runs here (synchronous calls without a timeout to enforce: see
     # _run_here), after the other workers' messages are sent.
-    own = rpc.get_worker_info().id if _run_own_share_here and timeout == UNSET_RPC_TIMEOUT \
-        else None
+    me = rpc.get_worker_info().id
+    own = me if _run_own_share_here and timeout == UNSET_RPC_TIMEOUT else None
     here: tuple[int, list[int], Any] | None = None
     # One message per worker (see the module's docstring); (worker, call indices, payload).
-    # Another worker's message also carries the modules behind the caller's own RRefs (pushed).
+    # Another worker's message also carries the modules behind the caller's own RRefs (pushed;
+    # not in a message to itself, where to_here() returns the module itself, not a copy).
     messages: list[tuple[int, list[int], tuple[Callable[..., Any], tuple, dict]]] = []
     for worker, indices in _by_worker(calls).items():
-        packed = _pack_calls([calls[i][1:] for i in indices], push=worker != own)
+        packed = _pack_calls([calls[i][1:] for i in indices], push=worker != me)
         if packed is not None and worker == own:
             here = (worker, indices, packed)
         elif packed is not None and (len(indices) > 1 or packed[2]):
