@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+import threading
 import time
 import traceback
 from pathlib import Path
@@ -106,6 +107,55 @@ def rows_and_rank(x):
 
 def square(w):
     return w * w
+
+
+PICKLED_IN_MAIN_THREAD: list[bool] = []
+
+
+class RecordedLinear(torch.nn.Linear):
+    """A module that notes which thread of its process pickles it."""
+
+    def __getstate__(self):
+        PICKLED_IN_MAIN_THREAD.append(threading.current_thread() is threading.main_thread())
+        return super().__getstate__()
+
+
+def weight_sum_from_rref(rref):
+    return float(rref.to_here().weight.detach().sum())
+
+
+def sum_from_rref(rref):
+    return float(rref.to_here().sum())
+
+
+def owner_of_rref(rref):
+    return rref.owner().name
+
+
+def bump_and_sum(rref):
+    module = rref.to_here()
+    with torch.no_grad():
+        module.weight.add_(1.0)
+    return float(module.weight.detach().sum())
+
+
+def use_module_rref(rref, x):
+    """What a worker sees of an RRef to the caller's module: the RRef (type, owner), its module
+    twice (to_here() twice: two copies), and the RRef sent on to worker 2."""
+    first, second = rref.to_here(), rref.to_here()
+    with torch.no_grad():
+        first.weight.add_(1.0)  # a copy: the owner's module and the second copy keep theirs
+    return {"is_rref": isinstance(rref, todist.rpc.PyRRef), "owner": rref.owner().name,
+            "is_owner": rref.is_owner(), "first": float(first.weight.detach().sum()),
+            "second": float(second.weight.detach().sum()),
+            "sent_on": todist.rpc.rpc_sync(2, weight_sum_from_rref, args=(rref,)),
+            "value": float((first(x) + second(x)).sum())}
+
+
+def chain_of_squares(x):
+    for _ in range(3):
+        x = x * x
+    return x.sum()
 
 
 def world_report():
@@ -300,6 +350,54 @@ def scenario_maml(out: dict) -> None:
         deliveries[label] = [g[:3] for g in got]
     deliveries["caller_untouched"] = [leaf.tolist(), param.tolist(), plain.tolist()]
     out["own_share"] = deliveries
+
+    # An RRef to a module the caller owns: the module travels with the call, so the worker's
+    # first to_here() needs no round trip (the module is pickled in the caller's thread, never
+    # by the RPC thread that serves a fetch); otherwise it is the RRef as ever.
+    torch.manual_seed(3)
+    recorded = RecordedLinear(2, 1)
+    module_rref = todist.rpc.RRef(recorded)
+    x2 = torch.tensor([[1.0, 2.0]])
+    PICKLED_IN_MAIN_THREAD.clear()
+    (seen,) = todist.remote_sync_call(use_module_rref, args=(module_rref, x2), partitioner=1)
+    out["pushed_module"] = {"seen": seen, "pickled_in_main_thread": list(PICKLED_IN_MAIN_THREAD),
+                            "owner_sum": float(recorded.weight.detach().sum()),
+                            "value": float(2 * recorded(x2).sum())}
+    # Three calls to worker 1 in one message: each gets its own copy, none fetches.
+    PICKLED_IN_MAIN_THREAD.clear()
+    out["pushed_to_three_calls"] = {
+        "seen": todist.remote_sync_call(
+            bump_and_sum, args=(module_rref,),
+            partitioner=lambda r: [(1, (r,), {}), (1, (r,), {}), (1, (r,), {})]),
+        "pickled_in_main_thread": list(PICKLED_IN_MAIN_THREAD)}
+
+    # A message to the owner itself (an asynchronous call) pushes nothing: there to_here()
+    # returns the module itself, so the function's change is the owner's.
+    before = float(recorded.weight.detach().sum())
+    todist.remote_async_call(bump_and_sum, args=(module_rref,), partitioner=0).wait()
+    out["to_the_owner_itself"] = float(recorded.weight.detach().sum()) - before
+
+    # What is not a module, or does not pickle, is not pushed: the RRef arrives as ever.
+    tensor_rref = todist.rpc.RRef(torch.tensor([1.0, 2.0]))
+    recorded.lock = threading.Lock()  # a module that does not pickle any more
+    out["not_pushed"] = [
+        todist.remote_sync_call(sum_from_rref, args=(tensor_rref,), partitioner=1)[0],
+        todist.remote_sync_call(owner_of_rref, args=(module_rref,), partitioner=1)[0]]
+    del recorded.lock
+
+    # In the backward pass, worker 1's share gets its gradient before the caller's own share
+    # (worker 0, run here) is differentiated, so the two backward passes can run side by side.
+    order = []
+    w = torch.tensor([1.0, 2.0], requires_grad=True)
+    with todist.autograd.context() as context_id:
+        here, there = todist.remote_sync_call(
+            chain_of_squares, args=(w * 1.0,),
+            partitioner=lambda x: [(0, (x,), {}), (1, (x,), {})])
+        there.grad_fn.register_prehook(lambda grads: order.append("to worker 1"))
+        here.register_hook(lambda grad: order.append("own share"))
+        (grad,) = todist.autograd.grad(context_id, here + there, w)
+    out["backward_order"] = order
+    out["backward_order_grad"] = grad.tolist()  # 2 * 8 w^7
 
     # A worker's exception: same type, with the worker and its traceback.
     try:

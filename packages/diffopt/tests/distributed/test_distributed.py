@@ -7,6 +7,7 @@ test instead of stalling CI. The scenarios themselves live in ``_scenarios.py``.
 
 from __future__ import annotations
 
+import collections
 import copy
 import json
 import os
@@ -152,6 +153,36 @@ def test_the_callers_own_share_receives_what_a_message_delivers(maml_run):
     assert [kind[2:] for kind in deliveries["no_context"][0][2]] == [[True, False]] * 4
     # The calls changed their arguments in place; the caller's tensors did not change.
     assert deliveries["caller_untouched"] == [[1.0, 2.0], [3.0, 4.0], [5.0, 6.0]]
+
+
+def test_a_module_behind_the_callers_rref_travels_with_the_call(maml_run):
+    pushed = maml_run["pushed_module"]
+    seen = pushed["seen"]
+    # Pickled in the caller's thread to go with the call (so the first to_here() fetched
+    # nothing), then by the owner's RPC threads for the two fetches: the second to_here() and
+    # worker 2's.
+    assert pushed["pickled_in_main_thread"] == [True, False, False]
+    assert seen["is_rref"] and seen["owner"] == "worker0" and not seen["is_owner"]
+    # Each to_here() is a copy: changing the first changed neither the second nor the owner's.
+    assert seen["first"] == pytest.approx(pushed["owner_sum"] + 2.0)
+    assert seen["second"] == pytest.approx(pushed["owner_sum"])
+    assert seen["sent_on"] == pytest.approx(pushed["owner_sum"])  # worker 2 fetched it
+    assert seen["value"] == pytest.approx(pushed["value"] + 3.0)  # first: (w + 1) . (1, 2)
+    # Three calls in one message: pickled once, each call its own copy (none saw another's +1).
+    three = maml_run["pushed_to_three_calls"]
+    assert three["pickled_in_main_thread"] == [True]
+    assert three["seen"] == pytest.approx([pushed["owner_sum"] + 2.0] * 3)
+    # Sent to the owner itself, the module is the owner's (its 2 weights each got +1).
+    assert maml_run["to_the_owner_itself"] == pytest.approx(2.0)
+    # A tensor RRef and a module that does not pickle are not pushed and still work.
+    assert maml_run["not_pushed"] == [3.0, "worker0"]
+
+
+def test_a_workers_gradient_is_sent_before_the_callers_own_share_runs_backward(maml_run):
+    # torch's engine would run the reply's receiving node last (a low sequence number), after
+    # the caller's whole local branch; diffopt puts it first so both backward passes overlap.
+    assert maml_run["backward_order"] == ["to worker 1", "own share"]
+    assert maml_run["backward_order_grad"] == [16.0, 16.0 * 2**7]
 
 
 def test_world_information_on_every_worker(maml_run):
@@ -310,9 +341,11 @@ def test_batched_calls_run_in_order_each_on_its_own_arguments():
     original = tied.weight.detach().clone()
     received = copy.deepcopy(net)  # stands for what the message delivered to the worker
     xs = torch.arange(3.0).reshape(3, 1)
-    blobs, aside = _pack_calls([((received, xs[i]), {"scale": 10.0 ** i}) for i in range(3)])
+    blobs, aside, pushed = _pack_calls([((received, xs[i]), {"scale": 10.0 ** i})
+                                        for i in range(3)], push=True)
     assert sum(isinstance(obj, torch.nn.Parameter) for obj in aside) == 1  # sent once
-    results = _run_calls(_adapt_in_place, blobs, aside)
+    assert pushed == {}  # no RRef among the arguments
+    results = _run_calls(_adapt_in_place, pushed, blobs, aside)
     assert [value for _, value in results] == [0.0, 10.0, 200.0]  # in order, own kwargs
     for (weight, still_tied, is_parameter), _ in results:
         torch.testing.assert_close(weight, original)  # no call saw another's change
@@ -321,18 +354,41 @@ def test_batched_calls_run_in_order_each_on_its_own_arguments():
     assert _pack_calls([((lambda: 1,), {}), ((lambda: 2,), {})]) is None
 
 
+class _TaggedDict(collections.OrderedDict):
+    """An OrderedDict subclass: pickled its own way, not as a plain OrderedDict."""
+
+
+def test_batched_pickles_rebuild_ordered_dicts_and_resolve_only_in_diffopt():
+    import pickle
+
+    from diffopt.distributed.api import _ArgumentsUnpickler, _pack_calls
+
+    w = torch.ones(2)
+    plain = collections.OrderedDict([("b", w), ("a", [1, w])])
+    plain.note = "kept"  # an OrderedDict's own attributes travel too
+    tagged = _TaggedDict(z=0)
+    blobs, aside, _ = _pack_calls([((plain, tagged), {})])
+    assert len(aside) == 1  # w, once
+    (got, got_tagged), _ = _ArgumentsUnpickler(blobs[0], aside, lambda _, t: t).load()
+    assert type(got) is collections.OrderedDict and list(got) == ["b", "a"]
+    assert got["b"] is w and got["a"][1] is w and got.note == "kept"
+    assert type(got_tagged) is _TaggedDict and got_tagged == {"z": 0}
+    with pytest.raises(RuntimeError, match=r"outside diffopt\.distributed"):
+        pickle.loads(blobs[0])  # a plain unpickler cannot resolve what was set aside
+
+
 def test_batched_calls_keep_tensors_attached_to_the_callers_graph():
     from diffopt.distributed.api import _pack_calls, _run_calls
 
     w = torch.tensor([1.0, 2.0], requires_grad=True)
     shared = w * 3  # a non-leaf: what RPC delivers inside a distributed autograd context
-    blobs, aside = _pack_calls([((shared, float(i)), {}) for i in range(3)])
-    outs = _run_calls(torch.mul, blobs, aside)
+    blobs, aside, _ = _pack_calls([((shared, float(i)), {}) for i in range(3)])
+    outs = _run_calls(torch.mul, {}, blobs, aside)
     (grad,) = torch.autograd.grad(sum(o.sum() for o in outs), w)
     torch.testing.assert_close(grad, torch.tensor([9.0, 9.0]))  # 3 * (0 + 1 + 2)
     leaf = torch.ones(2, requires_grad=True)
-    blobs, aside = _pack_calls([((leaf,), {}), ((leaf,), {})])
-    first, second = _run_calls(lambda t: t, blobs, aside)
+    blobs, aside, _ = _pack_calls([((leaf,), {}), ((leaf,), {})])
+    first, second = _run_calls(lambda t: t, {}, blobs, aside)
     assert first is leaf and second is not leaf and second.is_leaf and second.requires_grad
 
 

@@ -25,6 +25,21 @@ autograd context, ``nn.Parameter`` detached, grad mode on) and with its results 
 it computes the same as through RPC, minus one message and one distributed-autograd send/receive
 pair per step. (Rank 0 drives training and is a worker too, so this is its share of every step.)
 
+An ``RRef`` to an ``nn.Module`` that the caller owns (TorchOpt's pattern sends
+``RRef(module_clone(net, by='copy'))``, and each worker calls ``to_here()``) travels with the
+call: the message to each other worker also carries the module (pickled like the arguments, its
+tensors recorded by distributed autograd like theirs), and on the worker each call's first
+``to_here()`` returns its own copy of it instead of fetching one, a round trip to a caller busy
+with its own share. The function still
+receives the RRef in every other respect (``isinstance``, ``owner()``, its remote methods; a
+later ``to_here()`` fetches as ever; sent on, it is the RRef). The copy is the module as it was
+when the call was made, which a fetch at that moment would have returned; a module that does
+not pickle is not pushed.
+
+In the backward pass of a distributed autograd context, the node that sends a reply's gradient
+back to its worker runs as soon as that gradient is complete (see :func:`_send_gradients_first`),
+so the workers differentiate their shares while the caller differentiates its own.
+
 Failures reach the caller, never a hang:
 
 * an exception raised by the function on a worker is re-raised on the caller with its type, the
@@ -53,12 +68,14 @@ import io
 import numbers
 import pickle
 import traceback
+from collections import OrderedDict
 from collections.abc import Callable, Iterable
 from typing import Any, TypeVar
 
 import torch
 import torch.distributed.rpc as rpc
 
+import optree_core
 from diffopt.distributed.partition import (
     TensorDimensionPartitioner,
     batch_partitioner,
@@ -174,46 +191,109 @@ def _calls(func: Any, args: Any, kwargs: Any, partitioner: Any) -> list[tuple[in
     return calls
 
 
+def _set_aside(position: int) -> Any:
+    """Stands in a batched pickle for the object set aside at ``position``; only
+    :class:`_ArgumentsUnpickler` resolves it."""
+    raise RuntimeError("diffopt.distributed: a batched call's arguments were unpickled outside "
+                       "diffopt.distributed")
+
+
 class _ArgumentsPickler(pickle.Pickler):
     """Pickles one call's ``(args, kwargs)`` for a batched message, setting its tensors and RRefs
     aside: the message carries those itself, so RPC sends them its own way (distributed autograd
     records the tensors, ``nn.Parameter`` arrives detached, RRefs fork) and an object several
-    calls share travels once."""
+    calls share travels once. (A ``reducer_override``, which pickle consults only for objects of
+    types it has no fast path for, rather than a ``persistent_id``, which it calls for every
+    object: a module's many small dicts, strings and numbers cost half as much.)"""
 
     def __init__(self, file: io.BytesIO, aside: list[Any], positions: dict[int, int]) -> None:
         super().__init__(file, protocol=pickle.HIGHEST_PROTOCOL)
         self.aside = aside
         self.positions = positions
 
-    def persistent_id(self, obj: Any) -> int | None:
+    def reducer_override(self, obj: Any) -> Any:
+        if type(obj) is OrderedDict:
+            # A module holds a dozen (its hooks, mostly empty); pickle's own reduction of an
+            # OrderedDict looks up the type's slots in Python every time.
+            return OrderedDict, (), vars(obj) or None, None, iter(obj.items())
         if not isinstance(obj, (torch.Tensor, rpc.PyRRef)):
-            return None
+            return NotImplemented
         position = self.positions.get(id(obj))
         if position is None:
             position = self.positions[id(obj)] = len(self.aside)
             self.aside.append(obj)
-        return position
+        return _set_aside, (position,)
 
 
 class _ArgumentsUnpickler(pickle.Unpickler):
     """Rebuilds one call's arguments from a batched message (or the caller's own share), handing
     each tensor set aside through ``deliver(position, tensor)`` (once per position within the call,
-    so tied weights stay tied); RRefs pass as they are."""
+    so tied weights stay tied); RRefs pass as they are, except those whose module came with the
+    message (``pushed``: its pickle, by position), which arrive as a :class:`_PushedRRef` holding
+    this call's own copy of the module."""
 
     def __init__(self, data: bytes, aside: list[Any],
-                 deliver: Callable[[int, torch.Tensor], torch.Tensor]) -> None:
+                 deliver: Callable[[int, torch.Tensor], torch.Tensor],
+                 pushed: dict[int, bytes] | None = None) -> None:
         super().__init__(io.BytesIO(data))
         self.aside = aside
         self.deliver = deliver
+        self.pushed = pushed or {}
         self.loaded: dict[int, Any] = {}
 
-    def persistent_load(self, position: int) -> Any:
+    def find_class(self, module: str, name: str) -> Any:
+        if name == "_set_aside" and module == __name__:
+            return self.set_aside
+        return super().find_class(module, name)
+
+    def set_aside(self, position: int) -> Any:
         if position not in self.loaded:
             obj = self.aside[position]
             if isinstance(obj, torch.Tensor):
                 obj = self.deliver(position, obj)
+            elif position in self.pushed:
+                value = _ArgumentsUnpickler(self.pushed[position], self.aside, self.deliver).load()
+                obj = _PushedRRef(obj, value)
             self.loaded[position] = obj
         return self.loaded[position]
+
+
+_TAKEN = object()
+
+
+def _same(obj: Any) -> Any:
+    return obj
+
+
+class _PushedRRef:
+    """What a worker's function receives for an RRef to a module that the caller owns and sent
+    along with the call (see this module's docstring): the RRef itself in every respect (its
+    methods, ``isinstance``, sending it on), except that its first ``to_here()`` returns the
+    call's copy of the module that came with the message instead of fetching one from the owner,
+    a round trip while the owner is busy with its own share. Later calls fetch, as always."""
+
+    __slots__ = ("_rref", "_value")
+
+    def __init__(self, rref: Any, value: Any) -> None:
+        self._rref = rref
+        self._value = value
+
+    @property
+    def __class__(self):  # isinstance() sees the RRef's type
+        return type(self._rref)
+
+    def to_here(self, *args: Any, **kwargs: Any) -> Any:
+        value, self._value = self._value, _TAKEN
+        return self._rref.to_here(*args, **kwargs) if value is _TAKEN else value
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._rref, name)
+
+    def __reduce__(self):  # sent on, it is the RRef again
+        return _same, (self._rref,)
+
+    def __repr__(self) -> str:
+        return repr(self._rref)
 
 
 def _as_delivered(tensor: torch.Tensor, attach: bool) -> torch.Tensor:
@@ -242,9 +322,12 @@ def _first_as_received(handed: set[int]) -> Callable[[int, torch.Tensor], torch.
     return deliver
 
 
-def _pack_calls(calls: list[Any]) -> tuple[list[bytes], list[Any]] | None:
-    """The calls' arguments pickled one call at a time, and what they set aside; ``None`` when
-    some argument does not pickle outside RPC's own pickler (those calls then go one by one)."""
+def _pack_calls(calls: list[Any], push: bool = False) -> tuple[list[bytes], list[Any],
+                                                                 dict[int, bytes]] | None:
+    """The calls' arguments pickled one call at a time, what they set aside, and (``push``) the
+    pickles of the modules behind the RRefs set aside that this worker owns, by position; ``None``
+    when some argument does not pickle outside RPC's own pickler (those calls then go one by
+    one). A module that does not pickle is simply not pushed."""
     aside: list[Any] = []
     positions: dict[int, int] = {}
     blobs = []
@@ -255,15 +338,31 @@ def _pack_calls(calls: list[Any]) -> tuple[list[bytes], list[Any]] | None:
         except Exception:  # whatever RPC alone can pickle: these calls go unbatched
             return None
         blobs.append(buffer.getvalue())
-    return blobs, aside
+    pushed: dict[int, bytes] = {}
+    for position, obj in enumerate(list(aside) if push else ()):
+        if not (isinstance(obj, rpc.PyRRef) and obj.is_owner()
+                and isinstance(obj.local_value(), torch.nn.Module)):
+            continue
+        buffer, mark = io.BytesIO(), len(aside)
+        try:
+            _ArgumentsPickler(buffer, aside, positions).dump(obj.local_value())
+        except Exception:  # the worker fetches it with to_here(), as it would have
+            del aside[mark:]
+            for key in [key for key, at in positions.items() if at >= mark]:
+                del positions[key]
+            continue
+        pushed[position] = buffer.getvalue()
+    return blobs, aside, pushed
 
 
-def _run_calls(func: Callable[..., T], blobs: list[bytes], aside: list[Any]) -> list[T]:
-    """The worker's side of a batched call: ``func`` on each call's arguments, in order."""
+def _run_calls(func: Callable[..., T], pushed: dict[int, bytes], blobs: list[bytes],
+               aside: list[Any]) -> list[T]:
+    """The worker's side of a batched call: ``func`` on each call's arguments, in order, each
+    call with its own copy of the modules that came with the message."""
     deliver = _first_as_received(set())
     # Every call's arguments first, so the private copies are taken before any call can change
     # what it received.
-    arguments = [_ArgumentsUnpickler(blob, aside, deliver).load() for blob in blobs]
+    arguments = [_ArgumentsUnpickler(blob, aside, deliver, pushed).load() for blob in blobs]
     return [func(*args, **kwargs) for args, kwargs in arguments]
 
 
@@ -277,12 +376,12 @@ def _in_autograd_context() -> bool:
     return True
 
 
-def _run_here(func: Callable[..., Any], packed: tuple[list[bytes], list[Any]]) -> Any:
+def _run_here(func: Callable[..., Any], packed: tuple[list[bytes], list[Any], Any]) -> Any:
     """The caller's own share of a call, run in the caller's thread as its RPC thread would run
     it: on copies of the arguments delivered as a message delivers them, with grad mode on, and
     the results copied back as a reply. Saves the message to itself (pickling, TensorPipe, the
     distributed-autograd send/receive pair) while the other workers compute."""
-    blobs, aside = packed
+    blobs, aside, _ = packed
     attach = torch.is_grad_enabled() and _in_autograd_context()
     future: torch.futures.Future = torch.futures.Future()
     try:
@@ -313,6 +412,28 @@ def _as_worker_error(error: Exception) -> Exception:
         dressed = RuntimeError(message)
     dressed.__cause__ = error
     return dressed
+
+
+# torch's autograd engine runs the ready nodes of a backward pass highest sequence number first
+# (numbers count up per thread, so later work first), giving AccumulateGrad the top number. The
+# RecvRpcBackward node that distributed autograd attaches to a reply is created on the RPC thread
+# that received it, whose numbers are low: without help it runs only after every other ready node,
+# that is after the caller's whole local branch (its own share of the call included), so a
+# worker's backward pass starts when the caller's has finished instead of beside it (measured in
+# benchmarks/RESULTS.md, "diffopt (distributed)"). The node only sends the gradient to the worker
+# and returns at once, so it gets the top number too: it still runs only once all its gradient
+# has arrived (the engine's dependency count), and the gradients are unchanged; only the order of
+# otherwise independent nodes changes.
+_RECV_NODE = "torch::distributed::autograd::RecvRpcBackward"
+_FIRST = 2**64 - 1
+
+
+def _send_gradients_first(value: Any) -> None:
+    """Give the nodes that send a reply's gradients back to its worker the top priority."""
+    for leaf in optree_core.tree_leaves(value):
+        node = leaf.grad_fn if isinstance(leaf, torch.Tensor) else None
+        if node is not None and node.name() == _RECV_NODE and hasattr(node, "_set_sequence_nr"):
+            node._set_sequence_nr(_FIRST)
 
 
 def _by_worker(calls: list[tuple[int, tuple, dict]]) -> dict[int, list[int]]:
@@ -388,18 +509,20 @@ def remote_async_call(func: Callable[..., T], *, args: tuple | None = None,
 
     # The caller's own share runs here (synchronous calls without a timeout to enforce: see
     # _run_here), after the other workers' messages are sent.
-    own = rpc.get_worker_info().id if _run_own_share_here and timeout == UNSET_RPC_TIMEOUT \
-        else None
-    here: tuple[int, list[int], tuple[list[bytes], list[Any]]] | None = None
+    me = rpc.get_worker_info().id
+    own = me if _run_own_share_here and timeout == UNSET_RPC_TIMEOUT else None
+    here: tuple[int, list[int], Any] | None = None
     # One message per worker (see the module's docstring); (worker, call indices, payload).
+    # Another worker's message also carries the modules behind the caller's own RRefs (pushed;
+    # not in a message to itself, where to_here() returns the module itself, not a copy).
     messages: list[tuple[int, list[int], tuple[Callable[..., Any], tuple, dict]]] = []
     for worker, indices in _by_worker(calls).items():
-        packed = _pack_calls([calls[i][1:] for i in indices]) \
-            if len(indices) > 1 or worker == own else None
+        packed = _pack_calls([calls[i][1:] for i in indices], push=worker != me)
         if packed is not None and worker == own:
             here = (worker, indices, packed)
-        elif packed is not None:
-            messages.append((worker, indices, (_run_calls, (func, *packed), {})))
+        elif packed is not None and (len(indices) > 1 or packed[2]):
+            blobs, aside, pushed = packed
+            messages.append((worker, indices, (_run_calls, (func, pushed, blobs, aside), {})))
         else:
             messages.extend((worker, [i], (func, *calls[i][1:])) for i in indices)
 
@@ -430,6 +553,7 @@ def remote_async_call(func: Callable[..., T], *, args: tuple | None = None,
             except Exception as error:  # handed to the caller through the future
                 result.set_exception(_explain(func, worker, error, timeout))
                 return
+            _send_gradients_first(value)
             for index, item in zip(indices, value if listed else [value]):
                 values[index] = item
         try:
