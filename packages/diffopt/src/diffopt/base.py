@@ -22,7 +22,6 @@ Example:
 
 from __future__ import annotations
 
-import itertools
 from collections.abc import Callable
 from typing import Any, NamedTuple, Protocol
 
@@ -189,16 +188,17 @@ class ChainedGradientTransformation(GradientTransformation):
     transformations: tuple[GradientTransformation, ...]
 
     def __new__(cls, *transformations: GradientTransformation) -> ChainedGradientTransformation:
-        for index, transformation in enumerate(transformations):
-            _check_transformation(index, transformation)
-        members = tuple(itertools.chain.from_iterable(
-            t.transformations if isinstance(t, ChainedGradientTransformation)
-            else () if isinstance(t, IdentityGradientTransformation)
-            else (t,)
-            for t in transformations
-        ))
-        if not members:  # a chain of identities still needs a state of its own
-            members = (IdentityGradientTransformation(),)
+        # One pass: check, splice nested chains in, drop identities (a MAML loop builds an
+        # optimizer per task, so construction is on the hot path too).
+        spliced: list[GradientTransformation] = []
+        for index, t in enumerate(transformations):
+            _check_transformation(index, t)
+            if isinstance(t, ChainedGradientTransformation):
+                spliced.extend(t.transformations)
+            elif not isinstance(t, IdentityGradientTransformation):
+                spliced.append(t)
+        # A chain of identities still needs a state of its own.
+        members = tuple(spliced) if spliced else (_IDENTITY,)
         init_fns = tuple(t.init for t in members)
         plan = _fusion_plan(members)
 
@@ -328,4 +328,8 @@ def identity() -> GradientTransformation:
         >>> tx.update({'a': torch.tensor([0.25])}, state)
         ({'a': tensor([0.2500])}, EmptyState())
     """
-    return IdentityGradientTransformation()
+    return _IDENTITY
+
+
+# Immutable and stateless, so every identity() (and every chain of identities) can share it.
+_IDENTITY = IdentityGradientTransformation()

@@ -92,6 +92,24 @@ def differentiable_grads(
     return grads
 
 
+def _submodules(module: nn.Module) -> list[nn.Module]:
+    """``module.modules()``, in its order (pre-order, each module once), without building the
+    dotted names it would also compute: an optimizer is built per task in a MAML loop."""
+    out: list[nn.Module] = []
+    seen: set[int] = set()
+    stack = [module]
+    while stack:
+        current = stack.pop()
+        if id(current) in seen:
+            continue
+        seen.add(id(current))
+        out.append(current)
+        children = [child for child in current._modules.values() if child is not None]
+        children.reverse()
+        stack.extend(children)
+    return out
+
+
 class MetaOptimizer:
     """A differentiable optimizer for the parameters of a :class:`torch.nn.Module`.
 
@@ -138,11 +156,13 @@ class MetaOptimizer:
                 f"{type(self).__name__}: expected an nn.Module, got {type(module).__name__}"
             )
         slots: list[tuple[dict, str, int]] = []
+        first: list[tuple[dict, str]] = []  # the first slot of each distinct parameter
         index_of: dict[int, int] = {}
         params: list[torch.Tensor] = []
         taken = {id(p) for group in self._group_params for p in group}
-        for submodule in module.modules():
-            for name, tensor in submodule._parameters.items():
+        for submodule in _submodules(module):
+            container = submodule._parameters
+            for name, tensor in container.items():
                 if tensor is None or not tensor.requires_grad:
                     continue
                 if id(tensor) in taken:
@@ -150,19 +170,18 @@ class MetaOptimizer:
                         f"{type(self).__name__}: parameter {name!r} already belongs "
                         "to another group"
                     )
-                if id(tensor) not in index_of:
-                    index_of[id(tensor)] = len(params)
+                index = index_of.get(id(tensor))
+                if index is None:
+                    index = index_of[id(tensor)] = len(params)
                     params.append(tensor)
-                slots.append((submodule._parameters, name, index_of[id(tensor)]))
+                    first.append((container, name))
+                slots.append((container, name, index))
         if not params:
             raise ValueError(
                 f"{type(self).__name__}: the module has no parameter that requires grad"
             )
         self.param_containers_groups.append(slots)
-        first: dict[int, tuple[dict, str]] = {}
-        for container, name, index in slots:
-            first.setdefault(index, (container, name))
-        self._first_slots.append([first[i] for i in range(len(params))])
+        self._first_slots.append(first)
         self._group_params.append(tuple(params))
         self.state_groups.append(self.impl.init(tuple(params)))
 
