@@ -95,18 +95,18 @@ def differentiable_grads(
 def _submodules(module: nn.Module) -> list[nn.Module]:
     """``module.modules()``, in its order (pre-order, each module once), without building the
     dotted names it would also compute: an optimizer is built per task in a MAML loop."""
-    out: list[nn.Module] = []
-    seen: set[int] = set()
-    stack = [module]
-    while stack:
-        current = stack.pop()
-        if id(current) in seen:
-            continue
-        seen.add(id(current))
-        out.append(current)
-        children = [child for child in current._modules.values() if child is not None]
-        children.reverse()
-        stack.extend(children)
+    out = [module]
+    seen = {id(module)}
+
+    def visit(parent: nn.Module) -> None:
+        for child in parent._modules.values():
+            if child is not None and id(child) not in seen:
+                seen.add(id(child))
+                out.append(child)
+                if child._modules:
+                    visit(child)
+
+    visit(module)
     return out
 
 
@@ -165,14 +165,15 @@ class MetaOptimizer:
             for name, tensor in container.items():
                 if tensor is None or not tensor.requires_grad:
                     continue
-                if id(tensor) in taken:
+                key = id(tensor)
+                if key in taken:
                     raise ValueError(
                         f"{type(self).__name__}: parameter {name!r} already belongs "
                         "to another group"
                     )
-                index = index_of.get(id(tensor))
+                index = index_of.get(key)
                 if index is None:
-                    index = index_of[id(tensor)] = len(params)
+                    index = index_of[key] = len(params)
                     params.append(tensor)
                     first.append((container, name))
                 slots.append((container, name, index))
