@@ -29,6 +29,7 @@ from torch import nn
 import optree_core
 from diffopt.base import GradientTransformation
 from diffopt.update import add_leaves
+from diffopt.utils import submodules
 
 __all__ = ["MetaOptimizer", "differentiable_grads"]
 
@@ -92,24 +93,6 @@ def differentiable_grads(
     return grads
 
 
-def _submodules(module: nn.Module) -> list[nn.Module]:
-    """``module.modules()``, in its order (pre-order, each module once), without building the
-    dotted names it would also compute: an optimizer is built per task in a MAML loop."""
-    out = [module]
-    seen = {id(module)}
-
-    def visit(parent: nn.Module) -> None:
-        for child in parent._modules.values():
-            if child is not None and id(child) not in seen:
-                seen.add(id(child))
-                out.append(child)
-                if child._modules:
-                    visit(child)
-
-    visit(module)
-    return out
-
-
 class MetaOptimizer:
     """A differentiable optimizer for the parameters of a :class:`torch.nn.Module`.
 
@@ -160,7 +143,7 @@ class MetaOptimizer:
         index_of: dict[int, int] = {}
         params: list[torch.Tensor] = []
         taken = {id(p) for group in self._group_params for p in group}
-        for submodule in _submodules(module):
+        for submodule in submodules(module):
             container = submodule._parameters
             for name, tensor in container.items():
                 if tensor is None or not tensor.requires_grad:
