@@ -18,7 +18,9 @@ networks are no longer finite (only with ``--no-restore``). A contender may be n
 difference between its two copies is the noise floor of the measurement. ``--cpu-only`` keeps
 just the timing (no profiler passes, so many rounds are cheap) and prints TorchOpt's process CPU
 over diffopt's for each configuration pair: the figure to use on a shared, loaded box, where
-wall time is mostly waiting for a core.
+wall time is mostly waiting for a core. With ``--inner sgd``, the contender ``floor-func`` is the
+functional path's two multi-tensor ops with no library around them: the floor under any
+functional SGD, and so the bound on TorchOpt-func / diffopt-func for the workload.
 
     python benchmarks/maml/profile_maml.py [--problem mlp] [--inner adam] [--steps 3]
                                            [--libraries diffopt,torchopt] [--top 15]
@@ -47,6 +49,33 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_maml import LIBRARIES, PAIRS, available, make_full_step  # the benchmark's own problems
+
+
+class _FloorSGD:
+    """The ``floor-func`` contender (SGD only): the functional path's two multi-tensor ops,
+    ``u = g * -lr`` and ``p + u``, with no library around them (no tree flattening, no checks,
+    no chain): what any functional SGD must at least run, so TorchOpt's time over this one bounds
+    the ratio an optimizer library can reach on the workload."""
+
+    def __init__(self, lr: float) -> None:
+        self.factor = torch.scalar_tensor(-lr)
+
+    def init(self, params):
+        return ()
+
+    def update(self, grads, state, inplace=False):
+        return torch._foreach_mul(grads, self.factor), state
+
+    @staticmethod
+    def apply_updates(params, updates, inplace=False):
+        return tuple(torch._foreach_add(params, updates))
+
+
+def _floor_module():
+    module = type(sys)("floor")
+    module.sgd = _FloorSGD
+    module.apply_updates = _FloorSGD.apply_updates
+    sys.modules["floor"] = module  # bench_maml imports the functional contender by name
 
 
 def _counts(events) -> tuple[int, int]:
@@ -137,7 +166,7 @@ def compare(names: list[str], steps: list, args) -> None:
         print("| contender | CPU ms | wall ms |\n|---|---:|---:|")
         for label in labels:
             print(f"| {label} | {med(cpu[label]) * 1e3:.2f} | {med(wall[label]) * 1e3:.2f} |")
-        for ours, theirs in PAIRS:
+        for ours, theirs in [*PAIRS, ("floor-func", "torchopt-func"), ("floor-func", "diffopt-func")]:
             if ours in labels and theirs in labels:
                 print(f"{theirs} / {ours} (CPU medians): "
                       f"{med(cpu[theirs]) / med(cpu[ours]):.3f}")
@@ -215,7 +244,9 @@ def main(argv=None) -> int:
     device = torch.device("cpu")
     names, steps = [], []
     for library in args.libraries.split(","):
-        if library not in LIBRARIES or available(library):
+        if library == "floor-func" and args.inner == "sgd":
+            _floor_module()
+        elif library not in LIBRARIES or available(library):
             print(f"skipping {library}: {available(library) if library in LIBRARIES else 'unknown'}")
             continue
         names.append(library)
