@@ -205,13 +205,16 @@ class ChainedGradientTransformation(GradientTransformation):
         def init_fn(params):
             return tuple(fn(params) for fn in init_fns)
 
-        def run(updates, state, params, inplace, add_to):
+        def check(state):
             if not isinstance(state, tuple) or len(state) != len(members):
                 size = len(state) if isinstance(state, tuple) else type(state).__name__
                 raise ValueError(
                     f"chain: expected a state with {len(members)} entries (one per chained "
                     f"transformation, as init returns), got {size}"
                 )
+
+        def run(updates, state, params, inplace, add_to):
+            check(state)
             new_state = list(state)
             last = len(plan) - 1
             for k, (i, update, factor) in enumerate(plan):
@@ -223,8 +226,16 @@ class ChainedGradientTransformation(GradientTransformation):
                                                    add_to if k == last else None)
             return updates, tuple(new_state)
 
-        def update_fn(updates, state, *, params=None, inplace=True):
-            return run(updates, state, params, inplace, None)
+        if len(plan) == 1 and plan[0][2] is None:  # one member (sgd(lr) is a scale): call it
+            only = plan[0][1]
+
+            def update_fn(updates, state, *, params=None, inplace=True):
+                check(state)
+                updates, inner = only(updates, state[0], params=params, inplace=inplace)
+                return updates, (inner,)
+        else:
+            def update_fn(updates, state, *, params=None, inplace=True):
+                return run(updates, state, params, inplace, None)
 
         def update_and_apply(updates, state, params):
             """``(new param leaves, new state)`` for flat ``updates`` and ``params``, out of place."""

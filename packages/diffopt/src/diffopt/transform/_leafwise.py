@@ -61,6 +61,9 @@ def unflatten(treespec: Any, leaves: list) -> Any:
     return optree_core.tree_unflatten(treespec, leaves)
 
 
+_TENSOR, _PARAMETER, _STRIDED = torch.Tensor, torch.nn.Parameter, torch.strided
+
+
 def can_use_foreach(tensors: list) -> bool:
     """Whether multi-tensor ``torch._foreach_*`` ops may replace a loop of per-leaf ops.
 
@@ -75,16 +78,19 @@ def can_use_foreach(tensors: list) -> bool:
     """
     if not tensors:
         return False
+    # Locals: this runs for every update on the hot path (twice per functional SGD step).
+    tensor, parameter, strided = _TENSOR, _PARAMETER, _STRIDED
     first = tensors[0]
     # The type first: a None leaf (no gradient) or a non-tensor also means no.
-    if type(first) is not torch.Tensor and type(first) is not torch.nn.Parameter:
+    if type(first) is not tensor and type(first) is not parameter:
         return False
     dtype = first.dtype
     if dtype is not torch.float32 and dtype is not torch.float64:
         return False
     for t in tensors:
-        if ((type(t) is not torch.Tensor and type(t) is not torch.nn.Parameter)
-                or t.dtype is not dtype or t.layout is not torch.strided):
+        kind = type(t)
+        if ((kind is not tensor and kind is not parameter)
+                or t.dtype is not dtype or t.layout is not strided):
             return False
     return not (torch._C._are_functorch_transforms_active()
                 or torch.autograd.forward_ad._current_level >= 0
