@@ -90,7 +90,7 @@ def test_parameters_are_taken_in_module_order_once():
     net[3][0].bias = head.bias  # tied into another module
     opt = diffopt.MetaSGD(net, lr=0.1, momentum=0.9)
     (state,) = opt.state_dict()
-    buffers = [leaf for leaf in state[0] if isinstance(leaf, tuple)][0]
+    buffers = next(leaf for leaf in state[0] if isinstance(leaf, tuple))
     assert [b.shape for b in buffers] == [p.shape for p in net.parameters()]
     opt.step(net(torch.ones(1, 2)).sum())
     assert net[0][1].weight is net[1].weight and net[3][0].bias is net[2].bias
