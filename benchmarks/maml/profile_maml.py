@@ -15,12 +15,19 @@ contender ran the same full-size ops (the same op, shapes and strides, as often)
 names of the rest whose self CPU differs most; the full-size ops' thread CPU time by name (each
 such op timed alone, so an op that runs slower for one contender shows); and which contenders'
 networks are no longer finite (only with ``--no-restore``). A contender may be named twice: the
-difference between its two copies is the noise floor of the measurement.
+difference between its two copies is the noise floor of the measurement. ``--cpu-only`` keeps
+just the timing (no profiler passes, so many rounds are cheap) and prints TorchOpt's process CPU
+over diffopt's for each configuration pair: the figure to use on a shared, loaded box, where
+wall time is mostly waiting for a core. With ``--inner sgd``, the contender ``floor-func`` is the
+functional path's two multi-tensor ops with no library around them: the floor under any
+functional SGD, and so the bound on TorchOpt-func / diffopt-func for the workload.
 
     python benchmarks/maml/profile_maml.py [--problem mlp] [--inner adam] [--steps 3]
                                            [--libraries diffopt,torchopt] [--top 15]
     python benchmarks/maml/profile_maml.py --compare --problem conv --steps 1 --rounds 7 \\
         --libraries diffopt,diffopt,torchopt
+    python benchmarks/maml/profile_maml.py --compare --cpu-only --problem mlp --inner sgd \\
+        --steps 3 --rounds 40 --libraries diffopt,torchopt,diffopt-func,torchopt-func
 """
 
 from __future__ import annotations
@@ -41,7 +48,34 @@ from torch.profiler import ProfilerActivity, profile
 from torch.utils._python_dispatch import TorchDispatchMode
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_maml import LIBRARIES, available, make_full_step  # the benchmark's own problems
+from bench_maml import LIBRARIES, PAIRS, available, make_full_step  # the benchmark's own problems
+
+
+class _FloorSGD:
+    """The ``floor-func`` contender (SGD only): the functional path's two multi-tensor ops,
+    ``u = g * -lr`` and ``p + u``, with no library around them (no tree flattening, no checks,
+    no chain): what any functional SGD must at least run, so TorchOpt's time over this one bounds
+    the ratio an optimizer library can reach on the workload."""
+
+    def __init__(self, lr: float) -> None:
+        self.factor = torch.scalar_tensor(-lr)
+
+    def init(self, params):
+        return ()
+
+    def update(self, grads, state, inplace=False):
+        return torch._foreach_mul(grads, self.factor), state
+
+    @staticmethod
+    def apply_updates(params, updates, inplace=False):
+        return tuple(torch._foreach_add(params, updates))
+
+
+def _floor_module():
+    module = type(sys)("floor")
+    module.sgd = _FloorSGD
+    module.apply_updates = _FloorSGD.apply_updates
+    sys.modules["floor"] = module  # bench_maml imports the functional contender by name
 
 
 def _counts(events) -> tuple[int, int]:
@@ -95,6 +129,8 @@ def compare(names: list[str], steps: list, args) -> None:
             cpu[label].append(time.process_time() - start)
             wall[label].append(time.perf_counter() - wall_start)
             faults[label].append(resource.getrusage(resource.RUSAGE_SELF).ru_minflt - faults0)
+            if args.cpu_only:
+                continue
             with profile(activities=[ProfilerActivity.CPU], record_shapes=True) as prof:
                 step()
             big = 0.0
@@ -125,6 +161,16 @@ def compare(names: list[str], steps: list, args) -> None:
     med = statistics.median
     print(f"\n=== {args.problem}/{args.inner}/{args.steps} steps, one outer step, medians of "
           f"{args.rounds} interleaved rounds (load average {_load()})")
+    if args.cpu_only:
+        # Process CPU time is what the libraries spend; on a loaded box wall time is mostly waiting.
+        print("| contender | CPU ms | wall ms |\n|---|---:|---:|")
+        for label in labels:
+            print(f"| {label} | {med(cpu[label]) * 1e3:.2f} | {med(wall[label]) * 1e3:.2f} |")
+        for ours, theirs in [*PAIRS, ("floor-func", "torchopt-func"), ("floor-func", "diffopt-func")]:
+            if ours in labels and theirs in labels:
+                print(f"{theirs} / {ours} (CPU medians): "
+                      f"{med(cpu[theirs]) / med(cpu[ours]):.3f}")
+        return
     print("| contender | CPU ms | wall ms | minor faults | aten calls | autograd nodes | profiled self ms: "
           f"ops on >= {args.big} elements | the rest |")
     print("|---|---:|---:|---:|---:|---:|---:|---:|")
@@ -188,6 +234,9 @@ def main(argv=None) -> int:
     parser.add_argument("--no-restore", action="store_true",
                         help="keep each outer update (train), as bench_maml did before: a "
                              "library whose meta-gradient has NaN then runs a NaN network")
+    parser.add_argument("--cpu-only", action="store_true",
+                        help="--compare: only the process CPU and wall time of each contender "
+                             "(no profiler passes), and TorchOpt / diffopt per configuration")
     parser.add_argument("--big", type=int, default=10000,
                         help="--compare: elements that make an op input full-size")
     args = parser.parse_args(argv)
@@ -195,7 +244,9 @@ def main(argv=None) -> int:
     device = torch.device("cpu")
     names, steps = [], []
     for library in args.libraries.split(","):
-        if library not in LIBRARIES or available(library):
+        if library == "floor-func" and args.inner == "sgd":
+            _floor_module()
+        elif library not in LIBRARIES or available(library):
             print(f"skipping {library}: {available(library) if library in LIBRARIES else 'unknown'}")
             continue
         names.append(library)

@@ -163,3 +163,24 @@ def test_alias_utils_is_public_with_the_use_chain_flat_switch():
     torch.testing.assert_close(results[0], results[1])
     with pytest.raises(TypeError, match="bool"):
         utils._set_use_chain_flat(1)
+
+
+def test_aliases_built_from_numbers_are_shared_and_behave_the_same():
+    # sgd/adam with the same plain-number arguments return one (immutable) transformation; a
+    # tensor or a schedule builds a new one, and invalid arguments raise on every call.
+    assert diffopt.sgd(0.1) is diffopt.sgd(0.1) and diffopt.sgd(lr=0.1) is diffopt.sgd(lr=0.1)
+    assert diffopt.adam(0.1, betas=(0.8, 0.9)) is diffopt.adam(0.1, betas=(0.8, 0.9))
+    assert diffopt.adam(0.1, betas=(0.8, 0.9)) is not diffopt.adam(0.1, betas=(0.8, 0.95))
+    assert diffopt.sgd(1) is not diffopt.sgd(1.0)
+    lr = torch.tensor(0.1)
+    assert diffopt.sgd(lr) is not diffopt.sgd(lr)
+    assert diffopt.sgd(lambda count: 0.1) is not diffopt.sgd(lambda count: 0.1)
+    for _ in range(2):
+        with pytest.raises(ValueError, match="learning rate"):
+            diffopt.sgd(-1.0)
+    params = (torch.tensor([1.0, 2.0]),)
+    for _ in range(2):  # the shared transformation keeps no state between uses
+        tx = diffopt.sgd(0.5, momentum=0.9)
+        state = tx.init(params)
+        updates, state = tx.update((torch.tensor([1.0, -1.0]),), state, inplace=False)
+        torch.testing.assert_close(updates[0], torch.tensor([-0.5, 0.5]))

@@ -22,7 +22,6 @@ Example:
 
 from __future__ import annotations
 
-import itertools
 from collections.abc import Callable
 from typing import Any, NamedTuple, Protocol
 
@@ -189,29 +188,33 @@ class ChainedGradientTransformation(GradientTransformation):
     transformations: tuple[GradientTransformation, ...]
 
     def __new__(cls, *transformations: GradientTransformation) -> ChainedGradientTransformation:
-        for index, transformation in enumerate(transformations):
-            _check_transformation(index, transformation)
-        members = tuple(itertools.chain.from_iterable(
-            t.transformations if isinstance(t, ChainedGradientTransformation)
-            else () if isinstance(t, IdentityGradientTransformation)
-            else (t,)
-            for t in transformations
-        ))
-        if not members:  # a chain of identities still needs a state of its own
-            members = (IdentityGradientTransformation(),)
+        # One pass: check, splice nested chains in, drop identities (a MAML loop builds an
+        # optimizer per task, so construction is on the hot path too).
+        spliced: list[GradientTransformation] = []
+        for index, t in enumerate(transformations):
+            _check_transformation(index, t)
+            if isinstance(t, ChainedGradientTransformation):
+                spliced.extend(t.transformations)
+            elif not isinstance(t, IdentityGradientTransformation):
+                spliced.append(t)
+        # A chain of identities still needs a state of its own.
+        members = tuple(spliced) if spliced else (_IDENTITY,)
         init_fns = tuple(t.init for t in members)
         plan = _fusion_plan(members)
 
         def init_fn(params):
             return tuple(fn(params) for fn in init_fns)
 
-        def run(updates, state, params, inplace, add_to):
+        def check(state):
             if not isinstance(state, tuple) or len(state) != len(members):
                 size = len(state) if isinstance(state, tuple) else type(state).__name__
                 raise ValueError(
                     f"chain: expected a state with {len(members)} entries (one per chained "
                     f"transformation, as init returns), got {size}"
                 )
+
+        def run(updates, state, params, inplace, add_to):
+            check(state)
             new_state = list(state)
             last = len(plan) - 1
             for k, (i, update, factor) in enumerate(plan):
@@ -223,8 +226,16 @@ class ChainedGradientTransformation(GradientTransformation):
                                                    add_to if k == last else None)
             return updates, tuple(new_state)
 
-        def update_fn(updates, state, *, params=None, inplace=True):
-            return run(updates, state, params, inplace, None)
+        if len(plan) == 1 and plan[0][2] is None:  # one member (sgd(lr) is a scale): call it
+            only = plan[0][1]
+
+            def update_fn(updates, state, *, params=None, inplace=True):
+                check(state)
+                updates, inner = only(updates, state[0], params=params, inplace=inplace)
+                return updates, (inner,)
+        else:
+            def update_fn(updates, state, *, params=None, inplace=True):
+                return run(updates, state, params, inplace, None)
 
         def update_and_apply(updates, state, params):
             """``(new param leaves, new state)`` for flat ``updates`` and ``params``, out of place."""
@@ -328,4 +339,8 @@ def identity() -> GradientTransformation:
         >>> tx.update({'a': torch.tensor([0.25])}, state)
         ({'a': tensor([0.2500])}, EmptyState())
     """
-    return IdentityGradientTransformation()
+    return _IDENTITY
+
+
+# Immutable and stateless, so every identity() (and every chain of identities) can share it.
+_IDENTITY = IdentityGradientTransformation()

@@ -45,13 +45,12 @@ def chain(*transformations: GradientTransformation) -> GradientTransformation:
         >>> len(chain(diffopt.scale(2.0), tx).init(None)), chain(tx) is tx
         (3, True)
     """
-    for index, transformation in enumerate(transformations):
-        _check_transformation(index, transformation)
     if not transformations:
         return identity()
     if len(transformations) == 1:
+        _check_transformation(0, transformations[0])
         return transformations[0]
-    return ChainedGradientTransformation(*transformations)
+    return ChainedGradientTransformation(*transformations)  # which checks each one
 
 
 def chain_flat(*transformations: GradientTransformation) -> GradientTransformation:

@@ -15,6 +15,7 @@ from typing import Any
 import torch
 
 import optree_core
+from diffopt.transform import _leafwise
 from diffopt.transform._leafwise import scale_leaves
 
 __all__ = ["apply_updates"]  # add_leaves: the internal multi-tensor form it shares
@@ -31,12 +32,7 @@ def add_leaves(params: Sequence[Any], updates: Sequence[Any], alpha: float = 1.0
         >>> add_leaves([torch.ones(2), torch.zeros(1)], [torch.ones(2), None])
         [tensor([2., 2.]), tensor([0.])]
     """
-    present = [i for i, u in enumerate(updates) if u is not None and params[i] is not None]
-    sums = scale_leaves([updates[i] for i in present], alpha, [params[i] for i in present])
-    out = list(params)
-    for j, i in enumerate(present):
-        out[i] = sums[j]
-    return out
+    return scale_leaves(updates, alpha, params)
 
 
 def apply_updates(params: Any, updates: Any, *, inplace: bool = True) -> Any:
@@ -69,6 +65,12 @@ def apply_updates(params: Any, updates: Any, *, inplace: bool = True) -> Any:
             f"apply_updates: params and updates have different structures: "
             f"{treespec} vs {update_spec}"
         )
+    if (not inplace and _leafwise.can_use_foreach([*update_leaves, *param_leaves])
+            and [u.shape for u in update_leaves] == [p.shape for p in param_leaves]):
+        # The common functional case (every leaf a tensor, one dtype, no None, shapes that
+        # match): one multi-tensor add, and no per-leaf checks to run (they could not fail).
+        return optree_core.tree_unflatten(
+            treespec, torch._foreach_add(param_leaves, update_leaves))
     for i, (p, u) in enumerate(zip(param_leaves, update_leaves)):
         if u is None or p is None:
             continue

@@ -157,6 +157,25 @@ def _optimizer_state(target: Any) -> Any:
     return None
 
 
+def submodules(module: nn.Module) -> list[nn.Module]:
+    """``list(module.modules())``, in its order (pre-order, each module once), without building
+    the dotted names ``modules()`` also computes: MAML builds an optimizer and restores the
+    module once per task."""
+    out = [module]
+    seen = {id(module)}
+
+    def visit(parent: nn.Module) -> None:
+        for child in parent._modules.values():
+            if child is not None and id(child) not in seen:
+                seen.add(id(child))
+                out.append(child)
+                if child._modules:
+                    visit(child)
+
+    visit(module)
+    return out
+
+
 def recover_state_dict(target: Any, state: Any) -> None:
     """Put a snapshot from :func:`extract_state_dict` back into a module or an optimizer.
 
@@ -184,7 +203,7 @@ def recover_state_dict(target: Any, state: Any) -> None:
         if not isinstance(state, ModuleState):
             raise TypeError("recover_state_dict: a module needs a ModuleState from "
                             "extract_state_dict")
-        modules = list(target.modules())
+        modules = submodules(target)
         if len(modules) != len(state.params):
             raise ValueError(f"recover_state_dict: the snapshot has {len(state.params)} "
                              f"submodules, the module {len(modules)}")

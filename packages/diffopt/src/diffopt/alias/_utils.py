@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypeVar
 
 import torch
 
@@ -11,7 +12,41 @@ from diffopt.base import EmptyState, GradientTransformation, identity
 from diffopt.transform import scale, scale_by_schedule
 from diffopt.transform._leafwise import flatten_updates, unflatten
 
-__all__ = ["check_lr", "check_weight_decay", "flip_sign_and_add_weight_decay", "scale_by_neg_lr"]
+__all__ = [
+    "check_lr",
+    "check_weight_decay",
+    "flip_sign_and_add_weight_decay",
+    "reuse_for_numbers",
+    "scale_by_neg_lr",
+]
+
+_Alias = TypeVar("_Alias", bound=Callable[..., GradientTransformation])
+_PLAIN = (int, float, bool, type(None))
+
+
+def _plain(value: Any) -> bool:
+    kind = type(value)
+    return kind in _PLAIN or (kind is tuple and all(type(v) in _PLAIN for v in value))
+
+
+def reuse_for_numbers(alias: _Alias) -> _Alias:
+    """Build an alias's transformation once per set of plain-number arguments.
+
+    A transformation is an immutable pair of pure functions, so two calls with the same numbers
+    can share one: MAML loops build their inner optimizer per task (``sgd(lr)`` or ``MetaSGD``),
+    and building a chain costs more there than the update it makes. Calls with a tensor or a
+    schedule (or anything but numbers, bools, ``None`` and tuples of them) build afresh, and
+    arguments the alias rejects raise every time.
+    """
+    build = functools.lru_cache(maxsize=64, typed=True)(alias)
+
+    @functools.wraps(alias)
+    def reuse(*args, **kwargs):
+        if all(_plain(a) for a in args) and all(_plain(v) for v in kwargs.values()):
+            return build(*args, **kwargs)
+        return alias(*args, **kwargs)
+
+    return reuse  # type: ignore[return-value]
 
 
 def check_lr(name: str, lr: Any) -> None:

@@ -10,7 +10,12 @@ with the L2 penalty :math:`\lambda\theta` added to :math:`g_t` when ``weight_dec
 
 from __future__ import annotations
 
-from diffopt.alias._utils import check_lr, flip_sign_and_add_weight_decay, scale_by_neg_lr
+from diffopt.alias._utils import (
+    check_lr,
+    flip_sign_and_add_weight_decay,
+    reuse_for_numbers,
+    scale_by_neg_lr,
+)
 from diffopt.base import GradientTransformation
 from diffopt.combine import chain
 from diffopt.transform import scale_by_accelerated_adam, scale_by_adam
@@ -18,6 +23,7 @@ from diffopt.transform import scale_by_accelerated_adam, scale_by_adam
 __all__ = ["adam"]
 
 
+@reuse_for_numbers
 def adam(
     lr=1e-3,
     betas: tuple[float, float] = (0.9, 0.999),

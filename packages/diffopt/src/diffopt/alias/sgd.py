@@ -10,7 +10,12 @@ References: Robbins & Monro, 1951; Sutskever et al., 2013 (momentum and Nesterov
 
 from __future__ import annotations
 
-from diffopt.alias._utils import check_lr, flip_sign_and_add_weight_decay, scale_by_neg_lr
+from diffopt.alias._utils import (
+    check_lr,
+    flip_sign_and_add_weight_decay,
+    reuse_for_numbers,
+    scale_by_neg_lr,
+)
 from diffopt.base import GradientTransformation, identity
 from diffopt.combine import chain
 from diffopt.transform import trace
@@ -18,6 +23,7 @@ from diffopt.transform import trace
 __all__ = ["sgd"]
 
 
+@reuse_for_numbers
 def sgd(
     lr,
     momentum: float = 0.0,

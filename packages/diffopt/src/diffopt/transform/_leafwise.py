@@ -61,6 +61,9 @@ def unflatten(treespec: Any, leaves: list) -> Any:
     return optree_core.tree_unflatten(treespec, leaves)
 
 
+_TENSOR, _PARAMETER, _STRIDED = torch.Tensor, torch.nn.Parameter, torch.strided
+
+
 def can_use_foreach(tensors: list) -> bool:
     """Whether multi-tensor ``torch._foreach_*`` ops may replace a loop of per-leaf ops.
 
@@ -75,13 +78,19 @@ def can_use_foreach(tensors: list) -> bool:
     """
     if not tensors:
         return False
+    # Locals: this runs for every update on the hot path (twice per functional SGD step).
+    tensor, parameter, strided = _TENSOR, _PARAMETER, _STRIDED
     first = tensors[0]
+    # The type first: a None leaf (no gradient) or a non-tensor also means no.
+    if type(first) is not tensor and type(first) is not parameter:
+        return False
     dtype = first.dtype
     if dtype is not torch.float32 and dtype is not torch.float64:
         return False
     for t in tensors:
-        if (t.dtype is not dtype or t.layout is not torch.strided
-                or (type(t) is not torch.Tensor and type(t) is not torch.nn.Parameter)):
+        kind = type(t)
+        if ((kind is not tensor and kind is not parameter)
+                or t.dtype is not dtype or t.layout is not strided):
             return False
     return not (torch._C._are_functorch_transforms_active()
                 or torch.autograd.forward_ad._current_level >= 0
@@ -118,11 +127,27 @@ def scale_leaf(leaf: torch.Tensor, factor: float,
 
 
 def scale_leaves(leaves: list, factor: float, add_to: list | None = None) -> list:
-    """:func:`scale_leaf` over lists, by one multi-tensor op where :func:`can_use_foreach`."""
-    if can_use_foreach(leaves if add_to is None else leaves + add_to):
+    """:func:`scale_leaf` over lists, by one multi-tensor op where :func:`can_use_foreach`.
+
+    ``None`` leaves pass through: a ``None`` in ``leaves`` gives ``None`` (or the ``add_to``
+    leaf, unchanged), a ``None`` in ``add_to`` gives ``None``; the other pairs still share one
+    multi-tensor op.
+    """
+    both = leaves if add_to is None else [*leaves, *add_to]
+    if can_use_foreach(both):  # every leaf a tensor: the common case, with no list rebuilt
         if add_to is not None:
-            return cast(list, torch._foreach_add(add_to, leaves, alpha=factor))
-        return leaves if factor == 1.0 else foreach_mul_scalar(leaves, factor)
+            return cast(list, torch._foreach_add(add_to, leaves) if factor == 1.0
+                        else torch._foreach_add(add_to, leaves, alpha=factor))
+        return list(leaves) if factor == 1.0 else foreach_mul_scalar(leaves, factor)
+    if any(leaf is None for leaf in both):
+        present = [i for i, leaf in enumerate(leaves)
+                   if leaf is not None and (add_to is None or add_to[i] is not None)]
+        out = list(leaves if add_to is None else add_to)
+        done = scale_leaves([leaves[i] for i in present], factor,
+                            None if add_to is None else [add_to[i] for i in present])
+        for j, i in enumerate(present):
+            out[i] = done[j]
+        return out
     if add_to is None:
         return [scale_leaf(leaf, factor) for leaf in leaves]
     return [scale_leaf(leaf, factor, p) for leaf, p in zip(leaves, add_to)]

@@ -14,8 +14,9 @@ from typing import Any, NamedTuple
 
 import torch
 
+import optree_core
 from diffopt.base import EmptyState, GradientTransformation
-from diffopt.transform._leafwise import flatten_updates, per_dtype, scale_leaves, unflatten
+from diffopt.transform._leafwise import per_dtype, scale_leaves
 
 __all__ = ["ScaleByScheduleState", "ScaleState", "scale", "scale_by_schedule"]
 
@@ -42,20 +43,16 @@ class ScaleByScheduleState(NamedTuple):
 
 
 def _scale_leaves(updates: Any, factor: Any) -> Any:
-    treespec, leaves, _ = flatten_updates("scale", updates)
-    if isinstance(factor, torch.Tensor) and factor.dim() == 0:
+    leaves, treespec = optree_core.tree_flatten(updates, none_is_leaf=True)
+    if not isinstance(factor, torch.Tensor):  # a number: one multi-tensor op where possible
+        return optree_core.tree_unflatten(treespec, scale_leaves(leaves, factor))
+    if factor.dim() == 0:
         # A 0-d factor (a schedule's value, a learned lr) takes each leaf's dtype: 0-d tensors
         # would otherwise promote each other (a float32 scalar parameter times a float64 rate).
         factor_as = per_dtype(factor.to)
-        return unflatten(treespec, [None if g is None else g * factor_as(g.dtype) for g in leaves])
-    if isinstance(factor, torch.Tensor):
-        return unflatten(treespec, [None if g is None else g * factor for g in leaves])
-    present = [i for i, g in enumerate(leaves) if g is not None]
-    scaled = scale_leaves([leaves[i] for i in present], factor)
-    out = list(leaves)
-    for j, i in enumerate(present):
-        out[i] = scaled[j]
-    return unflatten(treespec, out)
+        return optree_core.tree_unflatten(
+            treespec, [None if g is None else g * factor_as(g.dtype) for g in leaves])
+    return optree_core.tree_unflatten(treespec, [None if g is None else g * factor for g in leaves])
 
 
 def scale(step_size: float | torch.Tensor) -> GradientTransformation:

@@ -78,3 +78,20 @@ def test_frozen_parameters_are_not_optimized():
     opt = diffopt.MetaSGD(net, lr=0.1)
     opt.step(net(torch.ones(1, 2, dtype=torch.float64)).sum())
     assert net[0].weight is frozen
+
+
+def test_parameters_are_taken_in_module_order_once():
+    # A submodule reached twice (and a tensor tied across modules) is one parameter, and the
+    # optimizer's state follows module.parameters()' order.
+    shared = torch.nn.Linear(4, 4)
+    head = torch.nn.Linear(4, 5)
+    net = torch.nn.Sequential(torch.nn.Sequential(torch.nn.Linear(2, 4), shared), shared, head,
+                              torch.nn.Sequential(torch.nn.Linear(5, 5)))
+    net[3][0].bias = head.bias  # tied into another module
+    opt = diffopt.MetaSGD(net, lr=0.1, momentum=0.9)
+    (state,) = opt.state_dict()
+    buffers = next(leaf for leaf in state[0] if isinstance(leaf, tuple))
+    assert [b.shape for b in buffers] == [p.shape for p in net.parameters()]
+    opt.step(net(torch.ones(1, 2)).sum())
+    assert net[0][1].weight is net[1].weight and net[3][0].bias is net[2].bias
+    assert not net[3][0].bias.is_leaf

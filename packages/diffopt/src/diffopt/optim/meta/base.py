@@ -29,6 +29,7 @@ from torch import nn
 import optree_core
 from diffopt.base import GradientTransformation
 from diffopt.update import add_leaves
+from diffopt.utils import submodules
 
 __all__ = ["MetaOptimizer", "differentiable_grads"]
 
@@ -138,31 +139,33 @@ class MetaOptimizer:
                 f"{type(self).__name__}: expected an nn.Module, got {type(module).__name__}"
             )
         slots: list[tuple[dict, str, int]] = []
+        first: list[tuple[dict, str]] = []  # the first slot of each distinct parameter
         index_of: dict[int, int] = {}
         params: list[torch.Tensor] = []
         taken = {id(p) for group in self._group_params for p in group}
-        for submodule in module.modules():
-            for name, tensor in submodule._parameters.items():
+        for submodule in submodules(module):
+            container = submodule._parameters
+            for name, tensor in container.items():
                 if tensor is None or not tensor.requires_grad:
                     continue
-                if id(tensor) in taken:
+                key = id(tensor)
+                if key in taken:
                     raise ValueError(
                         f"{type(self).__name__}: parameter {name!r} already belongs "
                         "to another group"
                     )
-                if id(tensor) not in index_of:
-                    index_of[id(tensor)] = len(params)
+                index = index_of.get(key)
+                if index is None:
+                    index = index_of[key] = len(params)
                     params.append(tensor)
-                slots.append((submodule._parameters, name, index_of[id(tensor)]))
+                    first.append((container, name))
+                slots.append((container, name, index))
         if not params:
             raise ValueError(
                 f"{type(self).__name__}: the module has no parameter that requires grad"
             )
         self.param_containers_groups.append(slots)
-        first: dict[int, tuple[dict, str]] = {}
-        for container, name, index in slots:
-            first.setdefault(index, (container, name))
-        self._first_slots.append([first[i] for i in range(len(params))])
+        self._first_slots.append(first)
         self._group_params.append(tuple(params))
         self.state_groups.append(self.impl.init(tuple(params)))
 
