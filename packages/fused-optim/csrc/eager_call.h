@@ -48,6 +48,9 @@ class Borrowed {
   // Whether every tensor added is a plain dense CPU or CUDA tensor that no layer above the kernel
   // would handle (see the note atop this file).
   bool ShortcutAllowed() const;
+  // Asks for the storages of every tensor added (their TensorImpls are asked for as they are
+  // added), which the op's checks read next (see eager_call.cpp).
+  void PrefetchStorages() const;
 
  private:
   std::vector<std::vector<at::Tensor>*> borrowed_;  // lists whose entries are borrows
@@ -135,6 +138,7 @@ Invoker MakeInvoker(R (*fn)(A...)) {
       Borrowed borrowed;  // declared after `converted`: gives the borrows back before it is destroyed
       const bool ok = (std::get<I>(converted).Convert(borrowed, args[I]) && ...);
       if (!ok || !borrowed.ShortcutAllowed()) Py_RETURN_NOTIMPLEMENTED;
+      borrowed.PrefetchStorages();
       return RunTranslated([&]() -> PyObject* {
         if constexpr (std::is_void_v<R>) {
           {

@@ -43,7 +43,9 @@ bool IsSupportedFloating(at::ScalarType t) {
 // in-place rules (autograd, inference tensors) and no element stored twice (an expanded view),
 // which the kernel would update once per alias and the copy-back of a staged view would reject.
 void CheckWritable(const char* op, const char* name, int64_t t, const at::Tensor& x) {
-  TORCH_CHECK(!(x.requires_grad() && at::GradMode::is_enabled()), op, ": ", name, "[", t,
+  // Grad mode first: a thread-local flag, off in every optimizer step, where the tensor's autograd
+  // metadata (one more heap object per parameter) is then never read.
+  TORCH_CHECK(!(at::GradMode::is_enabled() && x.requires_grad()), op, ": ", name, "[", t,
               "] requires grad and grad mode is enabled; an in-place step is not differentiable: call it "
               "under torch.no_grad(), or use fused_optim.functional for a differentiable update");
   TORCH_CHECK(!x.is_inference() || c10::InferenceMode::is_enabled(), op, ": ", name, "[", t,

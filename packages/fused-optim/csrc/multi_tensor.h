@@ -10,6 +10,7 @@
 #include <c10/util/Exception.h>
 #include <torch/library.h>
 
+#include <algorithm>
 #include <array>
 #include <deque>
 #include <initializer_list>
@@ -156,7 +157,8 @@ class MultiTensorCall {
   // before a tensor may be modified.
   KernelTable& Table();
   // Per-tensor scalars (e.g. bias corrections) from each tensor's step count: row(step, out)
-  // writes the `num` scalars of one tensor. Steps(step) is the same count for every tensor.
+  // writes the `num` scalars of one tensor, called for each tensor in order. Steps(step) is the
+  // same count for every tensor.
   template <typename Row>
   void SetStepScalars(int num, const std::vector<double>& steps, const Row& row) {
     KernelTable& table = Table();
@@ -164,9 +166,20 @@ class MultiTensorCall {
     table.scalars.resize(num * steps.size());
     for (size_t t = 0; t < steps.size(); ++t) row(steps[t], table.scalars.data() + t * num);
   }
+  // The same from ScalarRows, whose row depends on the step count alone: one row per run of equal
+  // counts (usually one for the whole call; a row's std::pow calls cost more than a small
+  // tensor's update), copied to the others.
   template <typename Rows>
   void SetStepScalars(const Rows& rows, const std::vector<double>& steps) {
-    SetStepScalars(rows.num, steps, rows.row);
+    size_t t = 0;
+    SetStepScalars(rows.num, steps, [&](double step, double* out) {
+      if (t > 0 && step == steps[t - 1]) {
+        std::copy(out - rows.num, out, out);
+      } else {
+        rows.row(step, out);
+      }
+      ++t;
+    });
   }
   std::vector<double> Steps(int64_t step) const { return std::vector<double>(num_tensors_, static_cast<double>(step)); }
   // Builds the table (the last check) and says whether this thread is in validate-only mode (see
@@ -245,6 +258,7 @@ void CheckStep(const char* op, int64_t step);  // a functional op's step: the co
 //
 // Per-tensor scalars computed from each tensor's step count: `num` of them, row(step, out) writes
 // one tensor's (ScalarRows{2, [=](double step, double* row) {...}}); NoScalarRows() where none.
+// The row must depend on the step count alone: tensors with equal counts share one computed row.
 template <typename Row>
 struct ScalarRows {
   int num;

@@ -274,3 +274,39 @@ def test_a_setting_that_decides_the_rows_changed(name, setting, value):
     pair.both(lambda opt, _: opt.param_groups[0].__setitem__(setting, value))
     pair.step()
     pair.step()
+
+
+def test_a_tensor_setting_changed_in_place_after_reuse():
+    # The op's keyword arguments are kept only for plain settings: a tensor beta changed in place
+    # (the key sees the same object) is read afresh.
+    results = []
+    for cls in (torch.optim.Adam, fused_optim.Adam):
+        p = torch.nn.Parameter(torch.ones(3, dtype=torch.float64))
+        betas = (torch.tensor(0.9, dtype=torch.float64), torch.tensor(0.999, dtype=torch.float64))
+        opt = cls([p], lr=0.1, betas=betas)
+        for i in range(4):
+            p.grad = torch.full_like(p, i + 1.0)
+            opt.step()
+        betas[0].fill_(0.5)
+        p.grad = torch.full_like(p, 7.0)
+        opt.step()
+        results.append((p.detach().clone(), opt.state[p]["exp_avg"].clone()))
+    for ours, ref in zip(results[1], results[0]):
+        torch.testing.assert_close(ours, ref, rtol=1e-12, atol=1e-14)
+
+
+@pytest.mark.parametrize("group", [0, 1])
+def test_a_gradient_gone_in_one_of_two_groups_after_reuse(group):
+    # Reused calls are all checked before the first writes: a gradient gone in either group sends
+    # the step down the full path, which skips that parameter, with the other group updated once.
+    pairs = []
+    for cls in (torch.optim.Adam, fused_optim.Adam):
+        params = [torch.nn.Parameter(torch.full((n,), float(n), dtype=torch.float64)) for n in (2, 3, 4, 5)]
+        opt = cls([{"params": params[:2]}, {"params": params[2:], "lr": 0.05}], lr=0.1)
+        for i in range(4):
+            for p in params:
+                p.grad = torch.full_like(p, i + 1.0) if i < 3 or p is not params[2 * group + 1] else None
+            opt.step()
+        pairs.append(params)
+    for ours, ref in zip(pairs[1], pairs[0]):
+        torch.testing.assert_close(ours, ref, rtol=1e-12, atol=1e-14)

@@ -30,7 +30,7 @@ inline void CheckStateScalars(const char* op, const char* name, at::TensorList s
                       "] must be a dense one-element tensor");
     TORCH_CHECK_TYPE(s.is_floating_point(), op, ": ", name, "[", t, "] has dtype ", s.scalar_type(),
                      "; it must be a floating point tensor");
-    TORCH_CHECK(!(s.requires_grad() && at::GradMode::is_enabled()), op, ": ", name, "[", t,
+    TORCH_CHECK(!(at::GradMode::is_enabled() && s.requires_grad()), op, ": ", name, "[", t,
                 "] requires grad and grad mode is enabled; an in-place step is not differentiable");
     TORCH_CHECK_VALUE(!s.is_inference() || c10::InferenceMode::is_enabled(), op, ": ", name, "[", t,
                       "] is an inference tensor and cannot be updated in place outside inference mode");

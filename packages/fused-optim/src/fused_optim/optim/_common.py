@@ -11,7 +11,7 @@ import torch
 from torch import Tensor
 from torch.optim.optimizer import _get_scalar_dtype
 
-from fused_optim import ops
+from fused_optim import _C, ops
 
 __all__ = ["STEP", "FusedStep", "Slot", "StepPlan", "bucket_lists", "option", "run_closure", "scalar", "scalar_state",
            "torch_path_needed", "zeros"]
@@ -108,10 +108,6 @@ class StepPlan:
             self._calls.append((op, bucket, kwargs))
         return buckets
 
-    def add_call(self, op: Callable[..., Any], lists: list[list[Tensor]], kwargs: dict[str, Any]) -> None:
-        """Adds one call whose lists already share a device and a real dtype."""
-        self._calls.append((op, lists, kwargs))
-
     def creates_state(self) -> bool:
         """Whether this step created state (before :meth:`run`)."""
         return bool(self._new_state)
@@ -134,7 +130,7 @@ class StepPlan:
 
     def run(self) -> None:
         if len(self._calls) > 1:
-            self._check_duplicates()
+            _check_duplicates(self._name, [lists for _, lists, _ in self._calls])
             with ops.validate_only():
                 for op, lists, kwargs in self._calls:
                     op(*lists, **kwargs)
@@ -144,17 +140,21 @@ class StepPlan:
                 for p in lists[0]:  # this state is now in use
                     self._new_state.pop(id(_original(p)), None)
 
-    def _check_duplicates(self) -> None:
-        seen: set[tuple[Any, ...]] = set()  # (storage, offset, shape, stride)
-        for _, lists, _ in self._calls:
-            for p in lists[0]:
-                if p.numel() == 0:
-                    continue
-                where = (p.untyped_storage().data_ptr(), p.storage_offset(), tuple(p.shape), tuple(p.stride()))
-                if where in seen:
-                    raise ValueError(f"{self._name}: the same parameter appears twice in the parameter groups "
-                                     "(each parameter must be listed once)")
-                seen.add(where)
+
+
+def _check_duplicates(name: str, calls: list[list[list[Tensor]]]) -> None:
+    """Rejects a parameter listed in two of a step's calls (the op lists of each), which no single
+    call can see."""
+    seen: set[tuple[Any, ...]] = set()  # (storage, offset, shape, stride)
+    for lists in calls:
+        for p in lists[0]:
+            if p.numel() == 0:
+                continue
+            where = (p.untyped_storage().data_ptr(), p.storage_offset(), tuple(p.shape), tuple(p.stride()))
+            if where in seen:
+                raise ValueError(f"{name}: the same parameter appears twice in the parameter groups "
+                                 "(each parameter must be listed once)")
+            seen.add(where)
 
 
 def _original(t: Tensor) -> Tensor:
@@ -163,7 +163,6 @@ def _original(t: Tensor) -> Tensor:
     return base if base is not None and base.is_complex() else t
 
 _grad = attrgetter("grad")
-_is_sparse = attrgetter("is_sparse")
 _UNCACHED_OPTIONS = ("params", "lr")  # lr changes every scheduled step and never shapes a row
 
 
@@ -209,6 +208,14 @@ def _same_options(group: dict[str, Any], options: dict[str, Any]) -> bool:
         return False
 
 
+def _plain(value: Any) -> bool:
+    """Whether a setting is plain data (a number, flag, string or None, or a tuple or list of them),
+    which a group changes only by replacing it, never in place as a tensor can be."""
+    if type(value) in (tuple, list):
+        return all(map(_plain, value))
+    return value is None or type(value) in (bool, int, float, str)
+
+
 class _Gathered:
     """One step's gathered op lists, less the gradients, reused by the next steps while everything
     they came from is unchanged.
@@ -219,46 +226,72 @@ class _Gathered:
     step by identity (C-level ``map(operator.is_, ...)`` passes, no per-parameter Python code):
     ``optimizer.state`` the same dict, holding the same values of every parameter's state in the
     same order (``load_state_dict``, a state entry set, deleted or replaced); the same group dicts
-    (``add_param_group``), in each the same parameters and the same settings but ``lr`` (the op's
-    keyword arguments are made afresh on every step, lr included); and gradients on exactly the
-    same parameters, none sparse. Gradients are read afresh and never kept, so the cache holds no
-    memory that ``zero_grad(set_to_none=True)`` frees. Only a step that created no state and made
-    one call per group on its lists as gathered (one device, one real dtype, one row variant) is
-    kept; anything else takes the full path.
+    (``add_param_group``), in each the same parameters and the same settings but ``lr``; and
+    gradients on exactly the same parameters, none sparse (see :meth:`step`). The op's keyword
+    arguments are kept as well where the group's settings are plain data (:func:`_plain`: a tensor
+    setting may change in place, unseen by the key), with ``lr`` read afresh on every step.
+    Gradients are read afresh and never kept, so the cache holds no memory that
+    ``zero_grad(set_to_none=True)`` frees. Only a step that created no state and made one call per
+    group on its lists as gathered (one device, one real dtype, one row variant) is kept; anything
+    else takes the full path.
     """
 
-    __slots__ = ("entries", "groups", "state", "state_values")
+    __slots__ = ("entries", "groups", "name", "op", "state", "state_values")
 
-    def __init__(self, optimizer: FusedStep,
-                 entries: list[tuple[list[Tensor], dict[str, Any], list[bool], Any]]) -> None:
+    def __init__(self, optimizer: FusedStep, entries: list[tuple[Any, ...]]) -> None:
         self.state = optimizer.state
         self.groups = list(optimizer.param_groups)
         self.state_values = _state_values(self.state)
-        self.entries = entries  # per group: params, options, grad-is-None mask, (variant, params, columns)
+        self.name, self.op = optimizer._name, optimizer._op
+        # per group: params, options, the grad-is-None mask (None: every parameter had a gradient),
+        # (variant, params with a gradient, columns) or None, and the keyword arguments or None
+        self.entries = entries
 
-    def calls(self, optimizer: FusedStep) -> list[tuple[dict[str, Any], bool, list[list[Tensor]]]] | None:
-        """Per group with gradients, ``(group, variant, lists)`` with this step's gradients; None
-        when anything the lists came from changed."""
+    def step(self, optimizer: FusedStep) -> bool:
+        """Runs the step's op calls on the kept lists with this step's gradients; returns False,
+        having modified nothing, where anything the lists came from changed (the caller then
+        gathers afresh).
+
+        Where every parameter of a group had a gradient, its gradients go to the op as they are
+        read: the op's unboxed call declines (NotImplemented, before any check or write) a None
+        or sparse gradient, as it declines anything it would leave to the dispatcher, and this
+        step then defers to the full path, which skips or names them.
+        """
         if (optimizer.state is not self.state or self.state_values is None
                 or not _same(optimizer.param_groups, self.groups) or not _same_state(self.state, self.state_values)):
-            return None
+            return False
         calls = []
-        for group, (params, options, no_grad, call) in zip(self.groups, self.entries):
+        for group, (params, options, no_grad, call, kwargs) in zip(self.groups, self.entries):
             group_params = group["params"]
             if not _same(group_params, params) or not _same_options(group, options):
-                return None
+                return False
             grads = [*map(_grad, group_params)]
-            if [*map(is_, grads, repeat(None))] != no_grad:
-                return None
+            if no_grad is not None and [*map(is_, grads, repeat(None))] != no_grad:
+                return False
             if call is None:  # no parameter of this group has a gradient
                 continue
             variant, with_grad, columns = call
-            if len(with_grad) != len(grads):
+            if no_grad is not None:
                 grads = [g for g in grads if g is not None]
-            if any(map(_is_sparse, grads)):
-                return None  # the full path names the problem
-            calls.append((group, variant, [with_grad, grads, *columns]))
-        return calls
+            if kwargs is None:
+                kwargs = optimizer._kwargs(group, variant)
+            else:
+                kwargs["lr"] = scalar(group["lr"])
+            calls.append(([with_grad, grads, *columns], kwargs))
+        unboxed = _C._eager[self.op]
+        if len(calls) == 1:  # the common case: nothing is written when the call declines
+            lists, kwargs = calls[0]
+            return unboxed(*lists, **kwargs) is not NotImplemented
+        if len(calls) > 1:  # every call checked before the first writes, as StepPlan.run does
+            _check_duplicates(self.name, [lists for lists, _ in calls])
+            with ops.validate_only():
+                for lists, kwargs in calls:
+                    if unboxed(*lists, **kwargs) is NotImplemented:
+                        return False
+        for lists, kwargs in calls:
+            if unboxed(*lists, **kwargs) is NotImplemented:  # accepted above: cannot happen, but the
+                getattr(ops, self.op)(*lists, **kwargs)      # dispatcher's path does the same
+        return True
 
 
 Init = Callable[[Tensor, Tensor, dict[str, Any]], Tensor]  # (param, grad, group) -> a fresh state value
@@ -439,13 +472,9 @@ class FusedStep:
         op = getattr(ops, self._op)
         cacheable = not torch.compiler.is_compiling()
         gathered = self.__dict__.get("_gathered") if cacheable else None
-        calls = gathered.calls(self) if gathered is not None else None
+        if gathered is not None and gathered.step(self):
+            return loss
         with StepPlan(self, self._name) as plan:  # type: ignore[arg-type]
-            if calls is not None:
-                for group, variant, lists in calls:
-                    plan.add_call(op, lists, self._kwargs(group, variant))
-                plan.run()
-                return loss
             if gathered is not None:
                 del self._gathered  # out of date: don't keep its tensors alive
             work = []
@@ -466,16 +495,19 @@ class FusedStep:
                         rows = variants[variant] = []
                     rows.append(row)
                 work.append((group, variants))
-                entries.append((list(group["params"]), _options(group), no_grad, None))
+                entries.append((list(group["params"]), _options(group), no_grad if any(no_grad) else None, None, None))
             cacheable = cacheable and not plan.creates_state()
             for i, (group, variants) in enumerate(work):
                 cacheable = cacheable and len(variants) <= 1
                 for variant in sorted(variants):
                     # The op's lists are the rows' columns, an absent optional state (None) left out.
                     lists = [[t for t in column if t is not None] for column in zip(*variants[variant])]
-                    buckets = plan.add(op, lists, self._real_lists, self._kwargs(group, variant))
+                    kwargs = self._kwargs(group, variant)
+                    buckets = plan.add(op, lists, self._real_lists, kwargs)
                     if cacheable and len(buckets) == 1 and buckets[0] is lists:
-                        entries[i] = (*entries[i][:3], (variant, lists[0], lists[2:]))  # no grads kept
+                        params, options, no_grad = entries[i][:3]
+                        entries[i] = (params, options, no_grad, (variant, lists[0], lists[2:]),  # no grads kept
+                                      dict(kwargs) if _plain(list(options.values())) else None)
                     else:
                         cacheable = False
             plan.run()
