@@ -32,7 +32,9 @@ def add_leaves(params: Sequence[Any], updates: Sequence[Any], alpha: float = 1.0
         >>> add_leaves([torch.ones(2), torch.zeros(1)], [torch.ones(2), None])
         [tensor([2., 2.]), tensor([0.])]
     """
-    return scale_leaves(updates, alpha, params)
+    # scale_leaves only iterates and indexes its lists (torch's foreach ops take tuples too), so a
+    # caller's tuple or slice goes in as it is, without a copy.
+    return scale_leaves(updates, alpha, params)  # type: ignore[arg-type]
 
 
 def apply_updates(params: Any, updates: Any, *, inplace: bool = True) -> Any:

@@ -278,8 +278,10 @@ class _PushedRRef:
         self._rref = rref
         self._value = value
 
-    @property
-    def __class__(self):  # isinstance() sees the RRef's type
+    # isinstance() sees the RRef's type; mypy forbids a read-only property over object's settable
+    # __class__, which is what this proxy wants (assigning __class__ on it is never done).
+    @property  # type: ignore[misc]
+    def __class__(self):
         return type(self._rref)
 
     def to_here(self, *args: Any, **kwargs: Any) -> Any:
