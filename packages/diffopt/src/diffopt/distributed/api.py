@@ -324,6 +324,18 @@ def _first_as_received(handed: set[int]) -> Callable[[int, torch.Tensor], torch.
     return deliver
 
 
+def _pushable(obj: Any) -> bool:
+    """Whether ``obj`` is an RRef to a module this process owns, which a message pushes along."""
+    return (isinstance(obj, rpc.PyRRef) and obj.is_owner()
+            and isinstance(obj.local_value(), torch.nn.Module))
+
+
+def _carries_pushable(call: tuple[tuple, dict]) -> bool:
+    """Whether a call's arguments hold a :func:`_pushable` RRef among their pytree leaves (one
+    hidden inside another object is only found by pickling, and such a call is sent as it is)."""
+    return any(map(_pushable, optree_core.tree_leaves(call)))
+
+
 def _pack_calls(calls: list[Any], push: bool = False) -> tuple[list[bytes], list[Any],
                                                                  dict[int, bytes]] | None:
     """The calls' arguments pickled one call at a time, what they set aside, and (``push``) the
@@ -342,8 +354,7 @@ def _pack_calls(calls: list[Any], push: bool = False) -> tuple[list[bytes], list
         blobs.append(buffer.getvalue())
     pushed: dict[int, bytes] = {}
     for position, obj in enumerate(list(aside) if push else ()):
-        if not (isinstance(obj, rpc.PyRRef) and obj.is_owner()
-                and isinstance(obj.local_value(), torch.nn.Module)):
+        if not _pushable(obj):
             continue
         buffer, mark = io.BytesIO(), len(aside)
         try:
@@ -519,7 +530,12 @@ def remote_async_call(func: Callable[..., T], *, args: tuple | None = None,
     # not in a message to itself, where to_here() returns the module itself, not a copy).
     messages: list[tuple[int, list[int], tuple[Callable[..., Any], tuple, dict]]] = []
     for worker, indices in _by_worker(calls).items():
-        packed = _pack_calls([calls[i][1:] for i in indices], push=worker != me)
+        # Packed where the package is used: several calls in one message, the own share, or a
+        # single call that pushes a module; any other single call goes as it is (RPC pickles it).
+        push = worker != me
+        batched = (len(indices) > 1 or worker == own
+                   or (push and _carries_pushable(calls[indices[0]][1:])))
+        packed = _pack_calls([calls[i][1:] for i in indices], push=push) if batched else None
         if packed is not None and worker == own:
             here = (worker, indices, packed)
         elif packed is not None and (len(indices) > 1 or packed[2]):
