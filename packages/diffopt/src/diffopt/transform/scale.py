@@ -14,9 +14,8 @@ from typing import Any, NamedTuple
 
 import torch
 
-import optree_core
 from diffopt.base import EmptyState, GradientTransformation
-from diffopt.transform._leafwise import per_dtype, scale_leaves
+from diffopt.transform._leafwise import flatten_updates, per_dtype, scale_leaves, unflatten
 
 __all__ = ["ScaleByScheduleState", "ScaleState", "scale", "scale_by_schedule"]
 
@@ -43,16 +42,15 @@ class ScaleByScheduleState(NamedTuple):
 
 
 def _scale_leaves(updates: Any, factor: Any) -> Any:
-    leaves, treespec = optree_core.tree_flatten(updates, none_is_leaf=True)
+    treespec, leaves, _ = flatten_updates("scale", updates)
     if not isinstance(factor, torch.Tensor):  # a number: one multi-tensor op where possible
-        return optree_core.tree_unflatten(treespec, scale_leaves(leaves, factor))
+        return unflatten(treespec, scale_leaves(leaves, factor))
     if factor.dim() == 0:
         # A 0-d factor (a schedule's value, a learned lr) takes each leaf's dtype: 0-d tensors
         # would otherwise promote each other (a float32 scalar parameter times a float64 rate).
         factor_as = per_dtype(factor.to)
-        return optree_core.tree_unflatten(
-            treespec, [None if g is None else g * factor_as(g.dtype) for g in leaves])
-    return optree_core.tree_unflatten(treespec, [None if g is None else g * factor for g in leaves])
+        return unflatten(treespec, [None if g is None else g * factor_as(g.dtype) for g in leaves])
+    return unflatten(treespec, [None if g is None else g * factor for g in leaves])
 
 
 def scale(step_size: float | torch.Tensor) -> GradientTransformation:
