@@ -310,3 +310,36 @@ def test_a_gradient_gone_in_one_of_two_groups_after_reuse(group):
         pairs.append(params)
     for ours, ref in zip(pairs[1], pairs[0]):
         torch.testing.assert_close(ours, ref, rtol=1e-12, atol=1e-14)
+
+
+
+
+def test_a_step_plan_declines_only_before_anything_is_written():
+    # StepPlan.run is also the reused lists' step (with the unboxed calls, which may decline): a
+    # decline in the check pass or by the first call leaves the step to the full path; a decline
+    # after an earlier call ran would make that path update twice, so it raises.
+    from fused_optim.optim._common import StepPlan
+
+    def declining_at(n):  # an op that declines its n-th invocation, recording each one
+        seen = []
+
+        def op(*lists, **kwargs):
+            seen.append(list(lists[0]))
+            return NotImplemented if len(seen) == n else None
+        return op, seen
+
+    def run(op, *lists):
+        return StepPlan(torch.optim.SGD([torch.zeros(1, requires_grad=True)]), "X", [(op, [x], {}) for x in lists]).run()
+
+    a, b = [torch.ones(1)], [torch.zeros(1)]
+    op, seen = declining_at(1)
+    assert run(op, a) is False and seen == [a]
+    op, seen = declining_at(2)  # two calls: the check pass's second declines; nothing ran
+    assert run(op, a, b) is False and seen == [a, b]
+    op, seen = declining_at(3)  # the first real call declines: still nothing written
+    assert run(op, a, b) is False and len(seen) == 3
+    op, seen = declining_at(0)
+    assert run(op, a, b) is True and seen == [a, b, a, b]
+    op, seen = declining_at(4)  # accepted by the check pass, declined after the first call ran
+    with pytest.raises(RuntimeError, match="declined arguments the step had already checked"):
+        run(op, a, b)

@@ -182,6 +182,15 @@ class Agenda {
 
 constexpr size_t kPrefetchSteps = 8;
 
+// A hint only: compilers without the GNU builtin build without it.
+inline void PrefetchForRead(const char* address) {
+#if defined(__GNUC__) || defined(__clang__)
+  __builtin_prefetch(address);
+#else
+  (void)address;
+#endif
+}
+
 bool BuiltByMakeNode(PyTreeKind kind) {
   return kind != PyTreeKind::kLeaf && kind != PyTreeKind::kTuple && kind != PyTreeKind::kList;
 }
@@ -228,8 +237,8 @@ nb::object PyTreeSpec::Unflatten(nb::handle leaves) const {
       if (BuiltByMakeNode(ahead.kind)) {
         const auto* node =
             reinterpret_cast<const char*>(&traversal_[static_cast<size_t>(ahead.count)]);
-        __builtin_prefetch(node);
-        __builtin_prefetch(node + sizeof(Node) - 1);
+        PrefetchForRead(node);
+        PrefetchForRead(node + sizeof(Node) - 1);
       }
     }
     switch (step.kind) {

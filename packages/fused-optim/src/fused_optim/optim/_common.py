@@ -87,10 +87,11 @@ class StepPlan:
     manager around gathering the state and :meth:`run`.
     """
 
-    def __init__(self, optimizer: torch.optim.Optimizer, name: str) -> None:
+    def __init__(self, optimizer: torch.optim.Optimizer, name: str,
+                 calls: list[tuple[Callable[..., Any], list[list[Tensor]], dict[str, Any]]] | None = None) -> None:
         self._optimizer = optimizer
         self._name = name
-        self._calls: list[tuple[Callable[..., Any], list[list[Tensor]], dict[str, Any]]] = []
+        self._calls = [] if calls is None else calls  # (op, its lists, its keyword arguments)
         self._new_state: dict[int, tuple[Tensor, tuple[str, ...]]] = {}
         # per (group, kind): which state entries a parameter has this step (FusedStep._layout)
         self.layouts: dict[tuple[int, Any], tuple[Any, ...]] = {}
@@ -128,18 +129,32 @@ class StepPlan:
                         del state[param]
         self._new_state.clear()
 
-    def run(self) -> None:
-        if len(self._calls) > 1:
-            _check_duplicates(self._name, [lists for _, lists, _ in self._calls])
-            with ops.validate_only():
-                for op, lists, kwargs in self._calls:
-                    op(*lists, **kwargs)
-        for op, lists, kwargs in self._calls:
-            op(*lists, **kwargs)
+    def run(self) -> bool:
+        """Runs the calls, every one checked first where there are several; returns False, having
+        written nothing, where an unboxed call (``_C._eager``, see :class:`_Gathered`) declined.
+
+        A later call cannot decline what the check pass accepted (the same arguments); if one did,
+        the calls before it have written, so this raises instead of letting the step run twice.
+        """
+        calls = self._calls
+        if len(calls) > 1:
+            _check_duplicates(self._name, [lists for _, lists, _ in calls])
+            declined = False
+            with ops.validate_only():  # no return inside: torch.compile traces the block whole
+                for op, lists, kwargs in calls:
+                    declined = op(*lists, **kwargs) is NotImplemented or declined
+            if declined:
+                return False
+        for op, lists, kwargs in calls:
+            if op(*lists, **kwargs) is NotImplemented:
+                if lists is calls[0][1]:
+                    return False
+                raise RuntimeError(f"{self._name}: an op call declined arguments the step had already "
+                                   "checked (a fused-optim bug; the calls before it have written)")
             if self._new_state:  # only on a step that created state: keep the common step lean
                 for p in lists[0]:  # this state is now in use
                     self._new_state.pop(id(_original(p)), None)
-
+        return True
 
 
 def _check_duplicates(name: str, calls: list[list[list[Tensor]]]) -> None:
@@ -260,6 +275,7 @@ class _Gathered:
         if (optimizer.state is not self.state or self.state_values is None
                 or not _same(optimizer.param_groups, self.groups) or not _same_state(self.state, self.state_values)):
             return False
+        unboxed = _C._eager[self.op]
         calls = []
         for group, (params, options, no_grad, call, kwargs) in zip(self.groups, self.entries):
             group_params = group["params"]
@@ -277,21 +293,8 @@ class _Gathered:
                 kwargs = optimizer._kwargs(group, variant)
             else:
                 kwargs["lr"] = scalar(group["lr"])
-            calls.append(([with_grad, grads, *columns], kwargs))
-        unboxed = _C._eager[self.op]
-        if len(calls) == 1:  # the common case: nothing is written when the call declines
-            lists, kwargs = calls[0]
-            return unboxed(*lists, **kwargs) is not NotImplemented
-        if len(calls) > 1:  # every call checked before the first writes, as StepPlan.run does
-            _check_duplicates(self.name, [lists for lists, _ in calls])
-            with ops.validate_only():
-                for lists, kwargs in calls:
-                    if unboxed(*lists, **kwargs) is NotImplemented:
-                        return False
-        for lists, kwargs in calls:
-            if unboxed(*lists, **kwargs) is NotImplemented:  # accepted above: cannot happen, but the
-                getattr(ops, self.op)(*lists, **kwargs)      # dispatcher's path does the same
-        return True
+            calls.append((unboxed, [with_grad, grads, *columns], kwargs))
+        return StepPlan(optimizer, self.name, calls).run()  # type: ignore[arg-type]
 
 
 Init = Callable[[Tensor, Tensor, dict[str, Any]], Tensor]  # (param, grad, group) -> a fresh state value
