@@ -449,30 +449,29 @@ class _Plan:
     """How the eager runner (:func:`_make_runner`) lays one call structure out for a node.
 
     A call structure (the lengths of the op's input lists, and which output lists are present)
-    repeats from step to step, so everything the node's methods need to cut the flat argument
-    and result tuples back into lists is computed once per structure and passed to the node in
-    place of the ``layout`` tuple of the general path; the node's methods tell the two apart by
-    type. Only the eager runner passes a plan (never under a transform or ``torch.compile``), so
-    a plan also tells the methods that the tensors may take the unboxed call.
+    repeats from step to step, so what the node's methods need to cut the flat argument and
+    result tuples back into lists is computed once per structure and passed to the node in place
+    of the ``layout`` tuple of the general path; the node's methods tell the two apart by type.
+    Only the eager runner passes a plan (never under a transform or ``torch.compile``), so a plan
+    also tells the methods that the tensors may take the unboxed call.
 
     Attributes:
-        inputs: slices of the node's flat tensor arguments, one per input list.
-        outputs: slices of the node's flat results, one per output list.
-        saved: the slice of ``forward``'s arguments (hyper-parameters and layout first) to save.
-        saved_lists: slices of the saved tensors, one per list the backward op takes.
-        num_inputs: the number of flat tensor arguments (what the backward must return).
+        sizes: the lengths of the input lists.
+        output_sizes: the lengths of the output lists.
+        saved: the slice of ``forward``'s arguments (hyper-parameters and plan first) to save.
+        saved_sizes: the lengths of the saved lists, which the backward op takes.
+        num_inputs: the number of flat tensor arguments (the gradients the backward returns).
     """
 
-    __slots__ = ("inputs", "num_inputs", "outputs", "saved", "saved_lists")
+    __slots__ = ("num_inputs", "output_sizes", "saved", "saved_sizes", "sizes")
 
     def __init__(self, sizes: tuple[int, ...], output_sizes: tuple[int, ...], saved: tuple[int, int]) -> None:
-        self.inputs = _make_slices(sizes)
-        self.outputs = _make_slices(output_sizes)
+        self.sizes, self.output_sizes = sizes, output_sizes
         self.num_inputs = sum(sizes)
         first, end = saved
         # + 2: forward's own arguments start with the hyper-parameters and the plan
-        self.saved = slice(2 + self.inputs[first].start, 2 + self.inputs[end - 1].stop)
-        self.saved_lists = _make_slices(sizes[first:end])
+        self.saved = slice(2 + sum(sizes[:first]), 2 + sum(sizes[:end]))
+        self.saved_sizes = sizes[first:end]
 
 
 def _make_node(spec: FunctionalOpSpec, node_name: str) -> type[torch.autograd.Function]:
@@ -512,14 +511,16 @@ def _make_node(spec: FunctionalOpSpec, node_name: str) -> type[torch.autograd.Fu
     below_autograd = torch._C._AutoDispatchBelowAutograd
     transforms_active = torch._C._are_functorch_transforms_active
     is_grad_enabled = torch.is_grad_enabled
+    split_flat = _C._split_flat
 
     def forward(hyper, layout, *flat):  # type: ignore[no-untyped-def]
         if type(layout) is _Plan:  # the eager runner's: the unboxed call, positionally
-            results = eager_op(*map(flat.__getitem__, layout.inputs), *hyper)
+            lists = split_flat(flat, layout.sizes)
+            results = eager_op(*lists, *hyper)
             if results is NotImplemented:  # a layer above the kernel has work (a profiler...)
                 with below_autograd():
-                    results = op(*map(flat.__getitem__, layout.inputs), **dict(zip(hyper_names, hyper)))
-            return tuple(chain(results))
+                    results = op(*lists, **dict(zip(hyper_names, hyper)))
+            return _flat(results)
         lists = [flat[s] for s in _slices(layout[0])]
         if transforms_active() or torch.compiler.is_compiling():
             # The transforms (and Dynamo) must see the op itself, with its vmap rule and fake.
@@ -549,8 +550,8 @@ def _make_node(spec: FunctionalOpSpec, node_name: str) -> type[torch.autograd.Fu
         # The unboxed call runs only where no gradient of this backward is wanted (it checks grad
         # mode itself); torch.ops below it, without recording, for the rest (create_graph=True).
         if type(layout) is _Plan:
-            saved = list(map(saved_flat.__getitem__, layout.saved_lists))
-            grad_lists = list(map(grads.__getitem__, layout.outputs))
+            saved = split_flat(saved_flat, layout.saved_sizes)
+            grad_lists = split_flat(grads, layout.output_sizes)
             num_inputs = layout.num_inputs
             results = NotImplemented if torch.compiler.is_compiling() else eager_backward_op(
                 *grad_lists, *saved, *hyper)
@@ -568,7 +569,8 @@ def _make_node(spec: FunctionalOpSpec, node_name: str) -> type[torch.autograd.Fu
                 results = backward_op(*grad_lists, *saved, **hyper)
         if is_grad_enabled():
             results = _guard_second_order(node_name, results, [*saved_flat, *grads])
-        flat_results = tuple(chain(results))
+        # (Dynamo, tracing the general path, cannot see into the C++ flattening.)
+        flat_results = _flat(results) if type(layout) is _Plan else tuple(chain(results))
         if len(flat_results) != num_inputs:  # an absent state's gradient: nothing to return
             raise AssertionError(f"{name}_backward returned lists of sizes {tuple(map(len, results))} for "
                                  f"{num_inputs} inputs")
@@ -582,6 +584,12 @@ def _make_node(spec: FunctionalOpSpec, node_name: str) -> type[torch.autograd.Fu
     _NODE_INFO[node] = NodeInfo(node_name, node_name.removeprefix("Fused").removesuffix("Direction"), spec.name,
                                 spec.name.rsplit("_", 1)[1])
     return node
+
+
+def _flat(lists: Sequence[Sequence[torch.Tensor]]) -> tuple[torch.Tensor, ...]:
+    """The tensors of ``lists`` in one tuple: by the C++ pass where they are plain tensors."""
+    flattened = _C._flatten_lists(lists)
+    return tuple(itertools.chain.from_iterable(lists)) if flattened is None else flattened[0]
 
 
 def _hyper_names(op: torch._ops.OpOverload) -> tuple[str, ...]:
@@ -626,10 +634,13 @@ def _make_runner(op_name: str, node: str | None) -> Callable[[Sequence[Sequence[
 
     Eager calls are what a meta-learning loop makes step after step, usually with small tensors,
     where the call's Python costs more than the kernel (benchmarks/RESULTS.md, issue 15). The
-    runner therefore does per call only what depends on the call: the gradient test, one lookup
-    of the call structure's :class:`_Plan`, the hyper-parameters picked in schema order (the
-    unboxed call takes them positionally) and the C++ ``apply`` of the node (what
+    runner therefore does per call only what depends on the call: one C++ pass over the lists
+    (``_C._flatten_lists``: the type test, the lengths, the gradient test, the flat arguments), one
+    lookup of the call structure's :class:`_Plan`, the hyper-parameters picked in schema order
+    (the unboxed call takes them positionally) and the C++ ``apply`` of the node (what
     ``Function.apply`` does outside the transforms, without its per-call argument binding).
+    Anything else (torch.compile, a transform, other sequences or tensor types) takes the general
+    path, as before.
     """
     spec = FUNCTIONAL_OPS[op_name]
     node_cls = _NODES[node or spec.node]
@@ -644,45 +655,45 @@ def _make_runner(op_name: str, node: str | None) -> Callable[[Sequence[Sequence[
     constant_outputs = all(present is _always for present in outputs)
     saved = (spec.saved[0], spec.saved[-1] + 1)
     plans: dict[Any, _Plan] = {}
-    is_grad_enabled = torch.is_grad_enabled
     transforms_active = torch._C._are_functorch_transforms_active
-    chain = itertools.chain.from_iterable
+    flatten_lists, split_flat = _C._flatten_lists, _C._split_flat
 
-    def run(lists: Sequence[Sequence[torch.Tensor]], kwargs: dict[str, Any]) -> tuple[list[torch.Tensor], ...]:
-        for x in lists:  # plain loops: a generator's frame costs as much as the test on small calls
-            if type(x) is not list and type(x) is not tuple:
-                lists = [list(x) for x in lists]
-                break
-        if not lists[0]:  # nothing to update (an op call without tensors has no device to dispatch on)
+    def general(lists: Sequence[Sequence[torch.Tensor]], kwargs: dict[str, Any]) -> tuple[list[torch.Tensor], ...]:
+        """Under torch.compile, with other sequences or tensors, or a mistake in ``kwargs``."""
+        args = [x if type(x) is list else list(x) for x in lists]
+        if not args[0]:  # nothing to update (an op call without tensors has no device to dispatch on)
             return tuple([] for _ in outputs)
-        if is_grad_enabled():
-            for x in lists:
+        if torch.is_grad_enabled():
+            for x in args:  # plain loops: a generator's frame costs as much as the test on small calls
                 for t in x:
                     if t.requires_grad:
-                        break
-                else:
-                    continue
-                break
-            else:
-                return tuple(list(x) for x in eager_call(*lists, **kwargs))
-        else:
-            return tuple(list(x) for x in eager_call(*lists, **kwargs))
-        if transforms_active() or torch.compiler.is_compiling() or len(kwargs) != num_hyper:
-            return _apply_node(node_cls, spec, [list(x) for x in lists], kwargs)
+                        return _apply_node(node_cls, spec, args, kwargs)
+        return tuple(list(x) for x in eager_call(*args, **kwargs))
+
+    def run(lists: Sequence[Sequence[torch.Tensor]], kwargs: dict[str, Any]) -> tuple[list[torch.Tensor], ...]:
+        if torch.compiler.is_compiling():  # Dynamo traces the general path (no C++ helpers)
+            return general(lists, kwargs)
+        # One C++ pass: lists of plain tensors (no functorch wrapper to unwrap), their lengths,
+        # whether one needs a gradient.
+        flattened = flatten_lists(lists)
+        if flattened is None or transforms_active() or len(kwargs) != num_hyper:
+            return general(lists, kwargs)
+        flat, sizes, needs_grad = flattened
+        if not sizes[0]:
+            return tuple([] for _ in outputs)
+        if not needs_grad:
+            return tuple(map(list, eager_call(*lists, **kwargs)))
         try:
             hyper = pick_hyper(kwargs)
         except KeyError:  # the op raises its own error for a missing argument
-            return _apply_node(node_cls, spec, [list(x) for x in lists], kwargs)
-        sizes = tuple(map(len, lists))
+            return general(lists, kwargs)
         key = sizes if constant_outputs else (sizes, tuple([present(kwargs) for present in outputs]))
         plan = plans.get(key)
         if plan is None:
             if len(plans) >= 1024:  # many distinct structures: start over rather than grow unbounded
                 plans.clear()
             plan = plans[key] = _Plan(sizes, _output_sizes(outputs, kwargs, sizes[0]), saved)
-        # Tensors escaping a transform are unwrapped as Function.apply would.
-        out_flat = eager_apply(hyper, plan, *map(_unwrap_if_dead, chain(lists)))
-        return tuple(map(list, map(out_flat.__getitem__, plan.outputs)))
+        return split_flat(eager_apply(hyper, plan, *flat), plan.output_sizes)
 
     run.__name__ = run.__qualname__ = f"apply_{op_name}"
     return run
