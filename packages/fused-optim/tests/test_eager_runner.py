@@ -211,3 +211,33 @@ def test_plans_are_cached_per_call_structure():
     grad_avgs = [[t.detach().abs().requires_grad_() for t in lists[2]]] if other["centered"] else [[]]
     runner([*lists[:3], *grad_avgs, lists[4]], other)
     assert len(plans) == 2
+
+
+@pytest.mark.parametrize("case", [c for c in FUNCTIONAL_CASES if c.op in ("adam_direction", "sgd_update")],
+                         ids=lambda c: c.id)
+@pytest.mark.parametrize("requires_grad", [False, True])
+def test_list_arguments_are_checked_by_name(case: FunctionalCase, requires_grad: bool):
+    lists = case.make(torch.float64)
+    if requires_grad:
+        lists = [[t.requires_grad_() for t in x] for x in lists]
+    name = ops.FUNCTIONAL_OPS[case.op].inputs[1]
+    with pytest.raises(TypeError, match=f"{name} must be a list of tensors, got a single tensor"):
+        ops.apply_functional(case.op, [lists[0], lists[1][0], *lists[2:]], case.kwargs)
+    with pytest.raises(TypeError, match=rf"{name}\[1\] must be a tensor, got float"):
+        ops.apply_functional(case.op, [lists[0], [lists[1][0], 1.0], *lists[2:]], case.kwargs)
+    with pytest.raises(TypeError, match=f"{name} must be a list of tensors, got int"):
+        ops.apply_functional(case.op, [lists[0], 3, *lists[2:]], case.kwargs)
+    with pytest.raises(TypeError, match=f"takes {len(lists)} lists of tensors"):
+        ops.apply_functional(case.op, [*lists, lists[0]], case.kwargs)
+    with pytest.raises(TypeError, match=f"takes {len(lists)} lists of tensors"):
+        ops.apply_functional(case.op, lists[:-1], case.kwargs)
+
+
+def test_public_functions_name_the_bad_list():
+    z = [torch.zeros(2)]
+    with pytest.raises(TypeError, match="exp_avg_sqs must be a list of tensors, got a single tensor"):
+        F.adam_direction(z, z, torch.zeros(2), 1, beta1=0.9, beta2=0.999, eps=1e-8)
+    with pytest.raises(TypeError, match=r"grads\[0\] must be a tensor, got str"):
+        F.adam_update(z, ["x"], z, z, 1)
+    with pytest.raises(TypeError, match="step_sizes must be a list of tensors, got NoneType"):
+        F.rprop_update(z, z, z, None)

@@ -56,6 +56,7 @@ __all__ = [
     "rmsprop_step_",
     "rprop_step_",
     "sgd_step_",
+    "tensor_list",
     "validate_only",
 ]
 
@@ -628,6 +629,32 @@ def _apply_node(node_cls: type[torch.autograd.Function], spec: FunctionalOpSpec,
 _unwrap_if_dead = torch._C._functorch.unwrap_if_dead
 
 
+def tensor_list(name: str, value: Any) -> list[torch.Tensor]:
+    """``value`` as a list of tensors, or a TypeError that names the argument ``name``.
+
+    The check of every tensor-list argument of the functional API: :mod:`fused_optim.functional`
+    calls it on its optional lists, and :func:`apply_functional` on the op's lists wherever its
+    C++ pass (``_C._flatten_lists``) did not find lists of plain tensors.
+
+    >>> tensor_list("grads", (torch.zeros(1),))
+    [tensor([0.])]
+    """
+    if type(value) is list:  # the common case, by a plain loop (cheaper than a generator)
+        for t in value:
+            if not isinstance(t, torch.Tensor):
+                break
+        else:
+            return value
+    if isinstance(value, torch.Tensor):
+        raise TypeError(f"{name} must be a list of tensors, got a single tensor; wrap it in a list")
+    if not isinstance(value, Sequence):
+        raise TypeError(f"{name} must be a list of tensors, got {type(value).__name__}")
+    for i, t in enumerate(value):
+        if not isinstance(t, torch.Tensor):
+            raise TypeError(f"{name}[{i}] must be a tensor, got {type(t).__name__}")
+    return list(value)
+
+
 def _make_runner(op_name: str, node: str | None) -> Callable[[Sequence[Sequence[torch.Tensor]], dict[str, Any]],
                                                                   tuple[list[torch.Tensor], ...]]:
     """:func:`apply_functional` for one op and node: its eager path, with the general one behind it.
@@ -651,7 +678,7 @@ def _make_runner(op_name: str, node: str | None) -> Callable[[Sequence[Sequence[
     hyper_names = _hyper_names(spec.op)
     pick_hyper = operator.itemgetter(*hyper_names)
     num_hyper = len(hyper_names)
-    outputs = spec.outputs
+    outputs, input_names, num_lists = spec.outputs, spec.inputs, len(spec.inputs)
     constant_outputs = all(present is _always for present in outputs)
     saved = (spec.saved[0], spec.saved[-1] + 1)
     plans: dict[Any, _Plan] = {}
@@ -660,7 +687,10 @@ def _make_runner(op_name: str, node: str | None) -> Callable[[Sequence[Sequence[
 
     def general(lists: Sequence[Sequence[torch.Tensor]], kwargs: dict[str, Any]) -> tuple[list[torch.Tensor], ...]:
         """Under torch.compile, with other sequences or tensors, or a mistake in ``kwargs``."""
-        args = [x if type(x) is list else list(x) for x in lists]
+        if isinstance(lists, torch.Tensor) or not isinstance(lists, Sequence) or len(lists) != num_lists:
+            raise TypeError(f"{op_name} takes {num_lists} lists of tensors ({', '.join(input_names)}), "
+                            f"got {len(lists) if isinstance(lists, Sequence) else type(lists).__name__}")
+        args = [tensor_list(name, x) for name, x in zip(input_names, lists)]
         if not args[0]:  # nothing to update (an op call without tensors has no device to dispatch on)
             return tuple([] for _ in outputs)
         if torch.is_grad_enabled():
@@ -679,6 +709,8 @@ def _make_runner(op_name: str, node: str | None) -> Callable[[Sequence[Sequence[
         if flattened is None or transforms_active() or len(kwargs) != num_hyper:
             return general(lists, kwargs)
         flat, sizes, needs_grad = flattened
+        if len(sizes) != num_lists:
+            return general(lists, kwargs)  # which raises the error
         if not sizes[0]:
             return tuple([] for _ in outputs)
         if not needs_grad:
