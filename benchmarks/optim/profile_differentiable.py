@@ -19,7 +19,8 @@ op-by-op ratios.
 
     python benchmarks/optim/profile_differentiable.py [--size 1000] [--tensors 1]
     python benchmarks/optim/profile_differentiable.py --cprofile
-    python benchmarks/optim/profile_differentiable.py --interleaved --rounds 400 [--torchopt]
+    python benchmarks/optim/profile_differentiable.py --interleaved --rounds 400 [--torchopt] [--shuffle]
+                                                      [--first "leanest Function"]
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ import argparse
 import cProfile
 import os
 import pstats
+import random
 import statistics
 import sys
 import time
@@ -157,8 +159,9 @@ def _blocks(fns: dict[str, Callable[[], object]], blocks: int, calls: int) -> di
     return times
 
 
-def _interleaved(fns: dict[str, Callable[[], object]], rounds: int) -> None:
+def _interleaved(fns: dict[str, Callable[[], object]], rounds: int, shuffle: bool) -> None:
     names = list(fns)
+    order = random.Random(0)
     wall: dict[str, list[float]] = {n: [] for n in names}
     cpu: dict[str, list[float]] = {n: [] for n in names}
     for fn in fns.values():
@@ -166,14 +169,17 @@ def _interleaved(fns: dict[str, Callable[[], object]], rounds: int) -> None:
             fn()
     load_before = _load()
     for r in range(rounds):
-        for name in names[r % len(names):] + names[:r % len(names)]:  # rotated: no contender always first
+        # Rotated as the suite does (so each contender mostly follows the same one: the suite's
+        # first, ours, follows TorchOpt's last), or shuffled (each follows any other as often).
+        for name in order.sample(names, len(names)) if shuffle else names[r % len(names):] + names[:r % len(names)]:
             fn = fns[name]
             c0, w0 = time.thread_time(), time.perf_counter()
             fn()
             w1, c1 = time.perf_counter(), time.thread_time()
             wall[name].append((w1 - w0) * 1e6)
             cpu[name].append((c1 - c0) * 1e6)
-    print(f"one call per sample, {rounds} rotated rounds, medians (load {load_before} -> {_load()})")
+    print(f"one call per sample, {rounds} {'shuffled' if shuffle else 'rotated'} rounds, medians "
+          f"(load {load_before} -> {_load()})")
     base_wall, base_cpu = statistics.median(wall["op-by-op"]), statistics.median(cpu["op-by-op"])
     for name in names:
         w, c = statistics.median(wall[name]), statistics.median(cpu[name])
@@ -206,6 +212,9 @@ def main() -> None:
     parser.add_argument("--interleaved", action="store_true")
     parser.add_argument("--rounds", type=int, default=400)
     parser.add_argument("--torchopt", action="store_true", help="TorchOpt's contenders in the rotation")
+    parser.add_argument("--shuffle", action="store_true", help="each round in a random order, not rotated")
+    parser.add_argument("--first", default="fused_optim", help="the contender that the rotation starts from "
+                        "(fused_optim, as in the suite: it then follows TorchOpt's last contender)")
     parser.add_argument("--cprofile", action="store_true")
     parser.add_argument("--top", type=int, default=20)
     args = parser.parse_args()
@@ -216,7 +225,9 @@ def main() -> None:
     if args.cprofile:
         _cprofile(_contenders(p, False)["fused_optim"], 3000, args.top)
     elif args.interleaved:
-        _interleaved(_contenders(p, args.torchopt), args.rounds)
+        fns = _contenders(p, args.torchopt)
+        fns = {args.first: fns.pop(args.first), **fns}
+        _interleaved(fns, args.rounds, args.shuffle)
     else:
         _layers(p, args.blocks, args.calls)
 

@@ -249,6 +249,14 @@ def _number(name: str, value: Any) -> float:
     return float(value)
 
 
+def _numbers(names: tuple[str, ...], values: tuple[Any, ...]) -> tuple[float, ...]:
+    """Several hyper-parameters checked by :func:`_number` in one call (floats pass as they are)."""
+    for value in values:
+        if type(value) is not float:
+            return tuple(map(_number, names, values))
+    return values
+
+
 def _step(step: Any) -> int | torch.SymInt:
     if type(step) is int and step >= 1:
         return step
@@ -273,10 +281,13 @@ def _step(step: Any) -> int | torch.SymInt:
 
 def _betas(betas: Any, count: int = 2) -> tuple[float, ...]:
     """``betas`` as ``count`` floats (a pair; Adan's, a triple)."""
-    names = [f"beta{i}" for i in range(1, count + 1)]
-    if not isinstance(betas, Sequence) or len(betas) != count:
+    names = _BETA_NAMES[:count]
+    if not (type(betas) is tuple or isinstance(betas, Sequence)) or len(betas) != count:  # a tuple: no ABC check
         raise TypeError(f"betas must be a {'pair' if count == 2 else 'triple'} ({', '.join(names)}), got {betas!r}")
-    return tuple(map(_number, names, betas))
+    return _numbers(names, tuple(betas))
+
+
+_BETA_NAMES = ("beta1", "beta2", "beta3")
 
 
 def sgd_update(params: Sequence[Tensor], grads: Sequence[Tensor],
@@ -323,9 +334,9 @@ def _adam(params: Any, grads: Any, exp_avgs: Any, exp_avg_sqs: Any, step: Any, l
         maxes = _tensors("max_exp_avg_sqs", max_exp_avg_sqs)
     else:
         maxes = []
-    kwargs = {"step": _step(step), "lr": _number("lr", lr), "beta1": beta1, "beta2": beta2,
-              "weight_decay": _number("weight_decay", weight_decay), "eps": _number("eps", eps),
-              "amsgrad": bool(amsgrad), "maximize": bool(maximize), "decoupled_weight_decay": decoupled}
+    lr, weight_decay, eps = _numbers(("lr", "weight_decay", "eps"), (lr, weight_decay, eps))
+    kwargs = {"step": _step(step), "lr": lr, "beta1": beta1, "beta2": beta2, "weight_decay": weight_decay,
+              "eps": eps, "amsgrad": bool(amsgrad), "maximize": bool(maximize), "decoupled_weight_decay": decoupled}
     lists = [params, grads, exp_avgs, exp_avg_sqs, maxes]
     return AdamUpdate(*apply_functional("adam_update", lists, kwargs, node=node))
 
@@ -416,8 +427,8 @@ def adam_direction(grads: Sequence[Tensor], exp_avgs: Sequence[Tensor], exp_avg_
     >>> d[0].detach()
     tensor([0., 1.])
     """
-    kwargs = {"step": _step(step), "beta1": _number("beta1", beta1), "beta2": _number("beta2", beta2),
-              "eps": _number("eps", eps), "eps_root": _number("eps_root", eps_root)}
+    beta1, beta2, eps, eps_root = _numbers(("beta1", "beta2", "eps", "eps_root"), (beta1, beta2, eps, eps_root))
+    kwargs = {"step": _step(step), "beta1": beta1, "beta2": beta2, "eps": eps, "eps_root": eps_root}
     lists = [grads, exp_avgs, exp_avg_sqs]
     directions, new_m, new_v = apply_functional("adam_direction", lists, kwargs)
     return directions, new_m, new_v
