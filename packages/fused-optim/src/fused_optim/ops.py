@@ -828,8 +828,15 @@ def apply_functional(op_name: str, lists: Sequence[Sequence[torch.Tensor]], kwar
     return runner(lists, kwargs)
 
 
-# The eager runner of each (op, node) pair that apply_functional was called with.
+# The runner of each (op, node) pair, made here for every op with its default node (None and by
+# name) and each alias node, so that no call, a traced one in particular, has to make one: Dynamo
+# would break the graph on the C++ apply that making one looks up. Other pairs are made on
+# first use (and rejected if the node does not run the op).
 _RUNNERS: dict[tuple[str, str | None], Callable[..., tuple[list[torch.Tensor], ...]]] = {}
+for _info in _NODE_INFO.values():
+    _RUNNERS[_info.op, _info.node] = _make_runner(_info.op, _info.node)
+for _spec in FUNCTIONAL_OPS.values():
+    _RUNNERS[_spec.name, None] = _RUNNERS[_spec.name, _spec.node]
 
 
 # --- typed wrappers of the in-place ops (what the drop-in optimizers call) ---------------------
