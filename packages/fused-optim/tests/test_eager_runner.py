@@ -241,3 +241,10 @@ def test_public_functions_name_the_bad_list():
         F.adam_update(z, ["x"], z, z, 1)
     with pytest.raises(TypeError, match="step_sizes must be a list of tensors, got NoneType"):
         F.rprop_update(z, z, z, None)
+
+
+def test_the_node_shows_its_hyper_parameters_by_name_on_either_path():
+    case = next(c for c in FUNCTIONAL_CASES if c.op == "adam_update")
+    lists = _leaves(case)
+    for out in (ops.apply_functional(case.op, lists, case.kwargs), _general(case, lists)):
+        assert out[0][0].grad_fn.kwargs == case.kwargs

@@ -584,6 +584,13 @@ def _make_node(spec: FunctionalOpSpec, node_name: str) -> type[torch.autograd.Fu
                  "backward": staticmethod(backward), "generate_vmap_rule": True, "__doc__": doc})
     _NODE_INFO[node] = NodeInfo(node_name, node_name.removeprefix("Fused").removesuffix("Direction"), spec.name,
                                 spec.name.rsplit("_", 1)[1])
+
+    def kwargs(ctx) -> dict[str, Any]:  # type: ignore[no-untyped-def]
+        """The op's hyper-parameters by name, whichever path applied the node (graph tools show them)."""
+        hyper = ctx.hyper
+        return dict(hyper) if isinstance(hyper, dict) else dict(zip(hyper_names, hyper))
+
+    node._backward_cls.kwargs = property(kwargs)  # type: ignore[attr-defined]
     return node
 
 
