@@ -11,8 +11,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-from helpers import FUNCTIONAL_CASES, FunctionalCase
-from torch.utils._python_dispatch import TorchDispatchMode
+from helpers import FUNCTIONAL_CASES, FunctionalCase, SeenOps
 
 import fused_optim.functional as F
 from fused_optim import _C, ops
@@ -155,18 +154,11 @@ def test_runner_under_a_mode_and_the_profiler_falls_back_inside_the_node():
     lists = _leaves(case)
     expected = ops.apply_functional(case.op, lists, case.kwargs)
     expected_grads = _grads(expected, lists)
-    seen = []
-
-    class Seen(TorchDispatchMode):
-        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-            seen.append(func)
-            return func(*args, **(kwargs or {}))
-
-    with Seen():
+    with SeenOps() as mode:
         got = ops.apply_functional(case.op, lists, case.kwargs)
         got_grads = _grads(got, lists)
-    assert torch.ops.fused_optim.adam_direction.default in seen
-    assert torch.ops.fused_optim.adam_direction_backward.default in seen
+    assert torch.ops.fused_optim.adam_direction.default in mode.seen
+    assert torch.ops.fused_optim.adam_direction_backward.default in mode.seen
     with torch.profiler.profile() as prof:
         profiled = ops.apply_functional(case.op, lists, case.kwargs)
         profiled_grads = _grads(profiled, lists)
