@@ -21,6 +21,7 @@ op-by-op ratios.
     python benchmarks/optim/profile_differentiable.py --cprofile
     python benchmarks/optim/profile_differentiable.py --interleaved --rounds 400 [--torchopt] [--shuffle]
                                                       [--first "leanest Function"]
+                                                      [--after "torchopt scale_by_adam"]
 """
 
 from __future__ import annotations
@@ -159,7 +160,8 @@ def _blocks(fns: dict[str, Callable[[], object]], blocks: int, calls: int) -> di
     return times
 
 
-def _interleaved(fns: dict[str, Callable[[], object]], rounds: int, shuffle: bool) -> None:
+def _interleaved(fns: dict[str, Callable[[], object]], rounds: int, shuffle: bool,
+                 after: Callable[[], object] | None = None) -> None:
     names = list(fns)
     order = random.Random(0)
     wall: dict[str, list[float]] = {n: [] for n in names}
@@ -173,12 +175,15 @@ def _interleaved(fns: dict[str, Callable[[], object]], rounds: int, shuffle: boo
         # first, ours, follows TorchOpt's last), or shuffled (each follows any other as often).
         for name in order.sample(names, len(names)) if shuffle else names[r % len(names):] + names[:r % len(names)]:
             fn = fns[name]
+            if after is not None:  # untimed: every sample then starts with the caches it left
+                after()
             c0, w0 = time.thread_time(), time.perf_counter()
             fn()
             w1, c1 = time.perf_counter(), time.thread_time()
             wall[name].append((w1 - w0) * 1e6)
             cpu[name].append((c1 - c0) * 1e6)
-    print(f"one call per sample, {rounds} {'shuffled' if shuffle else 'rotated'} rounds, medians "
+    print(f"one call per sample, {rounds} {'shuffled' if shuffle else 'rotated'} rounds"
+          f"{', each sample after an untimed call of the --after contender' if after else ''}, medians "
           f"(load {load_before} -> {_load()})")
     base_wall, base_cpu = statistics.median(wall["op-by-op"]), statistics.median(cpu["op-by-op"])
     for name in names:
@@ -213,6 +218,8 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=400)
     parser.add_argument("--torchopt", action="store_true", help="TorchOpt's contenders in the rotation")
     parser.add_argument("--shuffle", action="store_true", help="each round in a random order, not rotated")
+    parser.add_argument("--after", help="a contender called, untimed, before every sample of the others "
+                        "(e.g. 'torchopt scale_by_adam': every contender then starts as cold as ours in the suite)")
     parser.add_argument("--first", default="fused_optim", help="the contender that the rotation starts from "
                         "(fused_optim, as in the suite: it then follows TorchOpt's last contender)")
     parser.add_argument("--cprofile", action="store_true")
@@ -225,9 +232,12 @@ def main() -> None:
     if args.cprofile:
         _cprofile(_contenders(p, False)["fused_optim"], 3000, args.top)
     elif args.interleaved:
-        fns = _contenders(p, args.torchopt)
+        fns = _contenders(p, args.torchopt or args.after is not None)
+        after = fns.pop(args.after) if args.after else None
+        if not args.torchopt:
+            fns = {k: v for k, v in fns.items() if not k.startswith("torchopt")}
         fns = {args.first: fns.pop(args.first), **fns}
-        _interleaved(fns, args.rounds, args.shuffle)
+        _interleaved(fns, args.rounds, args.shuffle, after)
     else:
         _layers(p, args.blocks, args.calls)
 
