@@ -683,7 +683,9 @@ def _make_runner(op_name: str, node: str | None) -> Callable[[Sequence[Sequence[
     eager_apply = super(torch.autograd.Function, node_cls).apply  # type: ignore[misc]
     eager_call = getattr(_eager, op_name)
     hyper_names = _hyper_names(spec.op)
-    pick_hyper = operator.itemgetter(*hyper_names)
+    # (itemgetter of one name would give the value itself, not a 1-tuple)
+    pick_hyper = operator.itemgetter(*hyper_names) if len(hyper_names) > 1 else (
+        lambda kwargs: (kwargs[hyper_names[0]],))
     num_hyper = len(hyper_names)
     outputs, input_names, num_lists = spec.outputs, spec.inputs, len(spec.inputs)
     constant_outputs = all(present is _always for present in outputs)
