@@ -493,8 +493,8 @@ def _make_node(spec: FunctionalOpSpec, node_name: str) -> type[torch.autograd.Fu
       order and a :class:`_Plan`; the methods then call the unboxed ops positionally.
 
     On small tensors this glue, not the kernel, is the node's cost (benchmarks/RESULTS.md,
-    issue 15): hence the plan, C-level ``map``s instead of Python loops, and no work that the
-    unboxed call does itself.
+    issue 15): hence the plan, the lists cut and joined in C++ (``_C._split_flat``,
+    ``_C._flatten_lists``) instead of Python loops, and no work that the unboxed call does itself.
     """
 
     # The node's methods close over plain values only (ops, tuples, functions): Dynamo traces them
