@@ -54,6 +54,113 @@ PyObject* Call(PyObject* self, PyObject* const* args, Py_ssize_t nargs, PyObject
 PyMethodDef kCallDef = {"call", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(&Call)),
                         METH_FASTCALL | METH_KEYWORDS, nullptr};
 
+// _flatten_lists(lists): the tensor lists of a functional op call in one pass, for the eager
+// runner (fused_optim.ops._make_runner), which otherwise walks them in Python three times (the
+// gradient test, the lengths, the flat argument tuple) and unwraps each tensor as
+// Function.apply does (a call per tensor). Returns (flat tensors, lengths, whether grad mode is
+// on and a tensor requires grad), or None where the runner must take its general path: a list
+// that is not a list or tuple, an item that is not a plain torch.Tensor (or Parameter), or a
+// functorch wrapper (a tensor that escaped a transform, which Function.apply would unwrap).
+PyObject* FlattenLists(PyObject*, PyObject* lists) {
+  if (!PyList_CheckExact(lists) && !PyTuple_CheckExact(lists)) Py_RETURN_NONE;
+  const Py_ssize_t num_lists = PySequence_Fast_GET_SIZE(lists);
+  PyObject** items = PySequence_Fast_ITEMS(lists);
+  Py_ssize_t total = 0;
+  for (Py_ssize_t i = 0; i < num_lists; ++i) {
+    if (!PyList_CheckExact(items[i]) && !PyTuple_CheckExact(items[i])) Py_RETURN_NONE;
+    total += PySequence_Fast_GET_SIZE(items[i]);
+  }
+  const bool grad_mode = at::GradMode::is_enabled();
+  bool needs_grad = false;
+  PyObject* flat = PyTuple_New(total);
+  PyObject* sizes = flat == nullptr ? nullptr : PyTuple_New(num_lists);
+  if (sizes == nullptr) {
+    Py_XDECREF(flat);
+    return nullptr;
+  }
+  Py_ssize_t k = 0;
+  for (Py_ssize_t i = 0; i < num_lists; ++i) {
+    PyObject** tensors = PySequence_Fast_ITEMS(items[i]);
+    const Py_ssize_t n = PySequence_Fast_GET_SIZE(items[i]);
+    for (Py_ssize_t j = 0; j < n; ++j) {
+      PyObject* obj = tensors[j];
+      const bool plain = THPVariable_CheckExact(obj) &&
+                         !THPVariable_Unpack(obj).key_set().has(c10::DispatchKey::FuncTorchGradWrapper);
+      if (!plain) {
+        Py_DECREF(flat);
+        Py_DECREF(sizes);
+        Py_RETURN_NONE;
+      }
+      needs_grad = needs_grad || (grad_mode && THPVariable_Unpack(obj).requires_grad());
+      Py_INCREF(obj);
+      PyTuple_SET_ITEM(flat, k++, obj);
+    }
+    PyObject* size = PyLong_FromSsize_t(n);
+    if (size == nullptr) {
+      Py_DECREF(flat);
+      Py_DECREF(sizes);
+      return nullptr;
+    }
+    PyTuple_SET_ITEM(sizes, i, size);
+  }
+  return Py_BuildValue("(NNO)", flat, sizes, needs_grad ? Py_True : Py_False);
+}
+
+// _split_flat(flat, sizes): a tuple cut into consecutive lists of the given lengths (the node's
+// flat results back into the op's output lists). Raises ValueError where the lengths do not add
+// up to the tuple's.
+PyObject* SplitFlat(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
+  if (nargs != 2 || !PyTuple_CheckExact(args[0]) || !PyTuple_CheckExact(args[1])) {
+    PyErr_SetString(PyExc_TypeError, "_split_flat(flat, sizes) takes two tuples");
+    return nullptr;
+  }
+  PyObject* flat = args[0];
+  PyObject* sizes = args[1];
+  const Py_ssize_t num_lists = PyTuple_GET_SIZE(sizes);
+  PyObject* out = PyTuple_New(num_lists);
+  if (out == nullptr) return nullptr;
+  Py_ssize_t start = 0;
+  for (Py_ssize_t i = 0; i < num_lists; ++i) {
+    const Py_ssize_t n = PyLong_AsSsize_t(PyTuple_GET_ITEM(sizes, i));
+    if (n == -1 && PyErr_Occurred()) {
+      Py_DECREF(out);
+      return nullptr;
+    }
+    if (n < 0 || start + n > PyTuple_GET_SIZE(flat)) {
+      Py_DECREF(out);
+      PyErr_Format(PyExc_ValueError, "_split_flat: the lengths do not fit a tuple of %zd items",
+                   PyTuple_GET_SIZE(flat));
+      return nullptr;
+    }
+    PyObject* list = PyList_New(n);
+    if (list == nullptr) {
+      Py_DECREF(out);
+      return nullptr;
+    }
+    for (Py_ssize_t j = 0; j < n; ++j) {
+      PyObject* item = PyTuple_GET_ITEM(flat, start + j);
+      Py_INCREF(item);
+      PyList_SET_ITEM(list, j, item);
+    }
+    PyTuple_SET_ITEM(out, i, list);
+    start += n;
+  }
+  if (start != PyTuple_GET_SIZE(flat)) {
+    Py_DECREF(out);
+    PyErr_Format(PyExc_ValueError, "_split_flat: the lengths add up to %zd, the tuple has %zd items", start,
+                 PyTuple_GET_SIZE(flat));
+    return nullptr;
+  }
+  return out;
+}
+
+PyMethodDef kHelperDefs[] = {
+    {"_flatten_lists", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(&FlattenLists)), METH_O,
+     nullptr},
+    {"_split_flat", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(&SplitFlat)), METH_FASTCALL,
+     nullptr},
+    {nullptr, nullptr, 0, nullptr}};
+
 }  // namespace
 
 void Register(const char* schema, int num_args, Invoker invoker) {
@@ -89,6 +196,10 @@ bool AddFunctions(PyObject* module) {
       return false;
     }
     Py_DECREF(fn);
+  }
+  if (PyModule_AddFunctions(module, kHelperDefs) != 0) {
+    Py_DECREF(ns);
+    return false;
   }
   return PyModule_AddObject(module, "_eager", ns) == 0 || (Py_DECREF(ns), false);
 }

@@ -30,7 +30,8 @@ namespace fused_optim::eager {
 // reference) to fall back, or nullptr with a Python error set.
 using Invoker = std::function<PyObject*(PyObject* const* args)>;
 void Register(const char* schema, int num_args, Invoker invoker);
-// Adds the registered functions to `module` as the attribute `_eager` (a namespace of functions).
+// Adds the registered functions to `module` as the attribute `_eager` (a namespace of functions),
+// and the eager runner's helpers `_flatten_lists` and `_split_flat` (see eager_call.cpp).
 bool AddFunctions(PyObject* module);
 
 // Tensors of the Python arguments, borrowed (no reference counting: the caller's Python objects

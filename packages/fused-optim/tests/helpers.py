@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import torch
+from torch.utils._python_dispatch import TorchDispatchMode
 
 from fused_optim.ops import apply_functional
 
@@ -156,3 +157,15 @@ def gradcheck_one_step(case: FunctionalCase, device: str = "cpu") -> bool:
         return tuple(t for lst in outs for t in lst)
 
     return torch.autograd.gradcheck(fn, flat, eps=1e-6, atol=1e-6, rtol=1e-5)
+
+
+class SeenOps(TorchDispatchMode):
+    """A dispatch mode that records each op it sees (``seen``) and runs it unchanged."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.seen: list[Any] = []
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]
+        self.seen.append(func)
+        return func(*args, **(kwargs or {}))

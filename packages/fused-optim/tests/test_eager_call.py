@@ -8,8 +8,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-from helpers import FUNCTIONAL_CASES, FunctionalCase, op
-from torch.utils._python_dispatch import TorchDispatchMode
+from helpers import FUNCTIONAL_CASES, FunctionalCase, SeenOps, op
 
 from fused_optim import _C, ops
 
@@ -106,17 +105,10 @@ def test_steps_aside_under_modes_transforms_and_the_profiler():
     case = next(c for c in FUNCTIONAL_CASES if c.op == "adam_update")
     lists = case.make(torch.float32)
 
-    seen = []
-
-    class Seen(TorchDispatchMode):
-        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-            seen.append(func)
-            return func(*args, **(kwargs or {}))
-
-    with Seen():
+    with SeenOps() as mode:
         assert _C._eager["adam_update"](*lists, **case.kwargs) is NotImplemented
         ops.apply_functional("adam_update", lists, case.kwargs)  # the wrapper falls back to the op
-    assert torch.ops.fused_optim.adam_update.default in seen
+    assert torch.ops.fused_optim.adam_update.default in mode.seen
     with torch.profiler.profile() as prof:
         assert _C._eager["adam_update"](*lists, **case.kwargs) is NotImplemented
         ops.apply_functional("adam_update", lists, case.kwargs)

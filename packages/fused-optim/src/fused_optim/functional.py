@@ -23,6 +23,7 @@ import torch
 from torch import Tensor
 
 from fused_optim.ops import apply_functional
+from fused_optim.ops import tensor_list as _tensors
 
 __all__ = [
     "ASGDUpdate",
@@ -248,6 +249,14 @@ def _number(name: str, value: Any) -> float:
     return float(value)
 
 
+def _numbers(names: tuple[str, ...], values: tuple[Any, ...]) -> tuple[float, ...]:
+    """Several hyper-parameters checked by :func:`_number` in one call (floats pass as they are)."""
+    for value in values:
+        if type(value) is not float:
+            return tuple(map(_number, names, values))
+    return values
+
+
 def _step(step: Any) -> int | torch.SymInt:
     if type(step) is int and step >= 1:
         return step
@@ -270,29 +279,15 @@ def _step(step: Any) -> int | torch.SymInt:
     return int(step)
 
 
-def _tensors(name: str, value: Any) -> list[Tensor]:
-    if type(value) is list:  # the common case, by a plain loop (cheaper than a generator)
-        for t in value:
-            if not isinstance(t, Tensor):
-                break
-        else:
-            return value
-    if isinstance(value, Tensor):
-        raise TypeError(f"{name} must be a list of tensors, got a single tensor; wrap it in a list")
-    if not isinstance(value, Sequence):
-        raise TypeError(f"{name} must be a list of tensors, got {type(value).__name__}")
-    for i, t in enumerate(value):
-        if not isinstance(t, Tensor):
-            raise TypeError(f"{name}[{i}] must be a tensor, got {type(t).__name__}")
-    return list(value)
-
-
 def _betas(betas: Any, count: int = 2) -> tuple[float, ...]:
     """``betas`` as ``count`` floats (a pair; Adan's, a triple)."""
-    names = [f"beta{i}" for i in range(1, count + 1)]
-    if not isinstance(betas, Sequence) or len(betas) != count:
+    names = _BETA_NAMES[:count]
+    if not (type(betas) is tuple or isinstance(betas, Sequence)) or len(betas) != count:  # a tuple: no ABC check
         raise TypeError(f"betas must be a {'pair' if count == 2 else 'triple'} ({', '.join(names)}), got {betas!r}")
-    return tuple(map(_number, names, betas))
+    return _numbers(names, tuple(betas))
+
+
+_BETA_NAMES = ("beta1", "beta2", "beta3")
 
 
 def sgd_update(params: Sequence[Tensor], grads: Sequence[Tensor],
@@ -320,7 +315,6 @@ def sgd_update(params: Sequence[Tensor], grads: Sequence[Tensor],
     >>> new.params[0]
     tensor([0.9500, 2.0500], grad_fn=<FusedSGDBackward>)
     """
-    params, grads = _tensors("params", params), _tensors("grads", grads)
     momentum = _number("momentum", momentum)
     first_step = momentum_buffers is None
     buffers = [] if first_step or momentum == 0 else _tensors("momentum_buffers", momentum_buffers)
@@ -340,11 +334,10 @@ def _adam(params: Any, grads: Any, exp_avgs: Any, exp_avg_sqs: Any, step: Any, l
         maxes = _tensors("max_exp_avg_sqs", max_exp_avg_sqs)
     else:
         maxes = []
-    kwargs = {"step": _step(step), "lr": _number("lr", lr), "beta1": beta1, "beta2": beta2,
-              "weight_decay": _number("weight_decay", weight_decay), "eps": _number("eps", eps),
-              "amsgrad": bool(amsgrad), "maximize": bool(maximize), "decoupled_weight_decay": decoupled}
-    lists = [_tensors("params", params), _tensors("grads", grads), _tensors("exp_avgs", exp_avgs),
-             _tensors("exp_avg_sqs", exp_avg_sqs), maxes]
+    lr, weight_decay, eps = _numbers(("lr", "weight_decay", "eps"), (lr, weight_decay, eps))
+    kwargs = {"step": _step(step), "lr": lr, "beta1": beta1, "beta2": beta2, "weight_decay": weight_decay,
+              "eps": eps, "amsgrad": bool(amsgrad), "maximize": bool(maximize), "decoupled_weight_decay": decoupled}
+    lists = [params, grads, exp_avgs, exp_avg_sqs, maxes]
     return AdamUpdate(*apply_functional("adam_update", lists, kwargs, node=node))
 
 
@@ -434,9 +427,9 @@ def adam_direction(grads: Sequence[Tensor], exp_avgs: Sequence[Tensor], exp_avg_
     >>> d[0].detach()
     tensor([0., 1.])
     """
-    kwargs = {"step": _step(step), "beta1": _number("beta1", beta1), "beta2": _number("beta2", beta2),
-              "eps": _number("eps", eps), "eps_root": _number("eps_root", eps_root)}
-    lists = [_tensors("grads", grads), _tensors("exp_avgs", exp_avgs), _tensors("exp_avg_sqs", exp_avg_sqs)]
+    beta1, beta2, eps, eps_root = _numbers(("beta1", "beta2", "eps", "eps_root"), (beta1, beta2, eps, eps_root))
+    kwargs = {"step": _step(step), "beta1": beta1, "beta2": beta2, "eps": eps, "eps_root": eps_root}
+    lists = [grads, exp_avgs, exp_avg_sqs]
     directions, new_m, new_v = apply_functional("adam_direction", lists, kwargs)
     return directions, new_m, new_v
 
@@ -476,7 +469,7 @@ def rmsprop_update(params: Sequence[Tensor], grads: Sequence[Tensor], square_avg
     kwargs = {"lr": _number("lr", lr), "alpha": _number("alpha", alpha), "eps": _number("eps", eps),
               "weight_decay": _number("weight_decay", weight_decay), "momentum": momentum,
               "centered": bool(centered), "maximize": bool(maximize)}
-    lists = [_tensors("params", params), _tensors("grads", grads), _tensors("square_avgs", square_avgs), ga, bufs]
+    lists = [params, grads, square_avgs, ga, bufs]
     return RMSpropUpdate(*apply_functional("rmsprop_update", lists, kwargs))
 
 
@@ -505,7 +498,7 @@ def adagrad_update(params: Sequence[Tensor], grads: Sequence[Tensor], state_sums
     kwargs = {"step": _step(step), "lr": _number("lr", lr), "lr_decay": _number("lr_decay", lr_decay),
               "weight_decay": _number("weight_decay", weight_decay), "eps": _number("eps", eps),
               "maximize": bool(maximize)}
-    lists = [_tensors("params", params), _tensors("grads", grads), _tensors("state_sums", state_sums)]
+    lists = [params, grads, state_sums]
     return AdagradUpdate(*apply_functional("adagrad_update", lists, kwargs))
 
 
@@ -534,8 +527,7 @@ def adadelta_update(params: Sequence[Tensor], grads: Sequence[Tensor], square_av
     """
     kwargs = {"lr": _number("lr", lr), "rho": _number("rho", rho), "eps": _number("eps", eps),
               "weight_decay": _number("weight_decay", weight_decay), "maximize": bool(maximize)}
-    lists = [_tensors("params", params), _tensors("grads", grads), _tensors("square_avgs", square_avgs),
-             _tensors("acc_deltas", acc_deltas)]
+    lists = [params, grads, square_avgs, acc_deltas]
     return AdadeltaUpdate(*apply_functional("adadelta_update", lists, kwargs))
 
 
@@ -568,8 +560,7 @@ def adamax_update(params: Sequence[Tensor], grads: Sequence[Tensor], exp_avgs: S
     kwargs = {"step": _step(step), "lr": _number("lr", lr), "beta1": beta1, "beta2": beta2,
               "eps": _number("eps", eps), "weight_decay": _number("weight_decay", weight_decay),
               "maximize": bool(maximize)}
-    lists = [_tensors("params", params), _tensors("grads", grads), _tensors("exp_avgs", exp_avgs),
-             _tensors("exp_infs", exp_infs)]
+    lists = [params, grads, exp_avgs, exp_infs]
     return AdamaxUpdate(*apply_functional("adamax_update", lists, kwargs))
 
 
@@ -603,8 +594,7 @@ def radam_update(params: Sequence[Tensor], grads: Sequence[Tensor], exp_avgs: Se
     kwargs = {"step": _step(step), "lr": _number("lr", lr), "beta1": beta1, "beta2": beta2,
               "eps": _number("eps", eps), "weight_decay": _number("weight_decay", weight_decay),
               "decoupled_weight_decay": bool(decoupled_weight_decay), "maximize": bool(maximize)}
-    lists = [_tensors("params", params), _tensors("grads", grads), _tensors("exp_avgs", exp_avgs),
-             _tensors("exp_avg_sqs", exp_avg_sqs)]
+    lists = [params, grads, exp_avgs, exp_avg_sqs]
     node = "FusedRAdamW" if decoupled_weight_decay and kwargs["weight_decay"] != 0 else "FusedRAdam"
     return RAdamUpdate(*apply_functional("radam_update", lists, kwargs, node=node))
 
@@ -641,7 +631,7 @@ def lion_update(params: Sequence[Tensor], grads: Sequence[Tensor], exp_avgs: Seq
     beta1, beta2 = _betas(betas)
     kwargs = {"lr": _number("lr", lr), "beta1": beta1, "beta2": beta2,
               "weight_decay": _number("weight_decay", weight_decay), "maximize": bool(maximize)}
-    lists = [_tensors("params", params), _tensors("grads", grads), _tensors("exp_avgs", exp_avgs)]
+    lists = [params, grads, exp_avgs]
     return LionUpdate(*apply_functional("lion_update", lists, kwargs))
 
 
@@ -690,9 +680,7 @@ def adan_update(params: Sequence[Tensor], grads: Sequence[Tensor], exp_avgs: Seq
     kwargs = {"step": _step(step), "lr": _number("lr", lr), "beta1": beta1, "beta2": beta2, "beta3": beta3,
               "eps": _number("eps", eps), "weight_decay": _number("weight_decay", weight_decay),
               "no_prox": bool(no_prox), "maximize": bool(maximize)}
-    lists = [_tensors("params", params), _tensors("grads", grads), _tensors("exp_avgs", exp_avgs),
-             _tensors("exp_avg_diffs", exp_avg_diffs), _tensors("exp_avg_sqs", exp_avg_sqs),
-             _tensors("prev_grads", prev_grads)]
+    lists = [params, grads, exp_avgs, exp_avg_diffs, exp_avg_sqs, prev_grads]
     return AdanUpdate(*apply_functional("adan_update", lists, kwargs))
 
 
@@ -788,8 +776,7 @@ def nadam_update(params: Sequence[Tensor], grads: Sequence[Tensor], exp_avgs: Se
               "eps": _number("eps", eps), "weight_decay": _number("weight_decay", weight_decay),
               "momentum_decay": momentum_decay, "decoupled_weight_decay": bool(decoupled_weight_decay),
               "maximize": bool(maximize)}
-    lists = [_tensors("params", params), _tensors("grads", grads), _tensors("exp_avgs", exp_avgs),
-             _tensors("exp_avg_sqs", exp_avg_sqs)]
+    lists = [params, grads, exp_avgs, exp_avg_sqs]
     node = "FusedNAdamW" if decoupled_weight_decay and kwargs["weight_decay"] != 0 else "FusedNAdam"
     new_params, new_exp_avgs, new_exp_avg_sqs = apply_functional("nadam_update", lists, kwargs, node=node)
     return NAdamUpdate(new_params, new_exp_avgs, new_exp_avg_sqs, new_product)
@@ -846,8 +833,7 @@ def rprop_update(params: Sequence[Tensor], grads: Sequence[Tensor], prevs: Seque
     kwargs = {"etaminus": _number("etaminus", etaminus), "etaplus": _number("etaplus", etaplus),
               "step_size_min": _number("step_size_min", step_size_min),
               "step_size_max": _number("step_size_max", step_size_max), "maximize": bool(maximize)}
-    lists = [_tensors("params", params), _tensors("grads", grads), _tensors("prevs", prevs),
-             _tensors("step_sizes", step_sizes)]
+    lists = [params, grads, prevs, step_sizes]
     return RpropUpdate(*apply_functional("rprop_update", lists, kwargs))
 
 
@@ -896,7 +882,7 @@ def asgd_update(params: Sequence[Tensor], grads: Sequence[Tensor], axs: Sequence
     """
     kwargs = {"eta": _number("eta", eta), "mu": _number("mu", mu), "lambd": _number("lambd", lambd),
               "weight_decay": _number("weight_decay", weight_decay), "maximize": bool(maximize)}
-    lists = [_tensors("params", params), _tensors("grads", grads), _tensors("axs", axs)]
+    lists = [params, grads, axs]
     return ASGDUpdate(*apply_functional("asgd_update", lists, kwargs))
 
 

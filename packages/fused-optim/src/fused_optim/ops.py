@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import contextlib
 import itertools
+import operator
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
@@ -55,6 +56,7 @@ __all__ = [
     "rmsprop_step_",
     "rprop_step_",
     "sgd_step_",
+    "tensor_list",
     "validate_only",
 ]
 
@@ -444,6 +446,35 @@ def _slices(sizes: tuple[int, ...]) -> tuple[slice, ...]:
     return slices
 
 
+class _Plan:
+    """How the eager runner (:func:`_make_runner`) lays one call structure out for a node.
+
+    A call structure (the lengths of the op's input lists, and which output lists are present)
+    repeats from step to step, so what the node's methods need to cut the flat argument and
+    result tuples back into lists is computed once per structure and passed to the node in place
+    of the ``layout`` tuple of the general path; the node's methods tell the two apart by type.
+    Only the eager runner passes a plan (never under a transform or ``torch.compile``), so a plan
+    also tells the methods that the tensors may take the unboxed call.
+
+    Attributes:
+        sizes: the lengths of the input lists.
+        output_sizes: the lengths of the output lists.
+        saved: the slice of ``forward``'s arguments (hyper-parameters and plan first) to save.
+        saved_sizes: the lengths of the saved lists, which the backward op takes.
+        num_inputs: the number of flat tensor arguments (the gradients the backward returns).
+    """
+
+    __slots__ = ("num_inputs", "output_sizes", "saved", "saved_sizes", "sizes")
+
+    def __init__(self, sizes: tuple[int, ...], output_sizes: tuple[int, ...], saved: tuple[int, int]) -> None:
+        self.sizes, self.output_sizes = sizes, output_sizes
+        self.num_inputs = sum(sizes)
+        first, end = saved
+        # + 2: forward's own arguments start with the hyper-parameters and the plan
+        self.saved = slice(2 + sum(sizes[:first]), 2 + sum(sizes[:end]))
+        self.saved_sizes = sizes[first:end]
+
+
 def _make_node(spec: FunctionalOpSpec, node_name: str) -> type[torch.autograd.Function]:
     """An autograd.Function named ``node_name`` running ``spec``'s op and its fused backward.
 
@@ -452,17 +483,27 @@ def _make_node(spec: FunctionalOpSpec, node_name: str) -> type[torch.autograd.Fu
     ``vmap`` the forward and the backward simply call the ops, whose own vmap rules (registered
     below) run one kernel over the whole batch.
 
-    The methods take the op's tensor lists flattened into one argument tuple, with the lengths of
-    the input and output lists (``layout``), and cut it back into tuples by :func:`_slices` (the op
-    takes tuples as it takes lists). On small tensors this glue, not the kernel, is the node's cost
-    (benchmarks/RESULTS.md, issue 15): hence cached slices instead of per-tensor loops, and no
-    work that the unboxed call does itself.
+    The methods take the op's tensor lists flattened into one argument tuple, after the
+    hyper-parameters and the layout of the lists. Two callers apply it:
+
+    * the general path (:func:`_apply_node`: ``torch.compile``, ``torch.func`` transforms, the
+      raw op's autograd kernel) passes the keyword arguments as a dict and the layout as the
+      lengths of the input and output lists, which the methods cut by :func:`_slices`;
+    * the eager runner (:func:`_make_runner`) passes the hyper-parameters as a tuple in schema
+      order and a :class:`_Plan`; the methods then call the unboxed ops positionally.
+
+    On small tensors this glue, not the kernel, is the node's cost (benchmarks/RESULTS.md,
+    issue 15): hence the plan, the lists cut and joined in C++ (``_C._split_flat``,
+    ``_C._flatten_lists``) instead of Python loops, and no work that the unboxed call does itself.
     """
 
     # The node's methods close over plain values only (ops, tuples, functions): Dynamo traces them
     # when a compiled function applies the node, and it cannot wrap a FunctionalOpSpec.
     op, backward_op, name = spec.op, spec.backward_op, spec.name
     eager_op, eager_backward_op = _C._eager[name], _C._eager[name + "_backward"]
+    hyper_names = _hyper_names(op)
+    if _hyper_names(backward_op) != hyper_names:
+        raise AssertionError(f"{name}: the backward op's keyword arguments differ from the op's")
     # The saved inputs are consecutive lists (checked below): one slice of the flat inputs.
     first_saved, end_saved = spec.saved[0], spec.saved[-1] + 1
     if spec.saved != tuple(range(first_saved, end_saved)):
@@ -470,46 +511,71 @@ def _make_node(spec: FunctionalOpSpec, node_name: str) -> type[torch.autograd.Fu
     chain = itertools.chain.from_iterable
     below_autograd = torch._C._AutoDispatchBelowAutograd
     transforms_active = torch._C._are_functorch_transforms_active
+    is_grad_enabled = torch.is_grad_enabled
+    split_flat = _C._split_flat
 
-    def forward(kwargs, layout, *flat):  # type: ignore[no-untyped-def]
+    def forward(hyper, layout, *flat):  # type: ignore[no-untyped-def]
+        if type(layout) is _Plan:  # the eager runner's: the unboxed call, positionally
+            lists = split_flat(flat, layout.sizes)
+            results = eager_op(*lists, *hyper)
+            if results is NotImplemented:  # a layer above the kernel has work (a profiler...)
+                with below_autograd():
+                    results = op(*lists, **dict(zip(hyper_names, hyper)))
+            return _flat(results)
         lists = [flat[s] for s in _slices(layout[0])]
         if transforms_active() or torch.compiler.is_compiling():
             # The transforms (and Dynamo) must see the op itself, with its vmap rule and fake.
-            return tuple(chain(op(*lists, **kwargs)))
+            return tuple(chain(op(*lists, **hyper)))
         # Eager: straight to the CPU/CUDA kernel, skipping the op's own (Python) autograd kernel,
         # which would only redispatch (this node is the call's autograd): the unboxed call where
         # it may (grad mode is off in here), else torch.ops below autograd.
-        results = eager_op(*lists, **kwargs)
+        results = eager_op(*lists, **hyper)
         if results is NotImplemented:
             with below_autograd():
-                results = op(*lists, **kwargs)
+                results = op(*lists, **hyper)
         return tuple(chain(results))
 
     def setup_context(ctx, inputs, output):  # type: ignore[no-untyped-def]
-        ctx.kwargs, ctx.layout = inputs[0], inputs[1]
-        slices = _slices(ctx.layout[0])
-        ctx.save_for_backward(*inputs[2 + slices[first_saved].start:2 + slices[end_saved - 1].stop])
+        ctx.hyper = inputs[0]
+        ctx.layout = layout = inputs[1]
+        if type(layout) is _Plan:
+            ctx.save_for_backward(*inputs[layout.saved])
+        else:
+            slices = _slices(layout[0])
+            ctx.save_for_backward(*inputs[2 + slices[first_saved].start:2 + slices[end_saved - 1].stop])
         ctx.set_materialize_grads(False)
 
     def backward(ctx, *grads):  # type: ignore[no-untyped-def]
         saved_flat = ctx.saved_tensors
-        sizes, output_sizes = ctx.layout
-        saved = [saved_flat[s] for s in _slices(sizes[first_saved:end_saved])]
-        grad_lists = [grads[s] for s in _slices(output_sizes)]
-        kwargs = ctx.kwargs
+        hyper, layout = ctx.hyper, ctx.layout
         # The unboxed call runs only where no gradient of this backward is wanted (it checks grad
         # mode itself); torch.ops below it, without recording, for the rest (create_graph=True).
-        results = NotImplemented if torch.compiler.is_compiling() else eager_backward_op(
-            *grad_lists, *saved, **kwargs)
+        if type(layout) is _Plan:
+            saved = split_flat(saved_flat, layout.saved_sizes)
+            grad_lists = split_flat(grads, layout.output_sizes)
+            num_inputs = layout.num_inputs
+            results = NotImplemented if torch.compiler.is_compiling() else eager_backward_op(
+                *grad_lists, *saved, *hyper)
+            if results is NotImplemented:
+                hyper = dict(zip(hyper_names, hyper))
+        else:
+            sizes, output_sizes = layout
+            saved = [saved_flat[s] for s in _slices(sizes[first_saved:end_saved])]
+            grad_lists = [grads[s] for s in _slices(output_sizes)]
+            num_inputs = sum(sizes)
+            results = NotImplemented if torch.compiler.is_compiling() else eager_backward_op(
+                *grad_lists, *saved, **hyper)
         if results is NotImplemented:
             with torch.no_grad():
-                results = backward_op(*grad_lists, *saved, **kwargs)
-        if torch.is_grad_enabled():
+                results = backward_op(*grad_lists, *saved, **hyper)
+        if is_grad_enabled():
             results = _guard_second_order(node_name, results, [*saved_flat, *grads])
-        if tuple(map(len, results)) != sizes:  # an absent state's gradient: nothing to return
-            raise AssertionError(f"{name}_backward returned lists of sizes {tuple(map(len, results))}, "
-                                 f"expected {sizes}")
-        return (None, None, *chain(results))
+        # (Dynamo, tracing the general path, cannot see into the C++ flattening.)
+        flat_results = _flat(results) if type(layout) is _Plan else tuple(chain(results))
+        if len(flat_results) != num_inputs:  # an absent state's gradient: nothing to return
+            raise AssertionError(f"{name}_backward returned lists of sizes {tuple(map(len, results))} for "
+                                 f"{num_inputs} inputs")
+        return (None, None, *flat_results)
 
     doc = (f"Fused {spec.name} with a hand-written one-pass backward "
            f"(``torch.ops.fused_optim.{spec.name}_backward``).")
@@ -518,16 +584,34 @@ def _make_node(spec: FunctionalOpSpec, node_name: str) -> type[torch.autograd.Fu
                  "backward": staticmethod(backward), "generate_vmap_rule": True, "__doc__": doc})
     _NODE_INFO[node] = NodeInfo(node_name, node_name.removeprefix("Fused").removesuffix("Direction"), spec.name,
                                 spec.name.rsplit("_", 1)[1])
-    # What Function.apply does outside the transforms, minus its per-call inspect.signature
-    # binding of default arguments (forward has none) and its functorch bookkeeping, which cost as
-    # much as the kernel on small tensors: the C++ apply of the base class (_apply_node).
-    _EAGER_APPLY[node] = super(torch.autograd.Function, node).apply  # type: ignore[misc]
+
+    def kwargs(ctx) -> dict[str, Any]:  # type: ignore[no-untyped-def]
+        """The op's hyper-parameters by name, whichever path applied the node (graph tools show them)."""
+        hyper = ctx.hyper
+        return dict(hyper) if isinstance(hyper, dict) else dict(zip(hyper_names, hyper))
+
+    node._backward_cls.kwargs = property(kwargs)  # type: ignore[attr-defined]
     return node
+
+
+def _flat(lists: Sequence[Sequence[torch.Tensor]]) -> tuple[torch.Tensor, ...]:
+    """The tensors of ``lists`` in one tuple: by the C++ pass where they are plain tensors."""
+    flattened = _C._flatten_lists(lists)
+    return tuple(itertools.chain.from_iterable(lists)) if flattened is None else flattened[0]
+
+
+def _hyper_names(op: torch._ops.OpOverload) -> tuple[str, ...]:
+    """The names of an op's keyword-only arguments (its hyper-parameters), in schema order."""
+    return tuple(a.name for a in op._schema.arguments if a.kwarg_only)
 
 
 def _apply_node(node_cls: type[torch.autograd.Function], spec: FunctionalOpSpec, lists: list[list[torch.Tensor]],
                 kwargs: dict[str, Any]) -> tuple[list[torch.Tensor], ...]:
-    """``spec``'s op on ``lists`` through the autograd node ``node_cls``."""
+    """``spec``'s op on ``lists`` through the autograd node ``node_cls``: the general path.
+
+    Under ``torch.compile`` and the ``torch.func`` transforms, and for the raw op's autograd
+    kernel; eager calls of :func:`apply_functional` take :func:`_make_runner`'s path.
+    """
     sizes = tuple(map(len, lists))
     # The lengths of the input lists and of the output lists, which the node's methods cut by.
     layout = (sizes, _output_sizes(spec.outputs, kwargs, sizes[0]))
@@ -542,12 +626,118 @@ def _apply_node(node_cls: type[torch.autograd.Function], spec: FunctionalOpSpec,
     elif torch._C._are_functorch_transforms_active():
         out_flat = node_cls.apply(kwargs, layout, *flat)
     else:
-        # Tensors escaping a transform are unwrapped as Function.apply would.
-        out_flat = _EAGER_APPLY[node_cls](kwargs, layout, *map(_unwrap_if_dead, flat))
+        # Function.apply's work outside the transforms without its per-call binding of default
+        # arguments (forward has none): tensors escaping a transform unwrapped, the C++ apply.
+        out_flat = super(torch.autograd.Function, node_cls).apply(  # type: ignore[misc]
+            kwargs, layout, *map(_unwrap_if_dead, flat))
     return tuple([list(out_flat[s]) for s in _slices(layout[1])])
 
 
 _unwrap_if_dead = torch._C._functorch.unwrap_if_dead
+
+
+def tensor_list(name: str, value: Any) -> list[torch.Tensor]:
+    """``value`` as a list of tensors, or a TypeError that names the argument ``name``.
+
+    The check of every tensor-list argument of the functional API: :mod:`fused_optim.functional`
+    calls it on its optional lists, and :func:`apply_functional` on the op's lists wherever its
+    C++ pass (``_C._flatten_lists``) did not find lists of plain tensors.
+
+    >>> tensor_list("grads", (torch.zeros(1),))
+    [tensor([0.])]
+    """
+    if type(value) is list:  # the common case, by a plain loop (cheaper than a generator)
+        for t in value:
+            if not isinstance(t, torch.Tensor):
+                break
+        else:
+            return value
+    if isinstance(value, torch.Tensor):
+        raise TypeError(f"{name} must be a list of tensors, got a single tensor; wrap it in a list")
+    if not isinstance(value, Sequence):
+        raise TypeError(f"{name} must be a list of tensors, got {type(value).__name__}")
+    for i, t in enumerate(value):
+        if not isinstance(t, torch.Tensor):
+            raise TypeError(f"{name}[{i}] must be a tensor, got {type(t).__name__}")
+    return list(value)
+
+
+def _make_runner(op_name: str, node: str | None) -> Callable[[Sequence[Sequence[torch.Tensor]], dict[str, Any]],
+                                                                  tuple[list[torch.Tensor], ...]]:
+    """:func:`apply_functional` for one op and node: its eager path, with the general one behind it.
+
+    Eager calls are what a meta-learning loop makes step after step, usually with small tensors,
+    where the call's Python costs more than the kernel (benchmarks/RESULTS.md, issue 15). The
+    runner therefore does per call only what depends on the call: one C++ pass over the lists
+    (``_C._flatten_lists``: the type test, the lengths, the gradient test, the flat arguments), one
+    lookup of the call structure's :class:`_Plan`, the hyper-parameters picked in schema order
+    (the unboxed call takes them positionally) and the C++ ``apply`` of the node (what
+    ``Function.apply`` does outside the transforms, without its per-call argument binding).
+    Anything else (torch.compile, a transform, other sequences or tensor types) takes the general
+    path, as before.
+    """
+    spec = FUNCTIONAL_OPS[op_name]
+    node_cls = _NODES[node or spec.node]
+    if _NODE_INFO[node_cls].op != op_name:
+        raise ValueError(f"node {node!r} does not run {op_name!r}")
+    eager_apply = super(torch.autograd.Function, node_cls).apply  # type: ignore[misc]
+    eager_call = getattr(_eager, op_name)
+    hyper_names = _hyper_names(spec.op)
+    # (itemgetter of one name would give the value itself, not a 1-tuple)
+    pick_hyper = operator.itemgetter(*hyper_names) if len(hyper_names) > 1 else (
+        lambda kwargs: (kwargs[hyper_names[0]],))
+    num_hyper = len(hyper_names)
+    outputs, input_names, num_lists = spec.outputs, spec.inputs, len(spec.inputs)
+    constant_outputs = all(present is _always for present in outputs)
+    saved = (spec.saved[0], spec.saved[-1] + 1)
+    plans: dict[Any, _Plan] = {}
+    transforms_active = torch._C._are_functorch_transforms_active
+    flatten_lists, split_flat = _C._flatten_lists, _C._split_flat
+
+    def general(lists: Sequence[Sequence[torch.Tensor]], kwargs: dict[str, Any]) -> tuple[list[torch.Tensor], ...]:
+        """Under torch.compile, with other sequences or tensors, or a mistake in ``kwargs``."""
+        if isinstance(lists, torch.Tensor) or not isinstance(lists, Sequence) or len(lists) != num_lists:
+            raise TypeError(f"{op_name} takes {num_lists} lists of tensors ({', '.join(input_names)}), "
+                            f"got {len(lists) if isinstance(lists, Sequence) else type(lists).__name__}")
+        args = [tensor_list(name, x) for name, x in zip(input_names, lists)]
+        if not args[0]:  # nothing to update (an op call without tensors has no device to dispatch on)
+            return tuple([] for _ in outputs)
+        if torch.is_grad_enabled():
+            for x in args:  # plain loops: a generator's frame costs as much as the test on small calls
+                for t in x:
+                    if t.requires_grad:
+                        return _apply_node(node_cls, spec, args, kwargs)
+        return tuple(list(x) for x in eager_call(*args, **kwargs))
+
+    def run(lists: Sequence[Sequence[torch.Tensor]], kwargs: dict[str, Any]) -> tuple[list[torch.Tensor], ...]:
+        if torch.compiler.is_compiling():  # Dynamo traces the general path (no C++ helpers)
+            return general(lists, kwargs)
+        # One C++ pass: lists of plain tensors (no functorch wrapper to unwrap), their lengths,
+        # whether one needs a gradient.
+        flattened = flatten_lists(lists)
+        if flattened is None or transforms_active() or len(kwargs) != num_hyper:
+            return general(lists, kwargs)
+        flat, sizes, needs_grad = flattened
+        if len(sizes) != num_lists:
+            return general(lists, kwargs)  # which raises the error
+        if not sizes[0]:
+            return tuple([] for _ in outputs)
+        if not needs_grad:
+            return tuple(map(list, eager_call(*lists, **kwargs)))
+        try:
+            hyper = pick_hyper(kwargs)
+        except KeyError:  # the op raises its own error for a missing argument
+            return general(lists, kwargs)
+        key = sizes if constant_outputs else (sizes, tuple([present(kwargs) for present in outputs]))
+        plan = plans.get(key)
+        if plan is None:
+            if len(plans) >= 1024:  # many distinct structures: start over rather than grow unbounded
+                plans.clear()
+            plan = plans[key] = _Plan(sizes, _output_sizes(outputs, kwargs, sizes[0]), saved)
+        return split_flat(eager_apply(hyper, plan, *flat), plan.output_sizes)
+
+    run.__name__ = run.__qualname__ = f"apply_{op_name}"
+    return run
 
 
 class NodeInfo(NamedTuple):
@@ -573,7 +763,6 @@ class NodeInfo(NamedTuple):
 _IMPL = torch.library.Library("fused_optim", "IMPL")
 _NODES: dict[str, type[torch.autograd.Function]] = {}
 _NODE_INFO: dict[type[torch.autograd.Function], NodeInfo] = {}
-_EAGER_APPLY: dict[type[torch.autograd.Function], Callable[..., Any]] = {}
 
 for _spec in FUNCTIONAL_OPS.values():
     _register_functional_fakes(_spec)
@@ -642,16 +831,21 @@ def apply_functional(op_name: str, lists: Sequence[Sequence[torch.Tensor]], kwar
     >>> new_params[0]
     tensor([0.5000, 0.5000], grad_fn=<FusedSGDBackward>)
     """
-    spec = FUNCTIONAL_OPS[op_name]
-    args: list[list[torch.Tensor]] = [x if type(x) is list else list(x) for x in lists]
-    if not args[0]:  # nothing to update (an op call without tensors has no device to dispatch on)
-        return tuple([] for _ in spec.outputs)
-    if torch.is_grad_enabled():
-        for x in args:  # plain loops: a generator's frame costs as much as the test on small calls
-            for t in x:
-                if t.requires_grad:
-                    return _apply_node(_NODES[node or spec.node], spec, args, kwargs)
-    return tuple(list(x) for x in getattr(_eager, op_name)(*args, **kwargs))
+    runner = _RUNNERS.get((op_name, node))
+    if runner is None:
+        runner = _RUNNERS[op_name, node] = _make_runner(op_name, node)
+    return runner(lists, kwargs)
+
+
+# The runner of each (op, node) pair, made here for every op with its default node (None and by
+# name) and each alias node, so that no call, a traced one in particular, has to make one: Dynamo
+# would break the graph on the C++ apply that making one looks up. Other pairs are made on
+# first use (and rejected if the node does not run the op).
+_RUNNERS: dict[tuple[str, str | None], Callable[..., tuple[list[torch.Tensor], ...]]] = {}
+for _info in _NODE_INFO.values():
+    _RUNNERS[_info.op, _info.node] = _make_runner(_info.op, _info.node)
+for _spec in FUNCTIONAL_OPS.values():
+    _RUNNERS[_spec.name, None] = _RUNNERS[_spec.name, _spec.node]
 
 
 # --- typed wrappers of the in-place ops (what the drop-in optimizers call) ---------------------
