@@ -74,8 +74,13 @@ def apply_updates(params: Any, updates: Any, *, inplace: bool = True) -> Any:
         # shape, all checked in one pass): one multi-tensor add, and no per-leaf checks to run
         # (they could not fail).
         return _unflatten(treespec, torch._foreach_add(param_leaves, update_leaves))
+    # Under torch.func (vmap has no batching rule for the foreach ops) each pair is added in the
+    # pass that checks it, with no second pass over the leaves.
+    per_pair = not inplace and torch._C._are_functorch_transforms_active()
+    out = []
     for i, (p, u) in enumerate(zip(param_leaves, update_leaves)):
         if u is None or p is None:
+            out.append(p)
             continue
         if not isinstance(u, torch.Tensor) or not isinstance(p, torch.Tensor):
             raise TypeError(f"apply_updates: leaf {i} is a {type(p).__name__} parameter with a "
@@ -86,6 +91,10 @@ def apply_updates(params: Any, updates: Any, *, inplace: bool = True) -> Any:
         if u.dtype != p.dtype:
             raise TypeError(f"apply_updates: update {i} has dtype {u.dtype}, "
                             f"its parameter {p.dtype}")
+        if per_pair:
+            out.append(torch.add(p, u))
+    if per_pair:
+        return _unflatten(treespec, out)
     if inplace:
         with torch.no_grad():
             for p, u in zip(param_leaves, update_leaves):

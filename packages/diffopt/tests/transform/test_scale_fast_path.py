@@ -84,3 +84,38 @@ def test_pairs_fit():
 
     torch.func.vmap(under_vmap)(torch.ones(2, 1))
     assert seen == [False]
+
+
+def test_scalar_tensor_made_inside_grad_or_jvp_is_not_kept():
+    scalars = ScalarTensors(3.0)
+
+    def f(x):
+        return (x * scalars[torch.float32]).sum()
+
+    assert torch.equal(torch.func.grad(f)(torch.ones(2)), torch.full((2,), 3.0))
+    torch.func.jvp(f, (torch.ones(2),), (torch.ones(2),))
+    assert torch.float32 not in scalars
+    torch.func.vmap(f)(torch.ones(2, 2))  # vmap leaves a factory's tensor plain: kept
+    assert torch.float32 in scalars and f(torch.ones(2)).item() == 6.0
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16])
+def test_scale_under_vmap_equals_per_sample(dtype):
+    # Under vmap the per-leaf ops take the factor as a 0-d tensor of the leaf's dtype (float32,
+    # float64) or as the number: bitwise the per-sample result either way.
+    tx = diffopt.scale(-0.1)
+    g = {"a": torch.randn(5, 3, dtype=torch.float64).to(dtype),
+         "b": torch.randn(5, 1, dtype=torch.float64).to(dtype)}
+    p = {"a": torch.randn(3, dtype=torch.float64).to(dtype),
+         "b": torch.randn(1, dtype=torch.float64).to(dtype)}
+
+    def step(grads):
+        updates, _ = tx.update(grads, tx.init(None), inplace=False)
+        return diffopt.apply_updates(p, updates, inplace=False)
+
+    batched = torch.func.vmap(step)(g)
+    for i in range(5):
+        one = step({k: v[i] for k, v in g.items()})
+        for k in p:
+            assert torch.equal(batched[k][i], one[k])
+            assert torch.equal(one[k], p[k] + g[k][i] * -0.1)

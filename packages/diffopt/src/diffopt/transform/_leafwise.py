@@ -69,6 +69,7 @@ _FLOATS = (torch.float32, torch.float64)
 _functorch_active = torch._C._are_functorch_transforms_active
 _forward_ad = torch.autograd.forward_ad
 _is_compiling = torch.compiler.is_compiling
+_is_wrapped = torch._C._functorch.is_functorch_wrapped_tensor
 
 
 def foreach_allowed() -> bool:
@@ -137,9 +138,10 @@ class ScalarTensors(dict):
 
     On the CPU the foreach ops wrap a Python number into a new tensor once per leaf, forward and
     backward, so :func:`foreach_mul_scalar` passes a 0-d tensor instead; a transformation whose
-    factor is fixed (``scale(-lr)``) keeps them here rather than building one every step. They
-    are never written to and never require grad (autograd only saves them). One made in
-    inference mode or under a tensor subclass mode serves that call only and is not kept.
+    factor is fixed (``scale(-lr)``) keeps them here rather than building one every step; under
+    ``vmap`` its per-leaf ops take them too. They are never written to and never require grad
+    (autograd only saves them). One made in inference mode, inside ``grad``/``jvp`` or under a
+    tensor subclass mode serves that call only and is not kept.
     """
 
     def __init__(self, value: float) -> None:
@@ -148,7 +150,9 @@ class ScalarTensors(dict):
 
     def __missing__(self, dtype: torch.dtype) -> torch.Tensor:
         made = torch.scalar_tensor(self.value, dtype=dtype, device="cpu")
-        if type(made) is _TENSOR and not made.is_inference():
+        # Not kept: one that grad/jvp wrapped (it dies with the transform), one made in
+        # inference mode (autograd could not save it later), a subclass mode's.
+        if type(made) is _TENSOR and not made.is_inference() and not _is_wrapped(made):
             self[dtype] = made
         return made
 
@@ -186,31 +190,43 @@ def scale_leaf(leaf: torch.Tensor, factor: float,
     return leaf if factor == 1.0 else leaf * factor
 
 
-def scale_leaves(leaves: list, factor: float, add_to: list | None = None) -> list:
+def scale_leaves(leaves: list, factor: float, add_to: list | None = None,
+                 scalars: ScalarTensors | None = None) -> list:
     """:func:`scale_leaf` over lists, by one multi-tensor op where :func:`can_use_foreach`.
 
     ``None`` leaves pass through: a ``None`` in ``leaves`` gives ``None`` (or the ``add_to``
     leaf, unchanged), a ``None`` in ``add_to`` gives ``None``; the other pairs still share one
-    multi-tensor op.
+    multi-tensor op. ``scalars``: ``factor``'s 0-d tensors, kept by the caller.
     """
     both = leaves if add_to is None else [*leaves, *add_to]
     if can_use_foreach(both):  # every leaf a tensor: the common case, with no list rebuilt
         if add_to is not None:
             return cast(list, torch._foreach_add(add_to, leaves) if factor == 1.0
                         else torch._foreach_add(add_to, leaves, alpha=factor))
-        return list(leaves) if factor == 1.0 else foreach_mul_scalar(leaves, factor)
+        return list(leaves) if factor == 1.0 else foreach_mul_scalar(leaves, factor, scalars)
     if any(leaf is None for leaf in both):
         present = [i for i, leaf in enumerate(leaves)
                    if leaf is not None and (add_to is None or add_to[i] is not None)]
         out = list(leaves if add_to is None else add_to)
         done = scale_leaves([leaves[i] for i in present], factor,
-                            None if add_to is None else [add_to[i] for i in present])
+                            None if add_to is None else [add_to[i] for i in present], scalars)
         for j, i in enumerate(present):
             out[i] = done[j]
         return out
-    # scale_leaf's forms, inlined: under vmap this loop is the step's own Python.
+    # scale_leaf's forms, inlined: under vmap (no foreach) this loop is the step's own Python,
+    # and each op goes through vmap's dispatch. There a Python number is wrapped into a new
+    # tensor per op (a third of a small op's time), so a float32/float64 leaf is multiplied by
+    # the caller's 0-d tensor of its dtype (the same number: a float32 op rounds the factor to
+    # float32 either way), and a factor of 1 adds without ``alpha``.
     if add_to is None:
-        return list(leaves) if factor == 1.0 else [leaf * factor for leaf in leaves]
+        if factor == 1.0:
+            return list(leaves)
+        if scalars is None:
+            return [leaf * factor for leaf in leaves]
+        return [leaf * scalars[leaf.dtype] if leaf.dtype in _FLOATS else leaf * factor
+                for leaf in leaves]
+    if factor == 1.0:
+        return [torch.add(p, leaf) for leaf, p in zip(leaves, add_to)]
     return [torch.add(p, leaf, alpha=factor) for leaf, p in zip(leaves, add_to)]
 
 

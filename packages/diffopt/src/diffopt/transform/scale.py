@@ -102,7 +102,7 @@ def scale(step_size: float | torch.Tensor) -> GradientTransformation:
         leaves, treespec = flatten(updates, none_is_leaf=True)
         if factor != 1.0 and can_use_foreach(leaves):
             return unflatten_leaves(treespec, foreach_mul_scalar(leaves, factor, scalars))
-        return unflatten_leaves(treespec, scale_leaves(leaves, factor))
+        return unflatten_leaves(treespec, scale_leaves(leaves, factor, scalars=scalars))
 
     def update_fn(updates, state, *, params=None, inplace=True):
         del params, inplace
