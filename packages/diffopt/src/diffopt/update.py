@@ -20,7 +20,8 @@ from diffopt.transform._leafwise import scale_leaves
 
 __all__ = ["apply_updates"]  # add_leaves: the internal multi-tensor form it shares
 
-_flatten, _unflatten = optree_core.tree_flatten, optree_core.tree_unflatten
+# Bound once; results are rebuilt with the treespec's own ``unflatten`` (no wrapper call).
+_flatten = optree_core.tree_flatten
 
 
 def add_leaves(params: Sequence[Any], updates: Sequence[Any], alpha: float = 1.0) -> list:
@@ -73,7 +74,7 @@ def apply_updates(params: Any, updates: Any, *, inplace: bool = True) -> Any:
         # The common functional case (every leaf a tensor, one dtype, no None, each pair of one
         # shape, all checked in one pass): one multi-tensor add, and no per-leaf checks to run
         # (they could not fail).
-        return _unflatten(treespec, torch._foreach_add(param_leaves, update_leaves))
+        return treespec.unflatten(torch._foreach_add(param_leaves, update_leaves))
     # Under torch.func (vmap has no batching rule for the foreach ops) each pair is added in the
     # pass that checks it, with no second pass over the leaves.
     per_pair = not inplace and torch._C._are_functorch_transforms_active()
@@ -94,11 +95,11 @@ def apply_updates(params: Any, updates: Any, *, inplace: bool = True) -> Any:
         if per_pair:
             out.append(torch.add(p, u))
     if per_pair:
-        return _unflatten(treespec, out)
+        return treespec.unflatten(out)
     if inplace:
         with torch.no_grad():
             for p, u in zip(param_leaves, update_leaves):
                 if u is not None and p is not None:
                     p.add_(u)
         return params
-    return _unflatten(treespec, add_leaves(param_leaves, update_leaves))
+    return treespec.unflatten(add_leaves(param_leaves, update_leaves))

@@ -34,6 +34,7 @@ def test_scale_first_used_in_inference_mode_still_differentiates_later():
 
 
 def test_sgd_matches_per_leaf_math_to_second_order():
+    torch.manual_seed(0)
     p = [torch.randn(4, 3, dtype=torch.float64, requires_grad=True),
          torch.randn(3, dtype=torch.float64, requires_grad=True)]
     tx = diffopt.sgd(0.3)
@@ -47,7 +48,8 @@ def test_sgd_matches_per_leaf_math_to_second_order():
     torch.autograd.gradgradcheck(step, tuple(p))
     new = step(*p)
     for q, n in zip(p, new):
-        assert torch.allclose(n, q - 0.3 * 3 * q ** 2, rtol=0, atol=1e-15)
+        # The same math up to the rounding of a different evaluation order.
+        assert torch.allclose(n, q - 0.3 * 3 * q ** 2, rtol=0, atol=1e-13)
 
 
 def test_one_member_chain_keeps_its_state_check():

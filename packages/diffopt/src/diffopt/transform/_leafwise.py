@@ -12,7 +12,7 @@ whose ``init`` ran under ``vmap``) works like a shared one.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, cast
+from typing import Any
 
 import torch
 
@@ -178,8 +178,8 @@ def foreach_mul_scalar(leaves: list, factor: float,
     if first.is_cpu:
         scalar = (scalars[first.dtype] if scalars is not None
                   else torch.scalar_tensor(factor, dtype=first.dtype))
-        return cast(list, torch._foreach_mul(leaves, scalar))
-    return cast(list, torch._foreach_mul(leaves, factor))
+        return torch._foreach_mul(leaves, scalar)  # type: ignore[return-value]
+    return torch._foreach_mul(leaves, factor)  # type: ignore[return-value]
 
 
 def scale_leaf(leaf: torch.Tensor, factor: float,
@@ -201,8 +201,9 @@ def scale_leaves(leaves: list, factor: float, add_to: list | None = None,
     both = leaves if add_to is None else [*leaves, *add_to]
     if can_use_foreach(both):  # every leaf a tensor: the common case, with no list rebuilt
         if add_to is not None:
-            return cast(list, torch._foreach_add(add_to, leaves) if factor == 1.0
-                        else torch._foreach_add(add_to, leaves, alpha=factor))
+            # (no typing.cast: a function call on the path of every MetaSGD step)
+            return (torch._foreach_add(add_to, leaves) if factor == 1.0  # type: ignore[return-value]
+                    else torch._foreach_add(add_to, leaves, alpha=factor))
         return list(leaves) if factor == 1.0 else foreach_mul_scalar(leaves, factor, scalars)
     if any(leaf is None for leaf in both):
         present = [i for i, leaf in enumerate(leaves)
@@ -221,7 +222,7 @@ def scale_leaves(leaves: list, factor: float, add_to: list | None = None,
     if add_to is None:
         if factor == 1.0:
             return list(leaves)
-        if scalars is None:
+        if scalars is None or _is_compiling():  # traced, the number is a graph constant
             return [leaf * factor for leaf in leaves]
         return [leaf * scalars[leaf.dtype] if leaf.dtype in _FLOATS else leaf * factor
                 for leaf in leaves]

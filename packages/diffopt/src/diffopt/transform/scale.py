@@ -94,15 +94,16 @@ def scale(step_size: float | torch.Tensor) -> GradientTransformation:
 
     factor = float(step_size)
     scalars = ScalarTensors(factor)
-    flatten, unflatten_leaves = optree_core.tree_flatten, optree_core.tree_unflatten
+    flatten = optree_core.tree_flatten
 
     def scale_tree(updates):
         # The whole of ``sgd(lr)``'s update, run once per inner step of a MAML loop: one flatten,
-        # one multi-tensor op (with this factor's 0-d tensor made once), one unflatten.
+        # one multi-tensor op (with this factor's 0-d tensor made once), one unflatten (the
+        # treespec's own method: no wrapper call; under torch.compile the twin treespec's).
         leaves, treespec = flatten(updates, none_is_leaf=True)
         if factor != 1.0 and can_use_foreach(leaves):
-            return unflatten_leaves(treespec, foreach_mul_scalar(leaves, factor, scalars))
-        return unflatten_leaves(treespec, scale_leaves(leaves, factor, scalars=scalars))
+            return treespec.unflatten(foreach_mul_scalar(leaves, factor, scalars))
+        return treespec.unflatten(scale_leaves(leaves, factor, scalars=scalars))
 
     def update_fn(updates, state, *, params=None, inplace=True):
         del params, inplace
