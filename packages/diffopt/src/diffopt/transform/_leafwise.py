@@ -216,16 +216,16 @@ def scale_leaves(leaves: list, factor: float, add_to: list | None = None,
         return out
     # scale_leaf's forms, inlined: under vmap (no foreach) this loop is the step's own Python,
     # and each op goes through vmap's dispatch. There a Python number is wrapped into a new
-    # tensor per op (a third of a small op's time), so a float32/float64 leaf is multiplied by
-    # the caller's 0-d tensor of its dtype (the same number: a float32 op rounds the factor to
-    # float32 either way), and a factor of 1 adds without ``alpha``.
+    # tensor per op (a third of a small op's time), so a float32/float64 CPU leaf is multiplied
+    # by the caller's 0-d tensor of its dtype (the same number: a float32 op rounds the factor
+    # to float32 either way), and a factor of 1 adds without ``alpha``.
     if add_to is None:
         if factor == 1.0:
             return list(leaves)
         if scalars is None or _is_compiling():  # traced, the number is a graph constant
             return [leaf * factor for leaf in leaves]
-        return [leaf * scalars[leaf.dtype] if leaf.dtype in _FLOATS else leaf * factor
-                for leaf in leaves]
+        return [leaf * scalars[leaf.dtype] if leaf.is_cpu and leaf.dtype in _FLOATS
+                else leaf * factor for leaf in leaves]
     if factor == 1.0:
         return [torch.add(p, leaf) for leaf, p in zip(leaves, add_to)]
     return [torch.add(p, leaf, alpha=factor) for leaf, p in zip(leaves, add_to)]
