@@ -48,6 +48,8 @@ from torch.profiler import ProfilerActivity, profile
 from torch.utils._python_dispatch import TorchDispatchMode
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(1, str(Path(__file__).resolve().parents[1]))
+from _suite import round_order
 from bench_maml import LIBRARIES, PAIRS, available, make_full_step  # the benchmark's own problems
 
 
@@ -121,7 +123,7 @@ def compare(names: list[str], steps: list, args) -> None:
     big_cpu: dict[str, dict[str, list[float]]] = {label: collections.defaultdict(list)
                                                   for label in labels}
     for r in range(args.rounds):
-        order = labels[r % len(labels):] + labels[:r % len(labels)]  # rotated, as the suite does
+        order = round_order(labels, r)  # balanced, as the suite does
         for label, step in ((label, steps[labels.index(label)]) for label in order):
             faults0 = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
             start, wall_start = time.process_time(), time.perf_counter()

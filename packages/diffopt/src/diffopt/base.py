@@ -202,8 +202,14 @@ class ChainedGradientTransformation(GradientTransformation):
         init_fns = tuple(t.init for t in members)
         plan = _fusion_plan(members)
 
-        def init_fn(params):
-            return tuple(fn(params) for fn in init_fns)
+        if len(init_fns) == 1:
+            only_init = init_fns[0]
+
+            def init_fn(params):
+                return (only_init(params),)
+        else:
+            def init_fn(params):
+                return tuple(fn(params) for fn in init_fns)
 
         def check(state):
             if not isinstance(state, tuple) or len(state) != len(members):
@@ -226,11 +232,20 @@ class ChainedGradientTransformation(GradientTransformation):
                                                    add_to if k == last else None)
             return updates, tuple(new_state)
 
-        if len(plan) == 1 and plan[0][2] is None:  # one member (sgd(lr) is a scale): call it
+        stateless = getattr(plan[0][1], "stateless", None) if len(plan) == 1 else None
+        if stateless is not None and plan[0][2] is None:
+            # sgd(lr) is one scale: its updates from the member's own function, its state as
+            # it came (a stateless member's entry never changes).
+            def update_fn(updates, state, *, params=None, inplace=True):
+                if type(state) is not tuple or len(state) != 1:  # the check's cheap half first
+                    check(state)
+                return stateless(updates), state
+        elif len(plan) == 1 and plan[0][2] is None:  # one member: call it
             only = plan[0][1]
 
             def update_fn(updates, state, *, params=None, inplace=True):
-                check(state)
+                if type(state) is not tuple or len(state) != 1:  # the check's cheap half first
+                    check(state)
                 updates, inner = only(updates, state[0], params=params, inplace=inplace)
                 return updates, (inner,)
         else:

@@ -20,6 +20,9 @@ from diffopt.transform._leafwise import scale_leaves
 
 __all__ = ["apply_updates"]  # add_leaves: the internal multi-tensor form it shares
 
+# Bound once; results are rebuilt with the treespec's own ``unflatten`` (no wrapper call).
+_flatten = optree_core.tree_flatten
+
 
 def add_leaves(params: Sequence[Any], updates: Sequence[Any], alpha: float = 1.0) -> list:
     """``p + alpha * u`` for each pair (``p`` itself where ``u`` is ``None``), differentiably.
@@ -60,32 +63,43 @@ def apply_updates(params: Any, updates: Any, *, inplace: bool = True) -> Any:
         >>> p[0]
         tensor([1., 1.])
     """
-    param_leaves, treespec = optree_core.tree_flatten(params, none_is_leaf=True)
-    update_leaves, update_spec = optree_core.tree_flatten(updates, none_is_leaf=True)
+    param_leaves, treespec = _flatten(params, none_is_leaf=True)
+    update_leaves, update_spec = _flatten(updates, none_is_leaf=True)
     if update_spec != treespec:
         raise ValueError(
             f"apply_updates: params and updates have different structures: "
             f"{treespec} vs {update_spec}"
         )
-    if (not inplace and _leafwise.can_use_foreach([*update_leaves, *param_leaves])
-            and [u.shape for u in update_leaves] == [p.shape for p in param_leaves]):
-        # The common functional case (every leaf a tensor, one dtype, no None, shapes that
-        # match): one multi-tensor add, and no per-leaf checks to run (they could not fail).
-        return optree_core.tree_unflatten(
-            treespec, torch._foreach_add(param_leaves, update_leaves))
+    if not inplace and _leafwise.pairs_fit(param_leaves, update_leaves):
+        # The common functional case (every leaf a tensor, one dtype, no None, each pair of one
+        # shape, all checked in one pass): one multi-tensor add, and no per-leaf checks to run
+        # (they could not fail).
+        return treespec.unflatten(torch._foreach_add(param_leaves, update_leaves))
+    # Under torch.func (vmap has no batching rule for the foreach ops) each pair is added in the
+    # pass that checks it, with no second pass over the leaves.
+    per_pair = not inplace and torch._C._are_functorch_transforms_active()
+    out = []
     for i, (p, u) in enumerate(zip(param_leaves, update_leaves)):
         if u is None or p is None:
+            out.append(p)
             continue
+        if not isinstance(u, torch.Tensor) or not isinstance(p, torch.Tensor):
+            raise TypeError(f"apply_updates: leaf {i} is a {type(p).__name__} parameter with a "
+                            f"{type(u).__name__} update; both must be tensors")
         if u.shape != p.shape:
             raise TypeError(f"apply_updates: update {i} has shape {tuple(u.shape)}, "
                             f"its parameter {tuple(p.shape)}")
         if u.dtype != p.dtype:
             raise TypeError(f"apply_updates: update {i} has dtype {u.dtype}, "
                             f"its parameter {p.dtype}")
+        if per_pair:
+            out.append(torch.add(p, u))
+    if per_pair:
+        return treespec.unflatten(out)
     if inplace:
         with torch.no_grad():
             for p, u in zip(param_leaves, update_leaves):
                 if u is not None and p is not None:
                     p.add_(u)
         return params
-    return optree_core.tree_unflatten(treespec, add_leaves(param_leaves, update_leaves))
+    return treespec.unflatten(add_leaves(param_leaves, update_leaves))

@@ -42,9 +42,11 @@ def reuse_for_numbers(alias: _Alias) -> _Alias:
 
     @functools.wraps(alias)
     def reuse(*args, **kwargs):
-        if all(_plain(a) for a in args) and all(_plain(v) for v in kwargs.values()):
-            return build(*args, **kwargs)
-        return alias(*args, **kwargs)
+        # A loop, not all(genexpr): this runs once per task of a MAML loop.
+        for value in (*args, *kwargs.values()):
+            if type(value) not in _PLAIN and not _plain(value):
+                return alias(*args, **kwargs)
+        return build(*args, **kwargs)
 
     return reuse  # type: ignore[return-value]
 

@@ -14,12 +14,22 @@ from typing import Any, NamedTuple
 
 import torch
 
+import optree_core
 from diffopt.base import EmptyState, GradientTransformation
-from diffopt.transform._leafwise import flatten_updates, per_dtype, scale_leaves, unflatten
+from diffopt.transform._leafwise import (
+    ScalarTensors,
+    can_use_foreach,
+    flatten_updates,
+    foreach_mul_scalar,
+    per_dtype,
+    scale_leaves,
+    unflatten,
+)
 
 __all__ = ["ScaleByScheduleState", "ScaleState", "scale", "scale_by_schedule"]
 
 ScaleState = EmptyState
+_EMPTY = ScaleState()  # immutable: every scale's init returns this one
 
 
 class ScaleByScheduleState(NamedTuple):
@@ -73,15 +83,36 @@ def scale(step_size: float | torch.Tensor) -> GradientTransformation:
 
     def init_fn(params):
         del params
-        return ScaleState()
+        return _EMPTY
+
+    if not (isinstance(step_size, (int, float)) and not isinstance(step_size, bool)):
+        def update_fn(updates, state, *, params=None, inplace=True):
+            del params, inplace
+            return _scale_leaves(updates, step_size), state
+
+        return GradientTransformation(init_fn, update_fn)
+
+    factor = float(step_size)
+    scalars = ScalarTensors(factor)
+    flatten = optree_core.tree_flatten
+
+    def scale_tree(updates):
+        # The whole of ``sgd(lr)``'s update, run once per inner step of a MAML loop: one flatten,
+        # one multi-tensor op (with this factor's 0-d tensor made once), one unflatten (the
+        # treespec's own method: no wrapper call; under torch.compile the twin treespec's).
+        leaves, treespec = flatten(updates, none_is_leaf=True)
+        if factor != 1.0 and can_use_foreach(leaves):
+            return treespec.unflatten(foreach_mul_scalar(leaves, factor, scalars))
+        return treespec.unflatten(scale_leaves(leaves, factor, scalars=scalars))
 
     def update_fn(updates, state, *, params=None, inplace=True):
         del params, inplace
-        return _scale_leaves(updates, step_size), state
+        return scale_tree(updates), state
 
-    if isinstance(step_size, (int, float)) and not isinstance(step_size, bool):
-        # A chain fuses this factor into a preceding transformation's ``scaled_update``.
-        update_fn.constant_factor = float(step_size)  # type: ignore[attr-defined]
+    # A chain fuses this factor into a preceding transformation's ``scaled_update``, and a chain
+    # of this one member calls ``scale_tree`` itself (its state is the chain's unchanged).
+    update_fn.constant_factor = factor  # type: ignore[attr-defined]
+    update_fn.stateless = scale_tree  # type: ignore[attr-defined]
     return GradientTransformation(init_fn, update_fn)
 
 
