@@ -86,11 +86,11 @@ def scale(step_size: float | torch.Tensor) -> GradientTransformation:
         return _EMPTY
 
     if not (isinstance(step_size, (int, float)) and not isinstance(step_size, bool)):
-        def update_fn(updates, state, *, params=None, inplace=True):
+        def update_by_tensor(updates, state, *, params=None, inplace=True):
             del params, inplace
             return _scale_leaves(updates, step_size), state
 
-        return GradientTransformation(init_fn, update_fn)
+        return GradientTransformation(init_fn, update_by_tensor)
 
     factor = float(step_size)
     scalars = ScalarTensors(factor)
