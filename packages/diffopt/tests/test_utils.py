@@ -1,5 +1,7 @@
 """extract_state_dict / recover_state_dict / module_clone / module_detach_ / stop_gradient."""
 
+import copy
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -101,6 +103,82 @@ def test_module_clone(by):
         assert torch.autograd.grad(loss, net[0].weight, allow_unused=True)[0] is None
     else:
         assert torch.autograd.grad(loss, net[0].weight)[0] is not None
+
+
+def _conv_net():
+    return torch.nn.Sequential(torch.nn.Conv2d(3, 4, 3, padding=1), torch.nn.BatchNorm2d(4),
+                               torch.nn.ReLU(), torch.nn.MaxPool2d(2), torch.nn.Flatten(),
+                               torch.nn.Linear(16, 2))
+
+
+def _tied():
+    shared = torch.nn.Linear(2, 2)
+    return torch.nn.ModuleDict({"a": shared, "b": torch.nn.ModuleList([shared, torch.nn.Tanh()])})
+
+
+def _assert_same_copy(fast, slow, source, seen):
+    """``fast`` was built as ``slow`` (deepcopy) was: same types and attribute values, fresh
+    containers, the source's tensors, and a submodule shared in the source shared in the copy."""
+    assert type(fast) is type(slow) and fast is not source
+    if id(source) in seen:
+        assert fast is seen[id(source)]
+        return
+    seen[id(source)] = fast
+    assert list(vars(fast)) == list(vars(slow))
+    for name, value in vars(source).items():
+        got, want = vars(fast)[name], vars(slow)[name]
+        assert type(got) is type(want), name
+        if name == "_modules":
+            assert list(got) == list(want) and got is not value
+            for key, child in value.items():
+                _assert_same_copy(got[key], want[key], child, seen)
+        elif name in ("_parameters", "_buffers"):
+            assert got is not value and list(got) == list(want)
+            assert all(got[k] is t and want[k] is t for k, t in value.items())
+        elif isinstance(value, (dict, set, list)):
+            assert got == want == value and got is not value, name
+        else:
+            assert got == want == value, name
+
+
+@pytest.mark.parametrize("make", [small_mlp, _conv_net, _tied, WithBuffer])
+def test_module_clone_fast_structure_copy_is_deepcopys(make):
+    # module_clone copies torch's usual modules without copy.deepcopy; the copy must be the one
+    # deepcopy would have made (tensors kept through the memo, as module_clone asks).
+    from diffopt.utils import _copy_plain_module
+
+    net = make()
+    memo = {id(t): t for t in list(net.parameters()) + list(net.buffers())}
+    fast = _copy_plain_module(net, dict(memo))
+    assert fast is not None
+    _assert_same_copy(fast, copy.deepcopy(net, dict(memo)), net, {})
+
+
+class _Configured(torch.nn.Linear):
+    def __init__(self):
+        super().__init__(2, 2)
+        self.config = {"scale": [1.0]}  # a mutable attribute: the fast copy must not share it
+
+
+def test_module_clone_falls_back_to_deepcopy():
+    from diffopt.utils import _copy_plain_module
+
+    hooked = small_mlp()
+    calls = []
+    hooked[0].register_forward_hook(lambda *_: calls.append(1))
+    nets = [hooked, torch.nn.Sequential(_Configured()), torch.nn.GRU(2, 2)]
+    for net in nets:
+        memo = {id(t): t for t in list(net.parameters()) + list(net.buffers())}
+        assert _copy_plain_module(net, memo) is None
+    clone = diffopt.module_clone(hooked, by="reference")
+    clone(torch.randn(1, 2, dtype=torch.float64))
+    assert calls == [1]  # deepcopy kept the hook
+    configured = diffopt.module_clone(nets[1], by="copy")
+    assert configured[0].config == {"scale": [1.0]}
+    assert configured[0].config is not nets[1][0].config
+    assert configured[0].config["scale"] is not nets[1][0].config["scale"]
+    x = torch.randn(3, 1, 2)
+    torch.testing.assert_close(diffopt.module_clone(nets[2], by="copy")(x)[0], nets[2](x)[0])
 
 
 def test_module_clone_of_tree():

@@ -225,6 +225,67 @@ def recover_state_dict(target: Any, state: Any) -> None:
     target.load_state_dict(state)
 
 
+# Attribute values that copy.deepcopy returns as they are (or equal and immutable).
+_ATOMIC = (type(None), bool, int, float, complex, str, bytes, torch.dtype, torch.device)
+
+
+def _copy_plain_module(module: nn.Module, memo: dict[int, Any]) -> nn.Module | None:
+    """What ``copy.deepcopy(module, memo)`` builds, for the common modules (torch's own layers
+    and containers), ~8x faster; ``None`` for any module it cannot vouch for.
+
+    Every module in the tree must be copied by deepcopy's default protocol (no ``__deepcopy__``,
+    ``__reduce_ex__``, ``__reduce__`` or ``__getnewargs*__`` of its own; a ``__getstate__``
+    giving a dict and a ``__setstate__`` are used as deepcopy uses them), hold no hooks, and
+    have only attributes that deepcopy would keep or rebuild the same way: immutable
+    values (and tuples and lists of them), the parameter and buffer dicts (their tensors must be in
+    ``memo``, as module_clone puts them, so deepcopy would keep them too), the submodule dict and
+    the non-persistent buffer names. deepcopy spends most of its time in the generic reduce
+    machinery for the dozen mostly empty dicts every module carries.
+    """
+    copied = memo.get(id(module))
+    if copied is not None:  # a submodule met twice stays shared, as with deepcopy
+        return copied
+    cls = type(module)
+    if (cls.__reduce_ex__ is not object.__reduce_ex__ or cls.__reduce__ is not object.__reduce__
+            or any(getattr(cls, name, None) is not None
+                   for name in ("__deepcopy__", "__getnewargs_ex__", "__getnewargs__"))):
+        return None
+    original = module.__getstate__()
+    if type(original) is not dict:
+        return None
+    # deepcopy's own steps for such an object: a bare instance, registered in the memo before
+    # its state is copied (so a cycle ends there), then __setstate__ with the copied state.
+    clone = cls.__new__(cls)
+    memo[id(module)] = clone
+    state = {}
+    for name, value in original.items():
+        kind = type(value)
+        if kind in _ATOMIC or (kind is tuple and all(type(v) in _ATOMIC for v in value)):
+            state[name] = value
+        elif kind is list and all(type(v) in _ATOMIC for v in value):  # conv's padding list
+            state[name] = list(value)
+        elif name in ("_parameters", "_buffers") and kind in (dict, OrderedDict):
+            if any(t is not None and id(t) not in memo for t in value.values()):
+                return None
+            state[name] = kind((key, None if t is None else memo[id(t)])
+                               for key, t in value.items())
+        elif name == "_modules" and kind in (dict, OrderedDict):
+            children = kind()
+            for key, child in value.items():
+                children[key] = None if child is None else _copy_plain_module(child, memo)
+                if child is not None and children[key] is None:
+                    return None
+            state[name] = children
+        elif name == "_non_persistent_buffers_set" and kind is set:
+            state[name] = set(value)
+        elif kind in (dict, OrderedDict) and not value:  # the hook dicts, when empty
+            state[name] = kind()
+        else:
+            return None
+    clone.__setstate__(state)
+    return clone
+
+
 def module_clone(target: Any, *, by: CopyMode = "reference", detach_buffers: bool = False,
                  device: Any = None) -> Any:
     """Clone a module, an optimizer's state, or a pytree of tensors.
@@ -251,7 +312,9 @@ def module_clone(target: Any, *, by: CopyMode = "reference", detach_buffers: boo
         memo: dict[int, Any] = {}
         for tensor in list(target.parameters()) + list(target.buffers()):
             memo[id(tensor)] = tensor  # deepcopy must not copy tensors; we replace them below
-        clone = copy.deepcopy(target, memo)
+        clone = _copy_plain_module(target, dict(memo))
+        if clone is None:
+            clone = copy.deepcopy(target, memo)
         replaced: dict[int, torch.Tensor] = {}
         for source, module in zip(target.modules(), clone.modules()):
             for name, p in source._parameters.items():
