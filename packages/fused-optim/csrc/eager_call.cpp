@@ -84,8 +84,8 @@ PyObject* FlattenLists(PyObject*, PyObject* lists) {
     const Py_ssize_t n = PySequence_Fast_GET_SIZE(items[i]);
     for (Py_ssize_t j = 0; j < n; ++j) {
       PyObject* obj = tensors[j];
-      const bool plain = THPVariable_CheckExact(obj) &&
-                         !THPVariable_Unpack(obj).key_set().has(c10::DispatchKey::FuncTorchGradWrapper);
+      const bool plain =
+          THPVariable_CheckExact(obj) && !THPVariable_Unpack(obj).key_set().has(c10::DispatchKey::FuncTorchGradWrapper);
       if (!plain) {
         Py_DECREF(flat);
         Py_DECREF(sizes);
@@ -155,10 +155,8 @@ PyObject* SplitFlat(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
 }
 
 PyMethodDef kHelperDefs[] = {
-    {"_flatten_lists", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(&FlattenLists)), METH_O,
-     nullptr},
-    {"_split_flat", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(&SplitFlat)), METH_FASTCALL,
-     nullptr},
+    {"_flatten_lists", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(&FlattenLists)), METH_O, nullptr},
+    {"_split_flat", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(&SplitFlat)), METH_FASTCALL, nullptr},
     {nullptr, nullptr, 0, nullptr}};
 
 }  // namespace
