@@ -1,6 +1,7 @@
 """benchmarks/_suite.py: contenders interleaved round by round, failures kept apart, the ratio
 tables and verdict, and ratios against a recorded run."""
 
+import itertools
 import json
 import sys
 from pathlib import Path
@@ -23,12 +24,32 @@ def test_rounds_rotate_the_order_and_a_failing_contender_leaves_the_others_runni
 
     fns = {"a": contender("a"), "b": contender("b", fail_on=3), "c": contender("c")}
     samples, loops, _, errors = _suite.run_interleaved(fns, _suite.Timing(rounds=4, warmup=1))
-    # the warm-up, then rounds rotated: abc, bca (b fails), then a and c rotated: ac, ca
-    assert calls == list("abc") + list("abc") + list("bca") + list("ac") + list("ca")
+    # the warm-up, then the balanced orders of _suite.round_order: abc, cba (b fails), then the
+    # orders of a and c from the third round of their cycle on: ac, ca
+    assert calls == list("abc") + list("abc") + list("cba") + list("ac") + list("ca")
     assert [len(samples[n]) for n in "abc"] == [4, 1, 4]
     assert str(errors["b"]) == "b broke" and set(errors) == {"b"}
     assert loops == {"a": 1, "b": 1, "c": 1}
     assert all(t >= 0 for t in samples["a"])
+
+
+@pytest.mark.parametrize("n", [1, 2, 3, 4, 5])
+def test_a_cycle_of_round_orders_gives_every_contender_each_neighbour_equally_often(n):
+    names = [chr(ord("a") + i) for i in range(n)]
+    cycle = [_suite.round_order(names, r) for r in range(2 * n)]
+    assert all(sorted(order) == names for order in cycle)  # every contender once per round
+    assert _suite.round_order(names, 2 * n + 1) == cycle[1]  # the cycle repeats
+    # who runs just before whom, within rounds and across the seams between rounds
+    sequence = [name for order in cycle for name in order]
+    follows = {}
+    for before, after in itertools.pairwise(sequence):
+        if before != after:
+            follows[(before, after)] = follows.get((before, after), 0) + 1
+    for i, name in enumerate(names):
+        neighbours = {names[i - 1], names[(i + 1) % n]} - {name}
+        counts = [follows.get((other, name), 0) for other in neighbours]
+        assert len(set(counts)) <= 1, (name, follows)  # each neighbour equally often
+    assert _suite.round_order([], 3) == []
 
 
 def test_self_timed_contenders_report_their_own_seconds_and_figures():

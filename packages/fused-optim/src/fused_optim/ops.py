@@ -643,6 +643,13 @@ def tensor_list(name: str, value: Any) -> list[torch.Tensor]:
     calls it on its optional lists, and :func:`apply_functional` on the op's lists wherever its
     C++ pass (``_C._flatten_lists``) did not find lists of plain tensors.
 
+    Args:
+        name: the argument's name, for the error message.
+        value: a list or tuple of tensors (a list is returned as it is, a tuple as a new list).
+
+    Returns:
+        The tensors as a list.
+
     >>> tensor_list("grads", (torch.zeros(1),))
     [tensor([0.])]
     """
