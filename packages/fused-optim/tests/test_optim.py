@@ -472,6 +472,25 @@ def test_compiled_multi_group_step_matches_eager(name):
         assert torch.equal(b, a)
 
 
+def test_a_graph_break_inside_validate_only_leaves_later_steps_updating():
+    # torch.compile ran the mode switch while tracing; a trace given up at a graph break inside
+    # the block never ran the restore, and every later eager step only checked its arguments.
+    torch._dynamo.reset()
+
+    def checked_then_stepped(x):
+        with fused_optim.ops.validate_only():
+            torch._dynamo.graph_break()
+            y = x + 1
+        return y
+
+    torch.testing.assert_close(torch.compile(checked_then_stepped, backend="aot_eager")(torch.ones(2)),
+                               torch.full((2,), 2.0))
+    p = torch.nn.Parameter(torch.ones(3))
+    p.grad = torch.ones(3)
+    fused_optim.SGD([p], lr=0.5).step()
+    torch.testing.assert_close(p.detach(), torch.full((3,), 0.5))
+
+
 def test_capturable_cpu_groups_keep_the_fused_kernel():
     # capturable only moves step counters to the parameters' device: for CPU parameters the step
     # is the plain one (torch's own eager Adam refuses capturable CPU parameters altogether).

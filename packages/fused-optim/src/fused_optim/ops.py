@@ -873,11 +873,24 @@ def validate_only() -> Iterator[None]:
     >>> p
     tensor([1., 1.])
     """
-    previous = _lib._validate_only(True)
+    previous = _switch_validate_only(True)
     try:
         yield
     finally:
-        _lib._validate_only(previous)
+        _switch_validate_only(previous)
+
+
+@torch._dynamo.disable
+def _switch_validate_only(enable: bool) -> bool:
+    """Sets this thread's validate-only mode; returns the previous setting.
+
+    Never traced: torch.compile cannot put an op returning a bool in its graph, and to learn that
+    it ran the op while tracing, which switched the mode for real; a trace given up at a graph
+    break inside the block then never ran the restore, leaving every later eager step of the
+    thread checking its arguments and updating nothing. Called from a compiled region, the switch
+    now runs at run time, where the block's own order puts it.
+    """
+    return _lib._validate_only(enable)
 
 
 def sgd_step_(params: list[torch.Tensor], grads: list[torch.Tensor], momentum_buffers: list[torch.Tensor], *,
