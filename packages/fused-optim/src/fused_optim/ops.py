@@ -880,16 +880,18 @@ def validate_only() -> Iterator[None]:
         _switch_validate_only(previous)
 
 
-@torch._dynamo.disable
 def _switch_validate_only(enable: bool) -> bool:
     """Sets this thread's validate-only mode; returns the previous setting.
 
     Never traced: torch.compile cannot put an op returning a bool in its graph, and to learn that
     it ran the op while tracing, which switched the mode for real; a trace given up at a graph
     break inside the block then never ran the restore, leaving every later eager step of the
-    thread checking its arguments and updating nothing. Called from a compiled region, the switch
-    now runs at run time, where the block's own order puts it.
+    thread checking its arguments and updating nothing. While compiling, the switch goes through
+    ``torch._dynamo.disable`` (imported only then: fused-optim does not import Dynamo itself) and
+    runs at run time, where the block's own order puts it.
     """
+    if torch.compiler.is_compiling():
+        return torch._dynamo.disable(_lib._validate_only)(enable)
     return _lib._validate_only(enable)
 
 
