@@ -50,14 +50,16 @@ def pick(full: Any, quick_value: Any) -> Any:
 # --- timing ---------------------------------------------------------------------------------------
 
 
-def calibrate(fn: Callable[[], Any], min_time: float) -> int:
-    """Calls per sample so that one sample lasts at least ``min_time`` (timeit's autorange)."""
+def calibrate(fn: Callable[[], Any], min_time: float,
+              clock: Callable[[], float] = time.perf_counter) -> int:
+    """Calls per sample so that one sample lasts at least ``min_time`` by ``clock`` (timeit's
+    autorange; ``time.thread_time`` to count CPU time only)."""
     loops = 1
     while True:
-        start = time.perf_counter()
+        start = clock()
         for _ in range(loops):
             fn()
-        elapsed = time.perf_counter() - start
+        elapsed = clock() - start
         if elapsed >= min_time or loops >= 1 << 20:
             return loops
         loops *= 2 if elapsed == 0 else max(2, min(10, int(min_time / elapsed) + 1))

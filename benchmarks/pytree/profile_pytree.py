@@ -25,11 +25,14 @@ import argparse
 import gc
 import os
 import statistics
+import sys
 import time
-from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the suite's calibration
 import bench_pytree as workloads
+from _suite import calibrate
 
 
 def make_tree(name: str) -> Any:
@@ -41,17 +44,6 @@ def make_tree(name: str) -> Any:
     return dict(workloads.model_trees((kind,)))[name]
 
 
-def calls_per_sample(fn: Callable[[], Any], min_cpu: float) -> int:
-    calls = 1
-    while True:
-        start = time.thread_time()
-        for _ in range(calls):
-            fn()
-        if time.thread_time() - start >= min_cpu:
-            return calls
-        calls *= 2
-
-
 def compare(libraries: list[str], trees: list[str], ops: list[str], rounds: int) -> None:
     libs = {name: workloads.LOADERS[name]() for name in ["optree_core", *libraries]}
     print(f"load average {os.getloadavg()[0]:.1f}; CPU time per call, medians of {rounds} rounds")
@@ -59,7 +51,7 @@ def compare(libraries: list[str], trees: list[str], ops: list[str], rounds: int)
         tree = make_tree(tree_name)
         for op in ops:
             fns = {name: workloads.operation(lib, tree, op) for name, lib in libs.items()}
-            loops = {name: calls_per_sample(fn, 0.03) for name, fn in fns.items()}
+            loops = {name: calibrate(fn, 0.03, time.thread_time) for name, fn in fns.items()}
             samples: dict[str, list[float]] = {name: [] for name in fns}
             names = list(fns)
             for r in range(rounds):
