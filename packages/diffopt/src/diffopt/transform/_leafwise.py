@@ -90,9 +90,9 @@ def can_use_foreach(tensors: list) -> bool:
     of one dtype (the formulas use that dtype's smallest normal number; subclasses such as fake
     or sparse tensors keep their own per-op behaviour).
     """
-    # The global state first (foreach_allowed, inlined: this runs for every update on the hot
-    # path), so a vmapped step declines at once instead of after a walk over its leaves.
-    if not tensors or _functorch_active() or _forward_ad._current_level >= 0 or _is_compiling():
+    # The global state first, so a vmapped step declines at once instead of after a walk over
+    # its leaves.
+    if not tensors or not foreach_allowed():
         return False
     tensor, parameter, strided = _TENSOR, _PARAMETER, _STRIDED
     first = tensors[0]
@@ -120,7 +120,7 @@ def pairs_fit(lefts: Any, rights: Any) -> bool:
     checks, which raise. The layout is not checked: off the fast route (sparse leaves), a foreach
     op runs exactly the per-pair op. The lists must have one length (from one treespec).
     """
-    if not lefts or _functorch_active() or _forward_ad._current_level >= 0 or _is_compiling():
+    if not lefts or not foreach_allowed():
         return False
     tensor, parameter = _TENSOR, _PARAMETER
     dtype = lefts[0].dtype if type(lefts[0]) is tensor or type(lefts[0]) is parameter else None
