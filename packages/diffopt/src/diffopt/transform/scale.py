@@ -18,9 +18,7 @@ import optree_core
 from diffopt.base import EmptyState, GradientTransformation
 from diffopt.transform._leafwise import (
     ScalarTensors,
-    can_use_foreach,
     flatten_updates,
-    foreach_mul_scalar,
     per_dtype,
     scale_leaves,
     unflatten,
@@ -98,11 +96,10 @@ def scale(step_size: float | torch.Tensor) -> GradientTransformation:
 
     def scale_tree(updates):
         # The whole of ``sgd(lr)``'s update, run once per inner step of a MAML loop: one flatten,
-        # one multi-tensor op (with this factor's 0-d tensor made once), one unflatten (the
-        # treespec's own method: no wrapper call; under torch.compile the twin treespec's).
+        # one multi-tensor op where the leaves allow (with this factor's 0-d tensor made once),
+        # one unflatten (the treespec's own method: no wrapper call; under torch.compile the twin
+        # treespec's).
         leaves, treespec = flatten(updates, none_is_leaf=True)
-        if factor != 1.0 and can_use_foreach(leaves):
-            return treespec.unflatten(foreach_mul_scalar(leaves, factor, scalars))
         return treespec.unflatten(scale_leaves(leaves, factor, scalars=scalars))
 
     def update_fn(updates, state, *, params=None, inplace=True):
