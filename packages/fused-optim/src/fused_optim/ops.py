@@ -461,14 +461,12 @@ class _Plan:
         output_sizes: the lengths of the output lists.
         saved: the slice of ``forward``'s arguments (hyper-parameters and plan first) to save.
         saved_sizes: the lengths of the saved lists, which the backward op takes.
-        num_inputs: the number of flat tensor arguments (the gradients the backward returns).
     """
 
-    __slots__ = ("num_inputs", "output_sizes", "saved", "saved_sizes", "sizes")
+    __slots__ = ("output_sizes", "saved", "saved_sizes", "sizes")
 
     def __init__(self, sizes: tuple[int, ...], output_sizes: tuple[int, ...], saved: tuple[int, int]) -> None:
         self.sizes, self.output_sizes = sizes, output_sizes
-        self.num_inputs = sum(sizes)
         first, end = saved
         # + 2: forward's own arguments start with the hyper-parameters and the plan
         self.saved = slice(2 + sum(sizes[:first]), 2 + sum(sizes[:end]))
@@ -553,7 +551,7 @@ def _make_node(spec: FunctionalOpSpec, node_name: str) -> type[torch.autograd.Fu
         if type(layout) is _Plan:
             saved = split_flat(saved_flat, layout.saved_sizes)
             grad_lists = split_flat(grads, layout.output_sizes)
-            num_inputs = layout.num_inputs
+            sizes = layout.sizes
             results = NotImplemented if torch.compiler.is_compiling() else eager_backward_op(
                 *grad_lists, *saved, *hyper)
             if results is NotImplemented:
@@ -562,7 +560,6 @@ def _make_node(spec: FunctionalOpSpec, node_name: str) -> type[torch.autograd.Fu
             sizes, output_sizes = layout
             saved = [saved_flat[s] for s in _slices(sizes[first_saved:end_saved])]
             grad_lists = [grads[s] for s in _slices(output_sizes)]
-            num_inputs = sum(sizes)
             results = NotImplemented if torch.compiler.is_compiling() else eager_backward_op(
                 *grad_lists, *saved, **hyper)
         if results is NotImplemented:
@@ -570,12 +567,11 @@ def _make_node(spec: FunctionalOpSpec, node_name: str) -> type[torch.autograd.Fu
                 results = backward_op(*grad_lists, *saved, **hyper)
         if is_grad_enabled():
             results = _guard_second_order(node_name, results, [*saved_flat, *grads])
+        if tuple(map(len, results)) != sizes:  # an absent state's gradient: nothing to return
+            raise AssertionError(f"{name}_backward returned lists of sizes {tuple(map(len, results))}, "
+                                 f"expected {sizes}")
         # (Dynamo, tracing the general path, cannot see into the C++ flattening.)
-        flat_results = _flat(results) if type(layout) is _Plan else tuple(chain(results))
-        if len(flat_results) != num_inputs:  # an absent state's gradient: nothing to return
-            raise AssertionError(f"{name}_backward returned lists of sizes {tuple(map(len, results))} for "
-                                 f"{num_inputs} inputs")
-        return (None, None, *flat_results)
+        return (None, None, *(_flat(results) if type(layout) is _Plan else chain(results)))
 
     doc = (f"Fused {spec.name} with a hand-written one-pass backward "
            f"(``torch.ops.fused_optim.{spec.name}_backward``).")
