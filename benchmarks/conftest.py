@@ -32,7 +32,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--threads", type=int, default=None,
                     help="torch intra-op threads (default: each module's own)")
     group.addoption("--device", default="cpu",
-                    help="where the tensors of the optim benchmarks live (cpu or cuda)")
+                    help="where the tensors of the optim and maml benchmarks live (cpu or cuda)")
     group.addoption("--compiled", action="store_true",
                     help="also time the torch.compile (inductor) contenders: minutes of compiling")
     group.addoption("--no-memory", action="store_true",

@@ -9,7 +9,11 @@ peer's float64 meta-gradient is checked against diffopt's; the graph each saves 
 bench_maml.py's ``--worker``) are recorded beside the times (``--no-memory``: neither); with one
 inner Adam step, a float64 finite-difference check says which side is right where they disagree.
 
-    pytest benchmarks/maml [--rounds 10] [-k "conv and adam"]
+    pytest benchmarks/maml [--rounds 10] [-k "conv and adam"] [--device cuda]
+
+Under ``--device cuda`` the models and tasks live on the GPU, each sample ends with
+``torch.cuda.synchronize()`` (so it times the device's work too), and the peak memory column is
+``torch.cuda.max_memory_allocated`` growth instead of RSS.
 """
 
 from __future__ import annotations
@@ -88,7 +92,7 @@ def peak_mib(library: str, problem: str, inner: str, steps: int, device: torch.d
 @pytest.mark.parametrize("steps", STEPS)
 @pytest.mark.parametrize(("problem", "inner"), CASES)
 def test_maml(race, request, problem, inner, steps, contender):
-    device = torch.device("cpu")
+    device = torch.device(request.config.getoption("--device"))
     memory = not request.config.getoption("--no-memory")
 
     def build():
@@ -118,4 +122,4 @@ def test_maml(race, request, problem, inner, steps, contender):
             info["finite_difference"] = workloads.finite_difference_check(runnable, problem, device)
         return fns, info
 
-    race(build, rounds=10, warmup=2)
+    race(build, rounds=10, warmup=2, sync=torch.cuda.synchronize if device.type == "cuda" else None)
