@@ -7,10 +7,13 @@ zero) where a gradient entry and its second moment are both zero, where TorchOpt
 NaN.
 
 Example:
+    The first step of Adam is the sign of the gradient, up to ``eps`` and to the rounding of the
+    bias corrections and the root, whose last bit differs between machines: hence the rounding.
+
     >>> import torch
     >>> op = AdamOp(inplace=False)
     >>> mu, nu, direction = op(torch.zeros(2), torch.zeros(2), torch.tensor([0.5, -2.0]), 1)
-    >>> direction  # the first step of Adam is the sign of the gradient, up to eps
+    >>> torch.round(direction, decimals=4)
     tensor([ 1., -1.])
 """
 
@@ -46,10 +49,11 @@ class AdamOp:
         >>> g = torch.tensor([3.0], dtype=torch.float64, requires_grad=True)
         >>> mu, nu, direction = op(torch.zeros(1, dtype=torch.float64),
         ...                        torch.zeros(1, dtype=torch.float64), g, 1)
-        >>> round(mu.item(), 6), round(nu.item(), 6), direction.item()
+        >>> round(mu.item(), 6), round(nu.item(), 6), round(direction.item(), 6)
         (0.3, 0.09, 1.0)
-        >>> torch.autograd.grad(direction.sum(), g)[0]  # g / |g| does not change with |g|
-        tensor([0.], dtype=torch.float64)
+        >>> # g / |g| does not change with |g|: a zero derivative, up to rounding
+        >>> abs(torch.autograd.grad(direction.sum(), g)[0].item()) < 1e-12
+        True
     """
 
     def __init__(self, b1: float = 0.9, b2: float = 0.999, eps: float = 1e-8, *,
@@ -89,7 +93,7 @@ class AdamOp:
             >>> import torch
             >>> mu, nu, g = torch.zeros(1), torch.zeros(1), torch.tensor([2.0])
             >>> out = AdamOp(eps=0.0)(mu, nu, g, 1)
-            >>> out[0] is mu and out[2] is g, g
+            >>> out[0] is mu and out[2] is g, torch.round(g, decimals=4)  # the sign, up to rounding
             (True, tensor([1.]))
         """
         if updates is None:

@@ -145,11 +145,15 @@ def scale_by_adam(
         A :class:`~diffopt.base.GradientTransformation` with :class:`ScaleByAdamState`.
 
     Example:
+        The first step is the sign of the gradient (without ``eps``), up to the rounding of the
+        bias corrections and the root: rounded, since its last bit differs between machines.
+
         >>> import torch
         >>> tx = scale_by_adam(eps=0.0)
         >>> state = tx.init({'w': torch.zeros(1)})
-        >>> tx.update({'w': torch.tensor([0.5])}, state)[0]
-        {'w': tensor([1.])}
+        >>> u, state = tx.update({'w': torch.tensor([0.5])}, state)
+        >>> torch.round(u['w'], decimals=4)
+        tensor([1.])
     """
     _check_hyper("scale_by_adam", b1, b2, eps, eps_root)
 

@@ -6,10 +6,14 @@ r"""AdaMax's scaling (Kingma & Ba, 2014, sec. 7), with torch.optim.Adamax's conv
     d_t = \frac{m_t}{(1-\beta_1^t)\, u_t}
 
 Example:
+    The first step is the sign of the gradient (without ``eps``), up to the rounding of the decay
+    and its bias correction: rounded, since its last bit differs between machines.
+
     >>> import torch
     >>> tx = scale_by_adamax(eps=0.0)
-    >>> tx.update([torch.tensor([-4.0])], tx.init([torch.zeros(1)]))[0]
-    [tensor([-1.])]
+    >>> u, _ = tx.update([torch.tensor([-4.0])], tx.init([torch.zeros(1)]))
+    >>> torch.round(u[0], decimals=4)
+    tensor([-1.])
 """
 
 from __future__ import annotations

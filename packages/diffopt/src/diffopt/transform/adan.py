@@ -14,10 +14,16 @@ corrections, a zero first difference, :math:`\epsilon` outside the root) are tho
 PyTorch code and of ``fused_optim.Adan``.
 
 Example:
+    On the first step the bias corrections undo the decays, so without ``eps`` the direction is
+    :math:`g / |g|`, the sign of each gradient entry. It is computed through several roundings
+    (the decays, two bias corrections, a square root), so it is 1 only to within about a float32
+    ulp, and which neighbour of 1 comes out differs between machines: the example rounds it.
+
     >>> import torch
     >>> tx = scale_by_adan(eps=0.0)
-    >>> tx.update([torch.tensor([3.0])], tx.init([torch.zeros(1)]))[0]
-    [tensor([1.])]
+    >>> u, _ = tx.update([torch.tensor([3.0, -0.5])], tx.init([torch.zeros(2)]))
+    >>> torch.round(u[0], decimals=4)
+    tensor([ 1., -1.])
 """
 
 from __future__ import annotations
