@@ -22,6 +22,7 @@ def test_binary_ops_match_leafwise_torch():
         tm.tree_div: torch.div, tm.tree_max: torch.maximum,
     }
     for tree_fn, leaf_fn in cases.items():
+        # one correctly rounded operation per element on either side: equal bit for bit
         out = tree_fn(a, b)
         assert torch.equal(out["w"], leaf_fn(a["w"], b["w"]))
         assert torch.equal(out["b"][0], leaf_fn(a["b"][0], b["b"][0]))
@@ -33,7 +34,7 @@ def test_scalar_ops():
     assert torch.allclose(tm.tree_sub_scalar_mul(a, b, 0.3)["w"], a["w"] - 0.3 * b["w"])
     assert torch.allclose(tm.tree_scalar_mul(-2.0, a)["b"][0], -2.0 * a["b"][0])
     assert torch.equal(tm.tree_neg(a)["w"], -a["w"])
-    assert torch.equal(tm.tree_add(a, b, a)["w"], a["w"] + b["w"] + a["w"])
+    assert torch.equal(tm.tree_add(a, b, a)["w"], a["w"] + b["w"] + a["w"])  # the same order of adds
     assert torch.allclose(tm.tree_add(a, b, alpha=2.0)["w"], a["w"] + 2 * b["w"])
 
 

@@ -27,7 +27,7 @@ def test_values_match_reference(case, dtype):
         assert len(got) == len(want)
         for a, b in zip(got, want):
             torch.testing.assert_close(a, b, **tolerances(dtype))
-    for lst, old in zip(lists, before):  # inputs untouched
+    for lst, old in zip(lists, before):  # inputs untouched: bit for bit
         for t, o in zip(lst, old):
             assert torch.equal(t, o)
 
@@ -259,7 +259,7 @@ def test_adam_direction_zero_gradient_is_finite_and_exact():
     bc1 = 1 - b1
     torch.testing.assert_close(dg, torch.full_like(g, (1 - b1) / (bc1 * eps)), rtol=1e-12, atol=0)
     torch.testing.assert_close(dm, torch.full_like(m, b1 / (bc1 * eps)), rtol=1e-12, atol=0)
-    assert torch.equal(dv, torch.zeros_like(v))
+    assert torch.equal(dv, torch.zeros_like(v))  # the limit the backward writes: exactly 0
     # The reference autograd shows the bug we avoid.
     (dr,), _, _ = _reference.adam_direction([g], [m], [v], step=1, beta1=b1, beta2=b2, eps=eps, eps_root=0.0)
     assert torch.isnan(torch.autograd.grad(dr.sum(), g)[0]).all()

@@ -103,6 +103,7 @@ def test_adan_first_step_ignores_prev_grad_and_later_steps_read_it():
         opt.state[p][key] = torch.zeros(3)
     opt.state[p]["prev_grad"] = torch.full((3,), 100.0)
     opt.step()
+    # exactly: the difference is 0 on a first step (so is its average), and prev_grad a copy
     assert torch.equal(opt.state[p]["exp_avg_diff"], torch.zeros(3))
     assert torch.equal(opt.state[p]["prev_grad"], p.grad)
     p.grad = torch.tensor([2.0, -2.0, 0.0])

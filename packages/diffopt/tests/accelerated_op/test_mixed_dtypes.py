@@ -64,6 +64,7 @@ def test_fused_update_groups_by_dtype_and_keeps_order_and_scalars():
     for i, p in enumerate(params):
         alone = fused_update("nadam_update", [p], [grads[i]], [zeros[i]], [zeros[i]], 1, 1.0, lr=0.1)
         assert out.params[i].dtype == p.dtype
+        # one kernel, the same per-element math wherever a tensor sits in a call: bit for bit
         torch.testing.assert_close(out.params[i], alone.params[0], rtol=0, atol=0)
         torch.testing.assert_close(out.exp_avg_sqs[i], alone.exp_avg_sqs[0], rtol=0, atol=0)
     assert out.mu_product == alone.mu_product

@@ -173,6 +173,7 @@ def test_param_groups_and_state_save_restore_mid_training():
         opt.zero_grad()
         ((a**2).sum() + (b**3).sum()).backward()
         opt.step()
+    # the same operations on the same values as the uninterrupted run: bit for bit
     torch.testing.assert_close(a.detach(), final[0], rtol=0, atol=0)
     torch.testing.assert_close(b.detach(), final[1], rtol=0, atol=0)
 

@@ -128,7 +128,8 @@ def test_adam_without_eps_keeps_the_per_leaf_math(monkeypatch):
     _force_per_leaf(monkeypatch)
     per_leaf, _ = tx.update(g, tx.init(g))
     torch.testing.assert_close(eager[0], per_leaf[0], equal_nan=True)
-    assert torch.isnan(eager[0][0]) and eager[0][1].item() == 1.0
+    # g / |g| = 1 through the bias corrections and a root: to within a few float64 ulps, not exactly
+    assert torch.isnan(eager[0][0]) and eager[0][1].item() == pytest.approx(1.0, rel=1e-14, abs=0)
 
 
 def test_chain_fuses_adam_and_scale_with_the_same_state():
