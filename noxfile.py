@@ -80,6 +80,14 @@ def tests_tooling(session: nox.Session) -> None:
     session.run(sys.executable, "-m", "pytest", str(ROOT / "ci" / "tests"), "-q", *session.posargs)
 
 
+@nox.session(name="isa_matrix", venv_backend="none")
+def isa_matrix(session: nox.Session) -> None:
+    """The doctests and numerical tests again under each CPU build of fused-optim's loops
+    (FUSED_OPTIM_CPU_ISA) and of torch's kernels (ATEN_CPU_CAPABILITY) this CPU can run; the
+    combinations and what each runs are in ci/isa_matrix.py (``-- --list`` prints them)."""
+    session.run(_python(".venv"), str(ROOT / "ci" / "isa_matrix.py"), *session.posargs, external=True)
+
+
 @nox.session(name="tests_all", venv_backend="none")
 def tests_all(session: nox.Session) -> None:
     """Run every package's tests in one pytest process per package."""
