@@ -7,14 +7,18 @@
 #include <ATen/ops/empty.h>
 #include <ATen/ops/zeros.h>
 #include <c10/core/InferenceMode.h>
+#include <c10/util/BFloat16.h>
 #include <c10/util/Exception.h>
+#include <c10/util/Half.h>
 
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
 #include <limits>
+#include <optional>
 #include <string>
+#include <type_traits>
 #include <utility>
 
 namespace fused_optim {
@@ -341,15 +345,67 @@ void MultiTensorCall::Finish() {
 
 namespace {
 
-// A step counter's value; torch.optim's CPU float32 counters are read directly (item() goes through
-// the dispatcher, which costs more than the rest of a small step).
+// f(p) with p the tensor's data pointer `data` typed by its dtype, for the dtypes of
+// ReadHostScalar; false for any other tensor (f not called).
+template <typename F>
+bool VisitHostScalar(const at::Tensor& s, void* data, F&& f) {
+  switch (s.scalar_type()) {
+    case at::kFloat:
+      return f(static_cast<float*>(data)), true;
+    case at::kDouble:
+      return f(static_cast<double*>(data)), true;
+    case at::kHalf:
+      return f(static_cast<c10::Half*>(data)), true;
+    case at::kBFloat16:
+      return f(static_cast<c10::BFloat16*>(data)), true;
+    case at::kLong:
+      return f(static_cast<int64_t*>(data)), true;
+    case at::kInt:
+      return f(static_cast<int32_t*>(data)), true;
+    default:
+      return false;
+  }
+}
+
+// float16 and bfloat16 convert through float (c10's own conversions), the others directly.
+template <typename S>
+constexpr bool kViaFloat = !std::is_floating_point_v<S> && !std::is_integral_v<S>;
+
+// A step counter's value (torch.optim keeps them as CPU float32 scalars, read directly).
 double StepValue(const at::Tensor& s) {
-  if (s.is_cpu() && s.scalar_type() == at::kFloat) return static_cast<double>(*s.const_data_ptr<float>());
-  if (s.is_cpu() && s.scalar_type() == at::kDouble) return *s.const_data_ptr<double>();
+  if (const std::optional<double> value = ReadHostScalar(s)) return *value;
   return s.item<double>();
 }
 
 }  // namespace
+
+std::optional<double> ReadHostScalar(const at::Tensor& s) {
+  if (!s.is_cpu()) return std::nullopt;
+  double value = 0.0;
+  const bool read = VisitHostScalar(s, const_cast<void*>(s.const_data_ptr()), [&](const auto* p) {
+    using S = std::remove_cv_t<std::remove_pointer_t<decltype(p)>>;
+    if constexpr (kViaFloat<S>) {
+      value = static_cast<double>(static_cast<float>(*p));
+    } else {
+      value = static_cast<double>(*p);
+    }
+  });
+  return read ? std::optional<double>(value) : std::nullopt;
+}
+
+bool WriteHostScalar(const at::Tensor& s, double value) {
+  if (!s.is_cpu()) return false;
+  const bool written = VisitHostScalar(s, s.mutable_data_ptr(), [&](auto* p) {
+    using S = std::remove_pointer_t<decltype(p)>;
+    if constexpr (kViaFloat<S>) {
+      *p = static_cast<S>(static_cast<float>(value));
+    } else {
+      *p = static_cast<S>(value);
+    }
+  });
+  if (written) s.unsafeGetTensorImpl()->bump_version();
+  return written;
+}
 
 void CheckStepTensors(const char* op, at::TensorList steps, int64_t n) {
   TORCH_CHECK_VALUE(static_cast<int64_t>(steps.size()) == n, op, ": state_steps has ", steps.size(),
@@ -381,17 +437,10 @@ std::vector<double> IncrementSteps(at::TensorList steps) {
   std::vector<double> out(steps.size());
   for (size_t t = 0; t < steps.size(); ++t) {
     const at::Tensor& s = steps[t];
-    // torch.optim keeps steps as CPU float32 scalars: update them without a dispatcher round trip.
-    if (s.is_cpu() && s.scalar_type() == at::kFloat) {
-      float* p = s.mutable_data_ptr<float>();
-      *p += 1.0f;
-      out[t] = static_cast<double>(*p);
-      s.unsafeGetTensorImpl()->bump_version();
-    } else if (s.is_cpu() && s.scalar_type() == at::kDouble) {
-      double* p = s.mutable_data_ptr<double>();
-      *p += 1.0;
-      out[t] = *p;
-      s.unsafeGetTensorImpl()->bump_version();
+    // torch.optim keeps steps as CPU scalars: update them without a dispatcher round trip.
+    if (const std::optional<double> value = ReadHostScalar(s)) {
+      WriteHostScalar(s, *value + 1.0);
+      out[t] = *ReadHostScalar(s);
     } else {
       const_cast<at::Tensor&>(s).add_(1);
       out[t] = s.item<double>();

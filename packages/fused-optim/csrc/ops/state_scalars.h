@@ -13,7 +13,10 @@
 
 #include <algorithm>
 #include <cmath>
+#include <optional>
 #include <vector>
+
+#include "multi_tensor.h"
 
 namespace fused_optim {
 
@@ -34,8 +37,11 @@ inline void CheckStateScalars(const char* op, const char* name, at::TensorList s
                 "] requires grad and grad mode is enabled; an in-place step is not differentiable");
     TORCH_CHECK_VALUE(!s.is_inference() || c10::InferenceMode::is_enabled(), op, ": ", name, "[", t,
                       "] is an inference tensor and cannot be updated in place outside inference mode");
-    const double value = s.item<double>();
-    TORCH_CHECK_VALUE(std::isfinite(value), op, ": ", name, "[", t, "] is ", value, "; it must be finite");
+    // Read through the data pointer on the CPU. A device value is not read here: that would wait
+    // for the device on every step, and a non-finite one reaches the parameters as NaN, as it
+    // does in torch.optim, which does not check it either.
+    const std::optional<double> value = ReadHostScalar(s);
+    TORCH_CHECK_VALUE(!value || std::isfinite(*value), op, ": ", name, "[", t, "] is ", *value, "; it must be finite");
     seen.push_back(s.const_data_ptr());
   }
   std::sort(seen.begin(), seen.end());
@@ -45,23 +51,14 @@ inline void CheckStateScalars(const char* op, const char* name, at::TensorList s
 }
 
 inline double ReadStateScalar(const at::Tensor& s) {
-  if (s.is_cpu() && s.scalar_type() == at::kFloat) return static_cast<double>(*s.const_data_ptr<float>());
-  if (s.is_cpu() && s.scalar_type() == at::kDouble) return *s.const_data_ptr<double>();
+  if (const std::optional<double> value = ReadHostScalar(s)) return *value;
   return s.item<double>();
 }
 
 // Writes `value` rounded to the tensor's dtype (torch's copy_ of a Python number) and bumps its
 // version counter.
 inline void WriteStateScalar(const at::Tensor& s, double value) {
-  if (s.is_cpu() && s.scalar_type() == at::kFloat) {
-    *s.mutable_data_ptr<float>() = static_cast<float>(value);
-    s.unsafeGetTensorImpl()->bump_version();
-  } else if (s.is_cpu() && s.scalar_type() == at::kDouble) {
-    *s.mutable_data_ptr<double>() = value;
-    s.unsafeGetTensorImpl()->bump_version();
-  } else {
-    const_cast<at::Tensor&>(s).fill_(value);
-  }
+  if (!WriteHostScalar(s, value)) const_cast<at::Tensor&>(s).fill_(value);
 }
 
 // `value` as torch.as_tensor(value) holds it: rounded to the default dtype. torch.optim.ASGD
@@ -82,17 +79,12 @@ inline double RoundToDefaultDtype(double value) {
 // s *= factor in the tensor's dtype (torch's in-place multiplication by a Python number, which
 // rounds the factor to that dtype first); returns the new value.
 inline double ScaleStateScalar(const at::Tensor& s, double factor) {
-  if (s.is_cpu() && s.scalar_type() == at::kFloat) {
-    float* p = s.mutable_data_ptr<float>();
-    *p = *p * static_cast<float>(factor);
-    s.unsafeGetTensorImpl()->bump_version();
-    return static_cast<double>(*p);
-  }
-  if (s.is_cpu() && s.scalar_type() == at::kDouble) {
-    double* p = s.mutable_data_ptr<double>();
-    *p = *p * factor;
-    s.unsafeGetTensorImpl()->bump_version();
-    return *p;
+  if (const std::optional<double> value = ReadHostScalar(s)) {
+    // The product of two floats is exact in double, so one rounding to the dtype follows, as in
+    // torch's float arithmetic (float16 and bfloat16 compute in float too).
+    const double rounded = s.scalar_type() == at::kDouble ? factor : static_cast<double>(static_cast<float>(factor));
+    WriteHostScalar(s, *value * rounded);
+    return *ReadHostScalar(s);
   }
   const_cast<at::Tensor&>(s).mul_(factor);
   return s.item<double>();
