@@ -1,8 +1,11 @@
 """What a step asks of the host: no read of a tensor's value through the dispatcher
 (``aten::item``, a device synchronization off the CPU) per parameter, whatever dtype the state
-scalars have."""
+scalars have; and CUDA-graph capture refused without ``capturable=True``, as torch.optim refuses
+it (simulated on the CPU)."""
 
 from __future__ import annotations
+
+import copy
 
 import pytest
 import torch
@@ -70,3 +73,60 @@ def test_state_scalars_of_any_dtype_are_rounded_like_the_twin_s(name, dtype):
         for key in SCALARS[name]:
             assert ours.state[b][key].dtype == dtype
             torch.testing.assert_close(ours.state[b][key], ref.state[a][key], rtol=0, atol=0)
+
+
+@pytest.fixture
+def capturing(monkeypatch):
+    """The current CUDA stream is capturing a graph (as far as the step can tell)."""
+    monkeypatch.setattr(torch.cuda, "is_initialized", lambda: True)
+    monkeypatch.setattr(torch.cuda, "is_current_stream_capturing", lambda: True)
+
+
+def _stepped(name, n=3, **options):
+    params = _params(n, torch.float64)
+    opt = getattr(fused_optim, name)(params, **RICH[name], **options)
+    for p in params:
+        p.grad = torch.ones_like(p)
+    return params, opt
+
+
+@pytest.mark.parametrize("steps_before", [0, 2])
+@pytest.mark.parametrize("name", ALL)
+def test_a_step_during_graph_capture_is_refused_without_capturable(name, steps_before, monkeypatch):
+    params, opt = _stepped(name)
+    for _ in range(steps_before):  # the second one reuses the first one's gathered lists
+        opt.step()
+    before = [p.detach().clone() for p in params], copy.deepcopy(opt.state_dict())
+    monkeypatch.setattr(torch.cuda, "is_initialized", lambda: True)  # as the capturing fixture, from here on
+    monkeypatch.setattr(torch.cuda, "is_current_stream_capturing", lambda: True)
+    with pytest.raises(RuntimeError, match=r"capturing a graph, but param_groups\[0\] has capturable=False"):
+        opt.step(lambda: pytest.fail("the closure ran"))
+    for p, b in zip(params, before[0]):
+        torch.testing.assert_close(p.detach(), b, rtol=0, atol=0)
+    after = opt.state_dict()["state"]
+    assert after.keys() == before[1]["state"].keys()
+    for key, state in before[1]["state"].items():
+        for k, v in state.items():
+            torch.testing.assert_close(after[key][k], v, rtol=0, atol=0)
+
+
+def test_capture_needs_every_group_capturable(capturing):
+    _, opt = _stepped("Adam", capturable=True)
+    extra = torch.zeros(2, dtype=torch.float64, requires_grad=True)
+    opt.add_param_group(dict(params=[extra], capturable=False))
+    with pytest.raises(RuntimeError, match=r"param_groups\[1\] has capturable=False"):
+        opt.step()
+
+
+def test_capturable_cpu_groups_step_during_capture(capturing):
+    # As torch.optim's check lets them through; CPU work is not captured.
+    params, opt = _stepped("Adam", capturable=True)
+    ref_params = [p.detach().clone().requires_grad_() for p in params]
+    ref = torch.optim.Adam(ref_params, **RICH["Adam"])
+    for p in ref_params:
+        p.grad = torch.ones_like(p)
+    opt.step()
+    ref.step()
+    for a, b in zip(ref_params, params):
+        torch.testing.assert_close(b, a, **twins.TOL[torch.float64])
+    assert float(opt.state[params[0]]["step"]) == 1.0
