@@ -6,6 +6,7 @@
 #include <ATen/core/grad_mode.h>
 #include <ATen/ops/empty.h>
 #include <ATen/ops/zeros.h>
+#include <c10/core/DefaultDtype.h>
 #include <c10/core/InferenceMode.h>
 #include <c10/util/BFloat16.h>
 #include <c10/util/Exception.h>
@@ -329,6 +330,56 @@ KernelTable& MultiTensorCall::Table() {
   return table;
 }
 
+namespace {
+
+thread_local bool state_scalars_on_host = false;
+
+DType ToStateDType(at::ScalarType t) {
+  if (t == at::kLong) return DType::kLong;
+  if (t == at::kInt) return DType::kInt;
+  return ToDType(t);
+}
+
+}  // namespace
+
+bool SetStateScalarsOnHost(bool enable) {
+  const bool previous = state_scalars_on_host;
+  state_scalars_on_host = enable;
+  return previous;
+}
+
+void MultiTensorCall::SetStateScalars(std::initializer_list<at::TensorList> lists) {
+  KernelTable& table = Table();
+  state_lists_.assign(lists.begin(), lists.end());
+  table.num_state = static_cast<int>(lists.size());
+  table.state.resize(num_tensors_ * table.num_state);
+  table.advance_state = true;
+  table.default_dtype = ToDType(c10::get_default_dtype_as_scalartype());
+  for (int k = 0; k < table.num_state; ++k) {
+    for (int64_t t = 0; t < num_tensors_; ++t) {
+      const at::Tensor& s = state_lists_[k][t];
+      StateScalar& out = table.state[t * table.num_state + k];
+      out.dtype = ToStateDType(s.scalar_type());
+      if (s.device() == device_ && !state_scalars_on_host) {
+        out.ptr = s.mutable_data_ptr();
+      } else {  // another device than the parameters': read now (through the data pointer on the CPU)
+        const std::optional<double> value = ReadHostScalar(s);
+        out.value = value ? *value : s.item<double>();
+      }
+    }
+  }
+}
+
+void MultiTensorCall::SetStateValues(const std::vector<double>& values) {
+  KernelTable& table = Table();
+  table.num_state = static_cast<int>(values.size());
+  table.state.resize(num_tensors_ * table.num_state);
+  for (int64_t t = 0; t < num_tensors_; ++t) {
+    for (int k = 0; k < table.num_state; ++k)
+      table.state[t * table.num_state + k] = {nullptr, DType::kDouble, values[k]};
+  }
+}
+
 bool MultiTensorCall::ChecksOnly() {
   Table();
   return ValidateOnly();
@@ -371,12 +422,6 @@ bool VisitHostScalar(const at::Tensor& s, void* data, F&& f) {
 template <typename S>
 constexpr bool kViaFloat = !std::is_floating_point_v<S> && !std::is_integral_v<S>;
 
-// A step counter's value (torch.optim keeps them as CPU float32 scalars, read directly).
-double StepValue(const at::Tensor& s) {
-  if (const std::optional<double> value = ReadHostScalar(s)) return *value;
-  return s.item<double>();
-}
-
 }  // namespace
 
 std::optional<double> ReadHostScalar(const at::Tensor& s) {
@@ -416,14 +461,19 @@ void CheckStepTensors(const char* op, at::TensorList steps, int64_t n) {
     const at::Tensor& s = steps[t];
     TORCH_CHECK_VALUE(s.defined() && s.layout() == at::kStrided && s.numel() == 1, op, ": state_steps[", t,
                       "] must be a dense one-element tensor");
-    TORCH_CHECK_TYPE(s.is_floating_point() || s.scalar_type() == at::kLong || s.scalar_type() == at::kInt, op,
-                     ": state_steps[", t, "] has dtype ", s.scalar_type());
+    TORCH_CHECK_TYPE(
+        IsSupportedFloating(s.scalar_type()) || s.scalar_type() == at::kLong || s.scalar_type() == at::kInt, op,
+        ": state_steps[", t, "] has dtype ", s.scalar_type(),
+        "; a step counter must be float32, float64, float16, bfloat16, int64 or int32");
     CheckWritable(op, "state_steps", t, s);
-    const double value = StepValue(s);
-    TORCH_CHECK_VALUE(std::isfinite(value) && value >= 0.0, op, ": state_steps[", t, "] is ", value,
-                      "; a step counter must be a finite count >= 0");
-    TORCH_CHECK_VALUE(s.scalar_type() != at::kInt || value < std::numeric_limits<int32_t>::max(), op, ": state_steps[",
-                      t, "] is ", value, " and would overflow int32 when incremented");
+    // Read through the data pointer on the CPU. A counter on a device is not read here: that
+    // would wait for the device on every step.
+    if (const std::optional<double> value = ReadHostScalar(s)) {
+      TORCH_CHECK_VALUE(std::isfinite(*value) && *value >= 0.0, op, ": state_steps[", t, "] is ", *value,
+                        "; a step counter must be a finite count >= 0");
+      TORCH_CHECK_VALUE(s.scalar_type() != at::kInt || *value < std::numeric_limits<int32_t>::max(), op,
+                        ": state_steps[", t, "] is ", *value, " and would overflow int32 when incremented");
+    }
     seen.push_back(s.const_data_ptr());
   }
   std::sort(seen.begin(), seen.end());

@@ -7,7 +7,9 @@
 
 #include <ATen/core/List.h>
 #include <ATen/core/Tensor.h>
+#include <c10/util/BFloat16.h>
 #include <c10/util/Exception.h>
+#include <c10/util/Half.h>
 #include <torch/library.h>
 
 #include <algorithm>
@@ -168,9 +170,10 @@ class MultiTensorCall {
   }
   // The same from ScalarRows, whose row depends on the step count alone: one row per run of equal
   // counts (usually one for the whole call; a row's std::pow calls cost more than a small
-  // tensor's update), copied to the others.
+  // tensor's update), copied to the others; and the rows' given state scalars (SetStateValues).
   template <typename Rows>
   void SetStepScalars(const Rows& rows, const std::vector<double>& steps) {
+    if (!rows.state.empty()) SetStateValues(rows.state);
     size_t t = 0;
     SetStepScalars(rows.num, steps, [&](double step, double* out) {
       if (t > 0 && step == steps[t - 1]) {
@@ -181,6 +184,18 @@ class MultiTensorCall {
       ++t;
     });
   }
+  // Per-parameter one-element state that the kernel reads and advances where it lives (a binding
+  // with K::kStateScalars, csrc/kernels.h): `lists` in the binding's order, one tensor per
+  // parameter each, already checked (CheckStateScalars, CheckStepTensors). A tensor off the call's
+  // device is read here (through its data pointer on the CPU) and written by FinishStateScalars.
+  void SetStateScalars(std::initializer_list<at::TensorList> lists);
+  // A functional op's state scalars, given as numbers: column k of every tensor holds values[k].
+  void SetStateValues(const std::vector<double>& values);
+  // After Launch of an in-place step with SetStateScalars: binding K's new values of the state
+  // scalars the kernel did not reach (off the call's device) from the same Advance on the host;
+  // bumps every state scalar's version counter.
+  template <typename K>
+  void FinishStateScalars();
   std::vector<double> Steps(int64_t step) const { return std::vector<double>(num_tensors_, static_cast<double>(step)); }
   // Builds the table (the last check) and says whether this thread is in validate-only mode (see
   // SetValidateOnly), where an in-place op returns now, before its first write.
@@ -227,6 +242,7 @@ class MultiTensorCall {
   std::deque<at::Tensor> owned_;
   std::optional<KernelTable> table_;
   bool in_place_;
+  std::vector<at::TensorList> state_lists_;  // SetStateScalars's, by column
 };
 
 inline constexpr bool kInPlace = true;  // MultiTensorCall's `in_place`
@@ -253,6 +269,12 @@ std::vector<double> IncrementSteps(at::TensorList steps);
 bool SetValidateOnly(bool enable);
 bool ValidateOnly();
 
+// Host-state mode, per thread, for tests (the op fused_optim::_state_scalars_on_host(enable),
+// returning the previous setting): SetStateScalars then treats every state scalar as off the call's
+// device, read at launch and advanced by the host (FinishStateScalars), the path a CUDA call takes
+// for state kept on the CPU (NAdam's mu_product), so that CPU tests reach it.
+bool SetStateScalarsOnHost(bool enable);
+
 // Python exception types via TORCH_CHECK_VALUE/TORCH_CHECK_TYPE, naming the op.
 void CheckNonNegative(const char* op, const char* what, double value);
 void CheckUnitInterval(const char* op, const char* what, double value);  // 0 <= value < 1
@@ -268,13 +290,17 @@ void CheckStep(const char* op, int64_t step);  // a functional op's step: the co
 // Per-tensor scalars computed from each tensor's step count: `num` of them, row(step, out) writes
 // one tensor's (ScalarRows{2, [=](double step, double* row) {...}}); NoScalarRows() where none.
 // The row must depend on the step count alone: tensors with equal counts share one computed row.
+// A functional op of an algorithm with state scalars gives their values in `state`.
 template <typename Row>
 struct ScalarRows {
   int num;
   Row row;
+  std::vector<double> state = {};
 };
 template <typename Row>
 ScalarRows(int, Row) -> ScalarRows<Row>;
+template <typename Row>
+ScalarRows(int, Row, std::vector<double>) -> ScalarRows<Row>;
 inline auto NoScalarRows() {
   return ScalarRows{0, [](double /*step*/, double* /*row*/) {}};
 }
@@ -355,6 +381,43 @@ void MultiTensorCall::Launch(const KernelBuilds<Hyper>& kernel, const Hyper& hyp
     }
   }
   Finish();
+}
+
+// A binding's view of one tensor's state scalars for the host's share of its Advance: those off
+// the call's device (launch-time values, written here); one on the device is read back only where
+// its tensor has state on both sides (synchronizing; torch.optim keeps a parameter's together).
+struct HostStateIO {
+  const StateScalar* state;
+  DType default_dtype;
+  const std::vector<at::TensorList>& lists;
+  int64_t t;
+  double Load(int k) const { return state[k].ptr == nullptr ? state[k].value : lists[k][t].item<double>(); }
+  void Store(int k, double v) const {
+    const at::Tensor& s = lists[k][t];
+    if (state[k].ptr == nullptr && !WriteHostScalar(s, v)) const_cast<at::Tensor&>(s).fill_(v);
+  }
+  double Round(int k, double v) const { return RoundTo<c10::Half, c10::BFloat16>(state[k].dtype, v); }
+  double RoundToDefault(double v) const { return RoundTo<c10::Half, c10::BFloat16>(default_dtype, v); }
+  double Scaled(int k, double f) const { return ScaledIn<c10::Half, c10::BFloat16>(state[k].dtype, Load(k), f); }
+};
+
+template <typename K>
+void MultiTensorCall::FinishStateScalars() {
+  const KernelTable& table = Table();
+  for (int64_t t = 0; t < num_tensors_; ++t) {
+    const StateScalar* state = table.State(t);
+    bool off_device = false;
+    for (int k = 0; k < table.num_state; ++k) {
+      if (state[k].ptr == nullptr) {
+        off_device = true;
+      } else {  // written by the kernel, through its data pointer
+        state_lists_[k][t].unsafeGetTensorImpl()->bump_version();
+      }
+    }
+    if (off_device)
+      K::Advance(table.scalars.data() + t * table.num_scalars,
+                 HostStateIO{state, table.default_dtype, state_lists_, t});
+  }
 }
 
 // Declares and implements an op file's ops, for every device, from one list:

@@ -10,7 +10,7 @@ import copy
 import pytest
 import torch
 import twins
-from test_optim import ALL, RICH
+from test_optim import ALL, CONFIGS, RICH, _assert_state_close
 from torch.profiler import ProfilerActivity, profile
 from twins import twin
 
@@ -49,9 +49,31 @@ def test_a_step_reads_no_tensor_value_through_the_dispatcher(name, dtype, reload
 SCALARS = {"ASGD": ("eta", "mu"), "NAdam": ("mu_product",)}
 
 
-@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16, torch.float64])
+@pytest.fixture(params=[False, True], ids=["kernel-state", "host-state"])
+def state_on_host(request):
+    """Whether the step's state scalars are read and advanced by the kernel (as on the parameters'
+    device) or on the host (as a CUDA step treats state kept on the CPU, NAdam's mu_product)."""
+    previous = torch.ops.fused_optim._state_scalars_on_host(request.param)
+    yield request.param
+    torch.ops.fused_optim._state_scalars_on_host(previous)
+
+
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
+@pytest.mark.parametrize("name, kwargs", [c for c in CONFIGS if c.values[0] in SCALARS])
+def test_state_scalars_advanced_on_the_host_match_the_twin(name, kwargs, dtype):
+    previous = torch.ops.fused_optim._state_scalars_on_host(True)
+    try:
+        ref, ours, ref_params, our_params = twins.run_both(name, kwargs, dtype)
+    finally:
+        torch.ops.fused_optim._state_scalars_on_host(previous)
+    for a, b in zip(ref_params, our_params):
+        torch.testing.assert_close(b, a, **twins.TOL[dtype])
+    _assert_state_close(ref, ours, twins.TOL[dtype])
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16, torch.float32, torch.float64])
 @pytest.mark.parametrize("name", ["ASGD", "NAdam"])
-def test_state_scalars_of_any_dtype_are_rounded_like_the_twin_s(name, dtype):
+def test_state_scalars_of_any_dtype_are_rounded_like_the_twin_s(name, dtype, state_on_host):
     # load_state_dict gives eta and mu (ASGD) and mu_product (NAdam) the parameters' dtype; here
     # they get `dtype` beside float64 parameters, which the step then reads and writes in that
     # dtype, rounded as torch.optim's in-place updates round them.
