@@ -332,7 +332,7 @@ KernelTable& MultiTensorCall::Table() {
 
 namespace {
 
-thread_local bool state_scalars_on_host = false;
+thread_local int64_t state_scalars_on_host = 0;  // a bit mask of state columns
 
 DType ToStateDType(at::ScalarType t) {
   if (t == at::kLong) return DType::kLong;
@@ -342,9 +342,9 @@ DType ToStateDType(at::ScalarType t) {
 
 }  // namespace
 
-bool SetStateScalarsOnHost(bool enable) {
-  const bool previous = state_scalars_on_host;
-  state_scalars_on_host = enable;
+int64_t SetStateScalarsOnHost(int64_t columns) {
+  const int64_t previous = state_scalars_on_host;
+  state_scalars_on_host = columns;
   return previous;
 }
 
@@ -355,17 +355,28 @@ void MultiTensorCall::SetStateScalars(std::initializer_list<at::TensorList> list
   table.state.resize(num_tensors_ * table.num_state);
   table.advance_state = true;
   table.default_dtype = ToDType(c10::get_default_dtype_as_scalartype());
-  for (int k = 0; k < table.num_state; ++k) {
-    for (int64_t t = 0; t < num_tensors_; ++t) {
+  const auto read = [](const at::Tensor& s) {  // through the data pointer on the CPU
+    const std::optional<double> value = ReadHostScalar(s);
+    return value ? *value : s.item<double>();
+  };
+  for (int64_t t = 0; t < num_tensors_; ++t) {
+    StateScalar* state = table.state.data() + t * table.num_state;
+    bool off_device = false;
+    for (int k = 0; k < table.num_state; ++k) {
       const at::Tensor& s = state_lists_[k][t];
-      StateScalar& out = table.state[t * table.num_state + k];
-      out.dtype = ToStateDType(s.scalar_type());
-      if (s.device() == device_ && !state_scalars_on_host) {
-        out.ptr = s.mutable_data_ptr();
-      } else {  // another device than the parameters': read now (through the data pointer on the CPU)
-        const std::optional<double> value = ReadHostScalar(s);
-        out.value = value ? *value : s.item<double>();
+      state[k].dtype = ToStateDType(s.scalar_type());
+      if (s.device() == device_ && (state_scalars_on_host >> k & 1) == 0) {
+        state[k].ptr = s.mutable_data_ptr();
+      } else {  // on another device than the parameters': read now
+        state[k].value = read(s);
+        off_device = true;
       }
+    }
+    // The host's share of Advance (FinishStateScalars) starts from the same values as the
+    // kernel's, which may have advanced those on the device by then: read them now too (a state
+    // split across devices; a read of one on a GPU waits for it).
+    for (int k = 0; off_device && k < table.num_state; ++k) {
+      if (state[k].ptr != nullptr) state[k].value = read(state_lists_[k][t]);
     }
   }
 }

@@ -269,11 +269,12 @@ std::vector<double> IncrementSteps(at::TensorList steps);
 bool SetValidateOnly(bool enable);
 bool ValidateOnly();
 
-// Host-state mode, per thread, for tests (the op fused_optim::_state_scalars_on_host(enable),
-// returning the previous setting): SetStateScalars then treats every state scalar as off the call's
-// device, read at launch and advanced by the host (FinishStateScalars), the path a CUDA call takes
-// for state kept on the CPU (NAdam's mu_product), so that CPU tests reach it.
-bool SetStateScalarsOnHost(bool enable);
+// Host-state mode, per thread, for tests (the op fused_optim::_state_scalars_on_host(columns),
+// returning the previous setting): SetStateScalars then treats the state columns set in the bit
+// mask `columns` as off the call's device, read at launch and advanced by the host
+// (FinishStateScalars), the path a CUDA call takes for state kept on the CPU (NAdam's mu_product,
+// ASGD's step after load_state_dict), so that CPU tests reach it. 0 (the default): none.
+int64_t SetStateScalarsOnHost(int64_t columns);
 
 // Python exception types via TORCH_CHECK_VALUE/TORCH_CHECK_TYPE, naming the op.
 void CheckNonNegative(const char* op, const char* what, double value);
@@ -383,15 +384,15 @@ void MultiTensorCall::Launch(const KernelBuilds<Hyper>& kernel, const Hyper& hyp
   Finish();
 }
 
-// A binding's view of one tensor's state scalars for the host's share of its Advance: those off
-// the call's device (launch-time values, written here); one on the device is read back only where
-// its tensor has state on both sides (synchronizing; torch.optim keeps a parameter's together).
+// A binding's view of one tensor's state scalars for the host's share of its Advance: every one's
+// value at launch (SetStateScalars read them all for a tensor with state off the call's device);
+// stores reach only those off the device, the kernel writes the others.
 struct HostStateIO {
   const StateScalar* state;
   DType default_dtype;
   const std::vector<at::TensorList>& lists;
   int64_t t;
-  double Load(int k) const { return state[k].ptr == nullptr ? state[k].value : lists[k][t].item<double>(); }
+  double Load(int k) const { return state[k].value; }
   void Store(int k, double v) const {
     const at::Tensor& s = lists[k][t];
     if (state[k].ptr == nullptr && !WriteHostScalar(s, v)) const_cast<at::Tensor&>(s).fill_(v);

@@ -5,6 +5,7 @@ it (simulated on the CPU)."""
 
 from __future__ import annotations
 
+import contextlib
 import copy
 
 import pytest
@@ -49,23 +50,34 @@ def test_a_step_reads_no_tensor_value_through_the_dispatcher(name, dtype, reload
 SCALARS = {"ASGD": ("eta", "mu"), "NAdam": ("mu_product",)}
 
 
-@pytest.fixture(params=[False, True], ids=["kernel-state", "host-state"])
-def state_on_host(request):
-    """Whether the step's state scalars are read and advanced by the kernel (as on the parameters'
-    device) or on the host (as a CUDA step treats state kept on the CPU, NAdam's mu_product)."""
-    previous = torch.ops.fused_optim._state_scalars_on_host(request.param)
-    yield request.param
-    torch.ops.fused_optim._state_scalars_on_host(previous)
+ALL_ON_HOST = 0b111  # a bit per state column (ASGD: eta, mu, step; NAdam: mu_product)
+
+
+@contextlib.contextmanager
+def state_columns_on_host(columns):
+    """The step's state columns in the bit mask ``columns`` are treated as off the parameters'
+    device: read at launch and advanced on the host, as a CUDA step treats state kept on the CPU
+    (NAdam's mu_product; ASGD's step after load_state_dict moved eta and mu to the GPU); the others
+    are read and advanced by the kernel."""
+    previous = torch.ops.fused_optim._state_scalars_on_host(columns)
+    try:
+        yield
+    finally:
+        torch.ops.fused_optim._state_scalars_on_host(previous)
+
+
+# ASGD's columns on the host: all, the step alone (eta and mu moved to the GPU by load_state_dict),
+# eta and mu alone; NAdam's one column.
+HOST_COLUMNS = {"ASGD": {"all": ALL_ON_HOST, "step": 0b100, "eta-mu": 0b011}, "NAdam": {"all": ALL_ON_HOST}}
 
 
 @pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
-@pytest.mark.parametrize("name, kwargs", [c for c in CONFIGS if c.values[0] in SCALARS])
-def test_state_scalars_advanced_on_the_host_match_the_twin(name, kwargs, dtype):
-    previous = torch.ops.fused_optim._state_scalars_on_host(True)
-    try:
+@pytest.mark.parametrize("name, kwargs, columns", [
+    pytest.param(*c.values, columns, id=f"{c.id}-{label}")
+    for c in CONFIGS if c.values[0] in SCALARS for label, columns in HOST_COLUMNS[c.values[0]].items()])
+def test_state_scalars_advanced_on_the_host_match_the_twin(name, kwargs, columns, dtype):
+    with state_columns_on_host(columns):
         ref, ours, ref_params, our_params = twins.run_both(name, kwargs, dtype)
-    finally:
-        torch.ops.fused_optim._state_scalars_on_host(previous)
     for a, b in zip(ref_params, our_params):
         torch.testing.assert_close(b, a, **twins.TOL[dtype])
     _assert_state_close(ref, ours, twins.TOL[dtype])
@@ -73,7 +85,8 @@ def test_state_scalars_advanced_on_the_host_match_the_twin(name, kwargs, dtype):
 
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16, torch.float32, torch.float64])
 @pytest.mark.parametrize("name", ["ASGD", "NAdam"])
-def test_state_scalars_of_any_dtype_are_rounded_like_the_twin_s(name, dtype, state_on_host):
+@pytest.mark.parametrize("columns", [0, ALL_ON_HOST], ids=["kernel-state", "host-state"])
+def test_state_scalars_of_any_dtype_are_rounded_like_the_twin_s(name, dtype, columns):
     # load_state_dict gives eta and mu (ASGD) and mu_product (NAdam) the parameters' dtype; here
     # they get `dtype` beside float64 parameters, which the step then reads and writes in that
     # dtype, rounded as torch.optim's in-place updates round them.
@@ -85,7 +98,8 @@ def test_state_scalars_of_any_dtype_are_rounded_like_the_twin_s(name, dtype, sta
         for a, b, g in zip(ref_params, our_params, twins.grads(ref_params, step)):
             a.grad, b.grad = g.clone(), g.clone()
         ref.step()
-        ours.step()
+        with state_columns_on_host(columns):
+            ours.step()
         if step == 1:
             for opt in (ref, ours):
                 for state in opt.state.values():
