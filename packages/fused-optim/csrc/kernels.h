@@ -43,7 +43,17 @@
 
 namespace fused_optim {
 
-enum class DType : int { kFloat, kDouble, kHalf, kBFloat16 };
+enum class DType : int { kFloat, kDouble, kHalf, kBFloat16, kInt, kLong };  // kInt, kLong: state scalars only
+
+// A one-element state tensor that a binding with state scalars (K::kStateScalars, e.g. ASGD's eta,
+// mu and step) reads in its per-tensor set-up and advances after the update: its data pointer on
+// the call's device, in its own dtype; or, with ptr null, `value` read on the host at launch (a
+// tensor off the call's device, or a functional op's given number), whose stores the kernel drops.
+struct StateScalar {
+  void* ptr = nullptr;
+  DType dtype = DType::kDouble;
+  double value = 0.0;
+};
 
 // One multi-tensor call. Rows are tensor indices, columns are the op's lists (params, grads,
 // states...), in the order of the binding's column enum. `dst` is where a list's result goes;
@@ -60,7 +70,11 @@ struct KernelTable {
   std::vector<const void*> src;
   std::vector<int64_t> numel;
   std::vector<double> scalars;
-  void* stream = nullptr;  // cudaStream_t for CUDA tables
+  int num_state = 0;                    // state scalars per tensor (the binding's kStateScalars)
+  std::vector<StateScalar> state;       // num_tensors * num_state
+  bool advance_state = false;           // whether the kernel advances the state it points at (an in-place step)
+  DType default_dtype = DType::kFloat;  // torch's default dtype (values torch.optim makes tensors of)
+  void* stream = nullptr;               // cudaStream_t for CUDA tables
 
   template <typename S>
   S* Dst(int64_t t, int list) const {
@@ -71,7 +85,122 @@ struct KernelTable {
     return static_cast<const S*>(src[t * num_lists + list]);
   }
   double Scalar(int64_t t, int k) const { return scalars[t * num_scalars + k]; }
+  const StateScalar* State(int64_t t) const { return state.data() + t * num_state; }
 };
+
+// How many state scalars binding K reads per tensor (0 for most).
+template <typename K>
+inline constexpr int kStateScalarsOf = [] {
+  if constexpr (requires { K::kStateScalars; }) {
+    return K::kStateScalars;
+  } else {
+    return 0;
+  }
+}();
+
+// `v` as a tensor of dtype d holds it (float16 and bfloat16 through float, as c10 and CUDA convert);
+// each device names its 16-bit types.
+template <typename Half, typename BFloat16>
+FUSED_OPTIM_HOST_DEVICE inline double RoundTo(DType d, double v) {
+  switch (d) {
+    case DType::kFloat:
+      return static_cast<double>(static_cast<float>(v));
+    case DType::kHalf:
+      return static_cast<double>(static_cast<float>(Half(static_cast<float>(v))));
+    case DType::kBFloat16:
+      return static_cast<double>(static_cast<float>(BFloat16(static_cast<float>(v))));
+    case DType::kInt:
+      return static_cast<double>(static_cast<int32_t>(v));
+    case DType::kLong:
+      return static_cast<double>(static_cast<int64_t>(v));
+    default:
+      return v;
+  }
+}
+
+// value * f in dtype d, as torch's in-place multiplication by a number rounds it: f to the dtype's
+// compute type first (float, but double for float64), then the product (exact in double for
+// float operands) to the dtype.
+template <typename Half, typename BFloat16>
+FUSED_OPTIM_HOST_DEVICE inline double ScaledIn(DType d, double value, double f) {
+  const double factor = d == DType::kDouble ? f : static_cast<double>(static_cast<float>(f));
+  return RoundTo<Half, BFloat16>(d, value * factor);
+}
+
+// A binding's view of one tensor's state scalars on the device that holds them (the CPU loops'
+// and the CUDA kernels'): loads from memory or the launch-time value, stores to memory only.
+template <typename Half, typename BFloat16>
+struct StateIO {
+  const StateScalar* state;  // this tensor's, K::kStateScalars of them
+  DType default_dtype;
+
+  FUSED_OPTIM_HOST_DEVICE double Load(int k) const {
+    const StateScalar& s = state[k];
+    if (s.ptr == nullptr) return s.value;
+    switch (s.dtype) {
+      case DType::kFloat:
+        return static_cast<double>(*static_cast<const float*>(s.ptr));
+      case DType::kHalf:
+        return static_cast<double>(static_cast<float>(*static_cast<const Half*>(s.ptr)));
+      case DType::kBFloat16:
+        return static_cast<double>(static_cast<float>(*static_cast<const BFloat16*>(s.ptr)));
+      case DType::kInt:
+        return static_cast<double>(*static_cast<const int32_t*>(s.ptr));
+      case DType::kLong:
+        return static_cast<double>(*static_cast<const int64_t*>(s.ptr));
+      default:
+        return *static_cast<const double*>(s.ptr);
+    }
+  }
+  // Writes `v` rounded to state k's dtype.
+  FUSED_OPTIM_HOST_DEVICE void Store(int k, double v) const {
+    const StateScalar& s = state[k];
+    if (s.ptr == nullptr) return;
+    switch (s.dtype) {
+      case DType::kFloat:
+        *static_cast<float*>(s.ptr) = static_cast<float>(v);
+        break;
+      case DType::kHalf:
+        *static_cast<Half*>(s.ptr) = Half(static_cast<float>(v));
+        break;
+      case DType::kBFloat16:
+        *static_cast<BFloat16*>(s.ptr) = BFloat16(static_cast<float>(v));
+        break;
+      case DType::kInt:
+        *static_cast<int32_t*>(s.ptr) = static_cast<int32_t>(v);
+        break;
+      case DType::kLong:
+        *static_cast<int64_t*>(s.ptr) = static_cast<int64_t>(v);
+        break;
+      default:
+        *static_cast<double*>(s.ptr) = v;
+    }
+  }
+  FUSED_OPTIM_HOST_DEVICE double Round(int k, double v) const { return RoundTo<Half, BFloat16>(state[k].dtype, v); }
+  FUSED_OPTIM_HOST_DEVICE double RoundToDefault(double v) const { return RoundTo<Half, BFloat16>(default_dtype, v); }
+  FUSED_OPTIM_HOST_DEVICE double Scaled(int k, double f) const {
+    return ScaledIn<Half, BFloat16>(state[k].dtype, Load(k), f);
+  }
+};
+
+// One tensor's per-tensor scalars: binding K's MakeScalars of its row, and of its state scalars
+// where K has them.
+template <typename K, typename T, typename Half, typename BFloat16>
+FUSED_OPTIM_HOST_DEVICE inline typename K::template Scalars<T> TensorScalars(const double* row,
+                                                                             const StateScalar* state,
+                                                                             DType default_dtype) {
+  if constexpr (kStateScalarsOf<K> > 0) {
+    return K::template MakeScalars<T>(row, StateIO<Half, BFloat16>{state, default_dtype});
+  } else {
+    return K::template MakeScalars<T>(row);
+  }
+}
+
+// After the update: binding K's new values of one tensor's state scalars (nothing where K has none).
+template <typename K, typename Half, typename BFloat16>
+FUSED_OPTIM_HOST_DEVICE inline void AdvanceState(const double* row, const StateScalar* state, DType default_dtype) {
+  if constexpr (kStateScalarsOf<K> > 0) K::Advance(row, StateIO<Half, BFloat16>{state, default_dtype});
+}
 
 // Calls f.template operator()<storage type, math type>() for the table's dtype; each device names
 // its own 16-bit storage types (their math runs in float).

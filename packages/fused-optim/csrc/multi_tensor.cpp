@@ -6,15 +6,20 @@
 #include <ATen/core/grad_mode.h>
 #include <ATen/ops/empty.h>
 #include <ATen/ops/zeros.h>
+#include <c10/core/DefaultDtype.h>
 #include <c10/core/InferenceMode.h>
+#include <c10/util/BFloat16.h>
 #include <c10/util/Exception.h>
+#include <c10/util/Half.h>
 
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
 #include <limits>
+#include <optional>
 #include <string>
+#include <type_traits>
 #include <utility>
 
 namespace fused_optim {
@@ -325,6 +330,67 @@ KernelTable& MultiTensorCall::Table() {
   return table;
 }
 
+namespace {
+
+thread_local int64_t state_scalars_on_host = 0;  // a bit mask of state columns
+
+DType ToStateDType(at::ScalarType t) {
+  if (t == at::kLong) return DType::kLong;
+  if (t == at::kInt) return DType::kInt;
+  return ToDType(t);
+}
+
+}  // namespace
+
+int64_t SetStateScalarsOnHost(int64_t columns) {
+  const int64_t previous = state_scalars_on_host;
+  state_scalars_on_host = columns;
+  return previous;
+}
+
+void MultiTensorCall::SetStateScalars(std::initializer_list<at::TensorList> lists) {
+  KernelTable& table = Table();
+  state_lists_.assign(lists.begin(), lists.end());
+  table.num_state = static_cast<int>(lists.size());
+  table.state.resize(num_tensors_ * table.num_state);
+  table.advance_state = true;
+  table.default_dtype = ToDType(c10::get_default_dtype_as_scalartype());
+  const auto read = [](const at::Tensor& s) {  // through the data pointer on the CPU
+    const std::optional<double> value = ReadHostScalar(s);
+    return value ? *value : s.item<double>();
+  };
+  for (int64_t t = 0; t < num_tensors_; ++t) {
+    StateScalar* state = table.state.data() + t * table.num_state;
+    bool off_device = false;
+    for (int k = 0; k < table.num_state; ++k) {
+      const at::Tensor& s = state_lists_[k][t];
+      state[k].dtype = ToStateDType(s.scalar_type());
+      if (s.device() == device_ && (state_scalars_on_host >> k & 1) == 0) {
+        state[k].ptr = s.mutable_data_ptr();
+      } else {  // on another device than the parameters': read now
+        state[k].value = read(s);
+        off_device = true;
+      }
+    }
+    // The host's share of Advance (FinishStateScalars) starts from the same values as the
+    // kernel's, which may have advanced those on the device by then: read them now too (a state
+    // split across devices; a read of one on a GPU waits for it).
+    for (int k = 0; off_device && k < table.num_state; ++k) {
+      if (state[k].ptr != nullptr) state[k].value = read(state_lists_[k][t]);
+    }
+  }
+}
+
+void MultiTensorCall::SetStateValues(const std::vector<double>& values) {
+  KernelTable& table = Table();
+  table.num_state = static_cast<int>(values.size());
+  table.state.resize(num_tensors_ * table.num_state);
+  for (int64_t t = 0; t < num_tensors_; ++t) {
+    for (int k = 0; k < table.num_state; ++k)
+      table.state[t * table.num_state + k] = {nullptr, DType::kDouble, values[k]};
+  }
+}
+
 bool MultiTensorCall::ChecksOnly() {
   Table();
   return ValidateOnly();
@@ -341,15 +407,61 @@ void MultiTensorCall::Finish() {
 
 namespace {
 
-// A step counter's value; torch.optim's CPU float32 counters are read directly (item() goes through
-// the dispatcher, which costs more than the rest of a small step).
-double StepValue(const at::Tensor& s) {
-  if (s.is_cpu() && s.scalar_type() == at::kFloat) return static_cast<double>(*s.const_data_ptr<float>());
-  if (s.is_cpu() && s.scalar_type() == at::kDouble) return *s.const_data_ptr<double>();
-  return s.item<double>();
+// f(p) with p the tensor's data pointer `data` typed by its dtype, for the dtypes of
+// ReadHostScalar; false for any other tensor (f not called).
+template <typename F>
+bool VisitHostScalar(const at::Tensor& s, void* data, F&& f) {
+  switch (s.scalar_type()) {
+    case at::kFloat:
+      return f(static_cast<float*>(data)), true;
+    case at::kDouble:
+      return f(static_cast<double*>(data)), true;
+    case at::kHalf:
+      return f(static_cast<c10::Half*>(data)), true;
+    case at::kBFloat16:
+      return f(static_cast<c10::BFloat16*>(data)), true;
+    case at::kLong:
+      return f(static_cast<int64_t*>(data)), true;
+    case at::kInt:
+      return f(static_cast<int32_t*>(data)), true;
+    default:
+      return false;
+  }
 }
 
+// float16 and bfloat16 convert through float (c10's own conversions), the others directly.
+template <typename S>
+constexpr bool kViaFloat = !std::is_floating_point_v<S> && !std::is_integral_v<S>;
+
 }  // namespace
+
+std::optional<double> ReadHostScalar(const at::Tensor& s) {
+  if (!s.is_cpu()) return std::nullopt;
+  double value = 0.0;
+  const bool read = VisitHostScalar(s, const_cast<void*>(s.const_data_ptr()), [&](const auto* p) {
+    using S = std::remove_cv_t<std::remove_pointer_t<decltype(p)>>;
+    if constexpr (kViaFloat<S>) {
+      value = static_cast<double>(static_cast<float>(*p));
+    } else {
+      value = static_cast<double>(*p);
+    }
+  });
+  return read ? std::optional<double>(value) : std::nullopt;
+}
+
+bool WriteHostScalar(const at::Tensor& s, double value) {
+  if (!s.is_cpu()) return false;
+  const bool written = VisitHostScalar(s, s.mutable_data_ptr(), [&](auto* p) {
+    using S = std::remove_pointer_t<decltype(p)>;
+    if constexpr (kViaFloat<S>) {
+      *p = static_cast<S>(static_cast<float>(value));
+    } else {
+      *p = static_cast<S>(value);
+    }
+  });
+  if (written) s.unsafeGetTensorImpl()->bump_version();
+  return written;
+}
 
 void CheckStepTensors(const char* op, at::TensorList steps, int64_t n) {
   TORCH_CHECK_VALUE(static_cast<int64_t>(steps.size()) == n, op, ": state_steps has ", steps.size(),
@@ -360,14 +472,19 @@ void CheckStepTensors(const char* op, at::TensorList steps, int64_t n) {
     const at::Tensor& s = steps[t];
     TORCH_CHECK_VALUE(s.defined() && s.layout() == at::kStrided && s.numel() == 1, op, ": state_steps[", t,
                       "] must be a dense one-element tensor");
-    TORCH_CHECK_TYPE(s.is_floating_point() || s.scalar_type() == at::kLong || s.scalar_type() == at::kInt, op,
-                     ": state_steps[", t, "] has dtype ", s.scalar_type());
+    TORCH_CHECK_TYPE(
+        IsSupportedFloating(s.scalar_type()) || s.scalar_type() == at::kLong || s.scalar_type() == at::kInt, op,
+        ": state_steps[", t, "] has dtype ", s.scalar_type(),
+        "; a step counter must be float32, float64, float16, bfloat16, int64 or int32");
     CheckWritable(op, "state_steps", t, s);
-    const double value = StepValue(s);
-    TORCH_CHECK_VALUE(std::isfinite(value) && value >= 0.0, op, ": state_steps[", t, "] is ", value,
-                      "; a step counter must be a finite count >= 0");
-    TORCH_CHECK_VALUE(s.scalar_type() != at::kInt || value < std::numeric_limits<int32_t>::max(), op, ": state_steps[",
-                      t, "] is ", value, " and would overflow int32 when incremented");
+    // Read through the data pointer on the CPU. A counter on a device is not read here: that
+    // would wait for the device on every step.
+    if (const std::optional<double> value = ReadHostScalar(s)) {
+      TORCH_CHECK_VALUE(std::isfinite(*value) && *value >= 0.0, op, ": state_steps[", t, "] is ", *value,
+                        "; a step counter must be a finite count >= 0");
+      TORCH_CHECK_VALUE(s.scalar_type() != at::kInt || *value < std::numeric_limits<int32_t>::max(), op,
+                        ": state_steps[", t, "] is ", *value, " and would overflow int32 when incremented");
+    }
     seen.push_back(s.const_data_ptr());
   }
   std::sort(seen.begin(), seen.end());
@@ -381,17 +498,10 @@ std::vector<double> IncrementSteps(at::TensorList steps) {
   std::vector<double> out(steps.size());
   for (size_t t = 0; t < steps.size(); ++t) {
     const at::Tensor& s = steps[t];
-    // torch.optim keeps steps as CPU float32 scalars: update them without a dispatcher round trip.
-    if (s.is_cpu() && s.scalar_type() == at::kFloat) {
-      float* p = s.mutable_data_ptr<float>();
-      *p += 1.0f;
-      out[t] = static_cast<double>(*p);
-      s.unsafeGetTensorImpl()->bump_version();
-    } else if (s.is_cpu() && s.scalar_type() == at::kDouble) {
-      double* p = s.mutable_data_ptr<double>();
-      *p += 1.0;
-      out[t] = *p;
-      s.unsafeGetTensorImpl()->bump_version();
+    // torch.optim keeps steps as CPU scalars: update them without a dispatcher round trip.
+    if (const std::optional<double> value = ReadHostScalar(s)) {
+      WriteHostScalar(s, *value + 1.0);
+      out[t] = *ReadHostScalar(s);
     } else {
       const_cast<at::Tensor&>(s).add_(1);
       out[t] = s.item<double>();

@@ -7,7 +7,9 @@
 
 #include <ATen/core/List.h>
 #include <ATen/core/Tensor.h>
+#include <c10/util/BFloat16.h>
 #include <c10/util/Exception.h>
+#include <c10/util/Half.h>
 #include <torch/library.h>
 
 #include <algorithm>
@@ -168,9 +170,10 @@ class MultiTensorCall {
   }
   // The same from ScalarRows, whose row depends on the step count alone: one row per run of equal
   // counts (usually one for the whole call; a row's std::pow calls cost more than a small
-  // tensor's update), copied to the others.
+  // tensor's update), copied to the others; and the rows' given state scalars (SetStateValues).
   template <typename Rows>
   void SetStepScalars(const Rows& rows, const std::vector<double>& steps) {
+    if (!rows.state.empty()) SetStateValues(rows.state);
     size_t t = 0;
     SetStepScalars(rows.num, steps, [&](double step, double* out) {
       if (t > 0 && step == steps[t - 1]) {
@@ -181,6 +184,18 @@ class MultiTensorCall {
       ++t;
     });
   }
+  // Per-parameter one-element state that the kernel reads and advances where it lives (a binding
+  // with K::kStateScalars, csrc/kernels.h): `lists` in the binding's order, one tensor per
+  // parameter each, already checked (CheckStateScalars, CheckStepTensors). A tensor off the call's
+  // device is read here (through its data pointer on the CPU) and written by FinishStateScalars.
+  void SetStateScalars(std::initializer_list<at::TensorList> lists);
+  // A functional op's state scalars, given as numbers: column k of every tensor holds values[k].
+  void SetStateValues(const std::vector<double>& values);
+  // After Launch of an in-place step with SetStateScalars: binding K's new values of the state
+  // scalars the kernel did not reach (off the call's device) from the same Advance on the host;
+  // bumps every state scalar's version counter.
+  template <typename K>
+  void FinishStateScalars();
   std::vector<double> Steps(int64_t step) const { return std::vector<double>(num_tensors_, static_cast<double>(step)); }
   // Builds the table (the last check) and says whether this thread is in validate-only mode (see
   // SetValidateOnly), where an in-place op returns now, before its first write.
@@ -227,9 +242,19 @@ class MultiTensorCall {
   std::deque<at::Tensor> owned_;
   std::optional<KernelTable> table_;
   bool in_place_;
+  std::vector<at::TensorList> state_lists_;  // SetStateScalars's, by column
 };
 
 inline constexpr bool kInPlace = true;  // MultiTensorCall's `in_place`
+
+// One-element tensors on the CPU (step counters, per-parameter state scalars), read and written
+// through their data pointers in every dtype they may have (floating or integral): item() and
+// fill_() go through the dispatcher, which costs more than a small tensor's whole update. Written
+// values are rounded to the tensor's dtype as fill_ rounds them (via float for float16/bfloat16)
+// and the version counter is bumped. For a tensor off the CPU, or of another dtype, the read
+// gives nullopt and the write returns false, having done nothing.
+std::optional<double> ReadHostScalar(const at::Tensor& s);
+bool WriteHostScalar(const at::Tensor& s, double value);
 
 // Checks and increments torch.optim's per-parameter step counters (scalar float tensors on the
 // CPU) and returns the new step values. `Check` runs before any tensor is touched: each counter
@@ -243,6 +268,13 @@ std::vector<double> IncrementSteps(at::TensorList steps);
 // so first, and only then for real, so a bad later group leaves every tensor untouched.
 bool SetValidateOnly(bool enable);
 bool ValidateOnly();
+
+// Host-state mode, per thread, for tests (the op fused_optim::_state_scalars_on_host(columns),
+// returning the previous setting): SetStateScalars then treats the state columns set in the bit
+// mask `columns` as off the call's device, read at launch and advanced by the host
+// (FinishStateScalars), the path a CUDA call takes for state kept on the CPU (NAdam's mu_product,
+// ASGD's step after load_state_dict), so that CPU tests reach it. 0 (the default): none.
+int64_t SetStateScalarsOnHost(int64_t columns);
 
 // Python exception types via TORCH_CHECK_VALUE/TORCH_CHECK_TYPE, naming the op.
 void CheckNonNegative(const char* op, const char* what, double value);
@@ -259,13 +291,17 @@ void CheckStep(const char* op, int64_t step);  // a functional op's step: the co
 // Per-tensor scalars computed from each tensor's step count: `num` of them, row(step, out) writes
 // one tensor's (ScalarRows{2, [=](double step, double* row) {...}}); NoScalarRows() where none.
 // The row must depend on the step count alone: tensors with equal counts share one computed row.
+// A functional op of an algorithm with state scalars gives their values in `state`.
 template <typename Row>
 struct ScalarRows {
   int num;
   Row row;
+  std::vector<double> state = {};
 };
 template <typename Row>
 ScalarRows(int, Row) -> ScalarRows<Row>;
+template <typename Row>
+ScalarRows(int, Row, std::vector<double>) -> ScalarRows<Row>;
 inline auto NoScalarRows() {
   return ScalarRows{0, [](double /*step*/, double* /*row*/) {}};
 }
@@ -346,6 +382,43 @@ void MultiTensorCall::Launch(const KernelBuilds<Hyper>& kernel, const Hyper& hyp
     }
   }
   Finish();
+}
+
+// A binding's view of one tensor's state scalars for the host's share of its Advance: every one's
+// value at launch (SetStateScalars read them all for a tensor with state off the call's device);
+// stores reach only those off the device, the kernel writes the others.
+struct HostStateIO {
+  const StateScalar* state;
+  DType default_dtype;
+  const std::vector<at::TensorList>& lists;
+  int64_t t;
+  double Load(int k) const { return state[k].value; }
+  void Store(int k, double v) const {
+    const at::Tensor& s = lists[k][t];
+    if (state[k].ptr == nullptr && !WriteHostScalar(s, v)) const_cast<at::Tensor&>(s).fill_(v);
+  }
+  double Round(int k, double v) const { return RoundTo<c10::Half, c10::BFloat16>(state[k].dtype, v); }
+  double RoundToDefault(double v) const { return RoundTo<c10::Half, c10::BFloat16>(default_dtype, v); }
+  double Scaled(int k, double f) const { return ScaledIn<c10::Half, c10::BFloat16>(state[k].dtype, Load(k), f); }
+};
+
+template <typename K>
+void MultiTensorCall::FinishStateScalars() {
+  const KernelTable& table = Table();
+  for (int64_t t = 0; t < num_tensors_; ++t) {
+    const StateScalar* state = table.State(t);
+    bool off_device = false;
+    for (int k = 0; k < table.num_state; ++k) {
+      if (state[k].ptr == nullptr) {
+        off_device = true;
+      } else {  // written by the kernel, through its data pointer
+        state_lists_[k][t].unsafeGetTensorImpl()->bump_version();
+      }
+    }
+    if (off_device)
+      K::Advance(table.scalars.data() + t * table.num_scalars,
+                 HostStateIO{state, table.default_dtype, state_lists_, t});
+  }
 }
 
 // Declares and implements an op file's ops, for every device, from one list:

@@ -13,6 +13,8 @@
 TORCH_LIBRARY(fused_optim, m) {
   // Switches this thread's validate-only mode (see multi_tensor.h); returns the previous setting.
   m.def("_validate_only(bool enable) -> bool", &fused_optim::SetValidateOnly);
+  // Tests only: sets this thread's host-state columns (see multi_tensor.h); returns the previous ones.
+  m.def("_state_scalars_on_host(int columns) -> int", &fused_optim::SetStateScalarsOnHost);
 }
 
 namespace {

@@ -145,3 +145,49 @@ def test_state_dict_moves_between_cpu_and_cuda():
     opt_cpu.step()
     opt_gpu.step()
     torch.testing.assert_close(gpu[0].detach().cpu(), cpu[0].detach(), rtol=1e-6, atol=1e-7)
+
+
+@pytest.mark.parametrize("name", ["ASGD", "NAdam"])
+def test_state_scalars_on_the_device_match_cpu_without_a_sync(name):
+    # ASGD keeps eta, mu and step on the parameters' device; NAdam's mu_product gets there through
+    # load_state_dict (in the parameters' dtype). The kernels read and advance them where they
+    # live: the step never waits for the device (sync debug mode raises on a synchronization).
+    gen = torch.Generator().manual_seed(0)
+    cpu = [torch.randn(s, generator=gen).requires_grad_() for s in [*SHAPES[:-1], (0,)]]
+    gpu = [p.detach().cuda().requires_grad_() for p in cpu]
+    kwargs = dict(lr=0.02, t0=1) if name == "ASGD" else dict(lr=0.01, weight_decay=0.1)
+    opt_cpu, opt_gpu = getattr(fused_optim, name)(cpu, **kwargs), getattr(fused_optim, name)(gpu, **kwargs)
+    for step in range(4):
+        for a, b in zip(cpu, gpu):
+            a.grad = torch.randn(a.shape, generator=gen)
+            b.grad = a.grad.cuda()
+        if step < 2:
+            opt_cpu.step()
+            opt_gpu.step()
+        else:
+            torch.cuda.synchronize()
+            torch.cuda.set_sync_debug_mode("error")
+            try:
+                opt_cpu.step()
+                opt_gpu.step()
+            finally:
+                torch.cuda.set_sync_debug_mode("default")
+        if step == 0:
+            opt_gpu.load_state_dict(opt_gpu.state_dict())
+            key = "eta" if name == "ASGD" else "mu_product"
+            assert opt_gpu.state[gpu[0]][key].is_cuda
+    for a, b in zip(cpu, gpu):
+        torch.testing.assert_close(b.detach().cpu(), a.detach(), rtol=1e-5, atol=1e-6)
+    for a, b in zip(cpu, gpu):
+        for key, value in opt_cpu.state[a].items():
+            torch.testing.assert_close(opt_gpu.state[b][key].cpu(), value, rtol=1e-6, atol=0)
+
+
+def test_graph_capture_of_a_non_capturable_step_is_refused():
+    p = torch.zeros(8, device="cuda", requires_grad=True)
+    p.grad = torch.ones_like(p)
+    opt = fused_optim.Adam([p], lr=0.1)
+    opt.step()  # warm up outside the capture
+    graph = torch.cuda.CUDAGraph()
+    with pytest.raises(RuntimeError, match="capturable=False"), torch.cuda.graph(graph):
+        opt.step()

@@ -153,7 +153,8 @@ void RunKernel(const KernelTable& table, const typename K::template Hyper<double
         io0.write[col] = dst ? dst + begin : ScratchChunk<scalar_t>();
       }
       HyperT h1 = h0;
-      ScalarsT s1 = K::template MakeScalars<T>(table.scalars.data() + t * table.num_scalars);
+      ScalarsT s1 = TensorScalars<K, T, c10::Half, c10::BFloat16>(table.scalars.data() + t * table.num_scalars,
+                                                                  table.State(t), table.default_dtype);
       std::apply(
           [&](auto... flags) {
             Specialize<scalar_t>(
@@ -177,6 +178,15 @@ void RunKernel(const KernelTable& table, const typename K::template Hyper<double
           K::Flags(h1, s1));
     });
   });
+  // The state scalars' new values, once no chunk reads them any more.
+  if constexpr (kStateScalarsOf<K> > 0) {
+    if (table.advance_state) {
+      for (int64_t t = 0; t < table.num_tensors; ++t) {
+        AdvanceState<K, c10::Half, c10::BFloat16>(table.scalars.data() + t * table.num_scalars, table.State(t),
+                                                  table.default_dtype);
+      }
+    }
+  }
 }
 
 }  // namespace

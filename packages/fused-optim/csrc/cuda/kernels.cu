@@ -20,7 +20,8 @@ inline constexpr int kBlockSize = 256;
 // (the lists may alias as far as the compiler knows), so each thread has one access in flight.
 inline constexpr int64_t kChunkSize = 2048;
 inline constexpr int kTensorsPerLaunch = 32;
-inline constexpr int kMaxScalars = 4;
+inline constexpr int kMaxScalars = 5;
+inline constexpr int kMaxState = 3;                    // state scalars per tensor (ASGD's eta, mu and step)
 inline constexpr int64_t kMaxGridBlocks = 2147483647;  // gridDim.x limit
 
 // Passed by value as the kernel argument (CUDA >= 12.1 allows 32 KiB of kernel parameters).
@@ -30,6 +31,8 @@ struct LaunchMeta {
   const void* src[NL][kTensorsPerLaunch];
   int64_t numel[kTensorsPerLaunch];
   double scalars[kTensorsPerLaunch][kMaxScalars];
+  StateScalar state[kTensorsPerLaunch][kMaxState];  // read by the set-up, written by AdvanceKernel
+  DType default_dtype;
   // Block b works on the slot t with first_block[t] <= b < first_block[t + 1].
   int64_t first_block[kTensorsPerLaunch + 1];
 };
@@ -52,7 +55,18 @@ __global__ void __launch_bounds__(kBlockSize)
   while (meta.first_block[t + 1] <= block) ++t;  // at most kTensorsPerLaunch steps, uniform per block
   const int64_t begin = (block - meta.first_block[t]) * kChunkSize;
   const int64_t end = begin + kChunkSize < meta.numel[t] ? begin + kChunkSize : meta.numel[t];
-  for (int64_t i = begin + threadIdx.x; i < end; i += blockDim.x) op(meta, t, i);
+  // The per-tensor scalars once per thread: state scalars are loads the compiler could not hoist
+  // above the element loop's stores.
+  const auto scalars = op.Scalars(meta, t);
+  for (int64_t i = begin + threadIdx.x; i < end; i += blockDim.x) op(meta, t, i, scalars);
+}
+
+// After MultiTensorKernel on the same stream (so no block still reads them): each slot's state
+// scalars advance, one thread per tensor.
+template <int NL, typename Op>
+__global__ void AdvanceKernel(const __grid_constant__ LaunchMeta<NL> meta, int slots, const Op op) {
+  const int t = static_cast<int>(threadIdx.x);
+  if (t < slots) op.Advance(meta, t);
 }
 
 inline void CheckLaunch(const char* what) {
@@ -71,19 +85,27 @@ void LaunchMultiTensor(const KernelTable& table, const Op& op, const char* what)
   if (table.num_lists != NL) throw std::logic_error(std::string("fused_optim: wrong list count for ") + what);
   if (table.num_scalars > kMaxScalars) throw std::logic_error("fused_optim: too many per-tensor scalars");
   cudaStream_t stream = static_cast<cudaStream_t>(table.stream);
+  if (table.num_state > kMaxState) throw std::logic_error("fused_optim: too many state scalars");
   LaunchMeta<NL> meta{};
+  meta.default_dtype = table.default_dtype;
   int slot = 0;
   int64_t blocks = 0;
   const auto run = [&]() {
     meta.first_block[slot] = blocks;
-    MultiTensorKernel<NL, Op><<<static_cast<unsigned>(blocks), kBlockSize, 0, stream>>>(meta, op);
-    CheckLaunch(what);
+    if (blocks > 0) {
+      MultiTensorKernel<NL, Op><<<static_cast<unsigned>(blocks), kBlockSize, 0, stream>>>(meta, op);
+      CheckLaunch(what);
+    }
+    if (table.advance_state) {
+      AdvanceKernel<NL, Op><<<1, kTensorsPerLaunch, 0, stream>>>(meta, slot, op);
+      CheckLaunch(what);
+    }
     slot = 0;
     blocks = 0;
   };
   for (int64_t t = 0; t < table.num_tensors; ++t) {
     const int64_t n = table.numel[t];
-    if (n == 0) continue;
+    if (n == 0 && !table.advance_state) continue;  // an empty tensor's state still advances
     const int64_t chunks = (n + kChunkSize - 1) / kChunkSize;
     if (blocks + chunks > kMaxGridBlocks && slot > 0) run();  // a grid holds 2^31 - 1 blocks
     for (int l = 0; l < NL; ++l) {
@@ -92,6 +114,7 @@ void LaunchMultiTensor(const KernelTable& table, const Op& op, const char* what)
     }
     meta.numel[slot] = n;
     for (int k = 0; k < table.num_scalars; ++k) meta.scalars[slot][k] = table.Scalar(t, k);
+    for (int k = 0; k < table.num_state; ++k) meta.state[slot][k] = table.State(t)[k];
     meta.first_block[slot] = blocks;
     blocks += chunks;
     if (++slot == kTensorsPerLaunch) run();
@@ -114,8 +137,17 @@ template <typename K, typename S, typename T>
 struct BoundOp {
   typename K::template Hyper<T> h;
   template <int NL>
-  __device__ void operator()(const LaunchMeta<NL>& meta, int t, int64_t i) const {
-    K::Apply(ElementIO<S, T, NL>{meta, t, i}, h, K::template MakeScalars<T>(meta.scalars[t]));
+  __device__ auto Scalars(const LaunchMeta<NL>& meta, int t) const {
+    return TensorScalars<K, T, __half, __nv_bfloat16>(meta.scalars[t], meta.state[t], meta.default_dtype);
+  }
+  template <int NL>
+  __device__ void operator()(const LaunchMeta<NL>& meta, int t, int64_t i,
+                             const typename K::template Scalars<T>& s) const {
+    K::Apply(ElementIO<S, T, NL>{meta, t, i}, h, s);
+  }
+  template <int NL>
+  __device__ void Advance(const LaunchMeta<NL>& meta, int t) const {
+    AdvanceState<K, __half, __nv_bfloat16>(meta.scalars[t], meta.state[t], meta.default_dtype);
   }
 };
 

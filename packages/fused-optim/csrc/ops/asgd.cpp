@@ -1,7 +1,8 @@
-// ASGD ops: argument checks, outputs and the per-tensor step size and averaging weight (each
-// parameter's eta and mu, then their next values from its step count); the element math is
-// math/asgd.h.
+// ASGD ops: argument checks, outputs, and each parameter's eta, mu and step count handed to the
+// kernel as state scalars (math/asgd.h holds the element math and their schedule).
 #include <cmath>
+#include <utility>
+#include <vector>
 
 #include "multi_tensor.h"
 #include "ops/state_scalars.h"
@@ -15,11 +16,17 @@ math::AsgdHyper<double> MakeHyper(const char* op, double lambd, double weight_de
   return {weight_decay, maximize, weight_decay != 0.0};
 }
 
-void ScalarRow(double eta, double mu, double lambd, double* row) {
-  using namespace asgd_cols;
-  row[kEta] = eta;
-  row[kDecay] = 1.0 - lambd * eta;
-  row[kMu] = mu;
+// The per-tensor row: the schedule's settings (the functional ops read only lambd).
+auto ScheduleRows(double lr, double lambd, double alpha, double t0, std::vector<double> given_state = {}) {
+  return ScalarRows{asgd_cols::kNumScalars,
+                    [=](double /*step*/, double* row) {
+                      using namespace asgd_cols;
+                      row[kLr] = lr;
+                      row[kLambd] = lambd;
+                      row[kAlpha] = alpha;
+                      row[kT0] = t0;
+                    },
+                    std::move(given_state)};
 }
 
 void AsgdStepInPlace(at::TensorList params, at::TensorList grads, at::TensorList axs, at::TensorList etas,
@@ -35,27 +42,18 @@ void AsgdStepInPlace(at::TensorList params, at::TensorList grads, at::TensorList
   CheckStateScalars(op, "etas", etas, call.size());
   CheckStateScalars(op, "mus", mus, call.size());
   CheckStepTensors(op, state_steps, call.size());
-  if (call.ChecksOnly()) return;                                  // nothing is written yet
-  const std::vector<double> steps = IncrementSteps(state_steps);  // first modification
-  size_t t = 0;
-  call.SetStepScalars(asgd_cols::kNumScalars, steps, [&](double /*step*/, double* row) {
-    ScalarRow(ReadStateScalar(etas[t]), ReadStateScalar(mus[t]), lambd, row);
-    ++t;
-  });
+  if (call.ChecksOnly()) return;  // nothing is written yet
+  // Each parameter's eta and mu are read, and with its step count advanced, where they live (on
+  // the parameter's device, as torch.optim keeps them): no value crosses to the host.
+  call.SetStepScalars(ScheduleRows(lr, lambd, alpha, t0), call.Steps(0));
+  call.SetStateScalars({etas, mus, state_steps});  // asgd_cols' state order
   call.Launch(FUSED_OPTIM_KERNEL(AsgdStep), hyper);
-  // torch.optim's schedule, for the next step: eta = lr / (1 + lambd lr t)^alpha, mu = 1 / max(1, t - t0),
-  // each made a tensor of the default dtype before it is copied into the state.
-  for (size_t i = 0; i < steps.size(); ++i) {
-    WriteStateScalar(etas[i], RoundToDefaultDtype(lr / std::pow(1.0 + lambd * lr * steps[i], alpha)));
-    WriteStateScalar(mus[i], RoundToDefaultDtype(1.0 / std::max(1.0, steps[i] - t0)));
-  }
+  call.FinishStateScalars<bind::AsgdStep>();
 }
 
 // The functional ops' per-tensor scalars: eta and mu are given, so they read no step count (the
 // ops pass step 1).
-auto GivenScalars(double eta, double mu, double lambd) {
-  return ScalarRows{asgd_cols::kNumScalars, [=](double /*step*/, double* row) { ScalarRow(eta, mu, lambd, row); }};
-}
+auto GivenScalars(double eta, double mu, double lambd) { return ScheduleRows(0.0, lambd, 0.0, 0.0, {eta, mu, 0.0}); }
 
 void CheckEtaMu(const char* op, double eta, double mu) {
   TORCH_CHECK_VALUE(std::isfinite(eta) && std::isfinite(mu), op, ": eta and mu must be finite, got eta=", eta,

@@ -1,6 +1,8 @@
-// NAdam ops: argument checks, outputs and the per-tensor momentum-schedule terms (including the
-// in-place update of each parameter's mu_product); the element math is math/nadam.h.
+// NAdam ops: argument checks, outputs, the per-tensor momentum-schedule terms and each
+// parameter's mu_product handed to the kernel as a state scalar; the element math is math/nadam.h.
 #include <cmath>
+#include <utility>
+#include <vector>
 
 #include "multi_tensor.h"
 #include "ops/state_scalars.h"
@@ -21,19 +23,20 @@ math::NadamHyper<double> MakeHyper(const char* op, double lr, double beta1, doub
   return math::NadamHyper<double>::Make(lr, beta1, beta2, eps, weight_decay, decoupled_weight_decay, maximize);
 }
 
-// The momentum coefficient mu_t of torch.optim.NAdam's schedule (Python's copy, for the functional
-// ops' returned product and diffopt's transforms: fused_optim.functional.nadam_momentum).
-double Momentum(const NadamArgs& a, double step) {
-  return a.beta1 * (1.0 - 0.5 * std::pow(0.96, step * a.momentum_decay));
-}
-
-// One tensor's scalars from its step and its momentum product through this step (prod_t).
-void ScalarRow(const NadamArgs& a, double step, double mu_product, double* row) {
-  using namespace nadam_cols;
-  const double mu = Momentum(a, step), mu_next = Momentum(a, step + 1.0);
-  row[kBc2] = 1.0 - std::pow(a.beta2, step);
-  row[kGradCoef] = -a.lr * (1.0 - mu) / (1.0 - mu_product);
-  row[kAvgCoef] = -a.lr * mu_next / (1.0 - mu_product * mu_next);
+// The per-tensor row of step count `step` (the count after this update): the coefficients' terms
+// and the factor taking the state's product to prod_t (see nadam_cols); a functional op gives
+// prod_t itself, so its factor is 1.
+auto StepRows(const NadamArgs& a, bool given_product, std::vector<double> given_state = {}) {
+  return ScalarRows{nadam_cols::kNumScalars,
+                    [=](double step, double* row) {
+                      using namespace nadam_cols;
+                      row[kLr] = a.lr;
+                      row[kBc2] = 1.0 - std::pow(a.beta2, step);
+                      row[kMu] = math::NadamMomentum(a.beta1, a.momentum_decay, step);
+                      row[kMuNext] = math::NadamMomentum(a.beta1, a.momentum_decay, step + 1.0);
+                      row[kProductFactor] = given_product ? 1.0 : row[kMu];
+                    },
+                    std::move(given_state)};
 }
 
 void NadamStepInPlace(at::TensorList params, at::TensorList grads, at::TensorList exp_avgs, at::TensorList exp_avg_sqs,
@@ -49,13 +52,12 @@ void NadamStepInPlace(at::TensorList params, at::TensorList grads, at::TensorLis
   CheckStepTensors(op, state_steps, call.size());
   if (call.ChecksOnly()) return;  // nothing is written yet
   const NadamArgs args{lr, beta1, beta2, momentum_decay};
-  const std::vector<double> steps = IncrementSteps(state_steps);  // first modification
-  std::vector<double> products(steps.size());
-  for (size_t t = 0; t < steps.size(); ++t) products[t] = ScaleStateScalar(mu_products[t], Momentum(args, steps[t]));
-  size_t t = 0;
-  call.SetStepScalars(nadam_cols::kNumScalars, steps,
-                      [&](double step, double* row) { ScalarRow(args, step, products[t++], row); });
+  call.SetStepScalars(StepRows(args, false), IncrementSteps(state_steps));  // first modification
+  // Each parameter's mu_product is read, and advanced to prod_t, where it lives (on the CPU, or
+  // on the parameter's device after load_state_dict or with capturable state).
+  call.SetStateScalars({mu_products});
   call.Launch(FUSED_OPTIM_KERNEL(NadamStep), hyper);
+  call.FinishStateScalars<bind::NadamStep>();
 }
 
 // The functional ops take the momentum product through this step (prod_t = mu_1 ... mu_t).
@@ -68,8 +70,7 @@ void CheckProduct(const char* op, double mu_product) {
 
 // The functional ops' per-tensor scalars, at the momentum product `mu_product` through the step.
 auto StepScalars(double lr, double beta1, double beta2, double momentum_decay, double mu_product) {
-  const NadamArgs args{lr, beta1, beta2, momentum_decay};
-  return ScalarRows{nadam_cols::kNumScalars, [=](double step, double* row) { ScalarRow(args, step, mu_product, row); }};
+  return StepRows(NadamArgs{lr, beta1, beta2, momentum_decay}, true, {mu_product});
 }
 
 Lists<3> NadamUpdate(at::TensorList params, at::TensorList grads, at::TensorList exp_avgs, at::TensorList exp_avg_sqs,

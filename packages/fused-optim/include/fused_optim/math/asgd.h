@@ -1,7 +1,8 @@
 // ASGD (Polyak & Juditsky, 1992; Bottou, 2012) element-wise math, as torch.optim.ASGD.
 //   g' = ±g + wd p;  p <- p (1 - lambd eta) - eta g';  ax <- p if mu == 1 else ax + mu (p - ax)
-// eta and mu are per-parameter state scalars read before the step; their next values
-// (lr / (1 + lambd lr t)^alpha and 1 / max(1, t - t0)) are set on the host.
+// eta and mu are per-parameter state scalars read before the step; after it, the step count t
+// advances and they become lr / (1 + lambd lr t)^alpha and 1 / max(1, t - t0) (AsgdAdvance), all
+// read and written where they live (the kernels' state scalars, csrc/kernels.h).
 #pragma once
 
 #include "fused_optim/math/common.h"
@@ -25,6 +26,21 @@ struct AsgdStepScalars {
   T eta, decay, mu;   // decay = 1 - lambd * eta
   bool copy_average;  // mu == 1: the average is the parameter itself (torch copies it)
 };
+
+// One tensor's scalars from its eta and mu.
+template <typename T>
+FUSED_OPTIM_HOST_DEVICE inline AsgdStepScalars<T> AsgdScalars(double eta, double mu, double lambd) {
+  return {T(eta), T(1.0 - lambd * eta), T(mu), mu == 1.0};
+}
+
+// torch.optim.ASGD's schedule after the step that made the count t.
+FUSED_OPTIM_HOST_DEVICE inline double AsgdEta(double lr, double lambd, double alpha, double t) {
+  return lr / pow(1.0 + lambd * lr * t, alpha);
+}
+FUSED_OPTIM_HOST_DEVICE inline double AsgdMu(double t0, double t) {
+  const double d = t - t0;
+  return 1.0 / (d > 1.0 ? d : 1.0);  // 1 / max(1, t - t0)
+}
 
 template <typename T>
 FUSED_OPTIM_HOST_DEVICE inline void AsgdStep(T& p, T grad, T& ax, const AsgdHyper<T>& h, const AsgdStepScalars<T>& s) {
@@ -60,7 +76,8 @@ namespace fused_optim {
 namespace asgd_cols {
 enum : int { kParam, kGrad, kAx };
 enum : int { kGParamNew = 0, kGAxNew, kOutParam, kOutGrad, kOutAx };
-enum : int { kEta = 0, kDecay, kMu, kNumScalars };  // per-tensor scalars (from each parameter's eta and mu)
+enum : int { kLr = 0, kLambd, kAlpha, kT0, kNumScalars };  // per-tensor scalars: the schedule's settings
+enum : int { kEta = 0, kMu, kStep, kNumState };            // state scalars (a functional op gives eta and mu)
 }  // namespace asgd_cols
 
 namespace bind {
@@ -70,10 +87,21 @@ struct Asgd {
   using Hyper = math::AsgdHyper<T>;
   template <typename T>
   using Scalars = math::AsgdStepScalars<T>;
-  template <typename T>
-  FUSED_OPTIM_HOST_DEVICE static Scalars<T> MakeScalars(const double* row) {
+  static constexpr int kStateScalars = asgd_cols::kNumState;
+  template <typename T, typename StateIO>
+  FUSED_OPTIM_HOST_DEVICE static Scalars<T> MakeScalars(const double* row, const StateIO& state) {
     using namespace asgd_cols;
-    return {T(row[kEta]), T(row[kDecay]), T(row[kMu]), row[kMu] == 1.0};
+    return math::AsgdScalars<T>(state.Load(kEta), state.Load(kMu), row[kLambd]);
+  }
+  // After an in-place step: the count advances, then eta and mu follow it, each first made a
+  // tensor of the default dtype as torch.optim makes them.
+  template <typename StateIO>
+  FUSED_OPTIM_HOST_DEVICE static void Advance(const double* row, const StateIO& state) {
+    using namespace asgd_cols;
+    const double t = state.Round(kStep, state.Load(kStep) + 1.0);
+    state.Store(kStep, t);
+    state.Store(kEta, state.RoundToDefault(math::AsgdEta(row[kLr], row[kLambd], row[kAlpha], t)));
+    state.Store(kMu, state.RoundToDefault(math::AsgdMu(row[kT0], t)));
   }
   template <typename T>
   static auto Flags(Hyper<T>& h, Scalars<T>& s) {

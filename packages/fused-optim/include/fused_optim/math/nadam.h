@@ -2,8 +2,9 @@
 //   g' = ±g (+ wd p, L2 form);  p <- p (1 - lr wd) (decoupled form)
 //   m <- lerp(m, g', 1 - b1);  v <- b2 v + (1 - b2) g'^2;  d = sqrt(v / bc2) + eps
 //   p <- p + cg g' / d + cm m / d,  cg = -lr (1 - mu_t) / (1 - prod_t),  cm = -lr mu_{t+1} / (1 - prod_{t+1})
-// where mu_t = b1 (1 - 0.5 * 0.96^(t psi)) and prod_t = mu_1 ... mu_t depend only on the step
-// (computed on the host, per tensor).
+// where mu_t = b1 (1 - 0.5 * 0.96^(t psi)) depends only on the step (computed on the host, per
+// tensor) and prod_t = prod_{t-1} mu_t is each parameter's mu_product state scalar, read and
+// advanced where it lives (the kernels' state scalars, csrc/kernels.h).
 #pragma once
 
 #include "fused_optim/math/common.h"
@@ -20,6 +21,18 @@ struct NadamStepScalars {
   T grad_coef;  // -lr (1 - mu_t) / (1 - prod_t)
   T avg_coef;   // -lr mu_{t+1} / (1 - prod_t mu_{t+1})
 };
+
+// torch.optim.NAdam's momentum coefficient mu_t at step t.
+FUSED_OPTIM_HOST_DEVICE inline double NadamMomentum(double beta1, double momentum_decay, double t) {
+  return beta1 * (1.0 - 0.5 * pow(0.96, t * momentum_decay));
+}
+
+// One tensor's scalars from its bias correction, mu_t, mu_{t+1} and prod_t.
+template <typename T>
+FUSED_OPTIM_HOST_DEVICE inline NadamStepScalars<T> NadamScalars(double lr, double bc2, double mu, double mu_next,
+                                                                double mu_product) {
+  return {T(bc2), T(-lr * (1.0 - mu) / (1.0 - mu_product)), T(-lr * mu_next / (1.0 - mu_product * mu_next))};
+}
 
 // One in-place step, in torch.optim's (single-tensor) operation order.
 template <typename T>
@@ -56,7 +69,10 @@ FUSED_OPTIM_HOST_DEVICE inline NadamGrads<T> NadamStepBackward(T gp_new, T gm_ne
 // maps them to the math above, shared by the CPU loops and the CUDA kernels.
 namespace fused_optim {
 namespace nadam_cols {
-enum : int { kBc2 = 0, kGradCoef, kAvgCoef, kNumScalars };  // per-tensor scalars
+// Per-tensor scalars: the terms of the step count, and the factor taking the state's product to
+// prod_t (mu_t for an in-place step, whose state holds prod_{t-1}; 1 for a functional op, given prod_t).
+enum : int { kLr = 0, kBc2, kMu, kMuNext, kProductFactor, kNumScalars };
+enum : int { kMuProduct = 0, kNumState };  // state scalars
 }  // namespace nadam_cols
 
 namespace bind {
@@ -66,10 +82,21 @@ struct Nadam {
   using Hyper = math::NadamHyper<T>;
   template <typename T>
   using Scalars = math::NadamStepScalars<T>;
-  template <typename T>
-  FUSED_OPTIM_HOST_DEVICE static Scalars<T> MakeScalars(const double* row) {
+  static constexpr int kStateScalars = nadam_cols::kNumState;
+  // prod_t: the state's product times the row's factor, rounded as torch.optim's in-place
+  // mu_product *= mu_t rounds it.
+  template <typename StateIO>
+  FUSED_OPTIM_HOST_DEVICE static double Product(const double* row, const StateIO& state) {
+    return state.Scaled(nadam_cols::kMuProduct, row[nadam_cols::kProductFactor]);
+  }
+  template <typename T, typename StateIO>
+  FUSED_OPTIM_HOST_DEVICE static Scalars<T> MakeScalars(const double* row, const StateIO& state) {
     using namespace nadam_cols;
-    return {T(row[kBc2]), T(row[kGradCoef]), T(row[kAvgCoef])};
+    return math::NadamScalars<T>(row[kLr], row[kBc2], row[kMu], row[kMuNext], Product(row, state));
+  }
+  template <typename StateIO>
+  FUSED_OPTIM_HOST_DEVICE static void Advance(const double* row, const StateIO& state) {
+    state.Store(nadam_cols::kMuProduct, Product(row, state));
   }
   template <typename T>
   static auto Flags(Hyper<T>& h, Scalars<T>& /*s*/) {

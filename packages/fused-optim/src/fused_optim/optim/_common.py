@@ -13,8 +13,8 @@ from torch.optim.optimizer import _get_scalar_dtype
 
 from fused_optim import _C, ops
 
-__all__ = ["STEP", "FusedStep", "Slot", "StepPlan", "bucket_lists", "option", "run_closure", "scalar", "scalar_state",
-           "torch_path_needed", "zeros"]
+__all__ = ["STEP", "FusedStep", "Slot", "StepPlan", "bucket_lists", "check_capture", "option", "run_closure", "scalar",
+           "scalar_state", "torch_path_needed", "zeros"]
 
 
 def run_closure(closure: Callable[[], Any] | None) -> Any:
@@ -40,6 +40,26 @@ def torch_path_needed(optimizer: torch.optim.Optimizer) -> bool:
         if isinstance(lr, Tensor) and lr.requires_grad:
             return True
     return False
+
+
+def check_capture(optimizer: torch.optim.Optimizer) -> None:
+    """Refuses a step inside CUDA-graph capture unless every group is ``capturable``, as
+    torch.optim does.
+
+    A fused step reads its step counts and hyper-parameters on the host when it is launched, so a
+    captured step would replay the capture's bias corrections and never advance ``state["step"]``:
+    silently wrong. Costs one function call in a process that never initialized CUDA. Callers skip
+    it under ``torch.compile``, which decides on CUDA graphs itself (as torch.optim does).
+    """
+    if not (torch.cuda.is_initialized() and torch.cuda.is_current_stream_capturing()):
+        return
+    for i, group in enumerate(optimizer.param_groups):
+        if not group.get("capturable"):
+            raise RuntimeError(
+                f"{type(optimizer).__name__}.step() was called while the current CUDA stream is capturing a "
+                f"graph, but param_groups[{i}] has capturable=False: a replay of such a step would reuse the "
+                "step counts it was captured with. Construct the optimizer with capturable=True to capture its "
+                "step.")
 
 
 def scalar(value: Any) -> float:
@@ -468,12 +488,15 @@ class FusedStep:
     def step(self, closure: Callable[[], Any] | None = None) -> Any:
         """Performs one optimization step (``closure`` re-evaluates the model and returns the loss)."""
         super_step = super().step  # type: ignore[misc]
+        compiling = torch.compiler.is_compiling()
+        if not compiling:
+            check_capture(self)  # type: ignore[arg-type]
         if torch_path_needed(self) or (self._sparse_to_torch and any(  # type: ignore[arg-type]
                 p.grad is not None and p.grad.is_sparse for g in self.param_groups for p in g["params"])):
             return super_step(closure)
         loss = run_closure(closure)
         op = getattr(ops, self._op)
-        cacheable = not torch.compiler.is_compiling()
+        cacheable = not compiling
         gathered = self.__dict__.get("_gathered") if cacheable else None
         if gathered is not None and gathered.step(self):
             return loss
