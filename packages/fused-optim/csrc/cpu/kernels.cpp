@@ -110,9 +110,13 @@ scalar_t* ScratchChunk() {
 }
 
 // The per-thread float32 copies of a 16-bit block, one row per column of a table of NL lists.
+// Rows lie a cache line more than 4 KiB apart: at exactly 4 KiB, element i of every column would
+// share its address's low 12 bits, and the loop's stores would stall its loads of the other
+// columns (4K aliasing), which made the 16-bit loops run at half speed.
+inline constexpr int64_t kWideRow = kWideBlock + 16;
 template <int NL>
-float (*WideBlocks()) [kWideBlock] {
-  alignas(64) static thread_local float blocks[NL][kWideBlock];
+float (*WideBlocks()) [kWideRow] {
+  alignas(64) static thread_local float blocks[NL][kWideRow];
   return blocks;
 }
 
@@ -254,11 +258,17 @@ struct BFloat16Bits {
 };
 
 struct HalfBits {
+#if defined(FUSED_OPTIM_CPU_AVX512)
+  // The masked forms (all lanes) of the conversions: the plain ones start from an undefined
+  // register, which gcc 12 reports as maybe uninitialized.
+  static constexpr __mmask16 kAll = 0xFFFF;
+#endif
   static void Widen(const uint16_t* in, float* out, int64_t n) {
     int64_t i = 0;
 #if defined(FUSED_OPTIM_CPU_AVX512)
     for (; i + 16 <= n; i += 16) {
-      _mm512_storeu_ps(out + i, _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(in + i))));
+      const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(in + i));
+      _mm512_storeu_ps(out + i, _mm512_mask_cvtph_ps(_mm512_setzero_ps(), kAll, h));
     }
 #elif defined(FUSED_OPTIM_CPU_AVX2)
     for (; i + 8 <= n; i += 8) {
@@ -278,7 +288,8 @@ struct HalfBits {
       __m512 x = _mm512_loadu_ps(in + i);
       const __m512i canonical = _mm512_or_si512(_mm512_and_si512(_mm512_castps_si512(x), sign), quiet_nan);
       x = _mm512_mask_mov_ps(x, _mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q), _mm512_castsi512_ps(canonical));
-      _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + i), _mm512_cvtps_ph(x, _MM_FROUND_TO_NEAREST_INT));
+      const __m256i h = _mm512_mask_cvtps_ph(_mm256_setzero_si256(), kAll, x, _MM_FROUND_TO_NEAREST_INT);
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + i), h);
     }
 #elif defined(FUSED_OPTIM_CPU_AVX2)
     const __m256 sign = _mm256_castsi256_ps(_mm256_set1_epi32(static_cast<int>(0x80000000u)));
@@ -320,7 +331,7 @@ void RunWideChunk(const KernelTable& table, int64_t t, int64_t begin, int64_t en
   constexpr int NL = K::kLists;
   ColumnUse<NL> use;
   K::Apply(use, h, s);
-  float (*blocks)[kWideBlock] = WideBlocks<NL>();
+  float (*blocks)[kWideRow] = WideBlocks<NL>();
   const uint16_t* in[NL];
   uint16_t* out[NL];
   ChunkIO<float, NL> io{};
@@ -339,6 +350,15 @@ void RunWideChunk(const KernelTable& table, int64_t t, int64_t begin, int64_t en
     const int64_t n = end - b < kWideBlock ? end - b : kWideBlock;
     for (int col = 0; col < NL; ++col) {
       if (use.loads[col] && in[col]) Format::Widen(in[col] + b, blocks[col], n);
+    }
+    // Ask for the next block while this one computes: the loop alternates between loading and
+    // computing, and without this the memory would idle while the math runs. (A prefetch never
+    // faults, so past the end is harmless.)
+    for (int col = 0; col < NL; ++col) {
+      if (use.loads[col] && in[col]) {
+        const char* next = reinterpret_cast<const char*>(in[col] + b + kWideBlock);
+        for (int64_t byte = 0; byte < kWideBlock * 2; byte += 64) __builtin_prefetch(next + byte, 0, 3);
+      }
     }
     RunLoop<K, float>(io, h, s, n);
     for (int col = 0; col < NL; ++col) {
