@@ -120,22 +120,6 @@ float (*WideBlocks()) [kWideRow] {
   alignas(64) static thread_local float blocks[NL][kWideRow];
   return blocks;
 }
-
-// Which columns an element function loads and which it stores, found by running it once on a
-// stand-in element with the call's options (a state that an option switches off is not stored).
-// The 16-bit loops widen only the columns it loads and narrow back only those it stores: a
-// read-only input (the gradient) is never rewritten.
-template <int NL>
-struct ColumnUse {
-  mutable bool loads[NL] = {};
-  mutable bool stores[NL] = {};
-  float Load(int col) const {
-    loads[col] = true;
-    return 1.0f;
-  }
-  void Store(int col, float /*value*/) const { stores[col] = true; }
-};
-
 // The 16-bit storage formats, element by element, with round-to-nearest-even narrowing and the
 // special values c10::BFloat16/c10::Half give: NaN narrows to the canonical quiet NaN (bfloat16:
 // 0x7FC0 whatever its sign; float16: the sign kept, 0x7E00), a widened signaling NaN comes out
@@ -145,7 +129,9 @@ struct ColumnUse {
 // AVX-512 instead, which give the same bits (tests compare the builds).
 #define FUSED_OPTIM_CONVERT inline __attribute__((always_inline))
 
-FUSED_OPTIM_CONVERT float BFloat16BitsToFloat(uint16_t b) { return std::bit_cast<float>(uint32_t{b} << 16); }
+FUSED_OPTIM_CONVERT float BFloat16BitsToFloat(uint16_t b) {
+  return std::bit_cast<float>(uint32_t{b} << 16);
+}
 
 FUSED_OPTIM_CONVERT uint16_t FloatToBFloat16Bits(float f) {
   const uint32_t u = std::bit_cast<uint32_t>(f);
@@ -207,6 +193,21 @@ FUSED_OPTIM_CPU_ISA_TARGET
 namespace fused_optim::FUSED_OPTIM_CPU_NS {
 namespace {
 using namespace ::fused_optim::cpu_loop;
+
+// Which columns an element function loads and which it stores, found by running it once on a
+// stand-in element with the call's options (a state that an option switches off is not stored).
+// The 16-bit loops widen only the columns it loads and narrow back only those it stores: a
+// read-only input (the gradient) is never rewritten.
+template <int NL>
+struct ColumnUse {
+  mutable bool loads[NL] = {};
+  mutable bool stores[NL] = {};
+  float Load(int col) const {
+    loads[col] = true;
+    return 1.0f;
+  }
+  void Store(int col, float /*value*/) const { stores[col] = true; }
+};
 
 template <typename T, int NL>
 struct ChunkIO {
