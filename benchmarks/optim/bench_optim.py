@@ -16,6 +16,7 @@ is ``pytest benchmarks/optim/test_optim.py`` (see benchmarks/RESULTS.md).
 from __future__ import annotations
 
 import itertools
+import math
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -69,11 +70,11 @@ OPTIMIZERS = {
 
 
 def make_step(make: Callable[[list[torch.Tensor]], torch.optim.Optimizer],
-              shapes: list[tuple[int, ...]]) -> Callable[[], object]:
+              shapes: list[tuple[int, ...]], dtype: torch.dtype = torch.float32) -> Callable[[], object]:
     gen = torch.Generator().manual_seed(0)
-    params = [torch.randn(s, generator=gen).to(DEVICE).requires_grad_() for s in shapes]
+    params = [torch.randn(s, generator=gen).to(DEVICE, dtype).requires_grad_() for s in shapes]
     for p in params:
-        p.grad = (torch.randn(p.shape, generator=gen) * 1e-3).to(DEVICE)
+        p.grad = (torch.randn(p.shape, generator=gen) * 1e-3).to(DEVICE, dtype)
     return make(params).step
 
 
@@ -105,6 +106,51 @@ def step_contenders(optimizer: str, shapes: list[tuple[int, ...]]) -> dict[str, 
         makers["fused=True"] = lambda p: torch_cls(p, fused=True, **kw)
     steps = {name: make_step(make, shapes) for name, make in makers.items()}
     return {"fused=True": f"torch has no fused {optimizer} on {DEVICE}", **steps}
+
+
+# --- part 1a: bfloat16/float16 steps and the memory bandwidth they reach -------------------------
+
+LOW_PRECISION = ["Adam", "AdamW", "SGD", "Adagrad", "RMSprop"]
+# Tensor-sized passes over memory in one steady-state step with OPTIMIZERS' options: every list
+# read (params, grads, states) plus every list written (params, states). The step counts are
+# tensors too but a few bytes each.
+PASSES = {"Adam": 4 + 3, "AdamW": 4 + 3, "SGD": 3 + 2, "Adagrad": 3 + 2, "RMSprop": 3 + 2}
+
+
+def low_precision_contenders(optimizer: str, shapes: list[tuple[int, ...]],
+                             dtype: torch.dtype) -> tuple[dict[str, object], dict[str, object]]:
+    """One ``step()`` in ``dtype`` by fused_optim and torch.optim's foreach and fused paths, and
+    ``Tensor.copy_`` of a buffer that moves as many bytes (read + write) as the step: the
+    machine's attainable bandwidth in the same run. ``info["bytes"]``: the bytes a step moves."""
+    kw = OPTIMIZERS[optimizer]
+    torch_cls, ours_cls = getattr(torch.optim, optimizer), getattr(fused_optim, optimizer)
+    step_bytes = PASSES[optimizer] * sum(math.prod(s) for s in shapes) * dtype.itemsize
+    src = torch.ones(step_bytes // 2 // 4, device=DEVICE)  # float32; half read, half written
+    dst = torch.empty_like(src)
+    fns: dict[str, object] = {
+        "fused_optim": make_step(lambda p: ours_cls(p, **kw), shapes, dtype),
+        "foreach": make_step(lambda p: torch_cls(p, foreach=True, **kw), shapes, dtype),
+        "fused=True": f"torch has no fused {optimizer} on {DEVICE}",
+        "memory copy": lambda: dst.copy_(src),
+    }
+    if torch_has_fused(torch_cls):
+        fns["fused=True"] = make_step(lambda p: torch_cls(p, fused=True, **kw), shapes, dtype)
+    return fns, {"bytes": step_bytes}
+
+
+def bandwidth_notes(done: list) -> list[str]:
+    """Per workload: each step's bytes per second as a fraction of the same run's memory copy."""
+    lines = []
+    for w in done:
+        medians = w.medians()
+        copy = medians.get("memory copy")
+        if not copy:
+            continue
+        row = " ".join(str(v) for v in w.params.values())
+        parts = [f"{name} {w.info['bytes'] / t / 1e9:.1f} GB/s = {copy / t:.0%}"
+                 for name, t in medians.items() if name != "memory copy"]
+        lines.append(f"{row}: copy {w.info['bytes'] / copy / 1e9:.1f} GB/s; " + ", ".join(parts))
+    return lines
 
 
 # --- part 1b (opt-in, --compiled): torch.compile of step() ------------------------------------

@@ -33,6 +33,16 @@ REPORT = {
                _suite.Pair("fused=True", "fused_optim", 1.0)],
         note="ratio = torch time / fused_optim time (medians); above 1: fused_optim is faster",
         threads=2),
+    "test_step_low_precision": _suite.Report(
+        title="fused-optim step() in bfloat16 / float16",
+        pairs=[_suite.Pair("foreach", "fused_optim", 2.0),
+               _suite.Pair("fused=True", "fused_optim", 1.0)],
+        note="ratio = torch time / fused_optim time (medians); above 1: fused_optim is faster. "
+             "Bandwidth: bytes each step reads and writes per second, as a share of the same "
+             "run's Tensor.copy_ moving as many bytes",
+        notes=workloads.bandwidth_notes,
+        ours=("fused_optim",),
+        threads=2),
     "test_differentiable_adam": _suite.Report(
         title="differentiable Adam direction, forward + backward",
         pairs=[_suite.Pair("op-by-op", "fused_optim", 2.0),
@@ -73,6 +83,15 @@ def test_step(race, optimizer, shapes, contender):
     make_shapes, rounds = workloads.STEP_CASES[shapes]
     race(lambda: workloads.step_contenders(optimizer, make_shapes()), rounds=rounds, warmup=3,
          **timing())
+
+
+@pytest.mark.parametrize("contender", ["fused_optim", "foreach", "fused=True", "memory copy"])
+@pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
+@pytest.mark.parametrize("optimizer", _suite.pick(workloads.LOW_PRECISION, ["Adam", "SGD"]))
+def test_step_low_precision(race, optimizer, dtype, contender):
+    make_shapes, rounds = workloads.STEP_CASES[_suite.pick("4 x 4M", "200 x 1k")]
+    race(lambda: workloads.low_precision_contenders(optimizer, make_shapes(), getattr(torch, dtype)),
+         rounds=rounds, warmup=3, **timing())
 
 
 @pytest.mark.parametrize("contender", ["fused_optim", "op-by-op", "torchopt AdamOp",

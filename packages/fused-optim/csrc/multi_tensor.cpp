@@ -514,7 +514,7 @@ CpuIsa SelectedCpuIsa() {
 #if defined(__x86_64__) && defined(__GNUC__)
   static const CpuIsa isa = [] {
     CpuIsa best = CpuIsa::kBaseline;
-    if (__builtin_cpu_supports("avx2")) best = CpuIsa::kAvx2;
+    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c")) best = CpuIsa::kAvx2;
     if (__builtin_cpu_supports("avx512f")) best = CpuIsa::kAvx512;
     const char* cap = std::getenv("FUSED_OPTIM_CPU_ISA");
     if (cap != nullptr) {

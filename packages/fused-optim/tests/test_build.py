@@ -99,14 +99,23 @@ from fused_optim.ops import FUNCTIONAL_OPS
 from helpers import FUNCTIONAL_CASES, op
 out = {}
 for case in FUNCTIONAL_CASES:
-    for dtype in (torch.float32, torch.float64):
-        lists = case.make(dtype, shapes=[(1000,), (3, 7)])
+    for dtype in (torch.float32, torch.float64, torch.float16, torch.bfloat16):
+        lists = case.make(dtype, shapes=[(2500,), (3, 7)])
         out[(case.id, str(dtype))] = new = op(case.op)(*lists, **case.kwargs)
         # The backward kernels too, given cotangents of every output.
         gen = torch.Generator().manual_seed(1)
         cotangents = [[torch.randn(t.shape, generator=gen, dtype=dtype) for t in lst] for lst in new]
         saved = [lists[i] for i in FUNCTIONAL_OPS[case.op].saved]
         out[(case.id, str(dtype), "backward")] = op(case.op + "_backward")(*cotangents, *saved, **case.kwargs)
+# Every 16-bit pattern through the conversions (NaNs, infinities, subnormals, values rounding to
+# infinity): p - 0.75 g widens both, computes in float32 and narrows (F16C/AVX-512 or plain code).
+for dtype in (torch.float16, torch.bfloat16):
+    p = torch.arange(-32768, 32768, dtype=torch.int32).to(torch.int16).view(dtype)
+    g = p.flip(0)
+    out[("conversions", str(dtype))] = [[t.view(torch.int16) for t in lst]
+                                        for lst in op("sgd_update")([p], [g], [], lr=0.75, momentum=0.0, dampening=0.0,
+                                                                    weight_decay=0.0, nesterov=False, maximize=False,
+                                                                    first_step=False)]
 torch.save(out, sys.argv[1])
 """
 
