@@ -64,9 +64,21 @@ inline void CopyChunkInputs(const KernelTable& table, int64_t t, int64_t begin, 
   }
 }
 
-// body(t, begin, end) for chunks covering every tensor of the table.
+// torch.amp's unscale (KernelTable::grad_scale): the chunk of the gradient column divided by the
+// scale in place, in the math type, just before the step reads it from cache.
+template <typename scalar_t>
+inline void UnscaleChunk(const KernelTable& table, int64_t t, int64_t begin, int64_t end) {
+  using T = std::conditional_t<std::is_same_v<scalar_t, double>, double, float>;
+  scalar_t* grad = table.Dst<scalar_t>(t, table.grad_col);
+  const T scale = static_cast<T>(*table.grad_scale);
+  for (int64_t i = begin; i < end; ++i) grad[i] = static_cast<scalar_t>(static_cast<T>(grad[i]) / scale);
+}
+
+// body(t, begin, end) for chunks covering every tensor of the table (none where found_inf skips
+// the step).
 template <typename scalar_t, typename Body>
 void ForEachChunk(const KernelTable& table, const Body& body) {
+  if (table.found_inf != nullptr && *table.found_inf != 0.0f) return;
   std::vector<int64_t> chunk_tensor;
   std::vector<int64_t> chunk_begin;
   int64_t total = 0;
@@ -84,6 +96,7 @@ void ForEachChunk(const KernelTable& table, const Body& body) {
       const int64_t begin = chunk_begin[c];
       const int64_t end = begin + kChunkSize < table.numel[t] ? begin + kChunkSize : table.numel[t];
       CopyChunkInputs<scalar_t>(table, t, begin, end);
+      if (table.grad_scale != nullptr) UnscaleChunk<scalar_t>(table, t, begin, end);
       body(t, begin, end);
     }
   };

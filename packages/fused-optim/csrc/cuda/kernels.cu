@@ -32,6 +32,10 @@ struct LaunchMeta {
   double scalars[kTensorsPerLaunch][kMaxScalars];
   // Block b works on the slot t with first_block[t] <= b < first_block[t + 1].
   int64_t first_block[kTensorsPerLaunch + 1];
+  // The table's AMP arguments (KernelTable::grad_scale), the same for every launch of a call.
+  const float* grad_scale;
+  const float* found_inf;
+  int grad_col;
 };
 
 template <typename T, typename S>
@@ -47,6 +51,7 @@ __device__ __forceinline__ void StoreIf(void* p, int64_t i, T value) {
 template <int NL, typename Op>
 __global__ void __launch_bounds__(kBlockSize)
     MultiTensorKernel(const __grid_constant__ LaunchMeta<NL> meta, const Op op) {
+  if (meta.found_inf != nullptr && *meta.found_inf != 0.0f) return;  // torch.amp skips this step
   const int64_t block = blockIdx.x;
   int t = 0;
   while (meta.first_block[t + 1] <= block) ++t;  // at most kTensorsPerLaunch steps, uniform per block
@@ -72,6 +77,9 @@ void LaunchMultiTensor(const KernelTable& table, const Op& op, const char* what)
   if (table.num_scalars > kMaxScalars) throw std::logic_error("fused_optim: too many per-tensor scalars");
   cudaStream_t stream = static_cast<cudaStream_t>(table.stream);
   LaunchMeta<NL> meta{};
+  meta.grad_scale = table.grad_scale;
+  meta.found_inf = table.found_inf;
+  meta.grad_col = table.grad_col;
   int slot = 0;
   int64_t blocks = 0;
   const auto run = [&]() {
@@ -115,6 +123,10 @@ struct BoundOp {
   typename K::template Hyper<T> h;
   template <int NL>
   __device__ void operator()(const LaunchMeta<NL>& meta, int t, int64_t i) const {
+    if (meta.grad_scale != nullptr) {  // torch.amp's unscale, stored back before the step reads it
+      S* grad = static_cast<S*>(meta.dst[meta.grad_col][t]);
+      grad[i] = static_cast<S>(static_cast<T>(grad[i]) / static_cast<T>(*meta.grad_scale));
+    }
     K::Apply(ElementIO<S, T, NL>{meta, t, i}, h, K::template MakeScalars<T>(meta.scalars[t]));
   }
 };
