@@ -927,8 +927,8 @@ def sgd_step_(params: list[torch.Tensor], grads: list[torch.Tensor], momentum_bu
     tensor([0.5000, 0.5000])
     """
     _eager.sgd_step_(params, grads, momentum_buffers, lr=lr, momentum=momentum, dampening=dampening,
-                     weight_decay=weight_decay, nesterov=nesterov, maximize=maximize, first_step=first_step, grad_scale=grad_scale,
-                     found_inf=found_inf)
+                     weight_decay=weight_decay, nesterov=nesterov, maximize=maximize, first_step=first_step,
+                     grad_scale=grad_scale, found_inf=found_inf)
 
 
 def adam_step_(params: list[torch.Tensor], grads: list[torch.Tensor], exp_avgs: list[torch.Tensor],

@@ -523,7 +523,7 @@ class FusedStep:
         _unscale_for_torch(self, grad_scale)  # type: ignore[arg-type]
         if found_inf is not None and bool(found_inf):
             return None
-        hidden = {k: self.__dict__.pop(k) for k in ("grad_scale", "found_inf") if k in self.__dict__}
+        hidden: dict[str, Any] = {k: self.__dict__.pop(k) for k in ("grad_scale", "found_inf") if k in self.__dict__}
         try:
             return super_step(closure)
         finally:
