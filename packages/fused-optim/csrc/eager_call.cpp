@@ -19,8 +19,9 @@ struct Entry {
   std::string name;
   int num_args;
   Invoker invoke;
-  std::vector<PyObject*> names;  // interned argument names, schema order (filled by AddFunctions)
-  int num_positional = 0;        // arguments before the schema's `*`
+  std::vector<PyObject*> names;    // interned argument names, schema order (filled by AddFunctions)
+  std::vector<bool> none_default;  // per argument: whether an omitted one is None (`Tensor? x=None`)
+  int num_positional = 0;          // arguments before the schema's `*`
 };
 
 std::vector<Entry>& Registry() {
@@ -28,8 +29,9 @@ std::vector<Entry>& Registry() {
   return entries;
 }
 
-// fn(*args, **kwargs) with the op's schema names; NotImplemented where an argument is missing or
-// unknown (the boxed path raises the error the user should see).
+// fn(*args, **kwargs) with the op's schema names, an omitted argument whose default is None taken
+// as None; NotImplemented where another argument is missing or one is unknown (the boxed path
+// raises the error the user should see).
 PyObject* Call(PyObject* self, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
   const Entry& e = Registry()[PyLong_AsSsize_t(self)];
   std::vector<PyObject*> slots(e.num_args, nullptr);
@@ -46,8 +48,11 @@ PyObject* Call(PyObject* self, PyObject* const* args, Py_ssize_t nargs, PyObject
     if (found < 0 || slots[found] != nullptr) Py_RETURN_NOTIMPLEMENTED;
     slots[found] = args[nargs + k];
   }
-  for (PyObject* s : slots)
-    if (s == nullptr) Py_RETURN_NOTIMPLEMENTED;
+  for (int i = 0; i < e.num_args; ++i) {
+    if (slots[i] != nullptr) continue;
+    if (!e.none_default[i]) Py_RETURN_NOTIMPLEMENTED;
+    slots[i] = Py_None;
+  }
   return e.invoke(slots.data());
 }
 
@@ -163,7 +168,7 @@ PyMethodDef kHelperDefs[] = {
 
 void Register(const char* schema, int num_args, Invoker invoker) {
   const std::string s(schema);
-  Registry().push_back({s.substr(0, s.find('(')), num_args, std::move(invoker), {}, 0});
+  Registry().push_back({s.substr(0, s.find('(')), num_args, std::move(invoker), {}, {}, 0});
 }
 
 bool AddFunctions(PyObject* module) {
@@ -180,9 +185,11 @@ bool AddFunctions(PyObject* module) {
       return false;
     }
     e.names.clear();
+    e.none_default.clear();
     e.num_positional = 0;
     for (const auto& a : schema.arguments()) {
       e.names.push_back(PyUnicode_InternFromString(a.name().c_str()));
+      e.none_default.push_back(a.default_value().has_value() && a.default_value()->isNone());
       if (!a.kwarg_only()) ++e.num_positional;
     }
     PyObject* index = PyLong_FromSsize_t(static_cast<Py_ssize_t>(i));
@@ -265,6 +272,14 @@ bool Borrowed::AddOptionalList(PyObject* obj, c10::List<std::optional<at::Tensor
       return false;
     }
   }
+  return true;
+}
+
+bool Borrowed::AddOptional(PyObject* obj, std::optional<at::Tensor>& out) {
+  if (obj == Py_None) return true;
+  if (!THPVariable_CheckExact(obj)) return false;
+  out = THPVariable_Unpack(obj);
+  tensors_.push_back(&*out);
   return true;
 }
 

@@ -46,6 +46,8 @@ class Borrowed {
   bool AddList(PyObject* obj, std::vector<at::Tensor>& out);
   // The same where an item may be None.
   bool AddOptionalList(PyObject* obj, c10::List<std::optional<at::Tensor>>& out);
+  // One tensor or None.
+  bool AddOptional(PyObject* obj, std::optional<at::Tensor>& out);
   // Whether every tensor added is a plain dense CPU or CUDA tensor that no layer above the kernel
   // would handle (see the note atop this file).
   bool ShortcutAllowed() const;
@@ -73,6 +75,12 @@ struct Arg<const c10::List<std::optional<at::Tensor>>&> {
   c10::List<std::optional<at::Tensor>> value;
   bool Convert(Borrowed& b, PyObject* obj) { return b.AddOptionalList(obj, value); }
   const c10::List<std::optional<at::Tensor>>& Get() const { return value; }
+};
+template <>
+struct Arg<const std::optional<at::Tensor>&> {
+  std::optional<at::Tensor> value;
+  bool Convert(Borrowed& b, PyObject* obj) { return b.AddOptional(obj, value); }
+  const std::optional<at::Tensor>& Get() const { return value; }
 };
 template <>
 struct Arg<double> {

@@ -75,6 +75,13 @@ struct KernelTable {
   bool advance_state = false;           // whether the kernel advances the state it points at (an in-place step)
   DType default_dtype = DType::kFloat;  // torch's default dtype (values torch.optim makes tensors of)
   void* stream = nullptr;               // cudaStream_t for CUDA tables
+  // torch.amp.GradScaler's arguments of an in-place step (null where not given), each one float32 on
+  // the table's device, read by the kernel itself (on CUDA, on the device): where *found_inf != 0
+  // the kernel writes nothing at all; otherwise column grad_col is divided by *grad_scale as it is
+  // read, and the quotient stored back (torch's fused optimizers also leave the gradients unscaled).
+  const float* grad_scale = nullptr;
+  const float* found_inf = nullptr;
+  int grad_col = -1;
 
   template <typename S>
   S* Dst(int64_t t, int list) const {

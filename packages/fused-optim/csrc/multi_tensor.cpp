@@ -267,6 +267,37 @@ std::vector<at::Tensor> MultiTensorCall::AddOutput() {
   return out;
 }
 
+void MultiTensorCall::AddGrads(at::TensorList grads) {
+  grad_col_ = static_cast<int>(dst_.size());
+  if (grad_scale_ != nullptr) {
+    AddMutable("grads", grads);
+  } else {
+    AddInput("grads", grads);
+  }
+}
+
+void MultiTensorCall::SetAmp(const Amp& amp) {
+  const auto check = [&](const char* name, const std::optional<at::Tensor>& x) -> const at::Tensor* {
+    if (!x.has_value() || !x->defined()) return nullptr;
+    TORCH_CHECK_VALUE(x->layout() == at::kStrided && x->numel() == 1, op_, ": ", name,
+                      " must be a dense one-element tensor (torch.amp.GradScaler's), got shape ", x->sizes());
+    TORCH_CHECK_TYPE(x->scalar_type() == at::kFloat, op_, ": ", name, " has dtype ", x->scalar_type(),
+                     "; expected float32");
+    TORCH_CHECK_VALUE(num_tensors_ == 0 || x->device() == device_, op_, ": ", name, " is on ", x->device(),
+                      " but params are on ", device_, " (move it with .to(params[0].device))");
+    Record(name, 0, *x, /*writes=*/false);  // no list written in place may overlap it
+    return &*x;
+  };
+  grad_scale_ = check("grad_scale", amp.grad_scale);
+  found_inf_ = check("found_inf", amp.found_inf);
+}
+
+bool MultiTensorCall::SkipStep(bool host_needs_answer) const {
+  if (found_inf_ == nullptr || num_tensors_ == 0) return false;
+  if (found_inf_->is_cpu()) return *found_inf_->const_data_ptr<float>() != 0.0f;
+  return host_needs_answer && found_inf_->item<float>() != 0.0f;
+}
+
 void MultiTensorCall::Record(const char* name, int64_t t, const at::Tensor& x, bool writes) {
   if (x.numel() > 0) arguments_.push_back({name, t, &x, writes});
 }
@@ -320,6 +351,9 @@ KernelTable& MultiTensorCall::Table() {
   table.dst.resize(num_tensors_ * table.num_lists);
   table.src.resize(num_tensors_ * table.num_lists);
   table.numel.resize(num_tensors_);
+  table.grad_scale = grad_scale_ != nullptr ? grad_scale_->const_data_ptr<float>() : nullptr;
+  table.found_inf = found_inf_ != nullptr ? found_inf_->const_data_ptr<float>() : nullptr;
+  table.grad_col = grad_col_;
   for (int64_t t = 0; t < num_tensors_; ++t) {
     table.numel[t] = reference_[t].numel();
     for (int l = 0; l < table.num_lists; ++l) {

@@ -77,6 +77,15 @@ struct KernelBuilds {
     &::fused_optim::cpu::name, FUSED_OPTIM_CPU_WIDE_KERNELS(name), FUSED_OPTIM_CUDA_KERNEL(name) \
   }
 
+// torch.amp.GradScaler's optional arguments of an in-place <algo>_step_ op, which its schema ends
+// with (FUSED_OPTIM_AMP_ARGS): the scale to divide the gradients by and the flag that skips the step.
+// The op's own arguments, which outlive the call.
+struct Amp {
+  const std::optional<at::Tensor>& grad_scale;
+  const std::optional<at::Tensor>& found_inf;
+};
+#define FUSED_OPTIM_AMP_ARGS "Tensor? grad_scale=None, Tensor? found_inf=None"
+
 class MultiTensorCall {
  public:
   // `reference` (the params, or the grads where an op has no params) is validated here and every
@@ -117,7 +126,7 @@ class MultiTensorCall {
   template <size_t S>
   Lists<S + 1> AddStep(at::TensorList params, at::TensorList grads, const NamedList (&states)[S]) {
     TensorVector new_params = AddState("params", params);
-    AddInput("grads", grads);
+    AddGrads(grads);
     return [&]<size_t... I>(std::index_sequence<I...>) {
       return Lists<S + 1>{std::move(new_params),
                           AddStateIf(states[I].present, states[I].name, states[I].list, states[I].when_absent)...};
@@ -150,6 +159,16 @@ class MultiTensorCall {
   Lists<N> AddOutputs() {
     return AddOutputs<N>(AllPresent<N>());
   }
+
+  // An in-place step's AMP arguments (see KernelTable::grad_scale), before AddStep: each None or a
+  // one-element float32 tensor on the params' device. With a grad_scale the gradients become a
+  // list written in place (they are left unscaled).
+  void SetAmp(const Amp& amp);
+  // Whether found_inf skips the step, as far as the host can tell without waiting for the device:
+  // on the CPU it is read through its data pointer; on CUDA it is read (found_inf.item(), which
+  // waits for the device) only where `host_needs_answer`, for an op that also updates host-side
+  // state (its step counters), and otherwise the kernel skips by itself.
+  bool SkipStep(bool host_needs_answer) const;
 
   int64_t size() const { return num_tensors_; }
   bool on_cuda() const { return device_.is_cuda(); }
@@ -211,6 +230,8 @@ class MultiTensorCall {
   void CheckEmpty(const char* name, at::TensorList list, const char* when_absent) const;
   void CheckLike(const char* name, int64_t t, const at::Tensor& x) const;
   void CheckNoAliasing() const;
+  // The gradients of a step table: read-only, or updated in place where a grad_scale unscales them.
+  void AddGrads(at::TensorList grads);
   void Record(const char* name, int64_t t, const at::Tensor& x, bool writes);
   // Where the kernel reads x: its data, or a contiguous copy kept alive for the call.
   const void* ReadPointer(const at::Tensor& x);
@@ -243,6 +264,10 @@ class MultiTensorCall {
   std::optional<KernelTable> table_;
   bool in_place_;
   std::vector<at::TensorList> state_lists_;  // SetStateScalars's, by column
+  // SetAmp's tensors (null: not given) and the gradients' column.
+  const at::Tensor* grad_scale_ = nullptr;
+  const at::Tensor* found_inf_ = nullptr;
+  int grad_col_ = -1;
 };
 
 inline constexpr bool kInPlace = true;  // MultiTensorCall's `in_place`
@@ -307,16 +332,19 @@ inline auto NoScalarRows() {
 }
 
 // <algo>_step_: the step table (MultiTensorCall::AddStep) updated in place after the step
-// counters are checked and incremented; in validate-only mode it returns before its first write.
+// counters are checked and incremented; in validate-only mode, or where found_inf skips the step
+// (the counters then stay as they are, as torch's fused optimizers leave them), it returns before
+// its first write.
 template <typename Hyper, size_t S, typename Rows = decltype(NoScalarRows())>
 void StepInPlace(const char* op, const KernelBuilds<Hyper>& kernel, const Hyper& hyper, at::TensorList params,
                  at::TensorList grads, const MultiTensorCall::NamedList (&states)[S], at::TensorList state_steps,
-                 const Rows& rows = NoScalarRows()) {
+                 const Amp& amp, const Rows& rows = NoScalarRows()) {
   MultiTensorCall call(op, params, kInPlace);
+  call.SetAmp(amp);
   call.AddStep(params, grads, states);
   CheckStepTensors(op, state_steps, call.size());
-  if (call.ChecksOnly()) return;                           // nothing is written yet
-  call.SetStepScalars(rows, IncrementSteps(state_steps));  // first modification
+  if (call.ChecksOnly() || call.SkipStep(/*host_needs_answer=*/true)) return;  // nothing is written yet
+  call.SetStepScalars(rows, IncrementSteps(state_steps));                      // first modification
   call.Launch(kernel, hyper);
 }
 
@@ -432,7 +460,8 @@ void MultiTensorCall::FinishStateScalars() {
 // function for CPU, SparseCPU (sparse inputs reach the same code, which rejects them with a
 // clear error) and, in a CUDA build, CUDA; the same function becomes the op's unboxed eager call
 // fused_optim._C._eager.<op> (eager_call.h), so its C++ argument types must be ones eager_call.h
-// converts (at::TensorList, const OptionalTensorList&, double, bool, int64_t).
+// converts (at::TensorList, const OptionalTensorList&,
+// const std::optional<at::Tensor>&, double, bool, int64_t).
 class OpRegistrar {
  public:
   OpRegistrar(torch::Library& library, bool define) : library_(library), define_(define) {}

@@ -191,3 +191,25 @@ def test_graph_capture_of_a_non_capturable_step_is_refused():
     graph = torch.cuda.CUDAGraph()
     with pytest.raises(RuntimeError, match="capturable=False"), torch.cuda.graph(graph):
         opt.step()
+
+
+@pytest.mark.parametrize("name", ["SGD", "Adam", "Adagrad", "NAdam", "ASGD", "Adafactor", "Lion"])
+def test_amp_steps_match_cpu(name):
+    # GradScaler's arguments on the device: the CUDA kernels unscale the gradients (left unscaled)
+    # and skip the step (found_inf = 1 on the second one) as the CPU loops do.
+    kwargs = dict(lr=0.05, momentum=0.9) if name == "SGD" else dict(lr=0.05)
+    results = []
+    for device in ["cpu", "cuda"]:
+        gen = torch.Generator().manual_seed(0)
+        ps = [torch.randn(s, generator=gen).to(device).requires_grad_() for s in SHAPES]
+        opt = getattr(fused_optim, name)(ps, **kwargs)
+        for step, found_inf in enumerate([0.0, 1.0, 0.0]):
+            for p, g in zip(ps, grads(ps, step)):
+                p.grad = (g * 8.0).to(device)
+            opt.step(grad_scale=torch.tensor(8.0, device=device), found_inf=torch.tensor(found_inf, device=device))
+        results.append(([p.detach().cpu() for p in ps], [p.grad.cpu() for p in ps],
+                        [{k: v.cpu() for k, v in s.items()} for s in opt.state.values()]))
+    (cpu_params, cpu_grads, cpu_state), (cuda_params, cuda_grads, cuda_state) = results
+    torch.testing.assert_close(cuda_params, cpu_params, **TOL[torch.float32])
+    torch.testing.assert_close(cuda_grads, cpu_grads, **TOL[torch.float32])
+    torch.testing.assert_close(cuda_state, cpu_state, **TOL[torch.float32])

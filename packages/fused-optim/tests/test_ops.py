@@ -80,6 +80,15 @@ def test_opcheck_step_ops(name):
     torch.library.opcheck(op(name), args, kwargs)
 
 
+@pytest.mark.parametrize("found_inf", [0.0, 1.0])
+@pytest.mark.parametrize("name", STEP_OPS)
+def test_opcheck_step_ops_with_amp_arguments(name, found_inf):
+    # With a grad_scale the gradients are written (unscaled in place), which the schema declares.
+    args, kwargs = _step_args(name)
+    torch.library.opcheck(op(name), args, dict(kwargs, grad_scale=torch.tensor(4.0),
+                                               found_inf=torch.tensor(found_inf)))
+
+
 @pytest.mark.parametrize("name", sorted(FUNCTIONAL_OPS))
 def test_opcheck_functional_ops(name):
     case = _RICH[name]

@@ -67,9 +67,19 @@ inline void CopyChunkInputs(const KernelTable& table, int64_t t, int64_t begin, 
   }
 }
 
-// body(t, begin, end) for chunks covering every tensor of the table.
+// torch.amp's unscale (KernelTable::grad_scale): n gradient values divided by the scale in place,
+// in the math type, just before the step reads them from cache (torch's fused steps also leave
+// the gradients unscaled).
+template <typename T>
+inline void Unscale(T* grad, int64_t n, T scale) {
+  for (int64_t i = 0; i < n; ++i) grad[i] = grad[i] / scale;
+}
+
+// body(t, begin, end) for chunks covering every tensor of the table (none where found_inf skips
+// the step).
 template <typename Body>
 void ForEachChunk(const KernelTable& table, const Body& body) {
+  if (table.found_inf != nullptr && *table.found_inf != 0.0f) return;
   std::vector<int64_t> chunk_tensor;
   std::vector<int64_t> chunk_begin;
   int64_t total = 0;
@@ -339,6 +349,9 @@ template <typename K, typename T>
 void RunChunk(const KernelTable& table, int64_t t, int64_t begin, int64_t end, const typename K::template Hyper<T>& h,
               const typename K::template Scalars<T>& s) {
   CopyChunkInputs<T>(table, t, begin, end);
+  if (table.grad_scale != nullptr) {
+    Unscale<T>(table.Dst<T>(t, table.grad_col) + begin, end - begin, static_cast<T>(*table.grad_scale));
+  }
   ChunkIO<T, K::kLists> io{};
   for (int col = 0; col < K::kLists; ++col) {
     T* dst = table.Dst<T>(t, col);
@@ -359,6 +372,9 @@ void RunWideChunk(const KernelTable& table, int64_t t, int64_t begin, int64_t en
   constexpr int NL = K::kLists;
   ColumnUse<NL> use;
   K::Apply(use, h, s);
+  // torch.amp: the gradient column is unscaled in its float block and stored back unscaled.
+  const bool unscale = table.grad_scale != nullptr;
+  if (unscale) use.stores[table.grad_col] = true;
   float (*blocks)[kWideRow] = WideBlocks<NL>();
   const uint16_t* in[NL];
   uint16_t* out[NL];
@@ -379,6 +395,7 @@ void RunWideChunk(const KernelTable& table, int64_t t, int64_t begin, int64_t en
     for (int col = 0; col < NL; ++col) {
       if (use.loads[col] && in[col]) Format::Widen(in[col] + b, blocks[col], n);
     }
+    if (unscale) Unscale<float>(blocks[table.grad_col], n, *table.grad_scale);
     // The float32 loop runs a quarter block at a time, each quarter first asking for a quarter
     // of the next block's input lines: the memory keeps fetching while the math runs (in one
     // burst per block the prefetches would only wait for free fill buffers). A prefetch never

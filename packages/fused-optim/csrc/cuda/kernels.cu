@@ -35,6 +35,10 @@ struct LaunchMeta {
   DType default_dtype;
   // Block b works on the slot t with first_block[t] <= b < first_block[t + 1].
   int64_t first_block[kTensorsPerLaunch + 1];
+  // The table's AMP arguments (KernelTable::grad_scale), the same for every launch of a call.
+  const float* grad_scale;
+  const float* found_inf;
+  int grad_col;
 };
 
 template <typename T, typename S>
@@ -50,6 +54,7 @@ __device__ __forceinline__ void StoreIf(void* p, int64_t i, T value) {
 template <int NL, typename Op>
 __global__ void __launch_bounds__(kBlockSize)
     MultiTensorKernel(const __grid_constant__ LaunchMeta<NL> meta, const Op op) {
+  if (meta.found_inf != nullptr && *meta.found_inf != 0.0f) return;  // torch.amp skips this step
   const int64_t block = blockIdx.x;
   int t = 0;
   while (meta.first_block[t + 1] <= block) ++t;  // at most kTensorsPerLaunch steps, uniform per block
@@ -88,6 +93,9 @@ void LaunchMultiTensor(const KernelTable& table, const Op& op, const char* what)
   if (table.num_state > kMaxState) throw std::logic_error("fused_optim: too many state scalars");
   LaunchMeta<NL> meta{};
   meta.default_dtype = table.default_dtype;
+  meta.grad_scale = table.grad_scale;
+  meta.found_inf = table.found_inf;
+  meta.grad_col = table.grad_col;
   int slot = 0;
   int64_t blocks = 0;
   const auto run = [&]() {
@@ -143,6 +151,10 @@ struct BoundOp {
   template <int NL>
   __device__ void operator()(const LaunchMeta<NL>& meta, int t, int64_t i,
                              const typename K::template Scalars<T>& s) const {
+    if (meta.grad_scale != nullptr) {  // torch.amp's unscale, stored back before the step reads it
+      S* grad = static_cast<S*>(meta.dst[meta.grad_col][t]);
+      grad[i] = static_cast<S>(static_cast<T>(grad[i]) / static_cast<T>(*meta.grad_scale));
+    }
     K::Apply(ElementIO<S, T, NL>{meta, t, i}, h, s);
   }
   template <int NL>

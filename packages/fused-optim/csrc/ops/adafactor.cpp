@@ -198,16 +198,21 @@ Lists<4> RunStep(const char* op, at::TensorList params, at::TensorList grads, at
 
 void AdafactorStepInPlace(at::TensorList params, at::TensorList grads, at::TensorList row_vars, at::TensorList col_vars,
                           at::TensorList variances, at::TensorList state_steps, double lr, double beta2_decay,
-                          double eps1, double eps2, double d, double weight_decay, bool maximize, bool factored) {
+                          double eps1, double eps2, double d, double weight_decay, bool maximize, bool factored,
+                          const std::optional<at::Tensor>& grad_scale, const std::optional<at::Tensor>& found_inf) {
   constexpr const char* op = "fused_optim::adafactor_step_";
   const AdafactorArgs args{lr, beta2_decay, eps1, eps2, d};
   CheckArgs(op, args, weight_decay);
   // 1. Every check, before the first write.
   MultiTensorCall checks(op, params, kInPlace);
+  checks.SetAmp({grad_scale, found_inf});
   checks.AddStep(params, grads, {{"variances", variances, !factored, "when factored=True"}});
   CheckLists(op, params, row_vars, col_vars, factored, kInPlace);
   CheckStepTensors(op, state_steps, checks.size());
-  if (checks.ChecksOnly() || checks.size() == 0) return;  // nothing is written yet
+  // Its norms are read on the host anyway: found_inf is too, and the gradients are unscaled by
+  // one pass of their own, since ATen ops as well as the kernels read them.
+  if (checks.ChecksOnly() || checks.size() == 0 || checks.SkipStep(/*host_needs_answer=*/true)) return;
+  if (grad_scale.has_value() && grad_scale->defined()) at::_foreach_div_(grads, *grad_scale);  // first modification
   const std::vector<double> steps = IncrementSteps(state_steps);
   RunStep(op, params, grads, row_vars, col_vars, variances, steps, args, MakeHyper(args, weight_decay, maximize),
           factored, kInPlace);
@@ -360,9 +365,9 @@ Lists<5> AdafactorUpdateBackward(const OptionalTensorList& grad_new_params, cons
 
 // clang-format off
 FUSED_OPTIM_OPS(adafactor, op) {
-  op("adafactor_step_(Tensor(a!)[] params, Tensor[] grads, Tensor(b!)[] row_vars, Tensor(c!)[] col_vars, "
+  op("adafactor_step_(Tensor(a!)[] params, Tensor(g!)[] grads, Tensor(b!)[] row_vars, Tensor(c!)[] col_vars, "
      "Tensor(d!)[] variances, Tensor(e!)[] state_steps, *, float lr, float beta2_decay, float eps1, float eps2, "
-     "float d, float weight_decay, bool maximize, bool factored) -> ()",
+     "float d, float weight_decay, bool maximize, bool factored, " FUSED_OPTIM_AMP_ARGS ") -> ()",
      &AdafactorStepInPlace);
   op("adafactor_update(Tensor[] params, Tensor[] grads, Tensor[] row_vars, Tensor[] col_vars, Tensor[] variances, *, "
      "SymInt step, float lr, float beta2_decay, float eps1, float eps2, float d, float weight_decay, bool maximize, "

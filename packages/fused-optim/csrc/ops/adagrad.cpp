@@ -21,10 +21,11 @@ auto StepScalars(double lr, double lr_decay) {
 
 void AdagradStepInPlace(at::TensorList params, at::TensorList grads, at::TensorList state_sums,
                         at::TensorList state_steps, double lr, double lr_decay, double weight_decay, double eps,
-                        bool maximize) {
+                        bool maximize, const std::optional<at::Tensor>& grad_scale,
+                        const std::optional<at::Tensor>& found_inf) {
   constexpr const char* op = "fused_optim::adagrad_step_";
   StepInPlace(op, FUSED_OPTIM_KERNEL(AdagradStep), MakeHyper(op, lr, lr_decay, weight_decay, eps, maximize), params,
-              grads, {{"state_sums", state_sums}}, state_steps, StepScalars(lr, lr_decay));
+              grads, {{"state_sums", state_sums}}, state_steps, {grad_scale, found_inf}, StepScalars(lr, lr_decay));
 }
 
 Lists<2> AdagradUpdate(at::TensorList params, at::TensorList grads, at::TensorList state_sums, int64_t step, double lr,
@@ -48,8 +49,8 @@ Lists<3> AdagradUpdateBackward(const OptionalTensorList& grad_new_params, const 
 
 // clang-format off
 FUSED_OPTIM_OPS(adagrad, op) {
-  op("adagrad_step_(Tensor(a!)[] params, Tensor[] grads, Tensor(b!)[] state_sums, Tensor(c!)[] state_steps, *, "
-     "float lr, float lr_decay, float weight_decay, float eps, bool maximize) -> ()",
+  op("adagrad_step_(Tensor(a!)[] params, Tensor(g!)[] grads, Tensor(b!)[] state_sums, Tensor(c!)[] state_steps, *, "
+     "float lr, float lr_decay, float weight_decay, float eps, bool maximize, " FUSED_OPTIM_AMP_ARGS ") -> ()",
      &AdagradStepInPlace);
   op("adagrad_update(Tensor[] params, Tensor[] grads, Tensor[] state_sums, *, SymInt step, float lr, "
      "float lr_decay, float weight_decay, float eps, bool maximize) -> (Tensor[], Tensor[])",

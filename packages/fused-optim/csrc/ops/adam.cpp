@@ -27,13 +27,14 @@ auto StepScalars(double lr, double beta1, double beta2) {
 
 void AdamStepInPlace(at::TensorList params, at::TensorList grads, at::TensorList exp_avgs, at::TensorList exp_avg_sqs,
                      at::TensorList max_exp_avg_sqs, at::TensorList state_steps, double lr, double beta1, double beta2,
-                     double weight_decay, double eps, bool amsgrad, bool maximize, bool decoupled_weight_decay) {
+                     double weight_decay, double eps, bool amsgrad, bool maximize, bool decoupled_weight_decay,
+                     const std::optional<at::Tensor>& grad_scale, const std::optional<at::Tensor>& found_inf) {
   constexpr const char* op = "fused_optim::adam_step_";
   StepInPlace(
       op, FUSED_OPTIM_KERNEL(AdamStep),
       MakeHyper(op, lr, beta1, beta2, weight_decay, eps, amsgrad, maximize, decoupled_weight_decay), params, grads,
       {{"exp_avgs", exp_avgs}, {"exp_avg_sqs", exp_avg_sqs}, {"max_exp_avg_sqs", max_exp_avg_sqs, amsgrad, kNoAmsgrad}},
-      state_steps, StepScalars(lr, beta1, beta2));
+      state_steps, {grad_scale, found_inf}, StepScalars(lr, beta1, beta2));
 }
 
 Lists<4> AdamUpdate(at::TensorList params, at::TensorList grads, at::TensorList exp_avgs, at::TensorList exp_avg_sqs,
@@ -111,9 +112,10 @@ Lists<3> AdamDirectionBackward(const OptionalTensorList& grad_directions, const 
 
 // clang-format off
 FUSED_OPTIM_OPS(adam, op) {
-  op("adam_step_(Tensor(a!)[] params, Tensor[] grads, Tensor(b!)[] exp_avgs, Tensor(c!)[] exp_avg_sqs, "
+  op("adam_step_(Tensor(a!)[] params, Tensor(g!)[] grads, Tensor(b!)[] exp_avgs, Tensor(c!)[] exp_avg_sqs, "
      "Tensor(d!)[] max_exp_avg_sqs, Tensor(e!)[] state_steps, *, float lr, float beta1, float beta2, "
-     "float weight_decay, float eps, bool amsgrad, bool maximize, bool decoupled_weight_decay) -> ()",
+     "float weight_decay, float eps, bool amsgrad, bool maximize, bool decoupled_weight_decay, "
+     FUSED_OPTIM_AMP_ARGS ") -> ()",
      &AdamStepInPlace);
   op("adam_update(Tensor[] params, Tensor[] grads, Tensor[] exp_avgs, Tensor[] exp_avg_sqs, "
      "Tensor[] max_exp_avg_sqs, *, SymInt step, float lr, float beta1, float beta2, float weight_decay, float eps, "

@@ -26,10 +26,12 @@ auto StepScalars(double lr, double beta1) {
 
 void AdamaxStepInPlace(at::TensorList params, at::TensorList grads, at::TensorList exp_avgs, at::TensorList exp_infs,
                        at::TensorList state_steps, double lr, double beta1, double beta2, double eps,
-                       double weight_decay, bool maximize) {
+                       double weight_decay, bool maximize, const std::optional<at::Tensor>& grad_scale,
+                       const std::optional<at::Tensor>& found_inf) {
   constexpr const char* op = "fused_optim::adamax_step_";
   StepInPlace(op, FUSED_OPTIM_KERNEL(AdamaxStep), MakeHyper(op, lr, beta1, beta2, eps, weight_decay, maximize), params,
-              grads, {{"exp_avgs", exp_avgs}, {"exp_infs", exp_infs}}, state_steps, StepScalars(lr, beta1));
+              grads, {{"exp_avgs", exp_avgs}, {"exp_infs", exp_infs}}, state_steps, {grad_scale, found_inf},
+              StepScalars(lr, beta1));
 }
 
 Lists<3> AdamaxUpdate(at::TensorList params, at::TensorList grads, at::TensorList exp_avgs, at::TensorList exp_infs,
@@ -58,9 +60,9 @@ Lists<4> AdamaxUpdateBackward(const OptionalTensorList& grad_new_params, const O
 
 // clang-format off
 FUSED_OPTIM_OPS(adamax, op) {
-  op("adamax_step_(Tensor(a!)[] params, Tensor[] grads, Tensor(b!)[] exp_avgs, Tensor(c!)[] exp_infs, "
+  op("adamax_step_(Tensor(a!)[] params, Tensor(g!)[] grads, Tensor(b!)[] exp_avgs, Tensor(c!)[] exp_infs, "
      "Tensor(d!)[] state_steps, *, float lr, float beta1, float beta2, float eps, float weight_decay, "
-     "bool maximize) -> ()",
+     "bool maximize, " FUSED_OPTIM_AMP_ARGS ") -> ()",
      &AdamaxStepInPlace);
   op("adamax_update(Tensor[] params, Tensor[] grads, Tensor[] exp_avgs, Tensor[] exp_infs, *, SymInt step, "
      "float lr, float beta1, float beta2, float eps, float weight_decay, bool maximize) "

@@ -36,7 +36,8 @@ auto StepScalars(double beta1, double beta2, double beta3) {
 void AdanStepInPlace(at::TensorList params, at::TensorList grads, at::TensorList exp_avgs, at::TensorList exp_avg_diffs,
                      at::TensorList exp_avg_sqs, at::TensorList prev_grads, at::TensorList state_steps, double lr,
                      double beta1, double beta2, double beta3, double eps, double weight_decay, bool no_prox,
-                     bool maximize) {
+                     bool maximize, const std::optional<at::Tensor>& grad_scale,
+                     const std::optional<at::Tensor>& found_inf) {
   constexpr const char* op = "fused_optim::adan_step_";
   StepInPlace(op, FUSED_OPTIM_KERNEL(AdanStep),
               MakeHyper(op, lr, beta1, beta2, beta3, eps, weight_decay, no_prox, maximize), params, grads,
@@ -44,7 +45,7 @@ void AdanStepInPlace(at::TensorList params, at::TensorList grads, at::TensorList
                {"exp_avg_diffs", exp_avg_diffs},
                {"exp_avg_sqs", exp_avg_sqs},
                {"prev_grads", prev_grads}},
-              state_steps, StepScalars(beta1, beta2, beta3));
+              state_steps, {grad_scale, found_inf}, StepScalars(beta1, beta2, beta3));
 }
 
 Lists<5> AdanUpdate(at::TensorList params, at::TensorList grads, at::TensorList exp_avgs, at::TensorList exp_avg_diffs,
@@ -88,9 +89,10 @@ Lists<6> AdanUpdateBackward(const OptionalTensorList& grad_new_params, const Opt
 
 // clang-format off
 FUSED_OPTIM_OPS(adan, op) {
-  op("adan_step_(Tensor(a!)[] params, Tensor[] grads, Tensor(b!)[] exp_avgs, Tensor(c!)[] exp_avg_diffs, "
+  op("adan_step_(Tensor(a!)[] params, Tensor(g!)[] grads, Tensor(b!)[] exp_avgs, Tensor(c!)[] exp_avg_diffs, "
      "Tensor(d!)[] exp_avg_sqs, Tensor(e!)[] prev_grads, Tensor(f!)[] state_steps, *, float lr, float beta1, "
-     "float beta2, float beta3, float eps, float weight_decay, bool no_prox, bool maximize) -> ()",
+     "float beta2, float beta3, float eps, float weight_decay, bool no_prox, bool maximize, "
+     FUSED_OPTIM_AMP_ARGS ") -> ()",
      &AdanStepInPlace);
   op("adan_update(Tensor[] params, Tensor[] grads, Tensor[] exp_avgs, Tensor[] exp_avg_diffs, "
      "Tensor[] exp_avg_sqs, Tensor[] prev_grads, *, SymInt step, float lr, float beta1, float beta2, float beta3, "

@@ -42,15 +42,17 @@ auto StepRows(const NadamArgs& a, bool given_product, std::vector<double> given_
 void NadamStepInPlace(at::TensorList params, at::TensorList grads, at::TensorList exp_avgs, at::TensorList exp_avg_sqs,
                       at::TensorList mu_products, at::TensorList state_steps, double lr, double beta1, double beta2,
                       double eps, double weight_decay, double momentum_decay, bool decoupled_weight_decay,
-                      bool maximize) {
+                      bool maximize, const std::optional<at::Tensor>& grad_scale,
+                      const std::optional<at::Tensor>& found_inf) {
   constexpr const char* op = "fused_optim::nadam_step_";
   const auto hyper =
       MakeHyper(op, lr, beta1, beta2, eps, weight_decay, momentum_decay, decoupled_weight_decay, maximize);
   MultiTensorCall call(op, params, kInPlace);
+  call.SetAmp({grad_scale, found_inf});
   call.AddStep(params, grads, {{"exp_avgs", exp_avgs}, {"exp_avg_sqs", exp_avg_sqs}});
   CheckStateScalars(op, "mu_products", mu_products, call.size());
   CheckStepTensors(op, state_steps, call.size());
-  if (call.ChecksOnly()) return;  // nothing is written yet
+  if (call.ChecksOnly() || call.SkipStep(/*host_needs_answer=*/true)) return;  // nothing is written yet
   const NadamArgs args{lr, beta1, beta2, momentum_decay};
   call.SetStepScalars(StepRows(args, false), IncrementSteps(state_steps));  // first modification
   // Each parameter's mu_product is read, and advanced to prod_t, where it lives (on the CPU, or
@@ -106,9 +108,10 @@ Lists<4> NadamUpdateBackward(const OptionalTensorList& grad_new_params, const Op
 
 // clang-format off
 FUSED_OPTIM_OPS(nadam, op) {
-  op("nadam_step_(Tensor(a!)[] params, Tensor[] grads, Tensor(b!)[] exp_avgs, Tensor(c!)[] exp_avg_sqs, "
+  op("nadam_step_(Tensor(a!)[] params, Tensor(g!)[] grads, Tensor(b!)[] exp_avgs, Tensor(c!)[] exp_avg_sqs, "
      "Tensor(d!)[] mu_products, Tensor(e!)[] state_steps, *, float lr, float beta1, float beta2, float eps, "
-     "float weight_decay, float momentum_decay, bool decoupled_weight_decay, bool maximize) -> ()",
+     "float weight_decay, float momentum_decay, bool decoupled_weight_decay, bool maximize, "
+     FUSED_OPTIM_AMP_ARGS ") -> ()",
      &NadamStepInPlace);
   op("nadam_update(Tensor[] params, Tensor[] grads, Tensor[] exp_avgs, Tensor[] exp_avg_sqs, *, SymInt step, "
      "float mu_product, float lr, float beta1, float beta2, float eps, float weight_decay, float momentum_decay, "

@@ -32,11 +32,13 @@ auto StepScalars(double beta1, double beta2) {
 
 void RadamStepInPlace(at::TensorList params, at::TensorList grads, at::TensorList exp_avgs, at::TensorList exp_avg_sqs,
                       at::TensorList state_steps, double lr, double beta1, double beta2, double eps,
-                      double weight_decay, bool decoupled_weight_decay, bool maximize) {
+                      double weight_decay, bool decoupled_weight_decay, bool maximize,
+                      const std::optional<at::Tensor>& grad_scale, const std::optional<at::Tensor>& found_inf) {
   constexpr const char* op = "fused_optim::radam_step_";
   StepInPlace(op, FUSED_OPTIM_KERNEL(RadamStep),
               MakeHyper(op, lr, beta1, beta2, eps, weight_decay, decoupled_weight_decay, maximize), params, grads,
-              {{"exp_avgs", exp_avgs}, {"exp_avg_sqs", exp_avg_sqs}}, state_steps, StepScalars(beta1, beta2));
+              {{"exp_avgs", exp_avgs}, {"exp_avg_sqs", exp_avg_sqs}}, state_steps, {grad_scale, found_inf},
+              StepScalars(beta1, beta2));
 }
 
 Lists<3> RadamUpdate(at::TensorList params, at::TensorList grads, at::TensorList exp_avgs, at::TensorList exp_avg_sqs,
@@ -67,9 +69,9 @@ Lists<4> RadamUpdateBackward(const OptionalTensorList& grad_new_params, const Op
 
 // clang-format off
 FUSED_OPTIM_OPS(radam, op) {
-  op("radam_step_(Tensor(a!)[] params, Tensor[] grads, Tensor(b!)[] exp_avgs, Tensor(c!)[] exp_avg_sqs, "
+  op("radam_step_(Tensor(a!)[] params, Tensor(g!)[] grads, Tensor(b!)[] exp_avgs, Tensor(c!)[] exp_avg_sqs, "
      "Tensor(d!)[] state_steps, *, float lr, float beta1, float beta2, float eps, float weight_decay, "
-     "bool decoupled_weight_decay, bool maximize) -> ()",
+     "bool decoupled_weight_decay, bool maximize, " FUSED_OPTIM_AMP_ARGS ") -> ()",
      &RadamStepInPlace);
   op("radam_update(Tensor[] params, Tensor[] grads, Tensor[] exp_avgs, Tensor[] exp_avg_sqs, *, SymInt step, "
      "float lr, float beta1, float beta2, float eps, float weight_decay, bool decoupled_weight_decay, "

@@ -23,13 +23,16 @@ constexpr const char* kNoMomentum = "when momentum == 0";
 
 void SgdStepInPlace(at::TensorList params, at::TensorList grads, at::TensorList momentum_buffers, double lr,
                     double momentum, double dampening, double weight_decay, bool nesterov, bool maximize,
-                    bool first_step) {
+                    bool first_step, const std::optional<at::Tensor>& grad_scale,
+                    const std::optional<at::Tensor>& found_inf) {
   constexpr const char* op = "fused_optim::sgd_step_";
   const auto hyper = MakeHyper(op, lr, momentum, dampening, weight_decay, nesterov, maximize, first_step);
   MultiTensorCall call(op, params, kInPlace);
+  call.SetAmp({grad_scale, found_inf});
   // On the first step the buffers are overwritten (they start as the gradient).
   call.AddStep(params, grads, {{"momentum_buffers", momentum_buffers, hyper.has_momentum, kNoMomentum}});
-  if (call.ChecksOnly()) return;  // nothing is written yet
+  // Only the kernel writes: on CUDA it reads found_inf itself.
+  if (call.ChecksOnly() || call.SkipStep(/*host_needs_answer=*/false)) return;  // nothing is written yet
   call.Launch(FUSED_OPTIM_KERNEL(SgdStep), hyper);
 }
 
@@ -69,8 +72,9 @@ Lists<3> SgdUpdateBackward(const OptionalTensorList& grad_new_params,
 
 // clang-format off
 FUSED_OPTIM_OPS(sgd, op) {
-  op("sgd_step_(Tensor(a!)[] params, Tensor[] grads, Tensor(b!)[] momentum_buffers, *, float lr, float momentum, "
-     "float dampening, float weight_decay, bool nesterov, bool maximize, bool first_step) -> ()",
+  op("sgd_step_(Tensor(a!)[] params, Tensor(g!)[] grads, Tensor(b!)[] momentum_buffers, *, float lr, float momentum, "
+     "float dampening, float weight_decay, bool nesterov, bool maximize, bool first_step, "
+     FUSED_OPTIM_AMP_ARGS ") -> ()",
      &SgdStepInPlace);
   op("sgd_update(Tensor[] params, Tensor[] grads, Tensor[] momentum_buffers, *, float lr, float momentum, "
      "float dampening, float weight_decay, bool nesterov, bool maximize, bool first_step) -> (Tensor[], Tensor[])",

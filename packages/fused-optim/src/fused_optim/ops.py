@@ -89,6 +89,15 @@ def _eager_or_boxed(name: str) -> Callable[..., Any]:
 # Every op of every csrc/ops/<algo>.cpp, by name: what this package's eager callers run.
 _eager: Any = type("_EagerOps", (), {name: staticmethod(_eager_or_boxed(name)) for name in _C._eager})
 
+# The in-place ops' optional keyword arguments of torch.amp.GradScaler's protocol, as torch's fused
+# optimizers take them: each a one-element float32 tensor on the params' device. Where
+# ``found_inf`` is non-zero the op writes nothing (step counters included); otherwise the
+# gradients are divided by ``grad_scale`` as the kernel reads them, and left so (unscaled in
+# place, as torch's fused optimizers leave them). Both are read on the device: on CUDA only an op
+# that also updates host-side state (step counters, ASGD's and NAdam's scalars) reads
+# ``found_inf`` on the host, which waits for the device.
+_AMP_ARGS = ("grad_scale", "found_inf")
+
 STEP_OPS = (
     "sgd_step_",
     "adam_step_",
@@ -247,6 +256,11 @@ def _register_step_fake(name: str) -> None:
     @torch.library.register_fake(f"fused_optim::{name}")
     def _fake(*args: Any, **kwargs: Any) -> None:
         _check_devices(name, args, 0)
+        device = next((p.device for p in args[0]), None)
+        for key in _AMP_ARGS:  # one device, as the kernels check
+            t = kwargs.get(key)
+            if t is not None and device is not None and t.device != device:
+                raise ValueError(f"fused_optim::{name}: {key} is on {t.device} but params are on {device}")
         return None
 
 
@@ -893,7 +907,8 @@ def _switch_validate_only(enable: bool) -> bool:
 
 def sgd_step_(params: list[torch.Tensor], grads: list[torch.Tensor], momentum_buffers: list[torch.Tensor], *,
               lr: float, momentum: float, dampening: float, weight_decay: float, nesterov: bool, maximize: bool,
-              first_step: bool) -> None:
+              first_step: bool,
+              grad_scale: torch.Tensor | None = None, found_inf: torch.Tensor | None = None) -> None:
     """In-place SGD step; ``momentum_buffers`` is empty when ``momentum == 0`` and is overwritten
     (started as the gradient) when ``first_step``.
 
@@ -903,6 +918,7 @@ def sgd_step_(params: list[torch.Tensor], grads: list[torch.Tensor], momentum_bu
         lr, momentum, dampening, weight_decay, nesterov, maximize: As in ``torch.optim.SGD``.
         first_step: Whether the buffers start as the gradient (torch's first step) instead of being
             read.
+        grad_scale, found_inf: ``torch.amp.GradScaler``'s scale and skip flag (see ``_AMP_ARGS``).
 
     >>> p = torch.ones(2)
     >>> sgd_step_([p], [torch.ones(2)], [], lr=0.5, momentum=0.0, dampening=0.0,
@@ -911,13 +927,15 @@ def sgd_step_(params: list[torch.Tensor], grads: list[torch.Tensor], momentum_bu
     tensor([0.5000, 0.5000])
     """
     _eager.sgd_step_(params, grads, momentum_buffers, lr=lr, momentum=momentum, dampening=dampening,
-                     weight_decay=weight_decay, nesterov=nesterov, maximize=maximize, first_step=first_step)
+                     weight_decay=weight_decay, nesterov=nesterov, maximize=maximize, first_step=first_step,
+                     grad_scale=grad_scale, found_inf=found_inf)
 
 
 def adam_step_(params: list[torch.Tensor], grads: list[torch.Tensor], exp_avgs: list[torch.Tensor],
                exp_avg_sqs: list[torch.Tensor], max_exp_avg_sqs: list[torch.Tensor], state_steps: list[torch.Tensor],
                *, lr: float, beta1: float, beta2: float, weight_decay: float, eps: float, amsgrad: bool,
-               maximize: bool, decoupled_weight_decay: bool) -> None:
+               maximize: bool, decoupled_weight_decay: bool,
+               grad_scale: torch.Tensor | None = None, found_inf: torch.Tensor | None = None) -> None:
     """In-place Adam/AdamW step; increments ``state_steps`` (torch.optim's per-parameter counters).
 
     Args:
@@ -929,6 +947,7 @@ def adam_step_(params: list[torch.Tensor], grads: list[torch.Tensor], exp_avgs: 
         lr, beta1, beta2, weight_decay, eps, amsgrad, maximize: As in ``torch.optim.Adam``
             (``betas`` split in two).
         decoupled_weight_decay: Whether the weight decay is AdamW's.
+        grad_scale, found_inf: ``torch.amp.GradScaler``'s scale and skip flag (see ``_AMP_ARGS``).
 
     >>> p, m, v, step = torch.ones(1), torch.zeros(1), torch.zeros(1), torch.tensor(0.0)
     >>> adam_step_([p], [torch.ones(1)], [m], [v], [], [step], lr=0.1, beta1=0.9,
@@ -939,13 +958,15 @@ def adam_step_(params: list[torch.Tensor], grads: list[torch.Tensor], exp_avgs: 
     """
     _eager.adam_step_(params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, state_steps, lr=lr, beta1=beta1,
                       beta2=beta2, weight_decay=weight_decay, eps=eps, amsgrad=amsgrad, maximize=maximize,
-                      decoupled_weight_decay=decoupled_weight_decay)
+                      decoupled_weight_decay=decoupled_weight_decay, grad_scale=grad_scale,
+                      found_inf=found_inf)
 
 
 def rmsprop_step_(params: list[torch.Tensor], grads: list[torch.Tensor], square_avgs: list[torch.Tensor],
                   grad_avgs: list[torch.Tensor], momentum_buffers: list[torch.Tensor],
                   state_steps: list[torch.Tensor], *, lr: float, alpha: float, eps: float, weight_decay: float,
-                  momentum: float, centered: bool, maximize: bool) -> None:
+                  momentum: float, centered: bool, maximize: bool,
+                  grad_scale: torch.Tensor | None = None, found_inf: torch.Tensor | None = None) -> None:
     """In-place RMSprop step; ``grad_avgs`` only when centered, ``momentum_buffers`` only when momentum > 0.
 
     Args:
@@ -955,6 +976,7 @@ def rmsprop_step_(params: list[torch.Tensor], grads: list[torch.Tensor], square_
         state_steps: torch.optim's per-parameter step counters (scalar tensors), incremented in
             place.
         lr, alpha, eps, weight_decay, momentum, centered, maximize: As in ``torch.optim.RMSprop``.
+        grad_scale, found_inf: ``torch.amp.GradScaler``'s scale and skip flag (see ``_AMP_ARGS``).
 
     >>> p, sq, step = torch.ones(1), torch.zeros(1), torch.tensor(0.0)
     >>> rmsprop_step_([p], [torch.ones(1)], [sq], [], [], [step], lr=0.1, alpha=0.75,
@@ -964,12 +986,14 @@ def rmsprop_step_(params: list[torch.Tensor], grads: list[torch.Tensor], square_
     """
     _eager.rmsprop_step_(params, grads, square_avgs, grad_avgs, momentum_buffers, state_steps, lr=lr,
                          alpha=alpha, eps=eps, weight_decay=weight_decay, momentum=momentum,
-                         centered=centered, maximize=maximize)
+                         centered=centered, maximize=maximize, grad_scale=grad_scale,
+                         found_inf=found_inf)
 
 
 def adagrad_step_(params: list[torch.Tensor], grads: list[torch.Tensor], state_sums: list[torch.Tensor],
                   state_steps: list[torch.Tensor], *, lr: float, lr_decay: float, weight_decay: float, eps: float,
-                  maximize: bool) -> None:
+                  maximize: bool,
+                  grad_scale: torch.Tensor | None = None, found_inf: torch.Tensor | None = None) -> None:
     """In-place Adagrad step.
 
     Args:
@@ -977,6 +1001,7 @@ def adagrad_step_(params: list[torch.Tensor], grads: list[torch.Tensor], state_s
         state_steps: torch.optim's per-parameter step counters (scalar tensors), incremented in
             place.
         lr, lr_decay, weight_decay, eps, maximize: As in ``torch.optim.Adagrad``.
+        grad_scale, found_inf: ``torch.amp.GradScaler``'s scale and skip flag (see ``_AMP_ARGS``).
 
     >>> p, total, step = torch.ones(1), torch.zeros(1), torch.tensor(0.0)
     >>> adagrad_step_([p], [torch.full((1,), 2.0)], [total], [step], lr=0.1, lr_decay=0.0,
@@ -985,12 +1010,14 @@ def adagrad_step_(params: list[torch.Tensor], grads: list[torch.Tensor], state_s
     (tensor([0.9000]), tensor([4.]))
     """
     _eager.adagrad_step_(params, grads, state_sums, state_steps, lr=lr, lr_decay=lr_decay,
-                         weight_decay=weight_decay, eps=eps, maximize=maximize)
+                         weight_decay=weight_decay, eps=eps, maximize=maximize, grad_scale=grad_scale,
+                         found_inf=found_inf)
 
 
 def adadelta_step_(params: list[torch.Tensor], grads: list[torch.Tensor], square_avgs: list[torch.Tensor],
                    acc_deltas: list[torch.Tensor], state_steps: list[torch.Tensor], *, lr: float, rho: float,
-                   eps: float, weight_decay: float, maximize: bool) -> None:
+                   eps: float, weight_decay: float, maximize: bool,
+                   grad_scale: torch.Tensor | None = None, found_inf: torch.Tensor | None = None) -> None:
     """In-place Adadelta step.
 
     Args:
@@ -999,6 +1026,7 @@ def adadelta_step_(params: list[torch.Tensor], grads: list[torch.Tensor], square
         state_steps: torch.optim's per-parameter step counters (scalar tensors), incremented in
             place.
         lr, rho, eps, weight_decay, maximize: As in ``torch.optim.Adadelta``.
+        grad_scale, found_inf: ``torch.amp.GradScaler``'s scale and skip flag (see ``_AMP_ARGS``).
 
     >>> p, sq, acc, step = torch.ones(1), torch.zeros(1), torch.zeros(1), torch.tensor(0.0)
     >>> adadelta_step_([p], [torch.ones(1)], [sq], [acc], [step], lr=1.0, rho=0.0, eps=1.0,
@@ -1007,12 +1035,14 @@ def adadelta_step_(params: list[torch.Tensor], grads: list[torch.Tensor], square
     (tensor([0.2929]), tensor([1.]))
     """
     _eager.adadelta_step_(params, grads, square_avgs, acc_deltas, state_steps, lr=lr, rho=rho, eps=eps,
-                          weight_decay=weight_decay, maximize=maximize)
+                          weight_decay=weight_decay, maximize=maximize, grad_scale=grad_scale,
+                          found_inf=found_inf)
 
 
 def adamax_step_(params: list[torch.Tensor], grads: list[torch.Tensor], exp_avgs: list[torch.Tensor],
                  exp_infs: list[torch.Tensor], state_steps: list[torch.Tensor], *, lr: float, beta1: float,
-                 beta2: float, eps: float, weight_decay: float, maximize: bool) -> None:
+                 beta2: float, eps: float, weight_decay: float, maximize: bool,
+                 grad_scale: torch.Tensor | None = None, found_inf: torch.Tensor | None = None) -> None:
     """In-place Adamax step.
 
     Args:
@@ -1022,6 +1052,7 @@ def adamax_step_(params: list[torch.Tensor], grads: list[torch.Tensor], exp_avgs
             place.
         lr, beta1, beta2, eps, weight_decay, maximize: As in ``torch.optim.Adamax`` (``betas`` split
             in two).
+        grad_scale, found_inf: ``torch.amp.GradScaler``'s scale and skip flag (see ``_AMP_ARGS``).
 
     >>> p, m, u, step = torch.ones(1), torch.zeros(1), torch.zeros(1), torch.tensor(0.0)
     >>> adamax_step_([p], [torch.ones(1)], [m], [u], [step], lr=0.1, beta1=0.9, beta2=0.999,
@@ -1030,13 +1061,15 @@ def adamax_step_(params: list[torch.Tensor], grads: list[torch.Tensor], exp_avgs
     tensor([0.9000])
     """
     _eager.adamax_step_(params, grads, exp_avgs, exp_infs, state_steps, lr=lr, beta1=beta1, beta2=beta2,
-                        eps=eps, weight_decay=weight_decay, maximize=maximize)
+                        eps=eps, weight_decay=weight_decay, maximize=maximize, grad_scale=grad_scale,
+                        found_inf=found_inf)
 
 
 def radam_step_(params: list[torch.Tensor], grads: list[torch.Tensor], exp_avgs: list[torch.Tensor],
                 exp_avg_sqs: list[torch.Tensor], state_steps: list[torch.Tensor], *, lr: float, beta1: float,
                 beta2: float, eps: float, weight_decay: float, decoupled_weight_decay: bool,
-                maximize: bool) -> None:
+                maximize: bool,
+                grad_scale: torch.Tensor | None = None, found_inf: torch.Tensor | None = None) -> None:
     """In-place RAdam step.
 
     Args:
@@ -1046,6 +1079,7 @@ def radam_step_(params: list[torch.Tensor], grads: list[torch.Tensor], exp_avgs:
             place.
         lr, beta1, beta2, eps, weight_decay, decoupled_weight_decay, maximize: As in
             ``torch.optim.RAdam`` (``betas`` split in two).
+        grad_scale, found_inf: ``torch.amp.GradScaler``'s scale and skip flag (see ``_AMP_ARGS``).
 
     >>> p, m, v, step = torch.ones(1), torch.zeros(1), torch.zeros(1), torch.tensor(0.0)
     >>> radam_step_([p], [torch.ones(1)], [m], [v], [step], lr=0.1, beta1=0.9, beta2=0.999,
@@ -1055,12 +1089,14 @@ def radam_step_(params: list[torch.Tensor], grads: list[torch.Tensor], exp_avgs:
     """
     _eager.radam_step_(params, grads, exp_avgs, exp_avg_sqs, state_steps, lr=lr, beta1=beta1, beta2=beta2,
                        eps=eps, weight_decay=weight_decay, decoupled_weight_decay=decoupled_weight_decay,
-                       maximize=maximize)
+                       maximize=maximize, grad_scale=grad_scale,
+                       found_inf=found_inf)
 
 
 def lion_step_(params: list[torch.Tensor], grads: list[torch.Tensor], exp_avgs: list[torch.Tensor],
                state_steps: list[torch.Tensor], *, lr: float, beta1: float, beta2: float, weight_decay: float,
-               maximize: bool) -> None:
+               maximize: bool,
+               grad_scale: torch.Tensor | None = None, found_inf: torch.Tensor | None = None) -> None:
     """In-place Lion step (Chen et al., 2023); increments ``state_steps``, which Lion itself does not read.
 
     Args:
@@ -1068,6 +1104,7 @@ def lion_step_(params: list[torch.Tensor], grads: list[torch.Tensor], exp_avgs: 
         state_steps: Per-parameter step counters (scalar tensors), incremented in place.
         lr, beta1, beta2, weight_decay, maximize: As in :class:`fused_optim.Lion` (``betas`` split
             in two).
+        grad_scale, found_inf: ``torch.amp.GradScaler``'s scale and skip flag (see ``_AMP_ARGS``).
 
     >>> p, m, step = torch.ones(2), torch.zeros(2), torch.tensor(0.0)
     >>> lion_step_([p], [torch.tensor([0.5, -2.0])], [m], [step], lr=0.1, beta1=0.9, beta2=0.99,
@@ -1076,13 +1113,15 @@ def lion_step_(params: list[torch.Tensor], grads: list[torch.Tensor], exp_avgs: 
     (tensor([0.9000, 1.1000]), tensor(1.))
     """
     _eager.lion_step_(params, grads, exp_avgs, state_steps, lr=lr, beta1=beta1, beta2=beta2,
-                      weight_decay=weight_decay, maximize=maximize)
+                      weight_decay=weight_decay, maximize=maximize, grad_scale=grad_scale,
+                      found_inf=found_inf)
 
 
 def adan_step_(params: list[torch.Tensor], grads: list[torch.Tensor], exp_avgs: list[torch.Tensor],
                exp_avg_diffs: list[torch.Tensor], exp_avg_sqs: list[torch.Tensor], prev_grads: list[torch.Tensor],
                state_steps: list[torch.Tensor], *, lr: float, beta1: float, beta2: float, beta3: float, eps: float,
-               weight_decay: float, no_prox: bool, maximize: bool) -> None:
+               weight_decay: float, no_prox: bool, maximize: bool,
+               grad_scale: torch.Tensor | None = None, found_inf: torch.Tensor | None = None) -> None:
     """In-place Adan step (Xie et al., 2022); increments ``state_steps``.
 
     A tensor whose counter reaches 1 takes this step's gradient difference as zero (its
@@ -1094,6 +1133,7 @@ def adan_step_(params: list[torch.Tensor], grads: list[torch.Tensor], exp_avgs: 
         state_steps: Per-parameter step counters (scalar tensors), incremented in place.
         lr, beta1, beta2, beta3, eps, weight_decay, no_prox, maximize: As in
             :class:`fused_optim.Adan` (``betas`` split in three).
+        grad_scale, found_inf: ``torch.amp.GradScaler``'s scale and skip flag (see ``_AMP_ARGS``).
 
     >>> p, z, step = torch.ones(1), torch.zeros(1), torch.tensor(0.0)
     >>> adan_step_([p], [torch.ones(1)], [z.clone()], [z.clone()], [z.clone()], [z.clone()], [step], lr=0.1,
@@ -1103,13 +1143,15 @@ def adan_step_(params: list[torch.Tensor], grads: list[torch.Tensor], exp_avgs: 
     """
     _eager.adan_step_(params, grads, exp_avgs, exp_avg_diffs, exp_avg_sqs, prev_grads, state_steps, lr=lr,
                       beta1=beta1, beta2=beta2, beta3=beta3, eps=eps, weight_decay=weight_decay,
-                      no_prox=no_prox, maximize=maximize)
+                      no_prox=no_prox, maximize=maximize, grad_scale=grad_scale,
+                      found_inf=found_inf)
 
 
 def nadam_step_(params: list[torch.Tensor], grads: list[torch.Tensor], exp_avgs: list[torch.Tensor],
                 exp_avg_sqs: list[torch.Tensor], mu_products: list[torch.Tensor], state_steps: list[torch.Tensor], *,
                 lr: float, beta1: float, beta2: float, eps: float, weight_decay: float, momentum_decay: float,
-                decoupled_weight_decay: bool, maximize: bool) -> None:
+                decoupled_weight_decay: bool, maximize: bool,
+                grad_scale: torch.Tensor | None = None, found_inf: torch.Tensor | None = None) -> None:
     """In-place NAdam step; increments ``state_steps`` and multiplies each ``mu_products`` entry by
     this step's momentum coefficient (both in their own dtype, as torch.optim does).
 
@@ -1122,6 +1164,7 @@ def nadam_step_(params: list[torch.Tensor], grads: list[torch.Tensor], exp_avgs:
             place.
         lr, beta1, beta2, eps, weight_decay, momentum_decay, decoupled_weight_decay, maximize: As in
             ``torch.optim.NAdam`` (``betas`` split in two).
+        grad_scale, found_inf: ``torch.amp.GradScaler``'s scale and skip flag (see ``_AMP_ARGS``).
 
     >>> p, m, v, prod, step = torch.ones(1), torch.zeros(1), torch.zeros(1), torch.tensor(1.0), torch.tensor(0.0)
     >>> nadam_step_([p], [torch.ones(1)], [m], [v], [prod], [step], lr=0.1, beta1=0.9, beta2=0.999,
@@ -1132,12 +1175,14 @@ def nadam_step_(params: list[torch.Tensor], grads: list[torch.Tensor], exp_avgs:
     """
     _eager.nadam_step_(params, grads, exp_avgs, exp_avg_sqs, mu_products, state_steps, lr=lr, beta1=beta1,
                        beta2=beta2, eps=eps, weight_decay=weight_decay, momentum_decay=momentum_decay,
-                       decoupled_weight_decay=decoupled_weight_decay, maximize=maximize)
+                       decoupled_weight_decay=decoupled_weight_decay, maximize=maximize, grad_scale=grad_scale,
+                       found_inf=found_inf)
 
 
 def rprop_step_(params: list[torch.Tensor], grads: list[torch.Tensor], prevs: list[torch.Tensor],
                 step_sizes: list[torch.Tensor], state_steps: list[torch.Tensor], *, lr: float, etaminus: float,
-                etaplus: float, step_size_min: float, step_size_max: float, maximize: bool) -> None:
+                etaplus: float, step_size_min: float, step_size_max: float, maximize: bool,
+                grad_scale: torch.Tensor | None = None, found_inf: torch.Tensor | None = None) -> None:
     """In-place Rprop step.
 
     Args:
@@ -1148,6 +1193,7 @@ def rprop_step_(params: list[torch.Tensor], grads: list[torch.Tensor], prevs: li
         lr: Checked only: it seeds the step sizes of new parameters, which the caller creates.
         etaminus, etaplus, step_size_min, step_size_max, maximize: As in ``torch.optim.Rprop``
             (``etas`` and ``step_sizes`` split in two).
+        grad_scale, found_inf: ``torch.amp.GradScaler``'s scale and skip flag (see ``_AMP_ARGS``).
 
     >>> p, prev, size, step = torch.ones(2), torch.zeros(2), torch.full((2,), 0.1), torch.tensor(0.0)
     >>> rprop_step_([p], [torch.tensor([2.0, -3.0])], [prev], [size], [step], lr=0.1, etaminus=0.5,
@@ -1157,12 +1203,14 @@ def rprop_step_(params: list[torch.Tensor], grads: list[torch.Tensor], prevs: li
     """
     _eager.rprop_step_(params, grads, prevs, step_sizes, state_steps, lr=lr, etaminus=etaminus,
                        etaplus=etaplus, step_size_min=step_size_min, step_size_max=step_size_max,
-                       maximize=maximize)
+                       maximize=maximize, grad_scale=grad_scale,
+                       found_inf=found_inf)
 
 
 def asgd_step_(params: list[torch.Tensor], grads: list[torch.Tensor], axs: list[torch.Tensor],
                etas: list[torch.Tensor], mus: list[torch.Tensor], state_steps: list[torch.Tensor], *, lr: float,
-               lambd: float, alpha: float, t0: float, weight_decay: float, maximize: bool) -> None:
+               lambd: float, alpha: float, t0: float, weight_decay: float, maximize: bool,
+               grad_scale: torch.Tensor | None = None, found_inf: torch.Tensor | None = None) -> None:
     """In-place ASGD step: uses each parameter's ``etas``/``mus`` entry, then sets them to the
     schedule's next values (torch.optim's per-parameter state scalars).
 
@@ -1172,6 +1220,7 @@ def asgd_step_(params: list[torch.Tensor], grads: list[torch.Tensor], axs: list[
         state_steps: torch.optim's per-parameter step counters (scalar tensors), incremented in
             place.
         lr, lambd, alpha, t0, weight_decay, maximize: As in ``torch.optim.ASGD``.
+        grad_scale, found_inf: ``torch.amp.GradScaler``'s scale and skip flag (see ``_AMP_ARGS``).
 
     >>> p, ax, step = torch.ones(1), torch.zeros(1), torch.tensor(0.0)
     >>> eta, mu = torch.tensor(0.1), torch.tensor(1.0)
@@ -1181,13 +1230,15 @@ def asgd_step_(params: list[torch.Tensor], grads: list[torch.Tensor], axs: list[
     (tensor([0.9000]), tensor([0.9000]))
     """
     _eager.asgd_step_(params, grads, axs, etas, mus, state_steps, lr=lr, lambd=lambd, alpha=alpha, t0=t0,
-                      weight_decay=weight_decay, maximize=maximize)
+                      weight_decay=weight_decay, maximize=maximize, grad_scale=grad_scale,
+                      found_inf=found_inf)
 
 
 def adafactor_step_(params: list[torch.Tensor], grads: list[torch.Tensor], row_vars: list[torch.Tensor],
                     col_vars: list[torch.Tensor], variances: list[torch.Tensor], state_steps: list[torch.Tensor], *,
                     lr: float, beta2_decay: float, eps1: float, eps2: float, d: float, weight_decay: float,
-                    maximize: bool, factored: bool) -> None:
+                    maximize: bool, factored: bool,
+                    grad_scale: torch.Tensor | None = None, found_inf: torch.Tensor | None = None) -> None:
     """In-place Adafactor step, for parameters of two or more dimensions (``factored``: their
     ``row_vars`` and ``col_vars``; ``variances`` empty) or for the others (``variances``; the
     factored lists empty).
@@ -1202,6 +1253,7 @@ def adafactor_step_(params: list[torch.Tensor], grads: list[torch.Tensor], row_v
         lr, beta2_decay, eps1, eps2, d, weight_decay, maximize: As in ``torch.optim.Adafactor``
             (``eps`` split in two; ``eps1`` resolved to a number).
         factored: Which of the two kinds of parameters this call updates.
+        grad_scale, found_inf: ``torch.amp.GradScaler``'s scale and skip flag (see ``_AMP_ARGS``).
 
     >>> p, v, step = torch.tensor([3.0, 4.0]), torch.zeros(2), torch.tensor(0.0)
     >>> adafactor_step_([p], [torch.tensor([1.0, -1.0])], [], [], [v], [step], lr=0.5, beta2_decay=-0.8,
@@ -1211,4 +1263,5 @@ def adafactor_step_(params: list[torch.Tensor], grads: list[torch.Tensor], row_v
     """
     _eager.adafactor_step_(params, grads, row_vars, col_vars, variances, state_steps, lr=lr,
                            beta2_decay=beta2_decay, eps1=eps1, eps2=eps2, d=d, weight_decay=weight_decay,
-                           maximize=maximize, factored=factored)
+                           maximize=maximize, factored=factored, grad_scale=grad_scale,
+                           found_inf=found_inf)

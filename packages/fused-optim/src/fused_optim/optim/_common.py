@@ -93,6 +93,26 @@ def bucket_lists(lists: list[list[Tensor]], real_lists: int) -> list[list[list[T
     return list(buckets.values())
 
 
+class Amp:
+    """``torch.amp.GradScaler``'s ``grad_scale`` and ``found_inf`` for one step, as the op keyword
+    arguments of each call: copied to a call's device once per device, as torch's fused optimizers
+    copy them (asynchronously, except to the CPU, whose kernels read them at once)."""
+
+    __slots__ = ("_by_device", "_given")
+
+    def __init__(self, grad_scale: Tensor | None, found_inf: Tensor | None) -> None:
+        self._given = {k: t for k, t in (("grad_scale", grad_scale), ("found_inf", found_inf)) if t is not None}
+        self._by_device: dict[torch.device, dict[str, Tensor]] = {}
+
+    def kwargs(self, device: torch.device) -> dict[str, Tensor]:
+        """The arguments on ``device``."""
+        kwargs = self._by_device.get(device)
+        if kwargs is None:
+            kwargs = self._by_device[device] = {
+                k: t.to(device, non_blocking=device.type != "cpu") for k, t in self._given.items()}
+        return kwargs
+
+
 class StepPlan:
     """The op calls of one optimizer step, checked together before the first one runs.
 
@@ -108,10 +128,12 @@ class StepPlan:
     """
 
     def __init__(self, optimizer: torch.optim.Optimizer, name: str,
-                 calls: list[tuple[Callable[..., Any], list[list[Tensor]], dict[str, Any]]] | None = None) -> None:
+                 calls: list[tuple[Callable[..., Any], list[list[Tensor]], dict[str, Any]]] | None = None,
+                 amp: Amp | None = None) -> None:
         self._optimizer = optimizer
         self._name = name
         self._calls = [] if calls is None else calls  # (op, its lists, its keyword arguments)
+        self._amp = amp  # added to every call's keyword arguments
         self._new_state: dict[int, tuple[Tensor, tuple[str, ...]]] = {}
         # per (group, kind): which state entries a parameter has this step (FusedStep._layout)
         self.layouts: dict[tuple[int, Any], tuple[Any, ...]] = {}
@@ -138,16 +160,24 @@ class StepPlan:
 
     def __exit__(self, kind: type[BaseException] | None, *_: Any) -> None:
         if kind is not None:  # forget the state created for calls that did not run
-            state = self._optimizer.state
-            for param, keys in self._new_state.values():
-                if not keys:
-                    state.pop(param, None)
-                elif param in state:
-                    for key in keys:
-                        state[param].pop(key, None)
-                    if not state[param]:
-                        del state[param]
+            self.forget(self._new_state)
         self._new_state.clear()
+
+    def new_state(self) -> dict[int, tuple[Tensor, tuple[str, ...]]]:
+        """The state this step created so far (see :meth:`note_new_state`), for :meth:`forget`."""
+        return dict(self._new_state)
+
+    def forget(self, new_state: dict[int, tuple[Tensor, tuple[str, ...]]]) -> None:
+        """Removes the state entries ``new_state`` lists from the optimizer's state."""
+        state = self._optimizer.state
+        for param, keys in new_state.values():
+            if not keys:
+                state.pop(param, None)
+            elif param in state:
+                for key in keys:
+                    state[param].pop(key, None)
+                if not state[param]:
+                    del state[param]
 
     def run(self) -> bool:
         """Runs the calls, every one checked first where there are several; returns False, having
@@ -157,6 +187,9 @@ class StepPlan:
         the calls before it have written, so this raises instead of letting the step run twice.
         """
         calls = self._calls
+        if self._amp is not None:  # the same lists (objects) with the AMP arguments on their device
+            amp = self._amp
+            calls = [(op, lists, {**kwargs, **amp.kwargs(lists[0][0].device)}) for op, lists, kwargs in calls]
         if len(calls) > 1:
             _check_duplicates(self._name, [lists for _, lists, _ in calls])
             declined = False
@@ -175,6 +208,17 @@ class StepPlan:
                 for p in lists[0]:  # this state is now in use
                     self._new_state.pop(id(_original(p)), None)
         return True
+
+
+def _unscale_for_torch(optimizer: torch.optim.Optimizer, grad_scale: Tensor | None) -> None:
+    """Divides every gradient by ``grad_scale`` in place (the values of a sparse one)."""
+    if grad_scale is None:
+        return
+    for group in optimizer.param_groups:
+        for p in group["params"]:
+            if p.grad is not None:
+                values = p.grad._values() if p.grad.is_sparse else p.grad
+                values.div_(grad_scale.to(values.device))
 
 
 def _check_duplicates(name: str, calls: list[list[list[Tensor]]]) -> None:
@@ -282,7 +326,7 @@ class _Gathered:
         # (variant, params with a gradient, columns) or None, and the keyword arguments or None
         self.entries = entries
 
-    def step(self, optimizer: FusedStep) -> bool:
+    def step(self, optimizer: FusedStep, amp: Amp | None) -> bool:
         """Runs the step's op calls on the kept lists with this step's gradients; returns False,
         having modified nothing, where anything the lists came from changed (the caller then
         gathers afresh).
@@ -314,7 +358,7 @@ class _Gathered:
             else:
                 kwargs["lr"] = scalar(group["lr"])
             calls.append((unboxed, [with_grad, grads, *columns], kwargs))
-        return StepPlan(optimizer, self.name, calls).run()  # type: ignore[arg-type]
+        return StepPlan(optimizer, self.name, calls, amp).run()  # type: ignore[arg-type]
 
 
 Init = Callable[[Tensor, Tensor, dict[str, Any]], Tensor]  # (param, grad, group) -> a fresh state value
@@ -400,6 +444,13 @@ class FusedStep:
     _variant_flag: str | None = None
     _sparse_to_torch = False
     _sparse_hint = ""
+    # torch.amp.GradScaler hands this optimizer its scale and inf flag (as the attributes
+    # ``grad_scale`` and ``found_inf``) instead of unscaling the gradients and reading the flag
+    # itself: the kernels unscale as they read and skip the step by themselves.
+    _step_supports_amp_scaling = True
+    # Whether a parameter's fresh state holds no value until its first step writes it (SGD's
+    # momentum buffers): a step that found_inf skips then forgets the state it created.
+    _fresh_state_written_by_step = False
     _slots: tuple[Slot, ...]  # derived from the declarations above, once per class
     _column_keys: tuple[str, ...]
     _conditional: bool  # whether some entry depends on the options or the kind (Slot.when)
@@ -484,23 +535,52 @@ class FusedStep:
             kwargs[self._variant_flag] = variant
         return kwargs
 
+    def _torch_step_amp(self, super_step: Callable[..., Any], closure: Callable[[], Any] | None,
+                        grad_scale: Tensor | None, found_inf: Tensor | None) -> Any:
+        """torch.optim's own step (:func:`torch_path_needed`, sparse gradients) under GradScaler:
+        its paths other than the fused ones take no AMP arguments, so the gradients are unscaled
+        here and the flag is read on the host, as GradScaler does for an optimizer without them."""
+        _unscale_for_torch(self, grad_scale)  # type: ignore[arg-type]
+        if found_inf is not None and bool(found_inf):
+            return None
+        hidden: dict[str, Any] = {k: self.__dict__.pop(k) for k in ("grad_scale", "found_inf") if k in self.__dict__}
+        try:
+            return super_step(closure)
+        finally:
+            self.__dict__.update(hidden)
+
     @torch.no_grad()
-    def step(self, closure: Callable[[], Any] | None = None) -> Any:
-        """Performs one optimization step (``closure`` re-evaluates the model and returns the loss)."""
+    def step(self, closure: Callable[[], Any] | None = None, *, grad_scale: Tensor | None = None,
+             found_inf: Tensor | None = None) -> Any:
+        """Performs one optimization step (``closure`` re-evaluates the model and returns the loss).
+
+        ``grad_scale`` and ``found_inf`` (one-element float32 tensors) are ``torch.amp.GradScaler``'s,
+        which it sets as this optimizer's attributes of the same names before it calls ``step()``:
+        the gradients are divided by ``grad_scale`` as the kernel reads them (and left so, as
+        torch's fused optimizers leave them), and where ``found_inf`` is non-zero the step changes
+        nothing, step counters included.
+        """
+        attributes = self.__dict__
+        if grad_scale is None:
+            grad_scale = attributes.get("grad_scale")
+        if found_inf is None:
+            found_inf = attributes.get("found_inf")
+        amp = None if grad_scale is None and found_inf is None else Amp(grad_scale, found_inf)
         super_step = super().step  # type: ignore[misc]
         compiling = torch.compiler.is_compiling()
         if not compiling:
             check_capture(self)  # type: ignore[arg-type]
         if torch_path_needed(self) or (self._sparse_to_torch and any(  # type: ignore[arg-type]
                 p.grad is not None and p.grad.is_sparse for g in self.param_groups for p in g["params"])):
-            return super_step(closure)
+            return super_step(closure) if amp is None else self._torch_step_amp(super_step, closure, grad_scale,
+                                                                                found_inf)
         loss = run_closure(closure)
         op = getattr(ops, self._op)
         cacheable = not compiling
         gathered = self.__dict__.get("_gathered") if cacheable else None
-        if gathered is not None and gathered.step(self):
+        if gathered is not None and gathered.step(self, amp):
             return loss
-        with StepPlan(self, self._name) as plan:  # type: ignore[arg-type]
+        with StepPlan(self, self._name, amp=amp) as plan:  # type: ignore[arg-type]
             if gathered is not None:
                 del self._gathered  # out of date: don't keep its tensors alive
             work = []
@@ -523,6 +603,8 @@ class FusedStep:
                 work.append((group, variants))
                 entries.append((list(group["params"]), _options(group), no_grad if any(no_grad) else None, None, None))
             cacheable = cacheable and not plan.creates_state()
+            forget_if_skipped = (plan.new_state() if found_inf is not None and self._fresh_state_written_by_step
+                                 and plan.creates_state() else None)
             for i, (group, variants) in enumerate(work):
                 cacheable = cacheable and len(variants) <= 1
                 for variant in sorted(variants):
@@ -537,6 +619,8 @@ class FusedStep:
                     else:
                         cacheable = False
             plan.run()
+            if forget_if_skipped and bool(found_inf):  # on CUDA, one wait, on a step that created such state
+                plan.forget(forget_if_skipped)
         if cacheable:
             self._gathered = _Gathered(self, entries)
         return loss

@@ -44,6 +44,7 @@ class SGD(FusedStep, torch.optim.SGD):
     _flags = ("nesterov", "maximize")
     _variant_flag = "first_step"
     _sparse_to_torch = True  # torch's SGD has a sparse update
+    _fresh_state_written_by_step = True  # (torch's fused SGD keeps them uninitialized when found_inf skips)
 
     def _variant(self, kind: Any, created: bool) -> bool:
         return created  # a fresh momentum buffer starts as the (decayed) gradient
