@@ -3,8 +3,9 @@
 # each release artifact installs alone into a fresh virtualenv (release_check). benchmarks_smoke
 # runs every benchmark once on tiny workloads (no peers, no timing kept). isa_matrix reruns the
 # doctests and the numerical tests under each CPU build of fused-optim's loops and torch's kernels
-# the machine has (ci/isa_matrix.py says which run where; about 2-3 minutes on 2 cores), so an
-# example or test that depends on this CPU's rounding fails where it is written.
+# the machine has, so an example or a test that depends on one CPU's rounding fails where it is
+# written (ci/isa_matrix.py says what runs where: about 4.5 minutes of CPU time, two suites at a
+# time on 2 cores).
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 bash "$ROOT/ci/setup.sh"
