@@ -64,14 +64,15 @@ inline void CopyChunkInputs(const KernelTable& table, int64_t t, int64_t begin, 
   }
 }
 
-// torch.amp's unscale (KernelTable::grad_scale): the chunk of the gradient column divided by the
-// scale in place, in the math type, just before the step reads it from cache.
+// torch.amp's unscale (KernelTable::grad_scale): the chunk of the gradient column multiplied in
+// place by the scale's reciprocal (in the math type, as GradScaler's own unscale does), just
+// before the step reads it from cache. A multiply, not a division: the loop keeps up with memory.
 template <typename scalar_t>
 inline void UnscaleChunk(const KernelTable& table, int64_t t, int64_t begin, int64_t end) {
   using T = std::conditional_t<std::is_same_v<scalar_t, double>, double, float>;
   scalar_t* grad = table.Dst<scalar_t>(t, table.grad_col);
-  const T scale = static_cast<T>(*table.grad_scale);
-  for (int64_t i = begin; i < end; ++i) grad[i] = static_cast<scalar_t>(static_cast<T>(grad[i]) / scale);
+  const T inv_scale = static_cast<T>(1) / static_cast<T>(*table.grad_scale);
+  for (int64_t i = begin; i < end; ++i) grad[i] = static_cast<scalar_t>(static_cast<T>(grad[i]) * inv_scale);
 }
 
 // body(t, begin, end) for chunks covering every tensor of the table (none where found_inf skips
