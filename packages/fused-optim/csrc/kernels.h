@@ -77,8 +77,9 @@ struct KernelTable {
   void* stream = nullptr;               // cudaStream_t for CUDA tables
   // torch.amp.GradScaler's arguments of an in-place step (null where not given), each one float32 on
   // the table's device, read by the kernel itself (on CUDA, on the device): where *found_inf != 0
-  // the kernel writes nothing at all; otherwise column grad_col is divided by *grad_scale as it is
-  // read, and the quotient stored back (torch's fused optimizers also leave the gradients unscaled).
+  // the kernel writes nothing at all; otherwise column grad_col is multiplied by 1 / *grad_scale
+  // as it is read, and the product stored back (torch's fused optimizers also leave the gradients
+  // unscaled).
   const float* grad_scale = nullptr;
   const float* found_inf = nullptr;
   int grad_col = -1;

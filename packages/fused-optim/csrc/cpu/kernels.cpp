@@ -67,12 +67,14 @@ inline void CopyChunkInputs(const KernelTable& table, int64_t t, int64_t begin, 
   }
 }
 
-// torch.amp's unscale (KernelTable::grad_scale): n gradient values divided by the scale in place,
-// in the math type, just before the step reads them from cache (torch's fused steps also leave
-// the gradients unscaled).
+// torch.amp's unscale (KernelTable::grad_scale): n gradient values multiplied in place by the
+// scale's reciprocal (in the math type, as GradScaler's own unscale does), just before the step
+// reads them from cache; torch's fused steps also leave the gradients unscaled. A multiply, not a
+// division: the loop keeps up with memory.
 template <typename T>
-inline void Unscale(T* grad, int64_t n, T scale) {
-  for (int64_t i = 0; i < n; ++i) grad[i] = grad[i] / scale;
+inline void Unscale(T* grad, int64_t n, const float* grad_scale) {
+  const T inv_scale = T(1) / static_cast<T>(*grad_scale);
+  for (int64_t i = 0; i < n; ++i) grad[i] = grad[i] * inv_scale;
 }
 
 // body(t, begin, end) for chunks covering every tensor of the table (none where found_inf skips
@@ -350,7 +352,7 @@ void RunChunk(const KernelTable& table, int64_t t, int64_t begin, int64_t end, c
               const typename K::template Scalars<T>& s) {
   CopyChunkInputs<T>(table, t, begin, end);
   if (table.grad_scale != nullptr) {
-    Unscale<T>(table.Dst<T>(t, table.grad_col) + begin, end - begin, static_cast<T>(*table.grad_scale));
+    Unscale<T>(table.Dst<T>(t, table.grad_col) + begin, end - begin, table.grad_scale);
   }
   ChunkIO<T, K::kLists> io{};
   for (int col = 0; col < K::kLists; ++col) {
@@ -395,7 +397,7 @@ void RunWideChunk(const KernelTable& table, int64_t t, int64_t begin, int64_t en
     for (int col = 0; col < NL; ++col) {
       if (use.loads[col] && in[col]) Format::Widen(in[col] + b, blocks[col], n);
     }
-    if (unscale) Unscale<float>(blocks[table.grad_col], n, *table.grad_scale);
+    if (unscale) Unscale<float>(blocks[table.grad_col], n, table.grad_scale);
     // The float32 loop runs a quarter block at a time, each quarter first asking for a quarter
     // of the next block's input lines: the memory keeps fetching while the math runs (in one
     // burst per block the prefetches would only wait for free fill buffers). A prefetch never

@@ -153,7 +153,8 @@ struct BoundOp {
                              const typename K::template Scalars<T>& s) const {
     if (meta.grad_scale != nullptr) {  // torch.amp's unscale, stored back before the step reads it
       S* grad = static_cast<S*>(meta.dst[meta.grad_col][t]);
-      grad[i] = static_cast<S>(static_cast<T>(grad[i]) / static_cast<T>(*meta.grad_scale));
+      const T inv_scale = static_cast<T>(1) / static_cast<T>(*meta.grad_scale);  // as the CPU loops
+      grad[i] = static_cast<S>(static_cast<T>(grad[i]) * inv_scale);
     }
     K::Apply(ElementIO<S, T, NL>{meta, t, i}, h, s);
   }

@@ -212,7 +212,9 @@ void AdafactorStepInPlace(at::TensorList params, at::TensorList grads, at::Tenso
   // Its norms are read on the host anyway: found_inf is too, and the gradients are unscaled by
   // one pass of their own, since ATen ops as well as the kernels read them.
   if (checks.ChecksOnly() || checks.size() == 0 || checks.SkipStep(/*host_needs_answer=*/true)) return;
-  if (grad_scale.has_value() && grad_scale->defined()) at::_foreach_div_(grads, *grad_scale);  // first modification
+  if (grad_scale.has_value() && grad_scale->defined()) {  // first modification, as the kernels unscale
+    at::_foreach_mul_(grads, grad_scale->reciprocal());
+  }
   const std::vector<double> steps = IncrementSteps(state_steps);
   RunStep(op, params, grads, row_vars, col_vars, variances, steps, args, MakeHyper(args, weight_decay, maximize),
           factored, kInPlace);

@@ -92,7 +92,7 @@ _eager: Any = type("_EagerOps", (), {name: staticmethod(_eager_or_boxed(name)) f
 # The in-place ops' optional keyword arguments of torch.amp.GradScaler's protocol, as torch's fused
 # optimizers take them: each a one-element float32 tensor on the params' device. Where
 # ``found_inf`` is non-zero the op writes nothing (step counters included); otherwise the
-# gradients are divided by ``grad_scale`` as the kernel reads them, and left so (unscaled in
+# gradients are multiplied by ``1 / grad_scale`` as the kernel reads them, and left so (unscaled in
 # place, as torch's fused optimizers leave them). Both are read on the device: on CUDA only an op
 # that also updates host-side state (step counters, ASGD's and NAdam's scalars) reads
 # ``found_inf`` on the host, which waits for the device.

@@ -211,14 +211,16 @@ class StepPlan:
 
 
 def _unscale_for_torch(optimizer: torch.optim.Optimizer, grad_scale: Tensor | None) -> None:
-    """Divides every gradient by ``grad_scale`` in place (the values of a sparse one)."""
+    """Multiplies every gradient (the values of a sparse one) by ``1 / grad_scale`` in place, as
+    GradScaler's own unscale does."""
     if grad_scale is None:
         return
+    inv_scale = grad_scale.double().reciprocal().float()
     for group in optimizer.param_groups:
         for p in group["params"]:
             if p.grad is not None:
                 values = p.grad._values() if p.grad.is_sparse else p.grad
-                values.div_(grad_scale.to(values.device))
+                values.mul_(inv_scale.to(values.device))
 
 
 def _check_duplicates(name: str, calls: list[list[list[Tensor]]]) -> None:
@@ -556,7 +558,7 @@ class FusedStep:
 
         ``grad_scale`` and ``found_inf`` (one-element float32 tensors) are ``torch.amp.GradScaler``'s,
         which it sets as this optimizer's attributes of the same names before it calls ``step()``:
-        the gradients are divided by ``grad_scale`` as the kernel reads them (and left so, as
+        the gradients are multiplied by ``1 / grad_scale`` as the kernel reads them (and left so, as
         torch's fused optimizers leave them), and where ``found_inf`` is non-zero the step changes
         nothing, step counters included.
         """
