@@ -66,6 +66,7 @@ enum : int { kEta = 0, kDecay, kMu, kNumScalars };  // per-tensor scalars (from 
 namespace bind {
 
 struct Asgd {
+  static constexpr int kNumScalars = asgd_cols::kNumScalars;
   template <typename T>
   using Hyper = math::AsgdHyper<T>;
   template <typename T>

@@ -156,6 +156,8 @@ FUSED_OPTIM_HOST_DEVICE inline AdamMomentGrads<T> UpdateMomentsBackward(T gp_new
 //
 //   K::Hyper<T>                 the hyper-parameter struct (kernels receive it in double);
 //   K::Scalars<T>, MakeScalars  the per-tensor scalars (e.g. bias corrections) from a table row;
+//   K::kNumScalars              that row's length (the table's num_scalars; the CUDA launch sizes
+//                               its per-tensor scalar storage from the largest of all bindings);
 //   K::Flags(h, s)              the boolean options, as std::tie of references: the CPU loops
 //                               compile one loop per combination of them;
 //   K::kLists, K::Apply(io, h, s)  the column count and the element function (FUSED_OPTIM_ELEMENT),
@@ -230,6 +232,7 @@ struct AdamFamilyBackward : A {
 
 // For algorithms whose one per-tensor scalar is a step size (`clr`) from the tensor's step count.
 struct StepSizeScalar {
+  static constexpr int kNumScalars = 1;
   template <typename T>
   struct Scalars {
     T clr;
@@ -242,6 +245,7 @@ struct StepSizeScalar {
 
 // For algorithms without per-tensor scalars.
 struct NoScalars {
+  static constexpr int kNumScalars = 0;
   template <typename T>
   struct Scalars {};
   template <typename T>

@@ -62,6 +62,7 @@ enum : int { kBc2 = 0, kGradCoef, kAvgCoef, kNumScalars };  // per-tensor scalar
 namespace bind {
 
 struct Nadam {
+  static constexpr int kNumScalars = nadam_cols::kNumScalars;
   template <typename T>
   using Hyper = math::NadamHyper<T>;
   template <typename T>
