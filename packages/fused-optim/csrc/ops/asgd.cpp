@@ -1,6 +1,9 @@
 // ASGD ops: argument checks, outputs and the per-tensor step size and averaging weight (each
 // parameter's eta and mu, then their next values from its step count); the element math is
 // math/asgd.h.
+#include <ATen/ops/_foreach_copy.h>
+#include <ATen/ops/cat.h>
+
 #include <cmath>
 
 #include "multi_tensor.h"
@@ -20,6 +23,31 @@ void ScalarRow(double eta, double mu, double lambd, double* row) {
   row[kEta] = eta;
   row[kDecay] = 1.0 - lambd * eta;
   row[kMu] = mu;
+}
+
+// The next etas as torch.optim.ASGD's foreach step (its default for CUDA parameters) computes
+// them: lr / (1 + lambd lr t)^alpha as tensor arithmetic on the step counters, in their dtype
+// (float32 unless the default dtype is float64) and in its order of operations, which rounds
+// 1 + lambd lr t to that dtype before the power. Its single-tensor step (the default on the CPU)
+// computes them in double instead; the two differ by up to a float32 rounding of eta.
+void WriteForeachEtas(at::TensorList etas, at::TensorList steps, double lr, double lambd, double alpha) {
+  const auto next = [&](const at::Tensor& t) { return t.mul(lambd * lr).add(1).pow(alpha).reciprocal().mul(lr); };
+  // One batched computation where the counters share a CUDA device and dtype: a CUDA kernel computes
+  // each element alike whatever the tensor's size (a CPU kernel may take a vectorized path instead).
+  bool batch = !steps.empty() && steps[0].is_cuda();
+  std::vector<at::Tensor> counts;
+  for (const at::Tensor& s : steps) {
+    batch = batch && s.device() == steps[0].device() && s.scalar_type() == steps[0].scalar_type();
+    counts.push_back(s.reshape({1}));
+  }
+  if (batch) {
+    const std::vector<at::Tensor> values = next(at::cat(counts)).unbind();
+    std::vector<at::Tensor> targets;
+    for (const at::Tensor& e : etas) targets.push_back(e.reshape({}));
+    at::_foreach_copy_(targets, values);
+  } else {
+    for (size_t i = 0; i < steps.size(); ++i) etas[i].copy_(next(steps[i]).reshape_as(etas[i]));
+  }
 }
 
 void AsgdStepInPlace(at::TensorList params, at::TensorList grads, at::TensorList axs, at::TensorList etas,
@@ -44,9 +72,13 @@ void AsgdStepInPlace(at::TensorList params, at::TensorList grads, at::TensorList
   });
   call.Launch(FUSED_OPTIM_KERNEL(AsgdStep), hyper);
   // torch.optim's schedule, for the next step: eta = lr / (1 + lambd lr t)^alpha, mu = 1 / max(1, t - t0),
-  // each made a tensor of the default dtype before it is copied into the state.
+  // each made a tensor of the default dtype before it is copied into the state; on CUDA, eta as
+  // torch's foreach step computes it.
+  if (call.on_cuda()) WriteForeachEtas(etas, state_steps, lr, lambd, alpha);
   for (size_t i = 0; i < steps.size(); ++i) {
-    WriteStateScalar(etas[i], RoundToDefaultDtype(lr / std::pow(1.0 + lambd * lr * steps[i], alpha)));
+    if (!call.on_cuda()) {
+      WriteStateScalar(etas[i], RoundToDefaultDtype(lr / std::pow(1.0 + lambd * lr * steps[i], alpha)));
+    }
     WriteStateScalar(mus[i], RoundToDefaultDtype(1.0 / std::max(1.0, steps[i] - t0)));
   }
 }
