@@ -57,12 +57,25 @@ def _python(venv: str) -> str:
     return str(ROOT / venv / "bin" / "python")
 
 
+# fused-optim's kernel tests once more with every CPU call run through the CUDA launch plan and
+# kernel body emulated on the host (FUSED_OPTIM_EMULATE_CUDA=1; csrc/cuda/launch_plan.h): CI has no
+# GPU, and this is how a wrong index, a missing scalar or a limit of the CUDA path fails in CI.
+# (tests/test_cuda_plan.py, in the first pass, switches the mode itself.)
+EMULATED_CUDA_TESTS = ["test_ops.py", "test_functional.py", "test_optim.py", "test_adafactor.py",
+                       "test_research_optim.py"]
+
+
 def _pytest(session: nox.Session, package: str) -> None:
     tests = ROOT / "packages" / package / "tests"
     for venv in SUITES[package]:
         session.log(f"{package} tests in {venv}")
         session.run(_python(venv), "-m", "pytest", str(tests), "-q", "-p", "no:cacheprovider",
                     *session.posargs, external=True)
+        if package == "fused-optim":
+            session.log(f"{package} kernel tests through the emulated CUDA launches in {venv}")
+            session.run(_python(venv), "-m", "pytest", *(str(tests / name) for name in EMULATED_CUDA_TESTS), "-q",
+                        "-p", "no:cacheprovider", *session.posargs, external=True,
+                        env={"FUSED_OPTIM_EMULATE_CUDA": "1"})
 
 
 @nox.session(venv_backend="none")

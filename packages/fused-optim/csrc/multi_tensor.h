@@ -55,11 +55,19 @@ constexpr std::array<bool, N> AllPresent() {
 enum class CpuIsa { kBaseline, kAvx2, kAvx512 };
 CpuIsa SelectedCpuIsa();
 
+// Test mode: every CPU call runs its kernel's CUDA launch emulated on the host (the launch plan and
+// kernel body of csrc/cuda/launch_plan.h, block by block) instead of the CPU loops, so that CPU
+// tests reach what only the CUDA path does. Process-wide, off unless FUSED_OPTIM_EMULATE_CUDA=1 is
+// set when the library loads; switched by fused_optim._C._emulate_cuda. Returns the previous setting.
+bool SetCudaEmulation(bool enable);
+bool CudaEmulation();
+
 // One kernel's builds (csrc/kernels.h); FUSED_OPTIM_KERNEL(name) names them all.
 template <typename Hyper>
 struct KernelBuilds {
   using Fn = void (*)(const KernelTable&, const Hyper&);
   Fn cpu, cpu_avx2, cpu_avx512, cuda;  // null where not built
+  Fn cuda_emulation;                   // always built
 };
 
 #if defined(__x86_64__) && defined(__GNUC__)
@@ -72,9 +80,10 @@ struct KernelBuilds {
 #else
 #define FUSED_OPTIM_CUDA_KERNEL(name) nullptr
 #endif
-#define FUSED_OPTIM_KERNEL(name)                                                                 \
-  ::fused_optim::KernelBuilds<::fused_optim::bind::name::Hyper<double>> {                        \
-    &::fused_optim::cpu::name, FUSED_OPTIM_CPU_WIDE_KERNELS(name), FUSED_OPTIM_CUDA_KERNEL(name) \
+#define FUSED_OPTIM_KERNEL(name)                                                                  \
+  ::fused_optim::KernelBuilds<::fused_optim::bind::name::Hyper<double>> {                         \
+    &::fused_optim::cpu::name, FUSED_OPTIM_CPU_WIDE_KERNELS(name), FUSED_OPTIM_CUDA_KERNEL(name), \
+        &::fused_optim::cuda_emulation::name                                                      \
   }
 
 // torch.amp.GradScaler's optional arguments of an in-place <algo>_step_ op, which its schema ends
@@ -401,6 +410,8 @@ void MultiTensorCall::Launch(const KernelBuilds<Hyper>& kernel, const Hyper& hyp
 #else
       TORCH_CHECK(false, "fused_optim was built without CUDA kernels (FUSED_OPTIM_CUDA=OFF or a CPU-only torch)");
 #endif
+    } else if (CudaEmulation()) {
+      kernel.cuda_emulation(table, hyper);
     } else if (kernel.cpu_avx512 != nullptr && SelectedCpuIsa() == CpuIsa::kAvx512) {
       kernel.cpu_avx512(table, hyper);
     } else if (kernel.cpu_avx2 != nullptr && SelectedCpuIsa() >= CpuIsa::kAvx2) {

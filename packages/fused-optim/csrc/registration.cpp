@@ -5,6 +5,11 @@
 #include <Python.h>
 #include <torch/library.h>
 
+#include <cstdint>
+#include <exception>
+#include <vector>
+
+#include "cuda/launch_plan.h"
 #include "multi_tensor.h"
 
 // Naming: <algo>_step_ updates params and state in place (the drop-in optimizers);
@@ -62,6 +67,103 @@ PyObject* MakeBuildInfo() {
   return info;
 }
 
+// _emulate_cuda(enable=None): switches the CUDA emulation test mode (multi_tensor.h) and returns
+// the previous setting; without an argument it only reads it.
+PyObject* EmulateCuda(PyObject* /*self*/, PyObject* args) {
+  PyObject* enable = Py_None;
+  if (!PyArg_ParseTuple(args, "|O:_emulate_cuda", &enable)) return nullptr;
+  if (enable == Py_None) return PyBool_FromLong(fused_optim::CudaEmulation());
+  const int on = PyObject_IsTrue(enable);
+  if (on < 0) return nullptr;
+  return PyBool_FromLong(fused_optim::SetCudaEmulation(on != 0));
+}
+
+PyObject* EmulatedLaunches(PyObject* /*self*/, PyObject* /*unused*/) {
+  return PyLong_FromLongLong(fused_optim::cuda_emulation::Launches());
+}
+
+PyObject* EmulatedGridLimit(PyObject* /*self*/, PyObject* arg) {
+  const long long limit = PyLong_AsLongLong(arg);
+  if (limit == -1 && PyErr_Occurred()) return nullptr;
+  try {
+    return PyLong_FromLongLong(fused_optim::cuda_emulation::SetGridLimit(limit));
+  } catch (const std::exception& e) {
+    PyErr_SetString(PyExc_ValueError, e.what());
+    return nullptr;
+  }
+}
+
+// _cuda_launch_plan(numel): the CUDA launches (csrc/cuda/launch_plan.h) of one call over tensors
+// with these element counts, each a list of its slots' (tensor, first chunk, chunks). Nothing is
+// allocated, so tests can plan any size.
+PyObject* CudaLaunchPlan(PyObject* /*self*/, PyObject* arg) {
+  PyObject* seq = PySequence_Fast(arg, "_cuda_launch_plan takes a sequence of element counts");
+  if (seq == nullptr) return nullptr;
+  std::vector<int64_t> numel(PySequence_Fast_GET_SIZE(seq));
+  for (size_t t = 0; t < numel.size(); ++t) {
+    numel[t] = PyLong_AsLongLong(PySequence_Fast_GET_ITEM(seq, t));
+    if (numel[t] == -1 && PyErr_Occurred()) {
+      Py_DECREF(seq);
+      return nullptr;
+    }
+  }
+  Py_DECREF(seq);
+  std::vector<fused_optim::cuda::PlannedLaunch> launches;
+  try {
+    fused_optim::cuda::PlanLaunches(numel.data(), static_cast<int64_t>(numel.size()),
+                                    [&](const fused_optim::cuda::PlannedLaunch& l) { launches.push_back(l); });
+  } catch (const std::exception& e) {
+    PyErr_SetString(PyExc_ValueError, e.what());
+    return nullptr;
+  }
+  PyObject* out = PyList_New(0);
+  for (const auto& launch : launches) {
+    PyObject* slots = PyList_New(0);
+    for (int s = 0; s < launch.num_slots && out != nullptr && slots != nullptr; ++s) {
+      const auto& slot = launch.slots[s];
+      PyObject* item = Py_BuildValue("(LLL)", static_cast<long long>(slot.tensor),
+                                     static_cast<long long>(slot.first_chunk), static_cast<long long>(slot.chunks));
+      if (item == nullptr || PyList_Append(slots, item) != 0) Py_CLEAR(out);
+      Py_XDECREF(item);
+    }
+    if (out == nullptr || slots == nullptr || PyList_Append(out, slots) != 0) {
+      Py_XDECREF(slots);
+      Py_XDECREF(out);
+      return nullptr;
+    }
+    Py_DECREF(slots);
+  }
+  return out;
+}
+
+// CUDA_LAUNCH: the launch plan's limits, for tests.
+PyObject* MakeCudaLaunchLimits() {
+  namespace c = fused_optim::cuda;
+  PyObject* limits = PyDict_New();
+  if (limits == nullptr) return nullptr;
+  const bool ok = AddItem(limits, "block_size", PyLong_FromLong(c::kBlockSize)) &&
+                  AddItem(limits, "chunk_size", PyLong_FromLongLong(c::kChunkSize)) &&
+                  AddItem(limits, "tensors_per_launch", PyLong_FromLong(c::kTensorsPerLaunch)) &&
+                  AddItem(limits, "max_grid_blocks", PyLong_FromLongLong(c::kMaxGridBlocks)) &&
+                  AddItem(limits, "max_scalars", PyLong_FromLong(c::kMaxScalars)) &&
+                  AddItem(limits, "max_lists", PyLong_FromLong(c::kMaxLists)) &&
+                  AddItem(limits, "max_kernel_param_bytes", PyLong_FromSize_t(c::kMaxKernelParamBytes)) &&
+                  AddItem(limits, "launch_meta_bytes", PyLong_FromSize_t(sizeof(c::LaunchMeta<c::kMaxLists>)));
+  if (!ok) {
+    Py_DECREF(limits);
+    return nullptr;
+  }
+  return limits;
+}
+
+PyMethodDef kCudaPlanMethods[] = {
+    {"_emulate_cuda", EmulateCuda, METH_VARARGS, "Switch the CUDA emulation test mode; returns the previous setting."},
+    {"_emulated_launches", EmulatedLaunches, METH_NOARGS, "Emulated CUDA launches so far."},
+    {"_emulated_grid_limit", EmulatedGridLimit, METH_O,
+     "Set the emulated launches' block limit (tests); returns the previous one."},
+    {"_cuda_launch_plan", CudaLaunchPlan, METH_O, "The CUDA launches of tensors with these element counts."},
+    {nullptr, nullptr, 0, nullptr}};
+
 PyModuleDef kModule = {PyModuleDef_HEAD_INIT,
                        "_C",
                        "fused_optim's compiled ops, registered with torch under torch.ops.fused_optim.",
@@ -81,6 +183,16 @@ PyMODINIT_FUNC PyInit__C() {
   PyObject* info = MakeBuildInfo();
   if (info == nullptr || PyModule_AddObject(module, "BUILD_INFO", info) != 0) {
     Py_XDECREF(info);
+    Py_DECREF(module);
+    return nullptr;
+  }
+  PyObject* limits = MakeCudaLaunchLimits();
+  if (limits == nullptr || PyModule_AddObject(module, "CUDA_LAUNCH", limits) != 0) {
+    Py_XDECREF(limits);
+    Py_DECREF(module);
+    return nullptr;
+  }
+  if (PyModule_AddFunctions(module, kCudaPlanMethods) != 0) {
     Py_DECREF(module);
     return nullptr;
   }

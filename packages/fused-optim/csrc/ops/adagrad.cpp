@@ -16,7 +16,8 @@ math::AdagradHyper<double> MakeHyper(const char* op, double lr, double lr_decay,
 
 // The per-tensor decayed learning rate lr / (1 + (step - 1) lr_decay).
 auto StepScalars(double lr, double lr_decay) {
-  return ScalarRows{1, [=](double step, double* row) { row[0] = lr / (1.0 + (step - 1.0) * lr_decay); }};
+  return ScalarRows{bind::StepSizeScalar::kNumScalars,
+                    [=](double step, double* row) { row[0] = lr / (1.0 + (step - 1.0) * lr_decay); }};
 }
 
 void AdagradStepInPlace(at::TensorList params, at::TensorList grads, at::TensorList state_sums,

@@ -19,7 +19,7 @@ constexpr const char* kNoAmsgrad = "when amsgrad=False";
 
 // The per-tensor bias corrections, from each tensor's step count.
 auto StepScalars(double lr, double beta1, double beta2) {
-  return ScalarRows{2, [=](double step, double* row) {
+  return ScalarRows{adam_cols::kNumScalars, [=](double step, double* row) {
                       row[adam_cols::kStepSize] = lr / (1.0 - std::pow(beta1, step));
                       row[adam_cols::kBc2Sqrt] = std::sqrt(1.0 - std::pow(beta2, step));
                     }};

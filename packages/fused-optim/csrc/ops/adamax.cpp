@@ -21,7 +21,8 @@ math::AdamaxHyper<double> MakeHyper(const char* op, double lr, double beta1, dou
 
 // The per-tensor step size lr / (1 - beta1^step).
 auto StepScalars(double lr, double beta1) {
-  return ScalarRows{1, [=](double step, double* row) { row[0] = lr / (1.0 - std::pow(beta1, step)); }};
+  return ScalarRows{bind::StepSizeScalar::kNumScalars,
+                    [=](double step, double* row) { row[0] = lr / (1.0 - std::pow(beta1, step)); }};
 }
 
 void AdamaxStepInPlace(at::TensorList params, at::TensorList grads, at::TensorList exp_avgs, at::TensorList exp_infs,

@@ -25,7 +25,7 @@ math::AdanHyper<double> MakeHyper(const char* op, double lr, double beta1, doubl
 
 // The per-tensor bias corrections, and whether a previous gradient exists, from each tensor's step.
 auto StepScalars(double beta1, double beta2, double beta3) {
-  return ScalarRows{4, [=](double step, double* row) {
+  return ScalarRows{adan_cols::kNumScalars, [=](double step, double* row) {
                       row[adan_cols::kBc1] = 1.0 - std::pow(beta1, step);
                       row[adan_cols::kBc2] = 1.0 - std::pow(beta2, step);
                       row[adan_cols::kBc3Sqrt] = std::sqrt(1.0 - std::pow(beta3, step));

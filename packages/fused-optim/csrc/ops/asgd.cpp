@@ -16,8 +16,10 @@ math::AsgdHyper<double> MakeHyper(const char* op, double lambd, double weight_de
   return {weight_decay, maximize, weight_decay != 0.0};
 }
 
-// The per-tensor row: the schedule's settings (the functional ops read only lambd).
-auto ScheduleRows(double lr, double lambd, double alpha, double t0, std::vector<double> given_state = {}) {
+// The per-tensor row: the schedule's settings (the functional ops read only lambd). `foreach`: the
+// next eta as torch.optim.ASGD's foreach step computes it, its default for CUDA parameters.
+auto ScheduleRows(double lr, double lambd, double alpha, double t0, std::vector<double> given_state = {},
+                  bool foreach = false) {
   return ScalarRows{asgd_cols::kNumScalars,
                     [=](double /*step*/, double* row) {
                       using namespace asgd_cols;
@@ -25,6 +27,7 @@ auto ScheduleRows(double lr, double lambd, double alpha, double t0, std::vector<
                       row[kLambd] = lambd;
                       row[kAlpha] = alpha;
                       row[kT0] = t0;
+                      row[kForeach] = foreach ? 1.0 : 0.0;
                     },
                     std::move(given_state)};
 }
@@ -47,7 +50,7 @@ void AsgdStepInPlace(at::TensorList params, at::TensorList grads, at::TensorList
   if (call.ChecksOnly() || call.SkipStep(/*host_needs_answer=*/true)) return;  // nothing is written yet
   // Each parameter's eta and mu are read, and with its step count advanced, where they live (on
   // the parameter's device, as torch.optim keeps them): no value crosses to the host.
-  call.SetStepScalars(ScheduleRows(lr, lambd, alpha, t0), call.Steps(0));
+  call.SetStepScalars(ScheduleRows(lr, lambd, alpha, t0, {}, call.on_cuda()), call.Steps(0));
   call.SetStateScalars({etas, mus, state_steps});  // asgd_cols' state order
   call.Launch(FUSED_OPTIM_KERNEL(AsgdStep), hyper);
   call.FinishStateScalars<bind::AsgdStep>();

@@ -17,7 +17,7 @@ math::RadamHyper<double> MakeHyper(const char* op, double lr, double beta1, doub
 // The step-only terms: bias corrections, the SMA length rho_t and the variance rectification.
 auto StepScalars(double beta1, double beta2) {
   const double rho_inf = 2.0 / (1.0 - beta2) - 1.0;
-  return ScalarRows{4, [=](double step, double* row) {
+  return ScalarRows{radam_cols::kNumScalars, [=](double step, double* row) {
                       using namespace radam_cols;
                       const double bc2 = 1.0 - std::pow(beta2, step);
                       const double rho_t = rho_inf - 2.0 * step * std::pow(beta2, step) / bc2;

@@ -127,6 +127,7 @@ enum : int { kWeight = 0, kCoef, kUpdateCoef, kParamCoef, kSmall, kNumScalars };
 namespace bind {
 
 struct Adafactor {
+  static constexpr int kNumScalars = adafactor_cols::kNumScalars;
   template <typename T>
   using Hyper = math::AdafactorHyper<T>;
   template <typename T>

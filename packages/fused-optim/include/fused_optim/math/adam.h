@@ -115,7 +115,7 @@ FUSED_OPTIM_HOST_DEVICE inline AdamDirectionGrads<T> AdamDirectionBackward(T gd,
 // maps them to the math above, shared by the CPU loops and the CUDA kernels.
 namespace fused_optim::adam_cols {
 enum : int { kParam, kGrad, kExpAvg, kExpAvgSq, kMaxExpAvgSq };
-enum : int { kStepSize = 0, kBc2Sqrt };  // per-tensor scalars
+enum : int { kStepSize = 0, kBc2Sqrt, kNumScalars };  // per-tensor scalars
 }  // namespace fused_optim::adam_cols
 namespace fused_optim::adam_direction_cols {
 enum : int { kGrad, kExpAvg, kExpAvgSq, kDirection };
@@ -135,6 +135,7 @@ enum : int {
 namespace fused_optim::bind {
 
 struct AdamStep {
+  static constexpr int kNumScalars = adam_cols::kNumScalars;
   template <typename T>
   using Hyper = math::AdamHyper<T>;
   template <typename T>

@@ -98,12 +98,13 @@ FUSED_OPTIM_HOST_DEVICE inline AdanGrads<T> AdanStepBackward(T gp_new, T gm_new,
 // maps them to the math above, shared by the CPU loops and the CUDA kernels.
 namespace fused_optim::adan_cols {
 enum : int { kParam, kGrad, kExpAvg, kExpAvgDiff, kExpAvgSq, kPrevGrad };
-enum : int { kBc1 = 0, kBc2, kBc3Sqrt, kHasPrev };  // per-tensor scalars
+enum : int { kBc1 = 0, kBc2, kBc3Sqrt, kHasPrev, kNumScalars };  // per-tensor scalars
 }  // namespace fused_optim::adan_cols
 
 namespace fused_optim::bind {
 
 struct AdanStep {
+  static constexpr int kNumScalars = adan_cols::kNumScalars;
   template <typename T>
   using Hyper = math::AdanHyper<T>;
   template <typename T>

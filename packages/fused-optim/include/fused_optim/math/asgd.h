@@ -37,6 +37,17 @@ FUSED_OPTIM_HOST_DEVICE inline AsgdStepScalars<T> AsgdScalars(double eta, double
 FUSED_OPTIM_HOST_DEVICE inline double AsgdEta(double lr, double lambd, double alpha, double t) {
   return lr / pow(1.0 + lambd * lr * t, alpha);
 }
+// The same as torch.optim.ASGD's foreach step (its default for CUDA parameters) computes it:
+// tensor arithmetic on the step counter t, each operation rounded to the counter's dtype by
+// `round` (and the Python numbers it takes with it), so 1 + lambd lr t is rounded before the power.
+// Its single-tensor step (the CPU default) computes AsgdEta in double instead; the two differ by
+// up to a rounding of eta in the counter's dtype (float32 unless the default dtype is float64).
+template <typename Round>
+FUSED_OPTIM_HOST_DEVICE inline double AsgdEtaForeach(double lr, double lambd, double alpha, double t,
+                                                    const Round& round) {
+  const double base = round(round(t * round(lambd * lr)) + 1.0);
+  return round(round(1.0 / round(pow(base, alpha))) * round(lr));  // lr / x is x.reciprocal() * lr
+}
 FUSED_OPTIM_HOST_DEVICE inline double AsgdMu(double t0, double t) {
   const double d = t - t0;
   return 1.0 / (d > 1.0 ? d : 1.0);  // 1 / max(1, t - t0)
@@ -76,13 +87,15 @@ namespace fused_optim {
 namespace asgd_cols {
 enum : int { kParam, kGrad, kAx };
 enum : int { kGParamNew = 0, kGAxNew, kOutParam, kOutGrad, kOutAx };
-enum : int { kLr = 0, kLambd, kAlpha, kT0, kNumScalars };  // per-tensor scalars: the schedule's settings
+// per-tensor scalars: the schedule's settings; kForeach != 0: eta as torch's foreach step computes it
+enum : int { kLr = 0, kLambd, kAlpha, kT0, kForeach, kNumScalars };
 enum : int { kEta = 0, kMu, kStep, kNumState };            // state scalars (a functional op gives eta and mu)
 }  // namespace asgd_cols
 
 namespace bind {
 
 struct Asgd {
+  static constexpr int kNumScalars = asgd_cols::kNumScalars;
   template <typename T>
   using Hyper = math::AsgdHyper<T>;
   template <typename T>
@@ -100,7 +113,10 @@ struct Asgd {
     using namespace asgd_cols;
     const double t = state.Round(kStep, state.Load(kStep) + 1.0);
     state.Store(kStep, t);
-    state.Store(kEta, state.RoundToDefault(math::AsgdEta(row[kLr], row[kLambd], row[kAlpha], t)));
+    const auto in_step_dtype = [&](double v) { return state.Round(kStep, v); };
+    const double eta = row[kForeach] != 0.0 ? math::AsgdEtaForeach(row[kLr], row[kLambd], row[kAlpha], t, in_step_dtype)
+                                            : math::AsgdEta(row[kLr], row[kLambd], row[kAlpha], t);
+    state.Store(kEta, state.RoundToDefault(eta));
     state.Store(kMu, state.RoundToDefault(math::AsgdMu(row[kT0], t)));
   }
   template <typename T>

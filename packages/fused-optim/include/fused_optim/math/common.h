@@ -156,6 +156,8 @@ FUSED_OPTIM_HOST_DEVICE inline AdamMomentGrads<T> UpdateMomentsBackward(T gp_new
 //
 //   K::Hyper<T>                 the hyper-parameter struct (kernels receive it in double);
 //   K::Scalars<T>, MakeScalars  the per-tensor scalars (e.g. bias corrections) from a table row;
+//   K::kNumScalars              that row's length (the table's num_scalars; the CUDA launch sizes
+//                               its per-tensor scalar storage from the largest of all bindings);
 //   K::kStateScalars            (optional) how many one-element state tensors per parameter (ASGD's
 //                               eta, mu and step) the kernels read and advance themselves, where
 //                               they live: MakeScalars(row, state) then reads them through
@@ -235,6 +237,7 @@ struct AdamFamilyBackward : A {
 
 // For algorithms whose one per-tensor scalar is a step size (`clr`) from the tensor's step count.
 struct StepSizeScalar {
+  static constexpr int kNumScalars = 1;
   template <typename T>
   struct Scalars {
     T clr;
@@ -247,6 +250,7 @@ struct StepSizeScalar {
 
 // For algorithms without per-tensor scalars.
 struct NoScalars {
+  static constexpr int kNumScalars = 0;
   template <typename T>
   struct Scalars {};
   template <typename T>

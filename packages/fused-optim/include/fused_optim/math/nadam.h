@@ -78,6 +78,7 @@ enum : int { kMuProduct = 0, kNumState };  // state scalars
 namespace bind {
 
 struct Nadam {
+  static constexpr int kNumScalars = nadam_cols::kNumScalars;
   template <typename T>
   using Hyper = math::NadamHyper<T>;
   template <typename T>

@@ -49,12 +49,13 @@ FUSED_OPTIM_HOST_DEVICE inline RadamGrads<T> RadamStepBackward(T gp_new, T gm_ne
 // The kernel binding (see common.h): the per-tensor scalars' columns and how each element function
 // maps them to the math above, shared by the CPU loops and the CUDA kernels.
 namespace fused_optim::radam_cols {
-enum : int { kBc1 = 0, kBc2Sqrt, kRect, kAdaptive };  // per-tensor scalars
+enum : int { kBc1 = 0, kBc2Sqrt, kRect, kAdaptive, kNumScalars };  // per-tensor scalars
 }  // namespace fused_optim::radam_cols
 
 namespace fused_optim::bind {
 
 struct Radam {
+  static constexpr int kNumScalars = radam_cols::kNumScalars;
   template <typename T>
   using Hyper = math::RadamHyper<T>;
   template <typename T>

@@ -1,0 +1,46 @@
+"""ci/gpu_check.sh without a GPU: it parses, passes shellcheck where that is installed, and its dry
+run collects the CUDA tests it would run and writes the one report the GPU run writes."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+SCRIPT = ROOT / "ci" / "gpu_check.sh"
+
+
+def test_the_script_parses():
+    subprocess.run(["bash", "-n", str(SCRIPT)], check=True)
+
+
+@pytest.mark.skipif(shutil.which("shellcheck") is None, reason="shellcheck not installed")
+def test_shellcheck_finds_nothing():
+    result = subprocess.run(["shellcheck", str(SCRIPT)], capture_output=True, text=True, check=False)
+    assert result.returncode == 0, result.stdout
+
+
+def test_a_dry_run_collects_the_cuda_tests_and_writes_the_report(tmp_path):
+    pytest.importorskip("fused_optim")
+    env = dict(os.environ, PYTHON=sys.executable, GPU_CHECK_SUITES="fused-optim", GPU_CHECK_BENCH="0",
+               GPU_CHECK_WHEELS=str(tmp_path / "no-wheels"))
+    result = subprocess.run(["bash", str(SCRIPT), "--dry-run", str(tmp_path / "out")], env=env, cwd=ROOT,
+                            capture_output=True, text=True, check=False)
+    assert result.returncode == 0, result.stdout + result.stderr
+    report = (tmp_path / "out" / "gpu_report.md").read_text()
+    assert "no GPU used" in report
+    row = next(line for line in report.splitlines() if line.startswith("| fused-optim |"))
+    selected = re.search(r"dry run: (\d+)/\d+ tests collected", row)
+    assert selected and int(selected.group(1)) > 0, row  # the -m cuda selection found tests
+    assert "no cp3" in report  # the missing optree-core wheel is reported
+
+
+def test_a_bad_option_is_refused():
+    result = subprocess.run(["bash", str(SCRIPT), "--bogus"], capture_output=True, text=True, check=False)
+    assert result.returncode == 2 and "usage" in result.stderr

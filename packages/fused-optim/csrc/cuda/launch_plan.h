@@ -1,0 +1,254 @@
+// The CUDA launch plan of a multi-tensor kernel, as plain C++ that nvcc and the host compiler both
+// build: which tensors, chunks and per-tensor scalars of a KernelTable go into each launch
+// (LaunchMeta, the kernel's argument), the limits that bound it, and the kernel body (how a block
+// finds its tensor and chunk, and how a thread reads and writes an element). csrc/cuda/kernels.cu
+// launches it on the GPU; csrc/cuda/launch_emulation.cpp runs the same body on the host, block by
+// block, so that CPU tests (CI has no GPU) reach every index and limit of the CUDA path.
+#pragma once
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+#include <type_traits>
+
+#include "kernels.h"
+
+namespace fused_optim::cuda {
+
+// Threads per block.
+inline constexpr int kBlockSize = 256;
+// Elements per block. Small chunks give many blocks, and many resident threads are what hides
+// memory latency here: an element's loads cannot be hoisted above the previous element's stores
+// (the lists may alias as far as the compiler knows), so each thread has one access in flight.
+inline constexpr int64_t kChunkSize = 2048;
+// Tensors (slots) per launch: bounds the kernel argument and a block's search for its slot.
+inline constexpr int kTensorsPerLaunch = 32;
+// Blocks per launch (gridDim.x's limit); a tensor with more chunks continues in the next launch.
+inline constexpr int64_t kMaxGridBlocks = 2147483647;
+// Bytes of kernel arguments (CUDA >= 12.1 on Volta and newer; LaunchMeta and the bound op travel
+// by value).
+inline constexpr size_t kMaxKernelParamBytes = 32764;
+
+// The most per-tensor scalars and lists of any binding (math/<algo>.h): LaunchMeta is sized from
+// these, so a binding with more scalars grows it instead of failing at run time on the GPU only.
+#define FUSED_OPTIM_NUM_SCALARS(name) bind::name::kNumScalars,
+#define FUSED_OPTIM_NUM_LISTS(name) bind::name::kLists,
+#define FUSED_OPTIM_NUM_STATE(name) kStateScalarsOf<bind::name>,
+inline constexpr int kMaxScalars = std::max({FUSED_OPTIM_FOR_EACH_KERNEL(FUSED_OPTIM_NUM_SCALARS)});
+inline constexpr int kMaxLists = std::max({FUSED_OPTIM_FOR_EACH_KERNEL(FUSED_OPTIM_NUM_LISTS)});
+inline constexpr int kMaxState = std::max({FUSED_OPTIM_FOR_EACH_KERNEL(FUSED_OPTIM_NUM_STATE)});
+#undef FUSED_OPTIM_NUM_SCALARS
+#undef FUSED_OPTIM_NUM_LISTS
+#undef FUSED_OPTIM_NUM_STATE
+
+// The kernel's argument, passed by value: up to kTensorsPerLaunch slots, each a run of chunks of
+// one tensor (its pointers and element count start at the slot's first chunk). Everything the
+// kernel reads per tensor is an array indexed by slot, filled by FillLaunchMeta from the table
+// (add a per-tensor pointer array or a per-call value there); the parameter limit is checked for
+// every binding below, whatever is added.
+template <int NL>
+struct LaunchMeta {
+  void* dst[NL][kTensorsPerLaunch];
+  const void* src[NL][kTensorsPerLaunch];
+  int64_t numel[kTensorsPerLaunch];
+  double scalars[kTensorsPerLaunch][kMaxScalars];
+  // The state scalars (KernelTable::state), read by each thread's set-up; `advance[s]`: the slot
+  // holds its tensor's last chunk, so the advance kernel writes their new values after this launch.
+  StateScalar state[kTensorsPerLaunch][kMaxState > 0 ? kMaxState : 1];
+  bool advance[kTensorsPerLaunch];
+  DType default_dtype;
+  // Block b works on the slot s with first_block[s] <= b < first_block[s + 1].
+  int64_t first_block[kTensorsPerLaunch + 1];
+  // The table's AMP arguments (KernelTable::grad_scale), the same for every launch of a call.
+  const float* grad_scale;
+  const float* found_inf;
+  int grad_col;
+};
+
+// A binding's view of one element (see math/common.h): an absent column reads 0 and drops its
+// store. A functional op reads the caller's tensor (src) and writes a fresh one (dst).
+template <typename S, typename T, int NL>
+struct ElementIO {
+  const LaunchMeta<NL>& meta;
+  int slot;
+  int64_t i;
+  FUSED_OPTIM_ELEMENT T Load(int col) const {
+    const void* p = meta.src[col][slot];
+    return p ? static_cast<T>(static_cast<const S*>(p)[i]) : T(0);
+  }
+  FUSED_OPTIM_ELEMENT void Store(int col, T value) const {
+    void* p = meta.dst[col][slot];
+    if (p) static_cast<S*>(p)[i] = static_cast<S>(value);
+  }
+};
+
+// Binding K with its hyper-parameters in math type T, over storage type S: the kernel's other
+// argument. Half and BFloat16 are the device's 16-bit types, which state scalars may have.
+template <typename K, typename S, typename T, typename Half, typename BFloat16>
+struct BoundOp {
+  typename K::template Hyper<T> h;
+  template <int NL>
+  FUSED_OPTIM_ELEMENT auto Scalars(const LaunchMeta<NL>& meta, int slot) const {
+    return TensorScalars<K, T, Half, BFloat16>(meta.scalars[slot], meta.state[slot], meta.default_dtype);
+  }
+  template <int NL>
+  FUSED_OPTIM_ELEMENT void operator()(const LaunchMeta<NL>& meta, int slot, int64_t i,
+                                      const typename K::template Scalars<T>& s) const {
+    if (meta.grad_scale != nullptr) {  // torch.amp's unscale, stored back before the step reads it
+      S* grad = static_cast<S*>(meta.dst[meta.grad_col][slot]);
+      const T inv_scale = static_cast<T>(1) / static_cast<T>(*meta.grad_scale);  // as the CPU loops
+      grad[i] = static_cast<S>(static_cast<T>(grad[i]) * inv_scale);
+    }
+    K::Apply(ElementIO<S, T, NL>{meta, slot, i}, h, s);
+  }
+  // The state scalars' new values (K::Advance), once no block reads them any more.
+  template <int NL>
+  FUSED_OPTIM_ELEMENT void Advance(const LaunchMeta<NL>& meta, int slot) const {
+    AdvanceState<K, Half, BFloat16>(meta.scalars[slot], meta.state[slot], meta.default_dtype);
+  }
+};
+
+// The kernel body: thread `thread` of the `threads` of block `block` runs `op` on its share of the
+// block's chunk.
+template <int NL, typename Op>
+FUSED_OPTIM_ELEMENT void RunBlock(const LaunchMeta<NL>& meta, const Op& op, int64_t block, int64_t thread,
+                                  int64_t threads) {
+  if (meta.found_inf != nullptr && *meta.found_inf != 0.0f) return;  // torch.amp skips this step
+  int s = 0;
+  while (meta.first_block[s + 1] <= block) ++s;  // at most kTensorsPerLaunch steps, uniform per block
+  const int64_t begin = (block - meta.first_block[s]) * kChunkSize;
+  const int64_t end = meta.numel[s] - begin < kChunkSize ? meta.numel[s] : begin + kChunkSize;
+  // The per-tensor scalars once per thread: state scalars are loads the compiler could not hoist
+  // above the element loop's stores.
+  const auto scalars = op.Scalars(meta, s);
+  for (int64_t i = begin + thread; i < end; i += threads) op(meta, s, i, scalars);
+}
+
+// The advance kernel's body (after the launch's blocks, on the same stream): thread `slot`
+// advances its slot's state scalars where the slot ends its tensor.
+template <int NL, typename Op>
+FUSED_OPTIM_ELEMENT void AdvanceSlot(const LaunchMeta<NL>& meta, const Op& op, int slot, int slots) {
+  if (slot < slots && meta.advance[slot]) op.Advance(meta, slot);
+}
+
+// Every binding's kernel arguments fit the limit.
+#define FUSED_OPTIM_CHECK_KERNEL_PARAMS(name)                                                                       \
+  static_assert(sizeof(LaunchMeta<bind::name::kLists>) + sizeof(bind::name::Hyper<double>) <= kMaxKernelParamBytes, \
+                #name ": its LaunchMeta and hyper-parameters exceed the CUDA kernel parameter limit");
+FUSED_OPTIM_FOR_EACH_KERNEL(FUSED_OPTIM_CHECK_KERNEL_PARAMS)
+#undef FUSED_OPTIM_CHECK_KERNEL_PARAMS
+
+// One slot of a planned launch: `chunks` chunks of tensor `tensor`, from its chunk `first_chunk`.
+struct PlanSlot {
+  int64_t tensor, first_chunk, chunks;
+};
+struct PlannedLaunch {
+  PlanSlot slots[kTensorsPerLaunch];
+  int num_slots;
+  int64_t blocks;  // one per chunk: the sum of the slots' chunks
+};
+
+// Splits the chunks of tensors with these element counts into launches, calling
+// on_launch(const PlannedLaunch&) for each in order: one block per chunk, tensors in order, an
+// empty tensor in none; a launch closes at kTensorsPerLaunch slots or `max_blocks` blocks (a
+// tensor's remaining chunks then continue in the next). Reads counts alone, so tests can plan
+// sizes no machine could allocate; the emulation may lower `max_blocks` to split small tensors.
+// With `keep_empty` an empty tensor gets a slot of no chunks (its state scalars still advance).
+template <typename OnLaunch>
+void PlanLaunches(const int64_t* numel, int64_t num_tensors, OnLaunch&& on_launch,
+                  int64_t max_blocks = kMaxGridBlocks, bool keep_empty = false) {
+  if (max_blocks < 1 || max_blocks > kMaxGridBlocks) throw std::logic_error("fused_optim: bad CUDA grid limit");
+  PlannedLaunch launch{};
+  for (int64_t t = 0; t < num_tensors; ++t) {
+    if (numel[t] < 0) throw std::logic_error("fused_optim: negative element count in a CUDA launch plan");
+    const int64_t chunks = numel[t] / kChunkSize + (numel[t] % kChunkSize != 0);
+    if (chunks == 0 && keep_empty) {
+      launch.slots[launch.num_slots++] = PlanSlot{t, 0, 0};
+      if (launch.num_slots == kTensorsPerLaunch) {
+        on_launch(static_cast<const PlannedLaunch&>(launch));
+        launch = PlannedLaunch{};
+      }
+    }
+    for (int64_t done = 0; done < chunks;) {
+      const int64_t take = std::min(chunks - done, max_blocks - launch.blocks);
+      launch.slots[launch.num_slots++] = PlanSlot{t, done, take};
+      launch.blocks += take;
+      done += take;
+      if (launch.num_slots == kTensorsPerLaunch || launch.blocks == max_blocks) {
+        on_launch(static_cast<const PlannedLaunch&>(launch));
+        launch = PlannedLaunch{};
+      }
+    }
+  }
+  if (launch.num_slots > 0) on_launch(static_cast<const PlannedLaunch&>(launch));
+}
+
+inline int64_t ElementSize(DType dtype) { return dtype == DType::kDouble ? 8 : dtype == DType::kFloat ? 4 : 2; }
+
+// p advanced by `bytes`, or null.
+template <typename P>
+P Advance(P p, int64_t bytes) {
+  using Byte = std::conditional_t<std::is_const_v<std::remove_pointer_t<P>>, const char, char>;
+  return p == nullptr ? p : static_cast<P>(static_cast<Byte*>(p) + bytes);
+}
+
+// One planned launch's kernel argument, from the table. A slot that continues a tensor from an
+// earlier launch starts at its first chunk: the kernel indexes every slot from 0.
+template <int NL>
+void FillLaunchMeta(const KernelTable& table, const PlannedLaunch& launch, LaunchMeta<NL>& meta) {
+  int64_t blocks = 0;
+  for (int s = 0; s < launch.num_slots; ++s) {
+    const PlanSlot& slot = launch.slots[s];
+    const int64_t t = slot.tensor;
+    const int64_t skipped = slot.first_chunk * kChunkSize;
+    for (int l = 0; l < NL; ++l) {
+      meta.dst[l][s] = Advance(table.dst[t * NL + l], skipped * ElementSize(table.dtype));
+      meta.src[l][s] = Advance(table.src[t * NL + l], skipped * ElementSize(table.dtype));
+    }
+    meta.numel[s] = table.numel[t] - skipped;
+    for (int k = 0; k < table.num_scalars; ++k) meta.scalars[s][k] = table.Scalar(t, k);
+    for (int k = 0; k < table.num_state; ++k) meta.state[s][k] = table.State(t)[k];
+    const int64_t chunks = table.numel[t] / kChunkSize + (table.numel[t] % kChunkSize != 0);
+    meta.advance[s] = table.advance_state && slot.first_chunk + slot.chunks == chunks;
+    meta.first_block[s] = blocks;
+    blocks += slot.chunks;
+  }
+  meta.first_block[launch.num_slots] = blocks;
+  meta.default_dtype = table.default_dtype;
+  meta.grad_scale = table.grad_scale;
+  meta.found_inf = table.found_inf;
+  meta.grad_col = table.grad_col;
+}
+
+// Checks `table` against binding K (its list, scalar and state counts), then calls
+// launch(const LaunchMeta<K::kLists>&, int64_t blocks, int slots) for each launch of its plan (a
+// launch may have no blocks: its slots are empty tensors whose state scalars advance).
+template <typename K, typename Launch>
+void ForEachLaunch(const KernelTable& table, const char* what, Launch&& launch, int64_t max_blocks = kMaxGridBlocks) {
+  constexpr int kLists = K::kLists;
+  static_assert(K::kNumScalars <= kMaxScalars);
+  if (table.num_lists != kLists) {
+    throw std::logic_error(std::string("fused_optim: ") + what + " takes " + std::to_string(kLists) +
+                           " lists, the table has " + std::to_string(table.num_lists));
+  }
+  if (table.num_scalars != K::kNumScalars) {
+    throw std::logic_error(std::string("fused_optim: ") + what + " reads " + std::to_string(K::kNumScalars) +
+                           " per-tensor scalars, the table has " + std::to_string(table.num_scalars));
+  }
+  if (table.num_state != 0 && table.num_state != kStateScalarsOf<K>) {
+    throw std::logic_error(std::string("fused_optim: ") + what + " reads " + std::to_string(kStateScalarsOf<K>) +
+                           " state scalars, the table has " + std::to_string(table.num_state));
+  }
+  LaunchMeta<kLists> meta{};
+  PlanLaunches(
+      table.numel.data(), table.num_tensors,
+      [&](const PlannedLaunch& planned) {
+        FillLaunchMeta(table, planned, meta);
+        launch(static_cast<const LaunchMeta<kLists>&>(meta), planned.blocks, planned.num_slots);
+      },
+      max_blocks, table.advance_state);
+}
+
+}  // namespace fused_optim::cuda
