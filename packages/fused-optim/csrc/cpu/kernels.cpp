@@ -428,7 +428,7 @@ void RunKernel(const KernelTable& table, const typename K::template Hyper<double
     const typename K::template Hyper<T> h = hyper.template To<T>();
     ForEachChunk(table, [&](int64_t t, int64_t begin, int64_t end) {
       const auto s = TensorScalars<K, T, c10::Half, c10::BFloat16>(table.scalars.data() + t * table.num_scalars,
-                                                                 table.State(t), table.default_dtype);
+                                                                   table.State(t), table.default_dtype);
       if constexpr (std::is_same_v<Storage, T>) {
         RunChunk<K, T>(table, t, begin, end, h, s);
       } else {

@@ -157,8 +157,8 @@ struct PlannedLaunch {
 // sizes no machine could allocate; the emulation may lower `max_blocks` to split small tensors.
 // With `keep_empty` an empty tensor gets a slot of no chunks (its state scalars still advance).
 template <typename OnLaunch>
-void PlanLaunches(const int64_t* numel, int64_t num_tensors, OnLaunch&& on_launch,
-                  int64_t max_blocks = kMaxGridBlocks, bool keep_empty = false) {
+void PlanLaunches(const int64_t* numel, int64_t num_tensors, OnLaunch&& on_launch, int64_t max_blocks = kMaxGridBlocks,
+                  bool keep_empty = false) {
   if (max_blocks < 1 || max_blocks > kMaxGridBlocks) throw std::logic_error("fused_optim: bad CUDA grid limit");
   PlannedLaunch launch{};
   for (int64_t t = 0; t < num_tensors; ++t) {

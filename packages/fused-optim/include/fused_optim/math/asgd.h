@@ -44,7 +44,7 @@ FUSED_OPTIM_HOST_DEVICE inline double AsgdEta(double lr, double lambd, double al
 // up to a rounding of eta in the counter's dtype (float32 unless the default dtype is float64).
 template <typename Round>
 FUSED_OPTIM_HOST_DEVICE inline double AsgdEtaForeach(double lr, double lambd, double alpha, double t,
-                                                    const Round& round) {
+                                                     const Round& round) {
   const double base = round(round(t * round(lambd * lr)) + 1.0);
   return round(round(1.0 / round(pow(base, alpha))) * round(lr));  // lr / x is x.reciprocal() * lr
 }
@@ -89,7 +89,7 @@ enum : int { kParam, kGrad, kAx };
 enum : int { kGParamNew = 0, kGAxNew, kOutParam, kOutGrad, kOutAx };
 // per-tensor scalars: the schedule's settings; kForeach != 0: eta as torch's foreach step computes it
 enum : int { kLr = 0, kLambd, kAlpha, kT0, kForeach, kNumScalars };
-enum : int { kEta = 0, kMu, kStep, kNumState };            // state scalars (a functional op gives eta and mu)
+enum : int { kEta = 0, kMu, kStep, kNumState };  // state scalars (a functional op gives eta and mu)
 }  // namespace asgd_cols
 
 namespace bind {
