@@ -166,3 +166,32 @@ def test_capturable_cpu_groups_step_during_capture(capturing):
     for a, b in zip(ref_params, params):
         torch.testing.assert_close(b, a, **twins.TOL[torch.float64])
     assert float(opt.state[params[0]]["step"]) == 1.0
+
+
+def test_asgd_eta_as_torch_foreach_step_computes_it_for_cuda_parameters():
+    # For CUDA parameters torch.optim.ASGD takes its foreach step, which computes the next eta as
+    # tensor arithmetic in the float32 step counter (1 + lambd lr t rounded before the power), where
+    # its CPU default computes it in double; fused_optim follows each. A test hook sends CPU calls
+    # through the CUDA formula, checked here against torch's foreach step on the CPU (the same
+    # formula). Tolerances: eta within one float32 ulp (the power may round either way), the
+    # float64 parameters within what such an eta difference moves them over 20 steps.
+    gen = torch.Generator().manual_seed(0)
+    ref = [torch.randn(shape, dtype=torch.float64, generator=gen).requires_grad_() for shape in [(5, 3), (7,), (0,)]]
+    ours = [p.detach().clone().requires_grad_() for p in ref]
+    kwargs = dict(lr=0.05, lambd=1e-3, alpha=0.75, t0=2.0, weight_decay=0.01)
+    opt_ref = torch.optim.ASGD(ref, foreach=True, **kwargs)
+    opt = fused_optim.ASGD(ours, **kwargs)
+    previous = torch.ops.fused_optim._asgd_foreach_eta(True)
+    try:
+        for _ in range(20):
+            for a, b in zip(ref, ours):
+                a.grad = torch.randn(a.shape, dtype=a.dtype, generator=gen)
+                b.grad = a.grad.clone()
+            opt_ref.step()
+            opt.step()
+    finally:
+        torch.ops.fused_optim._asgd_foreach_eta(previous)
+    for a, b in zip(ref, ours):
+        for key in ("eta", "mu", "step"):
+            torch.testing.assert_close(opt.state[b][key], opt_ref.state[a][key], rtol=2.0**-23, atol=0)
+        torch.testing.assert_close(b.detach(), a.detach(), rtol=1e-7, atol=1e-9)

@@ -1,5 +1,6 @@
 // ASGD ops: argument checks, outputs, and each parameter's eta, mu and step count handed to the
 // kernel as state scalars (math/asgd.h holds the element math and their schedule).
+#include <atomic>
 #include <cmath>
 #include <utility>
 #include <vector>
@@ -9,6 +10,11 @@
 
 namespace fused_optim {
 namespace {
+
+// Tests only (the op fused_optim::_asgd_foreach_eta): CPU calls compute the next eta as CUDA calls
+// do (torch's foreach formula), so that CPU tests reach that branch; returns the previous setting.
+std::atomic<bool> foreach_eta_on_cpu{false};
+bool SetForeachEtaOnCpu(bool enable) { return foreach_eta_on_cpu.exchange(enable); }
 
 math::AsgdHyper<double> MakeHyper(const char* op, double lambd, double weight_decay, bool maximize) {
   TORCH_CHECK_VALUE(std::isfinite(lambd), op, ": lambd must be finite, got ", lambd);
@@ -50,7 +56,8 @@ void AsgdStepInPlace(at::TensorList params, at::TensorList grads, at::TensorList
   if (call.ChecksOnly() || call.SkipStep(/*host_needs_answer=*/true)) return;  // nothing is written yet
   // Each parameter's eta and mu are read, and with its step count advanced, where they live (on
   // the parameter's device, as torch.optim keeps them): no value crosses to the host.
-  call.SetStepScalars(ScheduleRows(lr, lambd, alpha, t0, {}, call.on_cuda()), call.Steps(0));
+  call.SetStepScalars(ScheduleRows(lr, lambd, alpha, t0, {}, call.on_cuda() || foreach_eta_on_cpu.load()),
+                      call.Steps(0));
   call.SetStateScalars({etas, mus, state_steps});  // asgd_cols' state order
   call.Launch(FUSED_OPTIM_KERNEL(AsgdStep), hyper);
   call.FinishStateScalars<bind::AsgdStep>();
@@ -100,5 +107,7 @@ FUSED_OPTIM_OPS(asgd, op) {
      &AsgdUpdateBackward);
 }
 // clang-format on
+
+TORCH_LIBRARY_FRAGMENT(fused_optim, m) { m.def("_asgd_foreach_eta(bool enable) -> bool", &SetForeachEtaOnCpu); }
 
 }  // namespace fused_optim
