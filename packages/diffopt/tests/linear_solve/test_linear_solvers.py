@@ -1,8 +1,12 @@
-"""diffopt.linear_solve: solve_cg, solve_normal_cg, solve_inv against dense float64 solves."""
+"""diffopt.linear_solve: every solver against dense float64 solves (solve_cg, solve_normal_cg,
+solve_inv, solve_gmres, solve_bicgstab, solve_lu, solve_cholesky)."""
+
+import warnings
 
 import pytest
 import torch
 
+import diffopt
 from diffopt import linear_solve
 
 
@@ -40,6 +44,11 @@ SOLVERS = {
     "normal_cg": (linear_solve.solve_normal_cg, {"rtol": 1e-13}, False),
     "inv": (linear_solve.solve_inv, {}, False),
     "inv_ns": (linear_solve.solve_inv, {"ns": True, "maxiter": 600}, True),
+    "gmres": (linear_solve.solve_gmres, {"rtol": 1e-13}, False),
+    "gmres_restart_3": (linear_solve.solve_gmres, {"rtol": 1e-13, "restart": 3}, False),
+    "bicgstab": (linear_solve.solve_bicgstab, {"rtol": 1e-13}, False),
+    "lu": (linear_solve.solve_lu, {}, False),
+    "cholesky": (linear_solve.solve_cholesky, {}, True),
 }
 
 
@@ -109,6 +118,79 @@ def test_configuration_errors_are_raised_early():
         linear_solve.solve_inv(matrix=torch.eye(2))
     with pytest.raises(TypeError, match="both"):
         linear_solve.solve_cg(lambda v: v, torch.ones(2), b=torch.ones(2))
+    with pytest.raises(ValueError, match="restart"):
+        linear_solve.solve_gmres(lambda v: v, torch.ones(2), restart=0)
+    with pytest.raises(ValueError, match="maxiter"):
+        linear_solve.solve_bicgstab(lambda v: v, torch.ones(2), maxiter=-1)
+    with pytest.raises(TypeError, match="callable"):
+        linear_solve.solve_lu(3.0, torch.ones(2))
+    with pytest.raises(ValueError, match="output of matvec"):
+        linear_solve.solve_lu(lambda v: v[:1], torch.ones(2))
+    with pytest.raises(ValueError, match="output of A"):
+        linear_solve.solve_gmres(lambda v: torch.ones(3), torch.ones(2))
+
+
+@pytest.mark.parametrize("factory", [linear_solve.solve_gmres, linear_solve.solve_bicgstab])
+def test_krylov_solvers_solve_a_non_symmetric_200_system_to_1e_8(factory):
+    n = 200
+    g = torch.Generator().manual_seed(11)
+    A = torch.randn(n, n, generator=g, dtype=torch.float64) / n**0.5 + 2.0 * torch.eye(
+        n, dtype=torch.float64
+    )
+    assert (A - A.T).abs().max() > 0.1  # far from symmetric
+    assert torch.linalg.cond(A) < 10  # well conditioned
+    b = torch.randn(n, generator=g, dtype=torch.float64)
+    x = factory(lambda v: A @ v, b, rtol=1e-12)
+    expected = torch.linalg.solve(A, b)
+    assert float((x - expected).norm() / expected.norm()) < 1e-8
+    assert float((A @ x - b).norm() / b.norm()) < 1e-8
+
+
+@pytest.mark.parametrize("factory", [linear_solve.solve_gmres, linear_solve.solve_bicgstab])
+def test_krylov_solvers_warn_when_they_stop_short(factory):
+    A = random_matrix(30, 4, symmetric=False)
+    b = torch.ones(30, dtype=torch.float64)
+    with pytest.warns(diffopt.linalg.ConvergenceWarning, match="did not converge"):
+        x = factory(lambda v: A @ v, b, rtol=1e-12, maxiter=2)
+    assert float((A @ x - b).norm()) > 1e-12 * float(b.norm())  # it really did stop short
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # and a converged solve is silent
+        factory(lambda v: A @ v, b, rtol=1e-10)
+
+
+def test_lu_and_cholesky_are_exact_on_small_integer_systems():
+    # Integer systems whose solutions are exact in binary: the factorizations give them exactly.
+    A = torch.tensor([[4.0, 2.0, 0.0], [2.0, 5.0, 2.0], [0.0, 2.0, 5.0]], dtype=torch.float64)
+    x = torch.tensor([1.0, -1.0, 2.0], dtype=torch.float64)
+    for factory in (linear_solve.solve_lu, linear_solve.solve_cholesky):
+        torch.testing.assert_close(factory(lambda v: A @ v, A @ x), x, rtol=0, atol=1e-14)
+
+
+def test_cholesky_rejects_non_symmetric_and_indefinite_operators():
+    with pytest.raises(ValueError, match="not symmetric"):
+        A = random_matrix(4, 0, symmetric=False)
+        linear_solve.solve_cholesky(lambda v: A @ v, torch.ones(4, dtype=torch.float64))
+    indefinite = torch.diag(torch.tensor([1.0, -1.0], dtype=torch.float64))
+    with pytest.raises(ValueError, match="not positive definite"):
+        linear_solve.solve_cholesky(lambda v: indefinite @ v, torch.ones(2, dtype=torch.float64))
+    # A ridge makes it definite: (D + 2 I) x = 1 gives x = (1/3, 1).
+    x = linear_solve.solve_cholesky(lambda v: indefinite @ v, torch.ones(2, dtype=torch.float64),
+                                    ridge=2.0)
+    torch.testing.assert_close(x, torch.tensor([1 / 3, 1.0], dtype=torch.float64))
+
+
+def test_cholesky_accepts_a_hessian_symmetric_up_to_rounding():
+    g = torch.Generator().manual_seed(5)
+    X = torch.randn(40, 6, generator=g, dtype=torch.float64)
+    w = torch.randn(6, generator=g, dtype=torch.float64, requires_grad=True)
+    (grad,) = torch.autograd.grad(torch.log1p((X @ w).exp()).sum(), w, create_graph=True)
+
+    def hvp(v):
+        return torch.autograd.grad(grad, w, v, retain_graph=True)[0]
+
+    b = torch.ones(6, dtype=torch.float64)
+    H = torch.stack([hvp(e) for e in torch.eye(6, dtype=torch.float64)])
+    torch.testing.assert_close(linear_solve.solve_cholesky(hvp, b), torch.linalg.solve(H, b))
 
 
 def test_normal_cg_needs_a_differentiable_matvec():
@@ -131,13 +213,24 @@ def test_tol_is_an_alias_of_rtol():
         )
 
 
-@pytest.mark.parametrize("factory", [linear_solve.solve_cg, linear_solve.solve_normal_cg,
-                                     linear_solve.solve_inv])
+ALL_FACTORIES = [
+    linear_solve.solve_cg,
+    linear_solve.solve_normal_cg,
+    linear_solve.solve_inv,
+    linear_solve.solve_gmres,
+    linear_solve.solve_bicgstab,
+    linear_solve.solve_lu,
+    linear_solve.solve_cholesky,
+]
+DIRECT = (linear_solve.solve_inv, linear_solve.solve_lu, linear_solve.solve_cholesky)
+
+
+@pytest.mark.parametrize("factory", ALL_FACTORIES)
 def test_a_matrix_or_tree_of_matrices_stands_for_matvec(factory):
     A = random_matrix(5, 7, symmetric=True)
     b = torch.arange(1.0, 6.0, dtype=torch.float64)
     expected = torch.linalg.solve(A, b)
-    options = {} if factory is linear_solve.solve_inv else {"rtol": 1e-12}
+    options = {} if factory in DIRECT else {"rtol": 1e-12}
     torch.testing.assert_close(factory(A, b, **options), expected)
     # A tree of matrices is block-diagonal; a (n, 1) column leaf is solved as a column.
     blocks = {"a": A, "c": 2.0 * torch.eye(3, dtype=torch.float64)}
@@ -147,13 +240,12 @@ def test_a_matrix_or_tree_of_matrices_stands_for_matvec(factory):
     torch.testing.assert_close(x["c"], torch.full((3, 1), 0.5, dtype=torch.float64))
 
 
-@pytest.mark.parametrize("factory", [linear_solve.solve_cg, linear_solve.solve_normal_cg,
-                                     linear_solve.solve_inv])
+@pytest.mark.parametrize("factory", ALL_FACTORIES)
 def test_keyword_operands_configure_a_solver_with_defaults(factory):
     # TorchOpt's factories take matvec=/b= by keyword and return a solver with them bound.
     A = random_matrix(4, 3, symmetric=True)
     b = torch.ones(4, dtype=torch.float64)
-    options = {} if factory is linear_solve.solve_inv else {"rtol": 1e-12}
+    options = {} if factory in DIRECT else {"rtol": 1e-12}
     solver = factory(matvec=lambda v: A @ v, b=b, **options)
     assert callable(solver) and not isinstance(solver, torch.Tensor)
     torch.testing.assert_close(solver(), torch.linalg.solve(A, b))

@@ -1,4 +1,4 @@
-"""Matrix-free linear algebra on pytrees: conjugate gradient and Neumann series.
+"""Matrix-free linear algebra on pytrees: conjugate gradient, GMRES, BiCGSTAB, Neumann series.
 
 Every solver takes the linear operator ``A`` either as a callable ``A(x)`` (a matrix-free
 product, such as a Hessian-vector product) or as a tensor / pytree of matrices applied leaf by
@@ -15,7 +15,19 @@ Example:
 """
 
 from diffopt.linalg import utils
+from diffopt.linalg._krylov import ConvergenceWarning
+from diffopt.linalg.bicgstab import bicgstab
 from diffopt.linalg.cg import cg
+from diffopt.linalg.gmres import gmres
 from diffopt.linalg.neumann import NeumannDivergenceWarning, ns, ns_inv
 
-__all__ = ["NeumannDivergenceWarning", "cg", "ns", "ns_inv", "utils"]
+__all__ = [
+    "ConvergenceWarning",
+    "NeumannDivergenceWarning",
+    "bicgstab",
+    "cg",
+    "gmres",
+    "ns",
+    "ns_inv",
+    "utils",
+]

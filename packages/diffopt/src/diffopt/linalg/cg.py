@@ -7,21 +7,11 @@ import warnings
 from collections.abc import Callable
 from typing import Any
 
+from diffopt.linalg._krylov import check_tolerances
 from diffopt.linalg._operator import as_linear_operator, check_rhs, tree_size
 from diffopt.linalg._vector import Space
 
 __all__ = ["cg"]
-
-
-def _check_tolerances(rtol: float, atol: float, maxiter: int | None) -> None:
-    if not (isinstance(rtol, (int, float)) and rtol >= 0 and math.isfinite(rtol)):
-        raise ValueError(f"rtol must be a finite non-negative number, got {rtol!r}")
-    if not (isinstance(atol, (int, float)) and atol >= 0 and math.isfinite(atol)):
-        raise ValueError(f"atol must be a finite non-negative number, got {atol!r}")
-    if maxiter is not None and (
-        isinstance(maxiter, bool) or not isinstance(maxiter, int) or maxiter < 0
-    ):
-        raise ValueError(f"maxiter must be a non-negative int or None, got {maxiter!r}")
 
 
 def cg(
@@ -72,7 +62,7 @@ def cg(
         >>> torch.round(x['u'], decimals=4), torch.round(x['v'], decimals=4)
         (tensor([1., 1.]), tensor([2.]))
     """
-    _check_tolerances(rtol, atol, maxiter)
+    check_tolerances(rtol, atol, maxiter)
     matvec = as_linear_operator(A, "A")
     precondition = None if M is None else as_linear_operator(M, "M")
     check_rhs(b)

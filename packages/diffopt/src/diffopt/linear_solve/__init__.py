@@ -16,8 +16,19 @@ Example:
     True
 """
 
+from diffopt.linear_solve.bicgstab import solve_bicgstab
 from diffopt.linear_solve.cg import solve_cg
+from diffopt.linear_solve.dense import solve_cholesky, solve_lu
+from diffopt.linear_solve.gmres import solve_gmres
 from diffopt.linear_solve.inv import solve_inv
 from diffopt.linear_solve.normal_cg import solve_normal_cg
 
-__all__ = ["solve_cg", "solve_inv", "solve_normal_cg"]
+__all__ = [
+    "solve_bicgstab",
+    "solve_cg",
+    "solve_cholesky",
+    "solve_gmres",
+    "solve_inv",
+    "solve_lu",
+    "solve_normal_cg",
+]

@@ -5,18 +5,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-import torch
-
 from diffopt import linalg, tree_math
 from diffopt.linalg._operator import check_like, check_rhs
-from diffopt.linear_solve._utils import (
-    check_ridge,
-    materialize,
-    ravel,
-    split_call,
-    unraveler,
-    with_ridge,
-)
+from diffopt.linear_solve._utils import check_ridge, split_call, with_ridge
+from diffopt.linear_solve.dense import lu_solve
 
 __all__ = ["solve_inv"]
 
@@ -92,6 +84,4 @@ def solve_inv(
         check_like(init, b, "init")
         residual = tree_math.tree_sub(b, matvec(init))
         return tree_math.tree_add(init, linalg.ns(matvec, residual, maxiter, alpha=alpha))
-    matrix = materialize(matvec, b)
-    solution = torch.linalg.solve(matrix, ravel(b))
-    return unraveler(b)(solution)
+    return lu_solve(matvec, b)
