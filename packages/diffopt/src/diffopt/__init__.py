@@ -247,7 +247,7 @@ __all__ = [
 
 # Subpackages built alongside this core (implicit differentiation, linear solvers...): exported
 # when present, so the core imports cleanly without them.
-for _name in ("linalg", "linear_solve"):
+for _name in ("linalg", "linear_solve", "fixed_point"):
     if _importlib_util.find_spec(f"diffopt.{_name}") is not None:
         globals()[_name] = _importlib.import_module(f"diffopt.{_name}")
         __all__.append(_name)

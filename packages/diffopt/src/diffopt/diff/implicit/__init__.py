@@ -2,7 +2,8 @@
 
 ``custom_root(optimality_fn, argnums)`` decorates any inner solver so that its solution is
 differentiable with respect to the chosen arguments by the implicit function theorem, whatever the
-solver did to reach it. :class:`ImplicitMetaGradientModule` is the object-oriented form (also at
+solver did to reach it; ``custom_fixed_point(fixed_point_fn, argnums)`` does the same for a solver
+of ``z = fixed_point_fn(z, *args)`` (a deep-equilibrium layer, for instance). :class:`ImplicitMetaGradientModule` is the object-oriented form (also at
 :class:`diffopt.nn.ImplicitMetaGradientModule`).
 
 Example:
@@ -25,8 +26,9 @@ Example:
 """
 
 from diffopt.diff.implicit.decorator import custom_root
+from diffopt.diff.implicit.fixed_point import custom_fixed_point
 
-__all__ = ["ImplicitMetaGradientModule", "custom_root"]
+__all__ = ["ImplicitMetaGradientModule", "custom_fixed_point", "custom_root"]
 
 
 def __getattr__(name: str):
