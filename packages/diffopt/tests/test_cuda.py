@@ -87,3 +87,27 @@ def test_custom_root_hypergradient_on_cuda():
     H = X.T @ X + 0.7 * torch.eye(4, dtype=X.dtype, device=X.device)
     expected = -(w.detach() @ torch.linalg.solve(H, w.detach()))  # dw/dlam = -H^{-1} w
     torch.testing.assert_close(grad, expected, rtol=1e-8, atol=0)
+
+
+def test_custom_fixed_point_with_anderson_and_gmres_on_cuda_matches_cpu():
+    # A tanh equilibrium layer: the forward (Anderson) and backward (GMRES) solves on the GPU.
+    def gradients(device):
+        generator = torch.Generator().manual_seed(1)
+        W = torch.randn(8, 8, generator=generator, dtype=torch.float64)
+        W = (0.5 * W / torch.linalg.matrix_norm(W, 2)).to(device).requires_grad_()
+        x = torch.randn(8, generator=generator, dtype=torch.float64).to(device).requires_grad_()
+
+        def f(z, W, x):
+            return torch.tanh(W @ z + x)
+
+        @diffopt.implicit.custom_fixed_point(f, argnums=(1, 2),
+                                             solve=linear_solve.solve_gmres(rtol=1e-12))
+        def deq(z0, W, x):
+            return diffopt.fixed_point.solve(f, z0, W, x, tol=1e-13).value
+
+        z = deq(torch.zeros(8, dtype=torch.float64, device=device), W, x)
+        assert z.device.type == torch.device(device).type
+        return [g.cpu() for g in torch.autograd.grad(z.sum(), (W, x))]
+
+    for a, b in zip(gradients("cpu"), gradients("cuda")):
+        torch.testing.assert_close(b, a, rtol=1e-9, atol=1e-12)

@@ -63,6 +63,10 @@ def outer_loss(w):
         (linear_solve.solve_cg(rtol=1e-10), 1e-5),
         (linear_solve.solve_normal_cg(rtol=1e-10), 1e-5),
         (None, 1e-4),  # the default, normal CG with rtol=1e-5
+        (linear_solve.solve_gmres(rtol=1e-12), 1e-8),
+        (linear_solve.solve_bicgstab(rtol=1e-12), 1e-8),
+        (linear_solve.solve_lu(), 1e-8),
+        (linear_solve.solve_cholesky(), 1e-8),
     ],
 )
 def test_ridge_hypergradient_matches_closed_form(solve, tolerance):
