@@ -101,3 +101,12 @@ def test_bad_arguments_and_non_finite_values(solver):
         solver(torch.ones(2, 3), torch.ones(3))
     with pytest.raises(FloatingPointError):
         solver(lambda v: v * float("nan"), torch.ones(3))
+
+
+def test_a_bicgstab_breakdown_is_reported_and_gmres_solves_the_same_system():
+    # A rotation: (r, A r) = 0 for every r, so BiCGSTAB cannot take its first step.
+    A = torch.tensor([[0.0, 1.0], [-1.0, 0.0]], dtype=DTYPE)
+    b = torch.tensor([1.0, 2.0], dtype=DTYPE)
+    with pytest.warns(linalg.ConvergenceWarning, match="bicgstab did not converge"):
+        linalg.bicgstab(A, b)
+    torch.testing.assert_close(A @ linalg.gmres(A, b, rtol=1e-12), b)

@@ -78,8 +78,8 @@ class Anderson:
             return step
         gram += self.regularization * scale * torch.eye(len(gram), dtype=gram.dtype,
                                                         device=gram.device)
-        gamma = torch.linalg.solve(gram, dr64 @ r.double())
-        if not bool(torch.isfinite(gamma).all()):
+        gamma, info = torch.linalg.solve_ex(gram, dr64 @ r.double())
+        if int(info) != 0 or not bool(torch.isfinite(gamma).all()):
             self.history.clear()  # a degenerate history: restart from a plain mixing step
             return step
         gamma = gamma.to(r.dtype)

@@ -60,7 +60,8 @@ def bicgstab(
         FloatingPointError: if the iteration produces a non-finite value.
 
     Warns:
-        ConvergenceWarning: if ``maxiter`` iterations did not reach the tolerance.
+        ConvergenceWarning: if it stopped short of the tolerance (``maxiter`` iterations, or a
+            breakdown it cannot restart from).
 
     Example:
         >>> import torch
@@ -97,10 +98,7 @@ def bicgstab(
 
     iterations = 0
     fresh = True  # at a (re)start: the shadow residual is the current residual
-    while residual > target:
-        if iterations >= maxiter:
-            warn_not_converged("bicgstab", iterations, residual, target)
-            break
+    while residual > target and iterations < maxiter:
         if fresh:
             shadow, p, rho = r, r, space.dot(r, r)
         iterations += 1
@@ -114,10 +112,10 @@ def bicgstab(
             continue
         alpha = rho / shadow_v
         s = space.scaled_sub(r, v, alpha)
-        residual = float(space.norm(s).detach())
-        check_finite("bicgstab", residual)
-        if residual <= target:
-            x = space.scaled_add(x, p_hat, alpha)
+        s_norm = float(space.norm(s).detach())
+        check_finite("bicgstab", s_norm)
+        if s_norm <= target:
+            x, residual = space.scaled_add(x, p_hat, alpha), s_norm
             break
         s_hat = apply_m(s)
         t = matvec(s_hat)
@@ -135,4 +133,6 @@ def bicgstab(
         p = space.scaled_add(r, space.scaled_sub(p, v, omega), beta)
         rho = rho_next
         fresh = False
+    if residual > target:
+        warn_not_converged("bicgstab", iterations, residual, target)
     return space.tree(x)
