@@ -108,7 +108,13 @@ from diffopt.optim import (
     RMSprop,
     Rprop,
 )
-from diffopt.schedule import exponential_decay, linear_schedule, polynomial_schedule
+from diffopt.schedule import (
+    InjectHyperparamsState,
+    exponential_decay,
+    inject_hyperparams,
+    linear_schedule,
+    polynomial_schedule,
+)
 from diffopt.transform import (
     add_decayed_weights,
     nan_to_num,
@@ -155,6 +161,7 @@ __all__ = [
     "EmptyState",
     "FuncOptimizer",
     "GradientTransformation",
+    "InjectHyperparamsState",
     "Lion",
     "MetaASGD",
     "MetaAdaDelta",
@@ -206,6 +213,7 @@ __all__ = [
     "extract_state_dict",
     "hook",
     "identity",
+    "inject_hyperparams",
     "lion",
     "linear_schedule",
     "module_clone",

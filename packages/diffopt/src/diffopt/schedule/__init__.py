@@ -8,6 +8,13 @@ Example:
 """
 
 from diffopt.schedule.exponential_decay import exponential_decay
+from diffopt.schedule.inject import InjectHyperparamsState, inject_hyperparams
 from diffopt.schedule.polynomial import linear_schedule, polynomial_schedule
 
-__all__ = ["exponential_decay", "linear_schedule", "polynomial_schedule"]
+__all__ = [
+    "InjectHyperparamsState",
+    "exponential_decay",
+    "inject_hyperparams",
+    "linear_schedule",
+    "polynomial_schedule",
+]
