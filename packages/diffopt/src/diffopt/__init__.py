@@ -45,6 +45,7 @@ from diffopt import (
     tree_math,
     typing,
     visual,
+    wrappers,
 )
 from diffopt.accelerated_op import accelerated_op_available
 from diffopt.alias import (
@@ -65,7 +66,7 @@ from diffopt.alias import (
 )
 from diffopt.base import EmptyState, GradientTransformation, identity
 from diffopt.clip import clip_grad_norm
-from diffopt.combine import chain
+from diffopt.combine import MultiTransformState, chain, multi_transform
 from diffopt.hook import register_hook
 from diffopt.optim import (
     ASGD,
@@ -144,6 +145,15 @@ from diffopt.utils import (
     stop_gradient,
 )
 from diffopt.version import __version__
+from diffopt.wrappers import (
+    ApplyIfFiniteState,
+    LookaheadParams,
+    LookaheadState,
+    MultiSteps,
+    MultiStepsState,
+    apply_if_finite,
+    lookahead,
+)
 
 __all__ = [
     "ASGD",
@@ -251,6 +261,19 @@ __all__ = [
     "tree_math",
     "typing",
     "visual",
+]
+# Optax's hyper-parameter and wrapper tools (issue 26).
+__all__ += [
+    "ApplyIfFiniteState",
+    "LookaheadParams",
+    "LookaheadState",
+    "MultiSteps",
+    "MultiStepsState",
+    "MultiTransformState",
+    "apply_if_finite",
+    "lookahead",
+    "multi_transform",
+    "wrappers",
 ]
 
 # Subpackages built alongside this core (implicit differentiation, linear solvers...): exported
