@@ -52,6 +52,26 @@ def onecycle_linear(t, steps, peak, pct_start, pct_final, div, final_div):
     return knots[-1][1]
 
 
+def warmup_exponential(t, init, peak, warmup, steps, rate, begin=0, staircase=False, end=None):
+    if t < warmup:
+        return init + (peak - init) * t / warmup
+    power = max(t - warmup - begin, 0) / steps
+    value = peak * rate ** (math.floor(power) if staircase else power)
+    return value if end is None else max(value, end)
+
+
+CYCLES = [
+    {"init_value": 0.0, "peak_value": 1.0, "warmup_steps": 2, "decay_steps": 7},
+    {"init_value": 0.1, "peak_value": 0.5, "warmup_steps": 1, "decay_steps": 6, "end_value": 0.05},
+]
+
+
+def sgdr(t):
+    if t < 7:
+        return warmup_cosine(t, 0.0, 1.0, 2, 7, 0.0)
+    return warmup_cosine(t - 7, 0.1, 0.5, 1, 6, 0.05)
+
+
 CASES = {
     "cosine_decay": (
         sch.cosine_decay_schedule(0.3, 13, alpha=0.1),
@@ -88,6 +108,21 @@ CASES = {
         lambda t: onecycle_linear(t, 16, 1.0, 0.3, 0.85, 25.0, 1e4),
     ),
     "constant": (sch.constant_schedule(0.25), lambda t: 0.25),
+    "warmup_constant": (
+        sch.warmup_constant_schedule(0.1, 1.0, 7),
+        lambda t: 0.1 + 0.9 * min(t, 7) / 7,
+    ),
+    "warmup_exponential": (
+        sch.warmup_exponential_decay_schedule(
+            0.0, 1.0, 5, 3, 0.7, transition_begin=2, end_value=0.2
+        ),
+        lambda t: warmup_exponential(t, 0.0, 1.0, 5, 3, 0.7, begin=2, end=0.2),
+    ),
+    "warmup_exponential_staircase": (
+        sch.warmup_exponential_decay_schedule(0.5, 1.0, 3, 2, 0.5, staircase=True),
+        lambda t: warmup_exponential(t, 0.5, 1.0, 3, 2, 0.5, staircase=True),
+    ),
+    "sgdr": (sch.sgdr_schedule(CYCLES), sgdr),
     "join": (
         sch.join_schedules(
             [

@@ -10,9 +10,10 @@ Example:
 from diffopt.schedule.cosine import (
     cosine_decay_schedule,
     cosine_onecycle_schedule,
+    sgdr_schedule,
     warmup_cosine_decay_schedule,
 )
-from diffopt.schedule.exponential_decay import exponential_decay
+from diffopt.schedule.exponential_decay import exponential_decay, warmup_exponential_decay_schedule
 from diffopt.schedule.inject import InjectHyperparamsState, inject_hyperparams
 from diffopt.schedule.piecewise import (
     constant_schedule,
@@ -21,7 +22,11 @@ from diffopt.schedule.piecewise import (
     piecewise_constant_schedule,
     piecewise_interpolate_schedule,
 )
-from diffopt.schedule.polynomial import linear_schedule, polynomial_schedule
+from diffopt.schedule.polynomial import (
+    linear_schedule,
+    polynomial_schedule,
+    warmup_constant_schedule,
+)
 
 __all__ = [
     "InjectHyperparamsState",
@@ -36,5 +41,8 @@ __all__ = [
     "piecewise_constant_schedule",
     "piecewise_interpolate_schedule",
     "polynomial_schedule",
+    "sgdr_schedule",
+    "warmup_constant_schedule",
     "warmup_cosine_decay_schedule",
+    "warmup_exponential_decay_schedule",
 ]

@@ -13,14 +13,19 @@ Example:
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from diffopt.schedule import _ops
 from diffopt.schedule.piecewise import join_schedules, piecewise_interpolate_schedule
 from diffopt.schedule.polynomial import linear_schedule
 
-__all__ = ["cosine_decay_schedule", "cosine_onecycle_schedule", "warmup_cosine_decay_schedule"]
+__all__ = [
+    "cosine_decay_schedule",
+    "cosine_onecycle_schedule",
+    "sgdr_schedule",
+    "warmup_cosine_decay_schedule",
+]
 
 
 def cosine_decay_schedule(
@@ -152,3 +157,27 @@ def cosine_onecycle_schedule(
             int(transition_steps): 1.0 / (div_factor * final_div_factor),
         },
     )
+
+
+def sgdr_schedule(cosine_kwargs: Iterable[dict[str, Any]]) -> Callable[[Any], Any]:
+    """Warm restarts (SGDR, Loshchilov & Hutter, 2016): warmup-cosine cycles one after another.
+
+    Args:
+        cosine_kwargs: one dict of :func:`warmup_cosine_decay_schedule` arguments per cycle;
+            each cycle lasts its ``decay_steps``.
+
+    Returns:
+        A function of the step count: a float for a number, a float64 tensor for a tensor.
+
+    Example:
+        >>> cycle = dict(init_value=0.0, peak_value=1.0, warmup_steps=1, decay_steps=3)
+        >>> schedule = sgdr_schedule([cycle, cycle])
+        >>> [round(schedule(t), 6) for t in range(7)]
+        [0.0, 1.0, 0.5, 0.0, 1.0, 0.5, 0.0]
+    """
+    schedules, boundaries, step = [], [], 0
+    for kwargs in cosine_kwargs:
+        schedules.append(warmup_cosine_decay_schedule(**kwargs))
+        step += kwargs["decay_steps"]
+        boundaries.append(step)
+    return join_schedules(schedules, boundaries[:-1])
