@@ -45,6 +45,7 @@ from diffopt import (
     tree_math,
     typing,
     visual,
+    wrappers,
 )
 from diffopt.accelerated_op import accelerated_op_available
 from diffopt.alias import (
@@ -65,7 +66,7 @@ from diffopt.alias import (
 )
 from diffopt.base import EmptyState, GradientTransformation, identity
 from diffopt.clip import clip_grad_norm
-from diffopt.combine import chain
+from diffopt.combine import MultiTransformState, chain, multi_transform
 from diffopt.hook import register_hook
 from diffopt.optim import (
     ASGD,
@@ -108,7 +109,13 @@ from diffopt.optim import (
     RMSprop,
     Rprop,
 )
-from diffopt.schedule import exponential_decay, linear_schedule, polynomial_schedule
+from diffopt.schedule import (
+    InjectHyperparamsState,
+    exponential_decay,
+    inject_hyperparams,
+    linear_schedule,
+    polynomial_schedule,
+)
 from diffopt.transform import (
     add_decayed_weights,
     nan_to_num,
@@ -138,6 +145,15 @@ from diffopt.utils import (
     stop_gradient,
 )
 from diffopt.version import __version__
+from diffopt.wrappers import (
+    ApplyIfFiniteState,
+    LookaheadParams,
+    LookaheadState,
+    MultiSteps,
+    MultiStepsState,
+    apply_if_finite,
+    lookahead,
+)
 
 __all__ = [
     "ASGD",
@@ -155,6 +171,7 @@ __all__ = [
     "EmptyState",
     "FuncOptimizer",
     "GradientTransformation",
+    "InjectHyperparamsState",
     "Lion",
     "MetaASGD",
     "MetaAdaDelta",
@@ -206,6 +223,7 @@ __all__ = [
     "extract_state_dict",
     "hook",
     "identity",
+    "inject_hyperparams",
     "lion",
     "linear_schedule",
     "module_clone",
@@ -243,6 +261,19 @@ __all__ = [
     "tree_math",
     "typing",
     "visual",
+]
+# Optax's hyper-parameter and wrapper tools (issue 26).
+__all__ += [
+    "ApplyIfFiniteState",
+    "LookaheadParams",
+    "LookaheadState",
+    "MultiSteps",
+    "MultiStepsState",
+    "MultiTransformState",
+    "apply_if_finite",
+    "lookahead",
+    "multi_transform",
+    "wrappers",
 ]
 
 # Subpackages built alongside this core (implicit differentiation, linear solvers...): exported

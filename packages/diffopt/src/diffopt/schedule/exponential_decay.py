@@ -19,7 +19,7 @@ from typing import Any
 
 import torch
 
-__all__ = ["exponential_decay"]
+__all__ = ["exponential_decay", "warmup_exponential_decay_schedule"]
 
 
 def exponential_decay(init_value: float, decay_rate: float, transition_begin: int = 0,
@@ -76,3 +76,42 @@ def exponential_decay(init_value: float, decay_rate: float, transition_begin: in
         return float(value)
 
     return schedule
+
+
+def warmup_exponential_decay_schedule(init_value: float, peak_value: float, warmup_steps: int,
+                                      transition_steps: int, decay_rate: float,
+                                      transition_begin: int = 0, staircase: bool = False,
+                                      end_value: float | None = None) -> Callable[[Any], Any]:
+    """Rise linearly from ``init_value`` to ``peak_value``, then decay exponentially.
+
+    After ``warmup_steps`` the value is :func:`exponential_decay` from ``peak_value``, counted
+    from the end of the warmup.
+
+    Args:
+        init_value: the value at step 0.
+        peak_value: the value at the end of the warmup.
+        warmup_steps: the length of the linear warmup.
+        transition_steps: steps per factor of ``decay_rate``; must be positive.
+        decay_rate: the factor per ``transition_steps`` steps.
+        transition_begin: steps after the warmup to hold ``peak_value``.
+        staircase: decay in discrete jumps.
+        end_value: a floor (or ceiling) for the decayed value.
+
+    Returns:
+        A function of the step count: a float for a number, a float64 tensor for a tensor.
+
+    Example:
+        >>> schedule = warmup_exponential_decay_schedule(0.0, 1.0, warmup_steps=2,
+        ...                                              transition_steps=1, decay_rate=0.5)
+        >>> [schedule(t) for t in range(5)]
+        [0.0, 0.5, 1.0, 0.5, 0.25]
+    """
+    from diffopt.schedule.piecewise import join_schedules
+    from diffopt.schedule.polynomial import linear_schedule
+
+    return join_schedules(
+        [linear_schedule(init_value, peak_value, transition_steps=warmup_steps),
+         exponential_decay(peak_value, decay_rate, transition_begin, transition_steps, staircase,
+                           end_value)],
+        [warmup_steps],
+    )

@@ -16,7 +16,7 @@ from typing import Any
 
 import torch
 
-__all__ = ["linear_schedule", "polynomial_schedule"]
+__all__ = ["linear_schedule", "polynomial_schedule", "warmup_constant_schedule"]
 
 
 def polynomial_schedule(init_value: float, end_value: float, power: float,
@@ -82,3 +82,24 @@ def linear_schedule(init_value: float, end_value: float, transition_steps: int,
         [0.0, 0.0, 0.5, 1.0, 1.0]
     """
     return polynomial_schedule(init_value, end_value, 1, transition_steps, transition_begin)
+
+
+def warmup_constant_schedule(init_value: float, peak_value: float,
+                             warmup_steps: int) -> Callable[[Any], float]:
+    """Rise linearly from ``init_value`` to ``peak_value`` over ``warmup_steps``, then hold.
+
+    This is :func:`linear_schedule` from ``init_value`` to ``peak_value``.
+
+    Args:
+        init_value: the value at step 0.
+        peak_value: the value from ``warmup_steps`` on.
+        warmup_steps: the length of the warmup.
+
+    Returns:
+        A function of the step count: a float for a number, a float64 tensor for a tensor.
+
+    Example:
+        >>> [warmup_constant_schedule(0.0, 1.0, warmup_steps=4)(t) for t in (0, 2, 4, 9)]
+        [0.0, 0.5, 1.0, 1.0]
+    """
+    return linear_schedule(init_value, peak_value, transition_steps=warmup_steps)

@@ -32,6 +32,7 @@ __all__ = [
     "per_dtype",
     "scale_leaf",
     "scale_leaves",
+    "tensor_hyperparams",
     "unflatten",
     "zeros_like_params",
 ]
@@ -164,6 +165,18 @@ def fused_op_cannot_read(*scalars: torch.Tensor) -> bool:
     transforms then run the same math unfused (which Inductor fuses under compile)."""
     return torch.compiler.is_compiling() or any(
         torch._C._functorch.is_functorch_wrapped_tensor(t) for t in scalars)
+
+
+def tensor_hyperparams(*values: Any) -> bool:
+    """Whether any of these hyper-parameters (or of the tuples among them) is a tensor.
+
+    The fused ops take hyper-parameters as Python numbers and do not differentiate them, so an
+    accelerated transform given a tensor (a meta-learned ``betas``, a scheduled value from
+    :func:`~diffopt.inject_hyperparams`) runs its plain sibling's math instead: the same numbers
+    up to rounding, and exact meta-gradients with respect to the tensor.
+    """
+    return any(isinstance(v, torch.Tensor) or (isinstance(v, tuple) and tensor_hyperparams(*v))
+               for v in values)
 
 
 def foreach_mul_scalar(leaves: list, factor: float,

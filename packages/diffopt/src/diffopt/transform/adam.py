@@ -34,6 +34,7 @@ from diffopt.transform._leafwise import (
     per_dtype,
     scale_leaf,
     scale_leaves,
+    tensor_hyperparams,
     unflatten,
     zeros_like_params,
 )
@@ -223,7 +224,8 @@ def scale_by_accelerated_adam(
     count per member) or traced by ``torch.compile`` (which cannot read it into Python without a
     graph break) the update runs :func:`scale_by_adam`'s math instead, with the same results.
     Under a task-batched ``vmap`` (shared count) the op itself runs batched, which needs
-    fused-optim's vmap rule for ``adam_direction``.
+    fused-optim's vmap rule for ``adam_direction``. Hyper-parameters given as tensors (learned
+    ``b1``...) make it :func:`scale_by_adam` itself, whose meta-gradients are exact.
 
     Args:
         b1: decay of the first moment.
@@ -248,10 +250,9 @@ def scale_by_accelerated_adam(
         (tensor([ 1., -1.]), True)
     """
     _check_hyper("scale_by_accelerated_adam", b1, b2, eps, eps_root)
-    if isinstance(b1, torch.Tensor) or isinstance(b2, torch.Tensor):
-        raise TypeError("scale_by_accelerated_adam: b1 and b2 must be Python floats")
-
     plain = scale_by_adam(b1, b2, eps, eps_root, moment_requires_grad)
+    if tensor_hyperparams(b1, b2, eps, eps_root):  # the fused op takes numbers
+        return plain
 
     def scaled_update(updates, state, factor=1.0, add_to=None):
         """``factor`` times the update, added to the leaves ``add_to`` when given; new state."""

@@ -39,6 +39,7 @@ from diffopt.transform._leafwise import (
     flatten_updates,
     fused_op_cannot_read,
     per_dtype,
+    tensor_hyperparams,
     unflatten,
     zeros_like_params,
 )
@@ -175,6 +176,8 @@ def scale_by_accelerated_adan(b1: float = 0.98, b2: float = 0.92, b3: float = 0.
     name = "scale_by_accelerated_adan"
     _check_hyper(name, b1, b2, b3, eps)
     plain = scale_by_adan(b1, b2, b3, eps, moment_requires_grad)
+    if tensor_hyperparams(b1, b2, b3, eps):  # the fused op takes numbers
+        return plain
 
     def update_fn(updates, state, *, params=None, inplace=True):
         del params, inplace

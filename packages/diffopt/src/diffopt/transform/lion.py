@@ -22,7 +22,13 @@ from typing import NamedTuple
 import torch
 
 from diffopt.base import GradientTransformation
-from diffopt.transform._leafwise import check_leaf, flatten_updates, unflatten, zeros_like_params
+from diffopt.transform._leafwise import (
+    check_leaf,
+    flatten_updates,
+    tensor_hyperparams,
+    unflatten,
+    zeros_like_params,
+)
 
 __all__ = ["ScaleByLionState", "scale_by_accelerated_lion", "scale_by_lion"]
 
@@ -120,6 +126,8 @@ def scale_by_accelerated_lion(b1: float = 0.9, b2: float = 0.99,
     """
     name = "scale_by_accelerated_lion"
     _check_betas(name, b1, b2)
+    if tensor_hyperparams(b1, b2):  # the fused op takes numbers
+        return scale_by_lion(b1, b2, moment_requires_grad)
 
     def update_fn(updates, state, *, params=None, inplace=True):
         del params, inplace

@@ -32,6 +32,7 @@ from diffopt.transform._leafwise import (
     flatten_updates,
     fused_op_cannot_read,
     per_dtype,
+    tensor_hyperparams,
     unflatten,
     zeros_like_params,
 )
@@ -168,6 +169,8 @@ def scale_by_accelerated_nadam(b1: float = 0.9, b2: float = 0.999, eps: float = 
     name = "scale_by_accelerated_nadam"
     _check(name, b1, b2, eps, momentum_decay)
     plain = scale_by_nadam(b1, b2, eps, momentum_decay, moment_requires_grad)
+    if tensor_hyperparams(b1, b2, eps, momentum_decay):  # the fused op takes numbers
+        return plain
 
     def update_fn(updates, state, *, params=None, inplace=True):
         del params, inplace

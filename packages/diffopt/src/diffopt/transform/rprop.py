@@ -27,7 +27,13 @@ from typing import NamedTuple
 import torch
 
 from diffopt.base import GradientTransformation
-from diffopt.transform._leafwise import check_leaf, flatten_updates, unflatten, zeros_like_params
+from diffopt.transform._leafwise import (
+    check_leaf,
+    flatten_updates,
+    tensor_hyperparams,
+    unflatten,
+    zeros_like_params,
+)
 
 __all__ = ["ScaleByRpropState", "scale_by_accelerated_rprop", "scale_by_rprop"]
 
@@ -93,8 +99,14 @@ def scale_by_rprop(lr=1e-2, etas: tuple[float, float] = (0.5, 1.2),
     """
     name = "scale_by_rprop"
     _check(name, lr, etas, step_sizes)
-    etaminus, etaplus = float(etas[0]), float(etas[1])
-    lo, hi = float(step_sizes[0]), float(step_sizes[1])
+    # Numbers, or tensors (learned, perhaps), which stay in the graph.
+    etaminus, etaplus = etas
+    lo, hi = step_sizes
+
+    def fill(like: torch.Tensor, value) -> torch.Tensor:
+        if isinstance(value, torch.Tensor):
+            return value.to(like.dtype).expand_as(like)
+        return torch.full_like(like, value)
 
     def update_fn(updates, state, *, params=None, inplace=True):
         del params, inplace
@@ -109,9 +121,9 @@ def scale_by_rprop(lr=1e-2, etas: tuple[float, float] = (0.5, 1.2),
             check_leaf(name, i, g, prev)
             agreement = (g * prev).detach()  # only its sign matters (piecewise constant)
             flipped = agreement < 0
-            factor = torch.where(agreement > 0, torch.full_like(s, etaplus),
-                                 torch.where(flipped, torch.full_like(s, etaminus), torch.ones_like(s)))
-            s = (s * factor).clamp(lo, hi)
+            factor = torch.where(agreement > 0, fill(s, etaplus),
+                                 torch.where(flipped, fill(s, etaminus), torch.ones_like(s)))
+            s = torch.minimum(torch.maximum(s * factor, fill(s, lo)), fill(s, hi))
             kept = torch.where(flipped, torch.zeros_like(g), g)
             new_updates.append(-(kept.sign() * s))
             new_prevs.append(kept)
@@ -143,6 +155,8 @@ def scale_by_accelerated_rprop(lr=1e-2, etas: tuple[float, float] = (0.5, 1.2),
     """
     name = "scale_by_accelerated_rprop"
     _check(name, lr, etas, step_sizes)
+    if tensor_hyperparams(etas, step_sizes):  # the fused op takes numbers
+        return scale_by_rprop(lr, etas, step_sizes)
 
     def update_fn(updates, state, *, params=None, inplace=True):
         del params, inplace
