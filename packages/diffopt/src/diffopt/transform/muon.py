@@ -58,13 +58,13 @@ def _init_fn(name: str, moment_requires_grad: bool):
 def _make(name: str, momentum: float, nesterov: bool, ns_coefficients: tuple[float, float, float], eps: float,
           ns_steps: int, adjust_lr_fn: str | None, ns_dtype: torch.dtype | None, moment_requires_grad: bool,
           accelerated: bool) -> GradientTransformation:
-    from diffopt import accelerated_op
+    from diffopt.accelerated_op import muon_direction, muon_lr_scale, newton_schulz, shape_batches
 
     if not momentum >= 0.0:
         raise ValueError(f"{name}: momentum must be >= 0, got {momentum}")
-    accelerated_op.muon_lr_scale((1, 1), adjust_lr_fn)  # rejects an unknown adjust_lr_fn now
+    muon_lr_scale((1, 1), adjust_lr_fn)  # rejects an unknown adjust_lr_fn now
     coefficients = tuple(ns_coefficients)
-    accelerated_op.newton_schulz(torch.zeros(0, 1, 1), coefficients, ns_steps, eps)  # checks them now
+    newton_schulz(torch.zeros(0, 1, 1), coefficients, ns_steps, eps)  # checks them now
 
     def update_fn(updates, state, *, params=None, inplace=True):
         del params, inplace
@@ -79,14 +79,14 @@ def _make(name: str, momentum: float, nesterov: bool, ns_coefficients: tuple[flo
             return unflatten(treespec, new_updates), state
         gs, ms = [grads[i] for i in present], [mus[i] for i in present]
         if accelerated:
-            directions, out_mus = accelerated_op.muon_direction(gs, ms, momentum=momentum, nesterov=nesterov)
+            directions, out_mus = muon_direction(gs, ms, momentum=momentum, nesterov=nesterov)
         else:
             out_mus = [torch.lerp(m, g, 1 - momentum) for g, m in zip(gs, ms)]
             directions = [torch.lerp(g, m, momentum) if nesterov else m for g, m in zip(gs, out_mus)]
-        for shape, indices in accelerated_op.shape_batches(directions).items():
+        for shape, indices in shape_batches(directions).items():
             batch = torch.stack([directions[j] for j in indices])
-            orthogonal = accelerated_op.newton_schulz(batch, coefficients, ns_steps, eps, dtype=ns_dtype)
-            scale = accelerated_op.muon_lr_scale(shape, adjust_lr_fn)
+            orthogonal = newton_schulz(batch, coefficients, ns_steps, eps, dtype=ns_dtype)
+            scale = muon_lr_scale(shape, adjust_lr_fn)
             for j, o in zip(indices, orthogonal):
                 new_updates[present[j]] = o.to(directions[j].dtype) * scale
         for j, i in enumerate(present):
