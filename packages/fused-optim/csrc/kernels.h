@@ -14,6 +14,7 @@
 #include "fused_optim/math/adan.h"
 #include "fused_optim/math/asgd.h"
 #include "fused_optim/math/lion.h"
+#include "fused_optim/math/muon.h"
 #include "fused_optim/math/nadam.h"
 #include "fused_optim/math/radam.h"
 #include "fused_optim/math/rmsprop.h"
@@ -38,7 +39,8 @@
   X(AsgdStep) X(AsgdBackward)                                            \
   X(AdafactorVectorDirection) X(AdafactorFactoredDirection) X(AdafactorApply)  \
   X(AdafactorVectorDirectionBackward) X(AdafactorFactoredDirectionBackward)     \
-  X(AdafactorApplyBackward)
+  X(AdafactorApplyBackward)                                              \
+  X(MuonDirection) X(MuonDirectionBackward)
 // clang-format on
 
 namespace fused_optim {

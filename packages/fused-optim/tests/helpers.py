@@ -102,6 +102,10 @@ def _cases() -> list[FunctionalCase]:
     for wd, maximize in [(0.0, False), (0.1, True)]:
         kw = dict(lr=0.1, beta1=0.9, beta2=0.99, weight_decay=wd, maximize=maximize)
         cases.append(FunctionalCase("lion_update", (PARAM, GRAD, ANY), kw, f"lion-wd{wd}-mx{maximize}"))
+    # Muon's direction: both lerp formulas of each interpolation (weights below and above 0.5).
+    for momentum, nesterov in [(0.95, True), (0.3, False), (0.6, True)]:
+        kw = dict(momentum=momentum, nesterov=nesterov)
+        cases.append(FunctionalCase("muon_direction", (GRAD, ANY), kw, f"muon-m{momentum}-n{nesterov}"))
     for step, wd, no_prox, maximize in [(1, 0.0, False, False), (3, 0.1, False, True), (2, 0.1, True, False)]:
         kw = dict(step=step, lr=0.05, beta1=0.98, beta2=0.92, beta3=0.99, eps=1e-3, weight_decay=wd,
                   no_prox=no_prox, maximize=maximize)

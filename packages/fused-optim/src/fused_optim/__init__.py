@@ -3,7 +3,8 @@
 * Drop-in optimizers: ``fused_optim.Adam``, ``AdamW``, ``SGD``, ``RMSprop``, ``Adagrad``,
   ``Adadelta``, ``Adamax``, ``RAdam``, ``NAdam``, ``Rprop``, ``ASGD``, ``Adafactor`` take the same
   arguments as their ``torch.optim`` twins and share their ``state_dict`` layout, with one
-  multi-tensor kernel per step; ``Lion`` and ``Adan``, which torch.optim lacks, follow their papers.
+  multi-tensor kernel per step; ``Lion`` and ``Adan``, which torch.optim lacks, follow their papers;
+  ``Muon`` (matrices) fuses its element-wise passes and batches its Newton-Schulz iteration per shape.
 * Differentiable out-of-place updates for meta-learning: :mod:`fused_optim.functional`
   (``adam_update``, ``adam_direction``...), one fused backward node per call.
 * The custom ops themselves: ``torch.ops.fused_optim.*`` (see :mod:`fused_optim.ops`).
@@ -37,6 +38,7 @@ from fused_optim.optim import (  # noqa: E402
     AdamW,
     Adan,
     Lion,
+    Muon,
     NAdam,
     RAdam,
     RMSprop,
@@ -56,6 +58,7 @@ __all__ = [
     "Adamax",
     "Adan",
     "Lion",
+    "Muon",
     "NAdam",
     "RAdam",
     "RMSprop",

@@ -264,6 +264,16 @@ def lion_update(params: Lists, grads: Lists, exp_avgs: Lists, *, lr: float, beta
     return new_params, new_m
 
 
+def muon_direction(grads: Lists, momentum_buffers: Lists, *, momentum: float, nesterov: bool
+                   ) -> tuple[list[Tensor], list[Tensor]]:
+    directions, new_b = [], []
+    for g, b in zip(grads, momentum_buffers):
+        b = momentum * b + (1 - momentum) * g
+        directions.append((1 - momentum) * g + momentum * b if nesterov else b)
+        new_b.append(b)
+    return directions, new_b
+
+
 def adan_update(params: Lists, grads: Lists, exp_avgs: Lists, exp_avg_diffs: Lists, exp_avg_sqs: Lists,
                 prev_grads: Lists, *, step: int, lr: float, beta1: float, beta2: float, beta3: float, eps: float,
                 weight_decay: float, no_prox: bool, maximize: bool) -> tuple[list[Tensor], ...]:

@@ -22,7 +22,14 @@ from typing import Any, NamedTuple
 import torch
 from torch import Tensor
 
-from fused_optim.ops import apply_functional
+from fused_optim.ops import (
+    apply_functional,
+    muon_apply_,
+    muon_lr_scale,
+    newton_schulz,
+    shape_batches,
+    validate_only,
+)
 from fused_optim.ops import tensor_list as _tensors
 
 __all__ = [
@@ -34,6 +41,7 @@ __all__ = [
     "AdamaxUpdate",
     "AdanUpdate",
     "LionUpdate",
+    "MuonUpdate",
     "NAdamUpdate",
     "RAdamUpdate",
     "RMSpropUpdate",
@@ -48,6 +56,8 @@ __all__ = [
     "adan_update",
     "adamw_update",
     "lion_update",
+    "muon_direction",
+    "muon_update",
     "asgd_update",
     "nadam_momentum",
     "nadam_update",
@@ -189,6 +199,18 @@ class LionUpdate(NamedTuple):
 
     params: list[Tensor]
     exp_avgs: list[Tensor]
+
+
+class MuonUpdate(NamedTuple):
+    """The result of :func:`muon_update`.
+
+    Attributes:
+        params: The updated parameters.
+        momentum_buffers: The new momentum buffers.
+    """
+
+    params: list[Tensor]
+    momentum_buffers: list[Tensor]
 
 
 class AdanUpdate(NamedTuple):
@@ -1001,3 +1023,91 @@ def adafactor_update(params: Sequence[Tensor], grads: Sequence[Tensor], row_vars
             else:
                 out.variances[i] = new[3][j]
     return out
+
+
+# torch.optim.Muon's defaults: Keller Jordan's quintic Newton-Schulz coefficients, iterations, norm floor.
+MUON_NS_COEFFICIENTS = (3.4445, -4.7750, 2.0315)
+
+
+def muon_direction(grads: Sequence[Tensor], momentum_buffers: Sequence[Tensor], *, momentum: float = 0.95,
+                   nesterov: bool = True) -> tuple[list[Tensor], list[Tensor]]:
+    r"""Muon's momentum and the direction it orthogonalizes, out of place, one fused node
+    (``FusedMuonDirectionBackward``):
+
+    .. math::
+        b' = \mathrm{lerp}(b, g, 1-\mu),\quad d = \mathrm{lerp}(g, b', \mu)\ \text{(nesterov)}
+        \text{ or } b'
+
+    Args:
+        grads, momentum_buffers: Matrices of matching shapes (the buffers start at zeros).
+        momentum, nesterov: As in :class:`fused_optim.Muon`.
+
+    Returns:
+        ``(directions, new_momentum_buffers)``.
+
+    >>> import torch
+    >>> d, b = muon_direction([torch.tensor([[2.0, -4.0]])], [torch.zeros(1, 2)], momentum=0.5)
+    >>> d, b
+    ([tensor([[ 1.5000, -3.0000]])], [tensor([[ 1., -2.]])])
+    """
+    kwargs = {"momentum": _number("momentum", momentum), "nesterov": bool(nesterov)}
+    directions, buffers = apply_functional("muon_direction", [grads, momentum_buffers], kwargs)
+    return directions, buffers
+
+
+def muon_update(params: Sequence[Tensor], grads: Sequence[Tensor], momentum_buffers: Sequence[Tensor], *,
+                lr: float = 1e-3, weight_decay: float = 0.1, momentum: float = 0.95, nesterov: bool = True,
+                ns_coefficients: tuple[float, float, float] = MUON_NS_COEFFICIENTS, eps: float = 1e-7,
+                ns_steps: int = 5, adjust_lr_fn: str | None = None,
+                ns_dtype: torch.dtype | None = torch.bfloat16) -> MuonUpdate:
+    r"""One Muon step (Jordan et al., 2024), out of place, as torch.optim.Muon computes it:
+
+    .. math::
+        b' = \mathrm{lerp}(b, g, 1-\mu),\quad d = \mathrm{lerp}(g, b', \mu) \text{ (nesterov) or } b',\quad
+        p' = p\,(1-\eta\lambda) - \eta\,s(p)\,\mathrm{NS}_k^{(a,b,c)}(d)
+
+    The direction is one fused node (:func:`muon_direction`); the Newton-Schulz iteration
+    (:func:`fused_optim.ops.newton_schulz`) runs once per shape on the stacked directions of that
+    shape, and autograd differentiates it; the last step is two scalings (its backward too).
+
+    Args:
+        params, grads, momentum_buffers: Matrices of matching shapes (the buffers start at zeros).
+        lr, weight_decay, momentum, nesterov, ns_coefficients, eps, ns_steps, adjust_lr_fn: As in
+            :class:`fused_optim.Muon`.
+        ns_dtype: The precision of the Newton-Schulz iteration: bfloat16 as torch.optim.Muon (the
+            default), or ``None`` for the directions' own dtype (exact gradients in float64, for
+            meta-learning or ``gradcheck``).
+
+    Returns:
+        ``MuonUpdate(params, momentum_buffers)``.
+
+    >>> import torch
+    >>> p = torch.eye(2, requires_grad=True)
+    >>> out = muon_update([p], [torch.eye(2)], [torch.zeros(2, 2)], lr=0.1, weight_decay=0.0, ns_dtype=None)
+    >>> out.params[0].grad_fn.name(), out.momentum_buffers[0]
+    ('AddBackward0', tensor([[0.0500, 0.0000],
+            [0.0000, 0.0500]]))
+    """
+    lr, weight_decay = _number("lr", lr), _number("weight_decay", weight_decay)
+    with validate_only():  # the apply pass's checks of the hyper-parameters, on no tensors
+        muon_apply_([], [], lr=lr, weight_decay=weight_decay, update_scale=1.0)
+    params = _tensors("params", params)
+    for i, p in enumerate(params):
+        if p.dim() != 2:
+            raise ValueError(f"muon_update: Muon updates matrices only, but params[{i}] has shape {tuple(p.shape)}")
+    directions, buffers = muon_direction(grads, momentum_buffers, momentum=momentum, nesterov=nesterov)
+    if len(params) != len(directions):
+        raise ValueError(f"muon_update: {len(params)} params but {len(directions)} grads")
+    coefficients = tuple(_number("ns_coefficients", c) for c in ns_coefficients)
+    updates = [*directions]
+    for indices in shape_batches(directions).values():
+        batch = torch.stack([directions[i] for i in indices])
+        for i, u in zip(indices, newton_schulz(batch, coefficients, ns_steps, _number("eps", eps), dtype=ns_dtype)):
+            updates[i] = u
+    decay = 1.0 - lr * weight_decay
+    new_params = []
+    for i, (p, u) in enumerate(zip(params, updates)):
+        if p.shape != u.shape:
+            raise ValueError(f"muon_update: params[{i}] has shape {tuple(p.shape)} but grads[{i}] has {tuple(u.shape)}")
+        new_params.append(torch.add(p * decay, u.to(p.dtype), alpha=-lr * muon_lr_scale(p.shape, adjust_lr_fn)))
+    return MuonUpdate(new_params, buffers)

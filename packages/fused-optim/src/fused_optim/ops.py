@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import contextlib
 import itertools
+import math
 import operator
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
@@ -50,12 +51,18 @@ __all__ = [
     "asgd_step_",
     "describe_node",
     "lion_step_",
+    "muon_apply_",
+    "muon_direction_",
+    "muon_lr_scale",
+    "muon_step_",
     "nadam_step_",
+    "newton_schulz",
     "node_class",
     "radam_step_",
     "rmsprop_step_",
     "rprop_step_",
     "sgd_step_",
+    "shape_batches",
     "tensor_list",
     "validate_only",
 ]
@@ -210,6 +217,8 @@ FUNCTIONAL_OPS: dict[str, FunctionalOpSpec] = {
         FunctionalOpSpec("radam_update", ("params", "grads", "exp_avgs", "exp_avg_sqs"), (0, 1, 2, 3),
                          (_A, _A, _A), (_A, _A, _A, _A), "FusedRAdam"),
         FunctionalOpSpec("lion_update", ("params", "grads", "exp_avgs"), (0,), (_A, _A), (_A, _A, _A), "FusedLion"),
+        FunctionalOpSpec("muon_direction", ("grads", "momentum_buffers"), (0,), (_A, _A), (_A, _A),
+                         "FusedMuonDirection"),
         FunctionalOpSpec("adan_update", ("params", "grads", "exp_avgs", "exp_avg_diffs", "exp_avg_sqs", "prev_grads"),
                          (0, 1, 2, 3, 4, 5), (_A, _A, _A, _A, _A), (_A, _A, _A, _A, _A, _A), "FusedAdan"),
         FunctionalOpSpec("nadam_update", ("params", "grads", "exp_avgs", "exp_avg_sqs"), (0, 1, 2, 3),
@@ -281,7 +290,8 @@ def _register_functional_fakes(spec: FunctionalOpSpec) -> None:
                      for i, present in enumerate(spec.grad_outputs))
 
 
-for _name in STEP_OPS:
+# Muon's in-place passes (its step, :func:`muon_step_`, is a Python sequence of them).
+for _name in (*STEP_OPS, "muon_direction_", "muon_apply_"):
     _register_step_fake(_name)
 
 
@@ -1265,3 +1275,170 @@ def adafactor_step_(params: list[torch.Tensor], grads: list[torch.Tensor], row_v
                            beta2_decay=beta2_decay, eps1=eps1, eps2=eps2, d=d, weight_decay=weight_decay,
                            maximize=maximize, factored=factored, grad_scale=grad_scale,
                            found_inf=found_inf)
+
+
+# --- Muon: its element-wise passes around a batched Newton-Schulz orthogonalization ---------------
+
+def muon_direction_(grads: list[torch.Tensor], momentum_buffers: list[torch.Tensor],
+                    directions: list[torch.Tensor], *, momentum: float, nesterov: bool) -> None:
+    """Muon's first pass, in place: ``b <- lerp(b, g, 1 - momentum)`` and the direction to
+    orthogonalize, ``lerp(g, b, momentum)`` with ``nesterov``, else ``b``, written to ``directions``.
+
+    Args:
+        grads: Matrices of one device and dtype (read only).
+        momentum_buffers: torch.optim.Muon's ``momentum_buffer`` of each, updated in place.
+        directions: Tensors shaped like ``grads``, overwritten (views of one stacked tensor are
+            fine: :func:`muon_step_` passes the slices of each shape's batch).
+        momentum, nesterov: As in :class:`fused_optim.Muon`.
+
+    >>> b, d = torch.zeros(1, 2), torch.empty(1, 2)
+    >>> muon_direction_([torch.tensor([[2.0, -4.0]])], [b], [d], momentum=0.5, nesterov=False)
+    >>> b, d
+    (tensor([[ 1., -2.]]), tensor([[ 1., -2.]]))
+    """
+    _eager.muon_direction_(grads, momentum_buffers, directions, momentum=momentum, nesterov=nesterov)
+
+
+def muon_apply_(params: list[torch.Tensor], updates: list[torch.Tensor], *, lr: float, weight_decay: float,
+                update_scale: float) -> None:
+    """Muon's last pass, in place: ``p <- p (1 - lr weight_decay) - lr update_scale u`` (Adafactor's
+    apply kernel: the decoupled decay and the scaled update in one pass).
+
+    Args:
+        params: Matrices of one device and dtype, updated in place.
+        updates: The orthogonalized updates, shaped like ``params`` and of their dtype.
+        lr, weight_decay: As in :class:`fused_optim.Muon`.
+        update_scale: The learning-rate adjustment of these matrices' shape (:func:`muon_lr_scale`).
+
+    >>> p = torch.ones(1, 2)
+    >>> muon_apply_([p], [torch.tensor([[1.0, -1.0]])], lr=0.5, weight_decay=1.0, update_scale=1.0)
+    >>> p
+    tensor([[0., 1.]])
+    """
+    _eager.muon_apply_(params, updates, lr=lr, weight_decay=weight_decay, update_scale=update_scale)
+
+
+def muon_lr_scale(shape: Sequence[int], adjust_lr_fn: str | None) -> float:
+    """The factor torch.optim.Muon multiplies the learning rate by for a matrix of ``shape`` (A, B):
+    ``sqrt(max(1, A / B))`` for ``None`` or ``"original"`` (Keller Jordan's), ``0.2 sqrt(max(A, B))``
+    for ``"match_rms_adamw"`` (Moonshot's, the update's RMS matched to AdamW's).
+
+    >>> muon_lr_scale((512, 128), None), muon_lr_scale((128, 512), "match_rms_adamw")
+    (2.0, 4.525483399593905)
+    """
+    rows, cols = shape[0], shape[1]
+    if adjust_lr_fn is None or adjust_lr_fn == "original":
+        return math.sqrt(max(1, rows / cols))
+    if adjust_lr_fn == "match_rms_adamw":
+        return 0.2 * math.sqrt(max(rows, cols))
+    raise ValueError(f"Muon: adjust_lr_fn must be None, 'original' or 'match_rms_adamw', not {adjust_lr_fn!r}")
+
+
+def _check_newton_schulz(coefficients: Sequence[float], steps: int) -> None:
+    if len(coefficients) != 3:
+        raise ValueError(f"Muon: ns_coefficients must be the three numbers (a, b, c), got {tuple(coefficients)}")
+    if not 0 <= steps < 100:  # torch.optim.Muon's bound
+        raise ValueError(f"Muon: ns_steps must be in [0, 100), got {steps}")
+
+
+def newton_schulz(matrices: torch.Tensor, coefficients: Sequence[float], steps: int, eps: float, *,
+                  dtype: torch.dtype | None = torch.bfloat16) -> torch.Tensor:
+    """Muon's orthogonalization of a batch of equally shaped matrices, one batched matrix-product
+    chain for the whole batch (torch.optim.Muon runs it one matrix at a time).
+
+    Each matrix ``X`` (taken with rows <= columns: a tall one is transposed and back) is scaled
+    to a Frobenius norm of 1 (the norm clamped below by ``eps``), then ``steps`` times
+    ``G = X X^T``, ``X <- a X + (b G + c G^2) X``. Differentiable (torch ops only).
+
+    Args:
+        matrices: A batch ``(n, A, B)`` of matrices.
+        coefficients: ``(a, b, c)``.
+        steps: How many iterations, in [0, 100).
+        eps: The floor of the norm.
+        dtype: The precision of the iteration: ``torch.bfloat16`` as torch.optim.Muon (the
+            default), or ``None`` for the matrices' own dtype (float64 for ``gradcheck``).
+
+    Returns:
+        The orthogonalized batch, in ``dtype`` (a view transposed back for tall matrices).
+
+    >>> q = newton_schulz(torch.eye(2).expand(3, 2, 2) * 5, (1.5, -0.5, 0.0), 8, 1e-7, dtype=None)
+    >>> torch.allclose(q, torch.eye(2).expand(3, 2, 2), atol=1e-5)
+    True
+    """
+    _check_newton_schulz(coefficients, steps)
+    a, b, c = coefficients
+    x = matrices if dtype is None else matrices.to(dtype)
+    tall = x.size(-2) > x.size(-1)
+    if tall:
+        x = x.transpose(-2, -1)
+    x = x / x.norm(dim=(-2, -1), keepdim=True).clamp(min=eps)
+    for _ in range(steps):
+        gram = torch.bmm(x, x.transpose(-2, -1))
+        poly = torch.baddbmm(gram, gram, gram, beta=b, alpha=c)
+        x = torch.baddbmm(x, poly, x, beta=a)
+    return x.transpose(-2, -1) if tall else x
+
+
+def shape_batches(tensors: Sequence[torch.Tensor]) -> dict[tuple[int, ...], list[int]]:
+    """The indices of ``tensors`` by shape, in order of first appearance: Muon's batches.
+
+    >>> shape_batches([torch.zeros(2, 3), torch.zeros(3, 2), torch.zeros(2, 3)])
+    {(2, 3): [0, 2], (3, 2): [1]}
+    """
+    batches: dict[tuple[int, ...], list[int]] = {}
+    for i, t in enumerate(tensors):
+        batches.setdefault(tuple(t.shape), []).append(i)
+    return batches
+
+
+def muon_step_(params: list[torch.Tensor], grads: list[torch.Tensor], momentum_buffers: list[torch.Tensor], *,
+               lr: float, weight_decay: float, momentum: float, nesterov: bool, ns_coefficients: Sequence[float],
+               eps: float, ns_steps: int, adjust_lr_fn: str | None) -> Any:
+    """One in-place torch.optim.Muon step over matrices of one device and dtype: the direction pass
+    (one call for all), then per shape one batched :func:`newton_schulz` and one apply pass.
+
+    Every call is checked before the first write (this step honours :func:`validate_only`); no
+    tensor value is read on the host. Returns ``NotImplemented``, having done nothing, for a sparse
+    gradient (the drop-in step then rejects it by name).
+
+    Args:
+        params, grads, momentum_buffers: Matrices, their gradients and momentum buffers (updated in
+            place).
+        lr, weight_decay, momentum, nesterov, ns_coefficients, eps, ns_steps, adjust_lr_fn: As in
+            :class:`fused_optim.Muon`.
+
+    >>> p, b = torch.eye(2), torch.zeros(2, 2)
+    >>> muon_step_([p], [torch.eye(2)], [b], lr=0.1, weight_decay=0.0, momentum=0.0, nesterov=False,
+    ...            ns_coefficients=(1.5, -0.5, 0.0), eps=1e-7, ns_steps=0, adjust_lr_fn=None)
+    >>> torch.allclose(p, torch.eye(2) * (1 - 0.1 / 2 ** 0.5), atol=1e-2)
+    True
+    """
+    if any(g.is_sparse for g in grads):
+        return NotImplemented
+    _check_newton_schulz(ns_coefficients, ns_steps)
+    batches = shape_batches(grads)
+    stacks = []
+    directions: list[torch.Tensor] = [*grads]  # each replaced by its slice of its shape's batch
+    for shape, indices in batches.items():
+        stack = grads[indices[0]].new_empty((len(indices), *shape))
+        stacks.append(stack)
+        for i, view in zip(indices, stack.unbind(0)):
+            directions[i] = view
+    kwargs = {"lr": lr, "weight_decay": weight_decay}
+    calls = []  # the apply pass of each shape
+    previous = _switch_validate_only(True)
+    try:  # every call checked before the first one writes
+        _eager.muon_direction_(grads, momentum_buffers, directions, momentum=momentum, nesterov=nesterov)
+        for shape, indices in batches.items():
+            group_params, updates = [params[i] for i in indices], [directions[i] for i in indices]
+            _eager.muon_apply_(group_params, updates, update_scale=1.0, **kwargs)  # rejects non-matrices
+            calls.append((group_params, updates, muon_lr_scale(shape, adjust_lr_fn)))
+    finally:
+        _switch_validate_only(previous)
+    if previous:  # the caller asked for the checks only
+        return None
+    _eager.muon_direction_(grads, momentum_buffers, directions, momentum=momentum, nesterov=nesterov)
+    for stack, (group_params, updates, scale) in zip(stacks, calls):
+        stack.copy_(newton_schulz(stack, ns_coefficients, ns_steps, eps))  # back to the params' dtype and layout
+        _eager.muon_apply_(group_params, updates, update_scale=scale, **kwargs)
+    return None

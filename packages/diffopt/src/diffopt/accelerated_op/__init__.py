@@ -21,7 +21,7 @@ from diffopt.accelerated_op.adam_op import AdamOp
 from diffopt.typing import Device
 
 __all__ = ["AdamOp", "accelerated_op_available", "adam_direction", "adam_op", "fused_update", "is_available"]
-__all__ += ["adan_direction", "lion_direction"]
+__all__ += ["adan_direction", "lion_direction", "muon_direction", "muon_lr_scale", "newton_schulz", "shape_batches"]
 
 _MISSING = (
     "use_accelerated_op=True needs the fused-optim package, which is not installed; "
@@ -176,6 +176,74 @@ def adan_direction(grads: list, exp_avgs: list, exp_avg_diffs: list, exp_avg_sqs
     new = _call("adan_update", [torch.zeros_like(g) for g in grads], grads, exp_avgs, exp_avg_diffs, exp_avg_sqs,
                 prev_grads, step, lr=1.0, betas=(beta1, beta2, beta3), eps=eps)
     return ([0 - p for p in new.params], new.exp_avgs, new.exp_avg_diffs, new.exp_avg_sqs, new.prev_grads)
+
+
+def muon_direction(grads: list, exp_avgs: list, *, momentum: float, nesterov: bool) -> tuple[list, list]:
+    """Muon's momentum ``b' = lerp(b, g, 1 - momentum)`` and direction (``lerp(g, b', momentum)``
+    with ``nesterov``, else ``b'``), by fused-optim's fused, differentiable ``muon_direction``.
+
+    Args:
+        grads: gradients (matrices).
+        exp_avgs: momentum buffers.
+        momentum: the momentum.
+        nesterov: whether the direction is the Nesterov blend.
+
+    Returns:
+        ``(directions, new_exp_avgs)``.
+
+    Raises:
+        ImportError: if fused-optim is not installed.
+
+    Example:
+        >>> import torch
+        >>> if accelerated_op_available('cpu'):
+        ...     d, b = muon_direction([torch.ones(1, 2)], [torch.zeros(1, 2)], momentum=0.5, nesterov=False)
+        ...     assert d[0].tolist() == [[0.5, 0.5]]
+    """
+    return _call("muon_direction", grads, exp_avgs, momentum=momentum, nesterov=nesterov)
+
+
+def _ops():
+    _functional()  # the same ImportError when fused-optim is missing
+    from fused_optim import ops
+
+    return ops
+
+
+def newton_schulz(matrices: torch.Tensor, coefficients, steps: int, eps: float, *,
+                  dtype: torch.dtype | None = torch.bfloat16) -> torch.Tensor:
+    """fused-optim's batched, differentiable Newton-Schulz orthogonalization (Muon's).
+
+    See ``fused_optim.ops.newton_schulz``: a batch ``(n, A, B)`` of matrices, one batched
+    matrix-product chain, in ``dtype`` (``None``: the matrices' own).
+
+    Example:
+        >>> import torch
+        >>> newton_schulz(torch.ones(3, 2, 4), (3.4445, -4.7750, 2.0315), 5, 1e-7).shape
+        torch.Size([3, 2, 4])
+    """
+    return _ops().newton_schulz(matrices, coefficients, steps, eps, dtype=dtype)
+
+
+def muon_lr_scale(shape, adjust_lr_fn: str | None) -> float:
+    """torch.optim.Muon's learning-rate factor for a matrix of ``shape`` (``fused_optim.ops.muon_lr_scale``).
+
+    Example:
+        >>> muon_lr_scale((8, 2), None)
+        2.0
+    """
+    return _ops().muon_lr_scale(shape, adjust_lr_fn)
+
+
+def shape_batches(tensors: list) -> dict:
+    """The indices of ``tensors`` by shape (``fused_optim.ops.shape_batches``): Muon's batches.
+
+    Example:
+        >>> import torch
+        >>> shape_batches([torch.zeros(2, 2), torch.zeros(1, 2), torch.zeros(2, 2)])
+        {(2, 2): [0, 2], (1, 2): [1]}
+    """
+    return _ops().shape_batches(tensors)
 
 
 def fused_update(name: str, *args, **kwargs):

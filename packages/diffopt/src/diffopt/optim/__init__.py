@@ -31,6 +31,7 @@ from diffopt.optim.meta import (
     MetaAdan,
     MetaASGD,
     MetaLion,
+    MetaMuon,
     MetaNAdam,
     MetaOptimizer,
     MetaRAdam,
@@ -39,6 +40,7 @@ from diffopt.optim.meta import (
     MetaRprop,
     MetaSGD,
 )
+from diffopt.optim.muon import Muon
 from diffopt.optim.nadam import NAdam
 from diffopt.optim.radam import RAdam
 from diffopt.optim.rmsprop import RMSProp, RMSprop
@@ -71,6 +73,7 @@ __all__ = [
     "MetaAdamax",
     "MetaAdan",
     "MetaLion",
+    "MetaMuon",
     "MetaNAdam",
     "MetaOptimizer",
     "MetaRAdam",
@@ -78,6 +81,7 @@ __all__ = [
     "MetaRMSprop",
     "MetaRprop",
     "MetaSGD",
+    "Muon",
     "NAdam",
     "Optimizer",
     "RAdam",

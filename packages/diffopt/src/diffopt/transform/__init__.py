@@ -22,6 +22,7 @@ from diffopt.transform.adan import ScaleByAdanState, scale_by_accelerated_adan, 
 from diffopt.transform.asgd import ScaleByASGDState, scale_by_accelerated_asgd, scale_by_asgd
 from diffopt.transform.lion import ScaleByLionState, scale_by_accelerated_lion, scale_by_lion
 from diffopt.transform.masked import MaskedNode, MaskedState, masked
+from diffopt.transform.muon import ScaleByMuonState, scale_by_accelerated_muon, scale_by_muon
 from diffopt.transform.nadam import ScaleByNAdamState, scale_by_accelerated_nadam, scale_by_nadam
 from diffopt.transform.nan_to_num import NanToNumState, nan_to_num
 from diffopt.transform.radam import ScaleByRAdamState, scale_by_radam
@@ -49,6 +50,7 @@ __all__ = [
     "ScaleByAdamaxState",
     "ScaleByAdanState",
     "ScaleByLionState",
+    "ScaleByMuonState",
     "ScaleByNAdamState",
     "ScaleByRAdamState",
     "ScaleByRStdDevState",
@@ -65,6 +67,7 @@ __all__ = [
     "scale_by_accelerated_adam",
     "scale_by_accelerated_adan",
     "scale_by_accelerated_lion",
+    "scale_by_accelerated_muon",
     "scale_by_accelerated_adafactor",
     "scale_by_accelerated_asgd",
     "scale_by_accelerated_nadam",
@@ -75,6 +78,7 @@ __all__ = [
     "scale_by_adamax",
     "scale_by_adan",
     "scale_by_lion",
+    "scale_by_muon",
     "scale_by_asgd",
     "scale_by_nadam",
     "scale_by_radam",

@@ -26,11 +26,12 @@ from fused_optim.optim.adamw import AdamW
 from fused_optim.optim.adan import Adan
 from fused_optim.optim.asgd import ASGD
 from fused_optim.optim.lion import Lion
+from fused_optim.optim.muon import Muon
 from fused_optim.optim.nadam import NAdam
 from fused_optim.optim.radam import RAdam
 from fused_optim.optim.rmsprop import RMSprop
 from fused_optim.optim.rprop import Rprop
 from fused_optim.optim.sgd import SGD
 
-__all__ = ["ASGD", "SGD", "Adadelta", "Adafactor", "Adagrad", "Adam", "AdamW", "Adamax", "NAdam", "RAdam", "RMSprop", "Rprop"]
+__all__ = ["ASGD", "SGD", "Adadelta", "Adafactor", "Adagrad", "Adam", "AdamW", "Adamax", "Muon", "NAdam", "RAdam", "RMSprop", "Rprop"]
 __all__ += ["Adan", "Lion"]  # the research optimizers torch.optim lacks

@@ -341,7 +341,8 @@ class _Gathered:
         if (optimizer.state is not self.state or self.state_values is None
                 or not _same(optimizer.param_groups, self.groups) or not _same_state(self.state, self.state_values)):
             return False
-        unboxed = _C._eager[self.op]
+        # (a step that is a Python sequence of ops, Muon's, is its own unboxed call)
+        unboxed = _C._eager[self.op] if self.op in _C._eager else getattr(ops, self.op)
         calls = []
         for group, (params, options, no_grad, call, kwargs) in zip(self.groups, self.entries):
             group_params = group["params"]

@@ -16,6 +16,7 @@ from diffopt.optim.meta.adan import MetaAdan
 from diffopt.optim.meta.asgd import MetaASGD
 from diffopt.optim.meta.base import MetaOptimizer
 from diffopt.optim.meta.lion import MetaLion
+from diffopt.optim.meta.muon import MetaMuon
 from diffopt.optim.meta.nadam import MetaNAdam
 from diffopt.optim.meta.radam import MetaRAdam
 from diffopt.optim.meta.rmsprop import MetaRMSProp, MetaRMSprop
@@ -35,6 +36,7 @@ __all__ = [
     "MetaAdamax",
     "MetaAdan",
     "MetaLion",
+    "MetaMuon",
     "MetaNAdam",
     "MetaOptimizer",
     "MetaRAdam",
