@@ -373,3 +373,23 @@ def test_a_sharded_scalar_argument_is_refused(mesh):
     op("adam_step_")(*lists.values(), **kwargs, found_inf=found)
     assert torch.equal(lists["params"][0].full_tensor(), before)
 
+
+
+def test_every_op_is_registered_with_dtensor():
+    from torch.distributed.tensor import DTensor
+
+    from fused_optim import _C
+
+    handlers = DTensor._op_dispatcher._custom_op_handlers
+    assert all(op(name) in handlers for name in _C._eager)
+
+
+def test_a_failed_registration_warns_and_leaves_torch_importable(monkeypatch):
+    from fused_optim import _dtensor, ops
+
+    def broken() -> None:
+        raise AttributeError("'OpDispatcher' object has no attribute '_custom_op_handlers'")
+
+    monkeypatch.setattr(_dtensor, "register", broken)
+    with pytest.warns(RuntimeWarning, match="DTensor support is unavailable with torch .*AttributeError"):
+        ops._register_dtensor()
