@@ -226,11 +226,34 @@ def _optimizer_check(mesh: Any, name: str, placement: str) -> dict:
             p.grad, q.grad = g, _distribute(g, mesh, placement)
         opt_plain.step()
         opt_ours.step()
-    state = opt_ours.state[ours[0]]
+
+    def layout(state: dict) -> dict:
+        return {
+            k: [type(v).__name__, str(getattr(v, "placements", None)), v.dtype, tuple(v.shape)]
+            for k, v in state.items()
+        }
+
+    # torch.optim's own class on the same DTensor parameters, where it runs (its Adafactor and
+    # Rprop refuse sharded DTensors): the state layout a checkpoint of either one holds.
+    twin = getattr(torch.optim, name, None)
+    twin_layout = None
+    if twin is not None:
+        twin_params = [torch.nn.Parameter(_distribute(t, mesh, placement)) for t in whole]
+        for q in twin_params:
+            q.grad = _distribute(torch.ones(q.shape), mesh, placement)
+        twin_opt = twin(twin_params, **OPTIMIZERS[name])
+        if error_of(twin_opt.step) is None:
+            twin_layout = {
+                k: [*v[:2], str(v[2]), v[3]]
+                for k, v in layout(twin_opt.state[twin_params[0]]).items()
+            }
+    ours_layout = layout(opt_ours.state[ours[0]])
     return dict(
         diff=max(_diff(q, p.detach()) for p, q in zip(plain, ours)),
         moved=max(float((p.detach() - t).abs().max()) for p, t in zip(plain, whole)),
-        state={k: type(v).__name__ for k, v in state.items()},
+        state={k: v[0] for k, v in ours_layout.items()},
+        layout={k: [*v[:2], str(v[2]), v[3]] for k, v in ours_layout.items()},
+        twin_layout=twin_layout,
         torch_state={k: type(v).__name__ for k, v in opt_plain.state[plain[0]].items()},
     )
 
@@ -343,6 +366,9 @@ def test_drop_in_class_steps_dtensor_parameters(ranks, name, placement):
             for k, v in result["torch_state"].items()
             if v == "Tensor" and k in _BUFFERS[name]
         }
+        if result["twin_layout"] is not None:  # torch.optim's state on the same DTensors: the same
+            # keys, kinds, placements, dtypes and shapes (DCP checkpoints interchange)
+            assert result["layout"] == result["twin_layout"]
 
 
 # The per-element state entries (DTensors like the parameter); the rest are plain 0-d tensors.
