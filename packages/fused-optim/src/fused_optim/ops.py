@@ -10,9 +10,11 @@ Each algorithm's schemas live in its ``csrc/ops/<algo>.cpp``. This module
 * builds the named :class:`torch.autograd.Function` nodes (``FusedAdam``...) that
   :mod:`fused_optim.functional` applies, so a graph shows one ``FusedAdamBackward`` node per
   update instead of dozens of element-wise nodes; their backward is the matching ``*_backward``
-  op (one fused pass), and they run under ``torch.func`` transforms and ``torch.compile``, and
+  op (one fused pass), and they run under ``torch.func`` transforms and ``torch.compile``,
 * makes the same node the autograd of the raw functional ops (``*_update``, ``adam_direction``),
-  and tells graph tools what such a node computes (:func:`describe_node`).
+  and tells graph tools what such a node computes (:func:`describe_node`), and
+* makes every op take DTensors once ``torch.distributed.tensor`` is imported: the kernel runs
+  once on the local shards (:mod:`fused_optim._dtensor`).
 
 Eager callers (the drop-in ``step()``, :func:`apply_functional`, the nodes' forward and backward)
 take each op's unboxed call (``fused_optim._C._eager``, csrc/eager_call.h) where the dispatcher
@@ -25,9 +27,14 @@ it); the drop-in optimizers call them under ``torch.no_grad()``.
 from __future__ import annotations
 
 import contextlib
+import importlib.abc
+import importlib.machinery
+import importlib.util
 import itertools
 import math
 import operator
+import sys
+import warnings
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
@@ -1442,3 +1449,57 @@ def muon_step_(params: list[torch.Tensor], grads: list[torch.Tensor], momentum_b
         stack.copy_(newton_schulz(stack, ns_coefficients, ns_steps, eps))  # back to the params' dtype and layout
         _eager.muon_apply_(group_params, updates, update_scale=scale, **kwargs)
     return None
+
+
+# --- DTensor -------------------------------------------------------------------------------------
+
+class _RegisterOnImport(importlib.abc.MetaPathFinder, importlib.abc.Loader):
+    """Registers the DTensor handlers (:mod:`fused_optim._dtensor`) right after
+    ``torch.distributed.tensor`` is imported, wherever that happens.
+
+    fused-optim never imports that module itself (it costs about a second), and DTensors exist only
+    once it is imported: so this finder, ahead of the others in ``sys.meta_path``, wraps the
+    module's loader and leaves ``sys.meta_path`` again after that one import.
+    """
+
+    _NAME = "torch.distributed.tensor"
+
+    def find_spec(self, fullname: str, path: Any, target: Any = None) -> importlib.machinery.ModuleSpec | None:
+        if fullname != self._NAME:
+            return None
+        self.remove()
+        spec = importlib.util.find_spec(fullname)
+        if spec is None or spec.loader is None:
+            return spec
+        self._loader = spec.loader
+        spec.loader = self
+        return spec
+
+    def create_module(self, spec: importlib.machinery.ModuleSpec) -> Any:
+        return self._loader.create_module(spec)
+
+    def exec_module(self, module: Any) -> None:
+        self._loader.exec_module(module)
+        _register_dtensor()
+
+    def remove(self) -> None:
+        with contextlib.suppress(ValueError):
+            sys.meta_path.remove(self)
+
+
+def _register_dtensor() -> None:
+    # Never breaks the import of torch.distributed.tensor: a torch whose DTensor internals moved
+    # gets a warning, and DTensor calls of these ops then fail as they do without this support.
+    try:
+        from fused_optim import _dtensor
+
+        _dtensor.register()
+    except Exception as error:
+        warnings.warn(f"fused_optim: DTensor support is unavailable with torch {torch.__version__} "
+                      f"({type(error).__name__}: {error})", RuntimeWarning, stacklevel=2)
+
+
+if _RegisterOnImport._NAME in sys.modules:
+    _register_dtensor()
+else:
+    sys.meta_path.insert(0, _RegisterOnImport())
