@@ -42,6 +42,8 @@ OPTIMIZERS = {
     "Adafactor": dict(lr=0.05),
     "Lion": dict(lr=0.05),
     "Adan": dict(lr=0.05),
+    # Newton-Schulz needs whole matrices: sharded ones are gathered (ops._newton_schulz_sharded)
+    "Muon": dict(lr=0.05, weight_decay=0.1, nesterov=True),
 }
 
 
@@ -387,6 +389,7 @@ _BUFFERS = {
     "Adafactor": {"row_var", "col_var", "variance"},
     "Lion": {"exp_avg"},
     "Adan": {"exp_avg", "exp_avg_diff", "exp_avg_sq", "prev_grad"},
+    "Muon": {"momentum_buffer"},
 }
 
 

@@ -1424,9 +1424,17 @@ def muon_step_(params: list[torch.Tensor], grads: list[torch.Tensor], momentum_b
         return NotImplemented
     _check_newton_schulz(ns_coefficients, ns_steps)
     batches = shape_batches(grads)
-    stacks = []
+    # DTensor matrices (FSDP2, TP): the element-wise passes run on the local shards, but the
+    # orthogonalization needs whole matrices, so each shape's batch is gathered (_newton_schulz_sharded)
+    sharded = any(hasattr(g, "_local_tensor") for g in grads)
+    stacks: list[torch.Tensor | None] = []
     directions: list[torch.Tensor] = [*grads]  # each replaced by its slice of its shape's batch
     for shape, indices in batches.items():
+        if sharded:
+            stacks.append(None)
+            for i in indices:
+                directions[i] = torch.empty_like(grads[i])  # placed like its gradient
+            continue
         stack = grads[indices[0]].new_empty((len(indices), *shape))
         stacks.append(stack)
         for i, view in zip(indices, stack.unbind(0)):
@@ -1446,9 +1454,27 @@ def muon_step_(params: list[torch.Tensor], grads: list[torch.Tensor], momentum_b
         return None
     _eager.muon_direction_(grads, momentum_buffers, directions, momentum=momentum, nesterov=nesterov)
     for stack, (group_params, updates, scale) in zip(stacks, calls):
-        stack.copy_(newton_schulz(stack, ns_coefficients, ns_steps, eps))  # back to the params' dtype and layout
+        if stack is None:
+            _newton_schulz_sharded(updates, ns_coefficients, ns_steps, eps)
+        else:
+            stack.copy_(newton_schulz(stack, ns_coefficients, ns_steps, eps))  # back to the params' dtype and layout
         _eager.muon_apply_(group_params, updates, update_scale=scale, **kwargs)
     return None
+
+
+def _newton_schulz_sharded(directions: list[torch.Tensor], coefficients: Sequence[float], steps: int,
+                           eps: float) -> None:
+    """Orthogonalizes equally shaped DTensor matrices in place: each is gathered whole, the batch
+    runs one :func:`newton_schulz` chain on every rank (the same result everywhere), and each rank
+    keeps its own shard. Exact on any placement, at the cost of one all-gather per matrix
+    (torch.optim.Muon orthogonalizes the local shards instead, which is not Muon's update)."""
+    from torch.distributed.tensor import DTensor, Replicate
+
+    whole = newton_schulz(torch.stack([d.full_tensor() for d in directions]), coefficients, steps, eps)
+    for d, o in zip(directions, whole.unbind(0)):
+        mesh = d.device_mesh
+        replicated = DTensor.from_local(o.to(d.dtype), mesh, [Replicate()] * mesh.ndim, run_check=False)
+        d.copy_(replicated.redistribute(mesh, d.placements))  # Replicate -> Shard is a local slice
 
 
 # --- DTensor -------------------------------------------------------------------------------------
