@@ -427,8 +427,10 @@ void RunKernel(const KernelTable& table, const typename K::template Hyper<double
   DispatchFloating<HalfBits, BFloat16Bits>(table.dtype, [&]<typename Storage, typename T>() {
     const typename K::template Hyper<T> h = hyper.template To<T>();
     ForEachChunk(table, [&](int64_t t, int64_t begin, int64_t end) {
-      const auto s = TensorScalars<K, T, c10::Half, c10::BFloat16>(table.scalars.data() + t * table.num_scalars,
-                                                                   table.State(t), table.default_dtype);
+      double fresh[kRowBuffer<K>];
+      const double* row = TensorRow<K, c10::Half, c10::BFloat16>(table.scalars.data() + t * table.num_scalars,
+                                                                 DeviceStep(table, t), hyper, fresh);
+      const auto s = TensorScalars<K, T, c10::Half, c10::BFloat16>(row, table.State(t), table.default_dtype);
       if constexpr (std::is_same_v<Storage, T>) {
         RunChunk<K, T>(table, t, begin, end, h, s);
       } else {
@@ -436,14 +438,20 @@ void RunKernel(const KernelTable& table, const typename K::template Hyper<double
       }
     });
   });
-  // The state scalars' new values, once no chunk reads them any more.
-  if constexpr (kStateScalarsOf<K> > 0) {
-    if (table.advance_state) {
-      for (int64_t t = 0; t < table.num_tensors; ++t) {
-        AdvanceState<K, c10::Half, c10::BFloat16>(table.scalars.data() + t * table.num_scalars, table.State(t),
-                                                  table.default_dtype);
-      }
+  // The state scalars' and device step counters' new values, once no chunk reads them any more
+  // (the rows first, from the counters before their advance).
+  if (table.found_inf != nullptr && *table.found_inf != 0.0f) return;
+  const bool advance_state = kStateScalarsOf<K> > 0 && table.advance_state;
+  if (!advance_state && table.steps.empty()) return;
+  for (int64_t t = 0; t < table.num_tensors; ++t) {
+    const StateScalar* step = DeviceStep(table, t);
+    if (advance_state) {
+      double fresh[kRowBuffer<K>];
+      const double* row =
+          TensorRow<K, c10::Half, c10::BFloat16>(table.scalars.data() + t * table.num_scalars, step, hyper, fresh);
+      AdvanceState<K, c10::Half, c10::BFloat16>(row, table.State(t), table.default_dtype);
     }
+    if (step != nullptr) AdvanceStep<c10::Half, c10::BFloat16>(step);
   }
 }
 

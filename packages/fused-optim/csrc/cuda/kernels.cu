@@ -43,13 +43,13 @@ void RunKernel(const KernelTable& table, const typename K::template Hyper<double
   cudaStream_t stream = static_cast<cudaStream_t>(table.stream);
   DispatchFloating<__half, __nv_bfloat16>(table.dtype, [&]<typename S, typename T>() {
     using Op = BoundOp<K, S, T, __half, __nv_bfloat16>;
-    const Op op{hyper.template To<T>()};
+    const Op op{hyper.template To<T>(), hyper};
     ForEachLaunch<K>(table, what, [&](const LaunchMeta<K::kLists>& meta, int64_t blocks, int slots) {
       if (blocks > 0) {
         MultiTensorKernel<K::kLists, Op><<<static_cast<unsigned>(blocks), kBlockSize, 0, stream>>>(meta, op);
         CheckLaunch(what);
       }
-      if (table.advance_state) {
+      if (table.advance_state || !table.steps.empty()) {
         AdvanceKernel<K::kLists, Op><<<1, kTensorsPerLaunch, 0, stream>>>(meta, slots, op);
         CheckLaunch(what);
       }

@@ -57,6 +57,11 @@ struct LaunchMeta {
   // The state scalars (KernelTable::state), read by each thread's set-up; `advance[s]`: the slot
   // holds its tensor's last chunk, so the advance kernel writes their new values after this launch.
   StateScalar state[kTensorsPerLaunch][kMaxState > 0 ? kMaxState : 1];
+  // capturable: each slot's step counter on the device (KernelTable::steps), from which every
+  // thread computes the slot's per-tensor scalars and which the advance kernel increments;
+  // `device_steps` false: `scalars` holds the host's rows.
+  StateScalar step[kTensorsPerLaunch];
+  bool device_steps;
   bool advance[kTensorsPerLaunch];
   DType default_dtype;
   // Block b works on the slot s with first_block[s] <= b < first_block[s + 1].
@@ -89,9 +94,17 @@ struct ElementIO {
 template <typename K, typename S, typename T, typename Half, typename BFloat16>
 struct BoundOp {
   typename K::template Hyper<T> h;
+  typename K::template Hyper<double> h_double;  // where StepRow reads them (device step counters)
+  // The row slot `slot` reads: the host's, or the one of its device step counter in `buffer`.
+  template <int NL>
+  FUSED_OPTIM_ELEMENT const double* Row(const LaunchMeta<NL>& meta, int slot, double* buffer) const {
+    return TensorRow<K, Half, BFloat16>(meta.scalars[slot], meta.device_steps ? &meta.step[slot] : nullptr, h_double,
+                                        buffer);
+  }
   template <int NL>
   FUSED_OPTIM_ELEMENT auto Scalars(const LaunchMeta<NL>& meta, int slot) const {
-    return TensorScalars<K, T, Half, BFloat16>(meta.scalars[slot], meta.state[slot], meta.default_dtype);
+    double buffer[kRowBuffer<K>];
+    return TensorScalars<K, T, Half, BFloat16>(Row(meta, slot, buffer), meta.state[slot], meta.default_dtype);
   }
   template <int NL>
   FUSED_OPTIM_ELEMENT void operator()(const LaunchMeta<NL>& meta, int slot, int64_t i,
@@ -103,10 +116,14 @@ struct BoundOp {
     }
     K::Apply(ElementIO<S, T, NL>{meta, slot, i}, h, s);
   }
-  // The state scalars' new values (K::Advance), once no block reads them any more.
+  // The state scalars' new values (K::Advance), then the device step counter's, once no block
+  // reads them any more (the row first, from the counter before its advance).
   template <int NL>
   FUSED_OPTIM_ELEMENT void Advance(const LaunchMeta<NL>& meta, int slot) const {
-    AdvanceState<K, Half, BFloat16>(meta.scalars[slot], meta.state[slot], meta.default_dtype);
+    if (meta.found_inf != nullptr && *meta.found_inf != 0.0f) return;  // torch.amp skips this step
+    double buffer[kRowBuffer<K>];
+    AdvanceState<K, Half, BFloat16>(Row(meta, slot, buffer), meta.state[slot], meta.default_dtype);
+    if (meta.device_steps) AdvanceStep<Half, BFloat16>(&meta.step[slot]);
   }
 };
 
@@ -134,9 +151,10 @@ FUSED_OPTIM_ELEMENT void AdvanceSlot(const LaunchMeta<NL>& meta, const Op& op, i
 }
 
 // Every binding's kernel arguments fit the limit.
-#define FUSED_OPTIM_CHECK_KERNEL_PARAMS(name)                                                                       \
-  static_assert(sizeof(LaunchMeta<bind::name::kLists>) + sizeof(bind::name::Hyper<double>) <= kMaxKernelParamBytes, \
-                #name ": its LaunchMeta and hyper-parameters exceed the CUDA kernel parameter limit");
+#define FUSED_OPTIM_CHECK_KERNEL_PARAMS(name)                                                                 \
+  static_assert(                                                                                              \
+      sizeof(LaunchMeta<bind::name::kLists>) + 2 * sizeof(bind::name::Hyper<double>) <= kMaxKernelParamBytes, \
+      #name ": its LaunchMeta and hyper-parameters exceed the CUDA kernel parameter limit");
 FUSED_OPTIM_FOR_EACH_KERNEL(FUSED_OPTIM_CHECK_KERNEL_PARAMS)
 #undef FUSED_OPTIM_CHECK_KERNEL_PARAMS
 
@@ -199,6 +217,7 @@ P Advance(P p, int64_t bytes) {
 template <int NL>
 void FillLaunchMeta(const KernelTable& table, const PlannedLaunch& launch, LaunchMeta<NL>& meta) {
   int64_t blocks = 0;
+  meta.device_steps = !table.steps.empty();
   for (int s = 0; s < launch.num_slots; ++s) {
     const PlanSlot& slot = launch.slots[s];
     const int64_t t = slot.tensor;
@@ -210,8 +229,9 @@ void FillLaunchMeta(const KernelTable& table, const PlannedLaunch& launch, Launc
     meta.numel[s] = table.numel[t] - skipped;
     for (int k = 0; k < table.num_scalars; ++k) meta.scalars[s][k] = table.Scalar(t, k);
     for (int k = 0; k < table.num_state; ++k) meta.state[s][k] = table.State(t)[k];
+    if (meta.device_steps) meta.step[s] = table.steps[t];
     const int64_t chunks = table.numel[t] / kChunkSize + (table.numel[t] % kChunkSize != 0);
-    meta.advance[s] = table.advance_state && slot.first_chunk + slot.chunks == chunks;
+    meta.advance[s] = (table.advance_state || meta.device_steps) && slot.first_chunk + slot.chunks == chunks;
     meta.first_block[s] = blocks;
     blocks += slot.chunks;
   }
@@ -248,7 +268,7 @@ void ForEachLaunch(const KernelTable& table, const char* what, Launch&& launch, 
         FillLaunchMeta(table, planned, meta);
         launch(static_cast<const LaunchMeta<kLists>&>(meta), planned.blocks, planned.num_slots);
       },
-      max_blocks, table.advance_state);
+      max_blocks, table.advance_state || !table.steps.empty());
 }
 
 }  // namespace fused_optim::cuda

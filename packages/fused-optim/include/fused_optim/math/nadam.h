@@ -11,8 +11,17 @@
 
 namespace fused_optim::math {
 
+// lr and momentum_decay are read by the step row alone (bind::Nadam::StepRow): the per-tensor
+// coefficients carry them.
 template <typename T>
-using NadamHyper = AdamFamilyHyper<T>;  // lr unused: the per-tensor coefficients carry it
+struct NadamHyper : AdamFamilyHyper<T> {
+  T momentum_decay;
+  // The same hyper-parameters in another math type (kernels receive them in double).
+  template <typename U>
+  FUSED_OPTIM_HOST_DEVICE NadamHyper<U> To() const {
+    return {AdamFamilyHyper<T>::template To<U>(), U(momentum_decay)};
+  }
+};
 
 // Per-tensor scalars: they depend on the tensor's own step count and momentum product.
 template <typename T>
@@ -94,6 +103,16 @@ struct Nadam {
   FUSED_OPTIM_HOST_DEVICE static Scalars<T> MakeScalars(const double* row, const StateIO& state) {
     using namespace nadam_cols;
     return math::NadamScalars<T>(row[kLr], row[kBc2], row[kMu], row[kMuNext], Product(row, state));
+  }
+  // The row of step count `step` (the count after this update) of an in-place step, whose state
+  // holds prod_{t-1} (a functional op, given prod_t, sets kProductFactor to 1).
+  FUSED_OPTIM_HOST_DEVICE static void StepRow(const Hyper<double>& h, double step, double* row) {
+    using namespace nadam_cols;
+    row[kLr] = h.lr;
+    row[kBc2] = 1.0 - pow(h.beta2, step);
+    row[kMu] = math::NadamMomentum(h.beta1, h.momentum_decay, step);
+    row[kMuNext] = math::NadamMomentum(h.beta1, h.momentum_decay, step + 1.0);
+    row[kProductFactor] = row[kMu];
   }
   template <typename StateIO>
   FUSED_OPTIM_HOST_DEVICE static void Advance(const double* row, const StateIO& state) {
