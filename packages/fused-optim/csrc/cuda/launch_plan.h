@@ -106,12 +106,17 @@ struct BoundOp {
     double buffer[kRowBuffer<K>];
     return TensorScalars<K, T, Half, BFloat16>(Row(meta, slot, buffer), meta.state[slot], meta.default_dtype);
   }
+  // torch.amp's 1 / grad_scale in the math type, as the CPU loops take it (1 without a scale):
+  // once per thread, a load and a division the element loop would otherwise repeat.
+  template <int NL>
+  FUSED_OPTIM_ELEMENT T InvScale(const LaunchMeta<NL>& meta) const {
+    return meta.grad_scale != nullptr ? static_cast<T>(1) / static_cast<T>(*meta.grad_scale) : static_cast<T>(1);
+  }
   template <int NL>
   FUSED_OPTIM_ELEMENT void operator()(const LaunchMeta<NL>& meta, int slot, int64_t i,
-                                      const typename K::template Scalars<T>& s) const {
+                                      const typename K::template Scalars<T>& s, T inv_scale) const {
     if (meta.grad_scale != nullptr) {  // torch.amp's unscale, stored back before the step reads it
       S* grad = static_cast<S*>(meta.dst[meta.grad_col][slot]);
-      const T inv_scale = static_cast<T>(1) / static_cast<T>(*meta.grad_scale);  // as the CPU loops
       grad[i] = static_cast<S>(static_cast<T>(grad[i]) * inv_scale);
     }
     K::Apply(ElementIO<S, T, NL>{meta, slot, i}, h, s);
@@ -140,7 +145,8 @@ FUSED_OPTIM_ELEMENT void RunBlock(const LaunchMeta<NL>& meta, const Op& op, int6
   // The per-tensor scalars once per thread: state scalars are loads the compiler could not hoist
   // above the element loop's stores.
   const auto scalars = op.Scalars(meta, s);
-  for (int64_t i = begin + thread; i < end; i += threads) op(meta, s, i, scalars);
+  const auto inv_scale = op.InvScale(meta);
+  for (int64_t i = begin + thread; i < end; i += threads) op(meta, s, i, scalars, inv_scale);
 }
 
 // The advance kernel's body (after the launch's blocks, on the same stream): thread `slot`
