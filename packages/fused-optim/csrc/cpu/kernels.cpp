@@ -67,16 +67,6 @@ inline void CopyChunkInputs(const KernelTable& table, int64_t t, int64_t begin, 
   }
 }
 
-// torch.amp's unscale (KernelTable::grad_scale): n gradient values multiplied in place by the
-// scale's reciprocal (in the math type, as GradScaler's own unscale does), just before the step
-// reads them from cache; torch's fused steps also leave the gradients unscaled. A multiply, not a
-// division: the loop keeps up with memory.
-template <typename T>
-inline void Unscale(T* grad, int64_t n, const float* grad_scale) {
-  const T inv_scale = T(1) / static_cast<T>(*grad_scale);
-  for (int64_t i = 0; i < n; ++i) grad[i] = grad[i] * inv_scale;
-}
-
 // body(t, begin, end) for chunks covering every tensor of the table (none where found_inf skips
 // the step).
 template <typename Body>
@@ -207,6 +197,17 @@ FUSED_OPTIM_CPU_ISA_TARGET
 namespace fused_optim::FUSED_OPTIM_CPU_NS {
 namespace {
 using namespace ::fused_optim::cpu_loop;
+
+// torch.amp's unscale (KernelTable::grad_scale): n gradient values multiplied in place by the
+// scale's reciprocal (in the math type, as GradScaler's own unscale does), just before the step
+// reads them from cache; torch's fused steps also leave the gradients unscaled. A multiply, not a
+// division: the loop keeps up with memory. Defined here, after the ISA target, so that each build
+// vectorizes it for its own ISA, as the element loops.
+template <typename T>
+void Unscale(T* grad, int64_t n, const float* grad_scale) {
+  const T inv_scale = T(1) / static_cast<T>(*grad_scale);
+  for (int64_t i = 0; i < n; ++i) grad[i] = grad[i] * inv_scale;
+}
 
 // Which columns an element function loads and which it stores, found by running it once on a
 // stand-in element with the call's options (a state that an option switches off is not stored).
