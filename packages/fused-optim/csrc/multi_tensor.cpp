@@ -507,18 +507,22 @@ std::optional<double> ReadHostScalar(const at::Tensor& s) {
   return read ? std::optional<double>(value) : std::nullopt;
 }
 
-bool WriteHostScalar(const at::Tensor& s, double value) {
-  if (!s.is_cpu()) return false;
+std::optional<double> WriteHostScalar(const at::Tensor& s, double value) {
+  if (!s.is_cpu()) return std::nullopt;
+  double stored = 0.0;
   const bool written = VisitHostScalar(s, s.mutable_data_ptr(), [&](auto* p) {
     using S = std::remove_pointer_t<decltype(p)>;
     if constexpr (kViaFloat<S>) {
       *p = static_cast<S>(static_cast<float>(value));
+      stored = static_cast<double>(static_cast<float>(*p));
     } else {
       *p = static_cast<S>(value);
+      stored = static_cast<double>(*p);
     }
   });
-  if (written) s.unsafeGetTensorImpl()->bump_version();
-  return written;
+  if (!written) return std::nullopt;
+  s.unsafeGetTensorImpl()->bump_version();
+  return stored;
 }
 
 void CheckStepTensors(const char* op, at::TensorList steps, int64_t n) {
@@ -558,8 +562,7 @@ std::vector<double> IncrementSteps(at::TensorList steps) {
     const at::Tensor& s = steps[t];
     // torch.optim keeps steps as CPU scalars: update them without a dispatcher round trip.
     if (const std::optional<double> value = ReadHostScalar(s)) {
-      WriteHostScalar(s, *value + 1.0);
-      out[t] = *ReadHostScalar(s);
+      out[t] = *WriteHostScalar(s, *value + 1.0);  // the count as stored (rounded to its dtype)
     } else {
       const_cast<at::Tensor&>(s).add_(1);
       out[t] = s.item<double>();

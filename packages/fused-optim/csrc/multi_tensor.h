@@ -295,10 +295,10 @@ inline constexpr bool kInPlace = true;  // MultiTensorCall's `in_place`
 // through their data pointers in every dtype they may have (floating or integral): item() and
 // fill_() go through the dispatcher, which costs more than a small tensor's whole update. Written
 // values are rounded to the tensor's dtype as fill_ rounds them (via float for float16/bfloat16)
-// and the version counter is bumped. For a tensor off the CPU, or of another dtype, the read
-// gives nullopt and the write returns false, having done nothing.
+// and the version counter is bumped; the write returns the value as stored. For a tensor off the
+// CPU, or of another dtype, both give nullopt, the write having done nothing.
 std::optional<double> ReadHostScalar(const at::Tensor& s);
-bool WriteHostScalar(const at::Tensor& s, double value);
+std::optional<double> WriteHostScalar(const at::Tensor& s, double value);
 
 // Checks and increments torch.optim's per-parameter step counters (scalar float tensors on the
 // CPU) and returns the new step values. `Check` runs before any tensor is touched: each counter
