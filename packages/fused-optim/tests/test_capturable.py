@@ -7,6 +7,7 @@ on the host, and a faked CUDA-graph capture that such a step passes and a plain 
 from __future__ import annotations
 
 from collections.abc import Iterator
+from types import SimpleNamespace
 
 import pytest
 import torch
@@ -15,6 +16,7 @@ from torch.profiler import ProfilerActivity, profile
 
 import fused_optim
 from fused_optim import _C
+from fused_optim.optim import _common
 
 READS = ("aten::item", "aten::_local_scalar_dense")  # a tensor's value read into a host number
 CHUNK = 2048  # elements per emulated CUDA block (csrc/cuda/launch_plan.h)
@@ -99,6 +101,21 @@ def test_the_group_s_capturable_reaches_the_op(name, monkeypatch):
             p.grad = torch.ones_like(p)
         opt.step()
     assert seen[-2:] == [True, False] and len(seen) >= 4
+
+
+def test_only_a_device_tensor_hyper_parameter_sends_a_capturable_group_to_torch():
+    # The fused kernels take hyper-parameters as numbers: one that is a tensor on a device would be
+    # read on the host, so torch.optim runs such a group; parameters on a device do not matter ("meta"
+    # stands in for a GPU here).
+    def needed(**group):
+        return _common.torch_path_needed(SimpleNamespace(param_groups=[dict(params=[torch.ones(2, device="meta")],
+                                                                            capturable=True, **group)]))
+    assert not needed(lr=0.1, betas=(0.9, 0.999))
+    assert not needed(lr=torch.tensor(0.1), betas=(torch.tensor(0.9), 0.999))  # on the CPU: read without a sync
+    assert needed(lr=torch.tensor(0.1, device="meta"))
+    assert needed(lr=0.1, betas=(torch.tensor(0.9, device="meta"), 0.999))
+    assert not _common.torch_path_needed(SimpleNamespace(param_groups=[dict(
+        params=[torch.ones(2, device="meta")], capturable=False, lr=torch.tensor(0.1, device="meta"))]))
 
 
 def _reloaded_run(name, first, second):

@@ -37,7 +37,7 @@ def torch_path_needed(optimizer: torch.optim.Optimizer) -> bool:
         lr = group.get("lr")
         if isinstance(lr, Tensor) and lr.requires_grad:
             return True
-        if group.get("capturable") and any(map(_on_a_device, group.values())):
+        if group.get("capturable") and any(_on_a_device(v) for k, v in group.items() if k != "params"):
             return True
     return False
 
