@@ -4,6 +4,8 @@
 #pragma once
 
 #include <cstdint>
+#include <stdexcept>
+#include <string>
 #include <vector>
 
 #include "fused_optim/math/adadelta.h"
@@ -218,6 +220,17 @@ FUSED_OPTIM_HOST_DEVICE inline const double* TensorRow(const double* host_row, c
     K::StepRow(h, counter.Round(0, counter.Load(0) + 1.0), buffer);
   }
   return buffer;
+}
+
+// Device step counters (KernelTable::steps) are one per tensor, and a binding whose per-tensor
+// scalars are not all the step's (a row without StepRow) cannot take them: its row would never be
+// computed. Checked by every device's launch before it reads a counter.
+template <typename K>
+void CheckDeviceSteps(const KernelTable& table, const char* what) {
+  if (table.steps.empty()) return;
+  if (static_cast<int64_t>(table.steps.size()) != table.num_tensors || (K::kNumScalars > 0 && !kHasStepRow<K>)) {
+    throw std::logic_error(std::string("fused_optim: ") + what + " cannot take these device step counters");
+  }
 }
 
 // The size of a TensorRow buffer for binding K.

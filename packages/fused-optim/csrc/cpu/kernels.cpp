@@ -424,7 +424,8 @@ void RunWideChunk(const KernelTable& table, int64_t t, int64_t begin, int64_t en
 }
 
 template <typename K>
-void RunKernel(const KernelTable& table, const typename K::template Hyper<double>& hyper) {
+void RunKernel(const KernelTable& table, const typename K::template Hyper<double>& hyper, const char* what) {
+  CheckDeviceSteps<K>(table, what);
   DispatchFloating<HalfBits, BFloat16Bits>(table.dtype, [&]<typename Storage, typename T>() {
     const typename K::template Hyper<T> h = hyper.template To<T>();
     ForEachChunk(table, [&](int64_t t, int64_t begin, int64_t end) {
@@ -458,8 +459,10 @@ void RunKernel(const KernelTable& table, const typename K::template Hyper<double
 
 }  // namespace
 
-#define FUSED_OPTIM_DEFINE_CPU_KERNEL(name) \
-  void name(const KernelTable& table, const bind::name::Hyper<double>& hyper) { RunKernel<bind::name>(table, hyper); }
+#define FUSED_OPTIM_DEFINE_CPU_KERNEL(name)                                     \
+  void name(const KernelTable& table, const bind::name::Hyper<double>& hyper) { \
+    RunKernel<bind::name>(table, hyper, #name);                                 \
+  }
 FUSED_OPTIM_FOR_EACH_KERNEL(FUSED_OPTIM_DEFINE_CPU_KERNEL)
 
 }  // namespace fused_optim::FUSED_OPTIM_CPU_NS

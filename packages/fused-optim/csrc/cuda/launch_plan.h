@@ -267,6 +267,7 @@ void ForEachLaunch(const KernelTable& table, const char* what, Launch&& launch, 
     throw std::logic_error(std::string("fused_optim: ") + what + " reads " + std::to_string(kStateScalarsOf<K>) +
                            " state scalars, the table has " + std::to_string(table.num_state));
   }
+  CheckDeviceSteps<K>(table, what);
   LaunchMeta<kLists> meta{};
   PlanLaunches(
       table.numel.data(), table.num_tensors,
