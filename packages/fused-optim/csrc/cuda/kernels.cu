@@ -22,8 +22,8 @@ __global__ void __launch_bounds__(kBlockSize)
   RunBlock(meta, op, blockIdx.x, threadIdx.x, blockDim.x);
 }
 
-// After MultiTensorKernel on the same stream (so no block still reads them): the state scalars of
-// each slot that ends its tensor advance, one thread per slot.
+// After MultiTensorKernel on the same stream (so no block still reads them): the state scalars and
+// device step counters of each slot that ends its tensor advance, one thread per slot.
 template <int NL, typename Op>
 __global__ void AdvanceKernel(const __grid_constant__ LaunchMeta<NL> meta, int slots, const Op op) {
   AdvanceSlot(meta, op, static_cast<int>(threadIdx.x), slots);

@@ -2,9 +2,10 @@
 //   g' = ±g (+ wd p, L2 form);  p <- p (1 - lr wd) (decoupled form)
 //   m <- lerp(m, g', 1 - b1);  v <- b2 v + (1 - b2) g'^2;  d = sqrt(v / bc2) + eps
 //   p <- p + cg g' / d + cm m / d,  cg = -lr (1 - mu_t) / (1 - prod_t),  cm = -lr mu_{t+1} / (1 - prod_{t+1})
-// where mu_t = b1 (1 - 0.5 * 0.96^(t psi)) depends only on the step (computed on the host, per
-// tensor) and prod_t = prod_{t-1} mu_t is each parameter's mu_product state scalar, read and
-// advanced where it lives (the kernels' state scalars, csrc/kernels.h).
+// where mu_t = b1 (1 - 0.5 * 0.96^(t psi)) depends only on the step (computed per tensor by the
+// host, or from the device step counter by the kernel: bind::Nadam::StepRow) and
+// prod_t = prod_{t-1} mu_t is each parameter's mu_product state scalar, read and advanced where it
+// lives (the kernels' state scalars, csrc/kernels.h).
 #pragma once
 
 #include "fused_optim/math/common.h"
