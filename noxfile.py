@@ -62,7 +62,8 @@ def _python(venv: str) -> str:
 # GPU, and this is how a wrong index, a missing scalar or a limit of the CUDA path fails in CI.
 # (tests/test_cuda_plan.py, in the first pass, switches the mode itself.)
 EMULATED_CUDA_TESTS = ["test_ops.py", "test_functional.py", "test_optim.py", "test_adafactor.py",
-                       "test_research_optim.py", "test_amp.py", "test_host_sync.py", "test_muon.py"]
+                       "test_research_optim.py", "test_amp.py", "test_host_sync.py", "test_muon.py",
+                       "test_capturable.py"]
 
 
 def _pytest(session: nox.Session, package: str) -> None:

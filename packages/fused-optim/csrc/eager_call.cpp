@@ -19,9 +19,11 @@ struct Entry {
   std::string name;
   int num_args;
   Invoker invoke;
-  std::vector<PyObject*> names;    // interned argument names, schema order (filled by AddFunctions)
-  std::vector<bool> none_default;  // per argument: whether an omitted one is None (`Tensor? x=None`)
-  int num_positional = 0;          // arguments before the schema's `*`
+  std::vector<PyObject*> names;  // interned argument names, schema order (filled by AddFunctions)
+  // Per argument: what an omitted one is, where its default is None or a bool (`Tensor? x=None`,
+  // `bool capturable=False`: the Python singletons, borrowed), else null.
+  std::vector<PyObject*> omitted;
+  int num_positional = 0;  // arguments before the schema's `*`
 };
 
 std::vector<Entry>& Registry() {
@@ -29,9 +31,9 @@ std::vector<Entry>& Registry() {
   return entries;
 }
 
-// fn(*args, **kwargs) with the op's schema names, an omitted argument whose default is None taken
-// as None; NotImplemented where another argument is missing or one is unknown (the boxed path
-// raises the error the user should see).
+// fn(*args, **kwargs) with the op's schema names, an omitted argument whose default is None or a
+// bool taken as that; NotImplemented where another argument is missing or one is unknown (the
+// boxed path raises the error the user should see).
 PyObject* Call(PyObject* self, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
   const Entry& e = Registry()[PyLong_AsSsize_t(self)];
   std::vector<PyObject*> slots(e.num_args, nullptr);
@@ -50,8 +52,8 @@ PyObject* Call(PyObject* self, PyObject* const* args, Py_ssize_t nargs, PyObject
   }
   for (int i = 0; i < e.num_args; ++i) {
     if (slots[i] != nullptr) continue;
-    if (!e.none_default[i]) Py_RETURN_NOTIMPLEMENTED;
-    slots[i] = Py_None;
+    if (e.omitted[i] == nullptr) Py_RETURN_NOTIMPLEMENTED;
+    slots[i] = e.omitted[i];
   }
   return e.invoke(slots.data());
 }
@@ -185,11 +187,15 @@ bool AddFunctions(PyObject* module) {
       return false;
     }
     e.names.clear();
-    e.none_default.clear();
+    e.omitted.clear();
     e.num_positional = 0;
     for (const auto& a : schema.arguments()) {
       e.names.push_back(PyUnicode_InternFromString(a.name().c_str()));
-      e.none_default.push_back(a.default_value().has_value() && a.default_value()->isNone());
+      const std::optional<c10::IValue>& d = a.default_value();
+      e.omitted.push_back(!d            ? nullptr
+                          : d->isNone() ? Py_None
+                          : d->isBool() ? (d->toBool() ? Py_True : Py_False)
+                                        : nullptr);
       if (!a.kwarg_only()) ++e.num_positional;
     }
     PyObject* index = PyLong_FromSsize_t(static_cast<Py_ssize_t>(i));

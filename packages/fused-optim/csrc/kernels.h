@@ -4,6 +4,8 @@
 #pragma once
 
 #include <cstdint>
+#include <stdexcept>
+#include <string>
 #include <vector>
 
 #include "fused_optim/math/adadelta.h"
@@ -85,6 +87,13 @@ struct KernelTable {
   const float* grad_scale = nullptr;
   const float* found_inf = nullptr;
   int grad_col = -1;
+  // capturable=True (a step that a CUDA graph may capture): each tensor's step counter on the
+  // table's device, one per tensor, which the kernel itself reads and advances, so that no count
+  // crosses to the host. Each tensor's per-tensor scalars then come from the count this update
+  // makes (the counter + 1) through the binding's StepRow, not from `scalars`, and the counter is
+  // advanced after the update (not where found_inf skips it). Empty: `scalars` holds rows the host
+  // computed from counters it advanced itself.
+  std::vector<StateScalar> steps;
 
   template <typename S>
   S* Dst(int64_t t, int list) const {
@@ -192,6 +201,55 @@ struct StateIO {
     return ScaledIn<Half, BFloat16>(state[k].dtype, Load(k), f);
   }
 };
+
+// Whether binding K's per-tensor scalars depend on the step count: it then has
+//   static void StepRow(const Hyper<double>& h, double step, double* row)   (FUSED_OPTIM_HOST_DEVICE)
+// writing the row of count `step`, the one formula the host (csrc/ops) and the kernels
+// (KernelTable::steps) both call.
+template <typename K>
+inline constexpr bool kHasStepRow =
+    requires(const typename K::template Hyper<double>& h, double* row) { K::StepRow(h, 1.0, row); };
+
+// The row binding K reads for one tensor: the host's (`host_row`), or, where the table has device
+// step counters (`step` not null), the row of the count this update makes, computed into `buffer`
+// (K::kNumScalars doubles) from the counter where it lives.
+template <typename K, typename Half, typename BFloat16>
+FUSED_OPTIM_HOST_DEVICE inline const double* TensorRow(const double* host_row, const StateScalar* step,
+                                                       const typename K::template Hyper<double>& h, double* buffer) {
+  if (step == nullptr) return host_row;
+  if constexpr (kHasStepRow<K>) {
+    const StateIO<Half, BFloat16> counter{step, DType::kFloat};
+    K::StepRow(h, counter.Round(0, counter.Load(0) + 1.0), buffer);
+  }
+  return buffer;
+}
+
+// Device step counters (KernelTable::steps) are one per tensor, and a binding whose per-tensor
+// scalars are not all the step's (a row without StepRow) cannot take them: its row would never be
+// computed. Checked by every device's launch before it reads a counter.
+template <typename K>
+void CheckDeviceSteps(const KernelTable& table, const char* what) {
+  if (table.steps.empty()) return;
+  if (static_cast<int64_t>(table.steps.size()) != table.num_tensors || (K::kNumScalars > 0 && !kHasStepRow<K>)) {
+    throw std::logic_error(std::string("fused_optim: ") + what + " cannot take these device step counters");
+  }
+}
+
+// The size of a TensorRow buffer for binding K.
+template <typename K>
+inline constexpr int kRowBuffer = K::kNumScalars > 0 ? K::kNumScalars : 1;
+
+// Tensor t's device step counter (KernelTable::steps), or null where the host computed the rows.
+inline const StateScalar* DeviceStep(const KernelTable& table, int64_t t) {
+  return table.steps.empty() ? nullptr : table.steps.data() + t;
+}
+
+// A device step counter's advance after the update (KernelTable::steps).
+template <typename Half, typename BFloat16>
+FUSED_OPTIM_HOST_DEVICE inline void AdvanceStep(const StateScalar* step) {
+  const StateIO<Half, BFloat16> counter{step, DType::kFloat};
+  counter.Store(0, counter.Load(0) + 1.0);
+}
 
 // One tensor's per-tensor scalars: binding K's MakeScalars of its row, and of its state scalars
 // where K has them.

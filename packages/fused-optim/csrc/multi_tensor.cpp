@@ -41,6 +41,12 @@ DType ToDType(at::ScalarType t) {
   }
 }
 
+DType ToStateDType(at::ScalarType t) {
+  if (t == at::kLong) return DType::kLong;
+  if (t == at::kInt) return DType::kInt;
+  return ToDType(t);
+}
+
 bool IsSupportedFloating(at::ScalarType t) {
   return t == at::kFloat || t == at::kDouble || t == at::kHalf || t == at::kBFloat16;
 }
@@ -362,18 +368,35 @@ KernelTable& MultiTensorCall::Table() {
       table.src[t * table.num_lists + l] = src_[l][t];
     }
   }
+  if (device_steps_) {  // the kernel computes the rows: `scalars` only keeps the table's shape
+    table.num_scalars = device_step_scalars_;
+    table.scalars.assign(num_tensors_ * device_step_scalars_, 0.0);
+    table.steps.resize(num_tensors_);
+    for (int64_t t = 0; t < num_tensors_; ++t) {
+      const at::Tensor& s = (*device_steps_)[t];
+      table.steps[t] = {s.mutable_data_ptr(), ToStateDType(s.scalar_type())};
+    }
+  }
   return table;
+}
+
+void MultiTensorCall::UseDeviceSteps(at::TensorList steps, int num_scalars) {
+  TORCH_CHECK(!table_, op_, ": UseDeviceSteps after the table was built (a fused-optim bug)");
+  for (int64_t t = 0; t < num_tensors_; ++t) {
+    const at::Tensor& s = steps[t];
+    TORCH_CHECK_VALUE(s.device() == device_, op_,
+                      ": capturable=True needs every step counter on the params' device, but ", "state_steps[", t,
+                      "] is on ", s.device(), " and params on ", device_,
+                      " (a state loaded or made with capturable=False: move it with .to(param.device))");
+    Record("state_steps", t, s, /*writes=*/true);
+  }
+  device_steps_ = steps;
+  device_step_scalars_ = num_scalars;
 }
 
 namespace {
 
 thread_local int64_t state_scalars_on_host = 0;  // a bit mask of state columns
-
-DType ToStateDType(at::ScalarType t) {
-  if (t == at::kLong) return DType::kLong;
-  if (t == at::kInt) return DType::kInt;
-  return ToDType(t);
-}
 
 }  // namespace
 
@@ -484,18 +507,22 @@ std::optional<double> ReadHostScalar(const at::Tensor& s) {
   return read ? std::optional<double>(value) : std::nullopt;
 }
 
-bool WriteHostScalar(const at::Tensor& s, double value) {
-  if (!s.is_cpu()) return false;
+std::optional<double> WriteHostScalar(const at::Tensor& s, double value) {
+  if (!s.is_cpu()) return std::nullopt;
+  double stored = 0.0;
   const bool written = VisitHostScalar(s, s.mutable_data_ptr(), [&](auto* p) {
     using S = std::remove_pointer_t<decltype(p)>;
     if constexpr (kViaFloat<S>) {
       *p = static_cast<S>(static_cast<float>(value));
+      stored = static_cast<double>(static_cast<float>(*p));
     } else {
       *p = static_cast<S>(value);
+      stored = static_cast<double>(*p);
     }
   });
-  if (written) s.unsafeGetTensorImpl()->bump_version();
-  return written;
+  if (!written) return std::nullopt;
+  s.unsafeGetTensorImpl()->bump_version();
+  return stored;
 }
 
 void CheckStepTensors(const char* op, at::TensorList steps, int64_t n) {
@@ -535,8 +562,7 @@ std::vector<double> IncrementSteps(at::TensorList steps) {
     const at::Tensor& s = steps[t];
     // torch.optim keeps steps as CPU scalars: update them without a dispatcher round trip.
     if (const std::optional<double> value = ReadHostScalar(s)) {
-      WriteHostScalar(s, *value + 1.0);
-      out[t] = *ReadHostScalar(s);
+      out[t] = *WriteHostScalar(s, *value + 1.0);  // the count as stored (rounded to its dtype)
     } else {
       const_cast<at::Tensor&>(s).add_(1);
       out[t] = s.item<double>();

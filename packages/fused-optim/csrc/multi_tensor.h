@@ -94,6 +94,9 @@ struct Amp {
   const std::optional<at::Tensor>& found_inf;
 };
 #define FUSED_OPTIM_AMP_ARGS "Tensor? grad_scale=None, Tensor? found_inf=None"
+// The same, and `capturable` (see StepInPlace), for an in-place op with step counters: its C++
+// function takes (grad_scale, found_inf, capturable) last.
+#define FUSED_OPTIM_STEP_ARGS FUSED_OPTIM_AMP_ARGS ", bool capturable=False"
 
 class MultiTensorCall {
  public:
@@ -224,6 +227,11 @@ class MultiTensorCall {
   // bumps every state scalar's version counter.
   template <typename K>
   void FinishStateScalars();
+  // capturable=True: the step counters `steps` (checked by CheckStepTensors, each on the params'
+  // device) stay where they are and the kernel reads and advances them (KernelTable::steps), so no
+  // count crosses to the host; rows of `num_scalars` per-tensor scalars are then the kernel's to
+  // compute. Call before ChecksOnly: the counters are written arguments of the call.
+  void UseDeviceSteps(at::TensorList steps, int num_scalars);
   std::vector<double> Steps(int64_t step) const { return std::vector<double>(num_tensors_, static_cast<double>(step)); }
   // Builds the table (the last check) and says whether this thread is in validate-only mode (see
   // SetValidateOnly), where an in-place op returns now, before its first write.
@@ -272,7 +280,9 @@ class MultiTensorCall {
   std::deque<at::Tensor> owned_;
   std::optional<KernelTable> table_;
   bool in_place_;
-  std::vector<at::TensorList> state_lists_;  // SetStateScalars's, by column
+  std::vector<at::TensorList> state_lists_;     // SetStateScalars's, by column
+  std::optional<at::TensorList> device_steps_;  // UseDeviceSteps's
+  int device_step_scalars_ = 0;
   // SetAmp's tensors (null: not given) and the gradients' column.
   const at::Tensor* grad_scale_ = nullptr;
   const at::Tensor* found_inf_ = nullptr;
@@ -285,10 +295,10 @@ inline constexpr bool kInPlace = true;  // MultiTensorCall's `in_place`
 // through their data pointers in every dtype they may have (floating or integral): item() and
 // fill_() go through the dispatcher, which costs more than a small tensor's whole update. Written
 // values are rounded to the tensor's dtype as fill_ rounds them (via float for float16/bfloat16)
-// and the version counter is bumped. For a tensor off the CPU, or of another dtype, the read
-// gives nullopt and the write returns false, having done nothing.
+// and the version counter is bumped; the write returns the value as stored. For a tensor off the
+// CPU, or of another dtype, both give nullopt, the write having done nothing.
 std::optional<double> ReadHostScalar(const at::Tensor& s);
-bool WriteHostScalar(const at::Tensor& s, double value);
+std::optional<double> WriteHostScalar(const at::Tensor& s, double value);
 
 // Checks and increments torch.optim's per-parameter step counters (scalar float tensors on the
 // CPU) and returns the new step values. `Check` runs before any tensor is touched: each counter
@@ -343,17 +353,20 @@ inline auto NoScalarRows() {
 // <algo>_step_: the step table (MultiTensorCall::AddStep) updated in place after the step
 // counters are checked and incremented; in validate-only mode, or where found_inf skips the step
 // (the counters then stay as they are, as torch's fused optimizers leave them), it returns before
-// its first write.
+// its first write. `capturable`: the kernel reads and advances the counters on the params' device
+// (MultiTensorCall::UseDeviceSteps) and found_inf is read there too, so the step never waits for
+// the device and a CUDA graph may capture it.
 template <typename Hyper, size_t S, typename Rows = decltype(NoScalarRows())>
 void StepInPlace(const char* op, const KernelBuilds<Hyper>& kernel, const Hyper& hyper, at::TensorList params,
                  at::TensorList grads, const MultiTensorCall::NamedList (&states)[S], at::TensorList state_steps,
-                 const Amp& amp, const Rows& rows = NoScalarRows()) {
+                 const Amp& amp, bool capturable, const Rows& rows = NoScalarRows()) {
   MultiTensorCall call(op, params, kInPlace);
   call.SetAmp(amp);
   call.AddStep(params, grads, states);
   CheckStepTensors(op, state_steps, call.size());
-  if (call.ChecksOnly() || call.SkipStep(/*host_needs_answer=*/true)) return;  // nothing is written yet
-  call.SetStepScalars(rows, IncrementSteps(state_steps));                      // first modification
+  if (capturable) call.UseDeviceSteps(state_steps, rows.num);
+  if (call.ChecksOnly() || call.SkipStep(/*host_needs_answer=*/!capturable)) return;  // nothing is written yet
+  if (!capturable) call.SetStepScalars(rows, IncrementSteps(state_steps));            // first modification
   call.Launch(kernel, hyper);
 }
 

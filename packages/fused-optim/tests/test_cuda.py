@@ -193,6 +193,48 @@ def test_graph_capture_of_a_non_capturable_step_is_refused():
         opt.step()
 
 
+@pytest.mark.parametrize("name, kwargs", [("Adam", dict(lr=0.01)), ("AdamW", dict(lr=0.01, weight_decay=0.1)),
+                                          ("NAdam", dict(lr=0.01)), ("RAdam", dict(lr=0.01)),
+                                          ("ASGD", dict(lr=0.05, t0=3)), ("Adan", dict(lr=0.01))])
+def test_a_captured_capturable_step_replays_like_torch(name, kwargs):
+    # Ten replays of one captured step, fed new gradients in place: each a step of its own (the
+    # counters advance on the device, the bias corrections follow), as ten eager steps of the twin
+    # (torch.optim's capturable=True, or for Adan the reference, which has no CUDA-graph path).
+    shapes = [(7,), (3, 5), (5000,)]
+    gen = torch.Generator().manual_seed(0)
+    start = [torch.randn(s, generator=gen) for s in shapes]
+    gs = [[torch.randn(s, generator=gen) for s in shapes] for _ in range(12)]
+    ref_params = [t.cuda().requires_grad_() for t in start]
+    ours_params = [t.cuda().requires_grad_() for t in start]
+    ref = twin(name)(ref_params, **kwargs, **({} if name == "Adan" else dict(capturable=True)))
+    ours = getattr(fused_optim, name)(ours_params, **kwargs, capturable=True)
+    for p, g in zip(ours_params, gs[0]):
+        p.grad = g.cuda()
+    ours.step()  # creates the state outside the capture
+    for p, g in zip(ours_params, gs[1]):
+        p.grad.copy_(g.cuda())
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        ours.step()  # the warm-up torch.cuda.graph asks for, also a real step
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        ours.step()
+    for step in range(12):
+        for p, g in zip(ref_params, gs[step]):
+            p.grad = g.cuda()
+        ref.step()
+    for step in range(2, 12):
+        for p, g in zip(ours_params, gs[step]):
+            p.grad.copy_(g.cuda())
+        graph.replay()
+    torch.cuda.synchronize()
+    for a, b in zip(ref_params, ours_params):
+        torch.testing.assert_close(b, a, rtol=1e-5, atol=1e-6)
+        assert float(ours.state[b]["step"]) == 12.0 and ours.state[b]["step"].is_cuda
+
+
 @pytest.mark.parametrize("name", ["SGD", "Adam", "Adagrad", "NAdam", "ASGD", "Adafactor", "Lion"])
 def test_amp_steps_match_cpu(name):
     # GradScaler's arguments on the device: the CUDA kernels unscale the gradients (left unscaled)

@@ -87,9 +87,10 @@ def test_constructor_checks(name, bad, match):
 
 def test_defaults_are_the_papers():
     p = [torch.ones(1, requires_grad=True)]
-    assert fused_optim.Lion(p).defaults == dict(lr=1e-4, betas=(0.9, 0.99), weight_decay=0.0, maximize=False)
+    assert fused_optim.Lion(p).defaults == dict(lr=1e-4, betas=(0.9, 0.99), weight_decay=0.0, maximize=False,
+                                                capturable=False)
     assert fused_optim.Adan(p).defaults == dict(lr=1e-3, betas=(0.98, 0.92, 0.99), eps=1e-8, weight_decay=0.0,
-                                                no_prox=False, maximize=False)
+                                                no_prox=False, maximize=False, capturable=False)
     assert issubclass(fused_optim.Lion, torch.optim.Optimizer) and issubclass(fused_optim.Adan, torch.optim.Optimizer)
 
 

@@ -67,16 +67,6 @@ inline void CopyChunkInputs(const KernelTable& table, int64_t t, int64_t begin, 
   }
 }
 
-// torch.amp's unscale (KernelTable::grad_scale): n gradient values multiplied in place by the
-// scale's reciprocal (in the math type, as GradScaler's own unscale does), just before the step
-// reads them from cache; torch's fused steps also leave the gradients unscaled. A multiply, not a
-// division: the loop keeps up with memory.
-template <typename T>
-inline void Unscale(T* grad, int64_t n, const float* grad_scale) {
-  const T inv_scale = T(1) / static_cast<T>(*grad_scale);
-  for (int64_t i = 0; i < n; ++i) grad[i] = grad[i] * inv_scale;
-}
-
 // body(t, begin, end) for chunks covering every tensor of the table (none where found_inf skips
 // the step).
 template <typename Body>
@@ -207,6 +197,17 @@ FUSED_OPTIM_CPU_ISA_TARGET
 namespace fused_optim::FUSED_OPTIM_CPU_NS {
 namespace {
 using namespace ::fused_optim::cpu_loop;
+
+// torch.amp's unscale (KernelTable::grad_scale): n gradient values multiplied in place by the
+// scale's reciprocal (in the math type, as GradScaler's own unscale does), just before the step
+// reads them from cache; torch's fused steps also leave the gradients unscaled. A multiply, not a
+// division: the loop keeps up with memory. Defined here, after the ISA target, so that each build
+// vectorizes it for its own ISA, as the element loops.
+template <typename T>
+void Unscale(T* grad, int64_t n, const float* grad_scale) {
+  const T inv_scale = T(1) / static_cast<T>(*grad_scale);
+  for (int64_t i = 0; i < n; ++i) grad[i] = grad[i] * inv_scale;
+}
 
 // Which columns an element function loads and which it stores, found by running it once on a
 // stand-in element with the call's options (a state that an option switches off is not stored).
@@ -423,12 +424,15 @@ void RunWideChunk(const KernelTable& table, int64_t t, int64_t begin, int64_t en
 }
 
 template <typename K>
-void RunKernel(const KernelTable& table, const typename K::template Hyper<double>& hyper) {
+void RunKernel(const KernelTable& table, const typename K::template Hyper<double>& hyper, const char* what) {
+  CheckDeviceSteps<K>(table, what);
   DispatchFloating<HalfBits, BFloat16Bits>(table.dtype, [&]<typename Storage, typename T>() {
     const typename K::template Hyper<T> h = hyper.template To<T>();
     ForEachChunk(table, [&](int64_t t, int64_t begin, int64_t end) {
-      const auto s = TensorScalars<K, T, c10::Half, c10::BFloat16>(table.scalars.data() + t * table.num_scalars,
-                                                                   table.State(t), table.default_dtype);
+      double fresh[kRowBuffer<K>];
+      const double* row = TensorRow<K, c10::Half, c10::BFloat16>(table.scalars.data() + t * table.num_scalars,
+                                                                 DeviceStep(table, t), hyper, fresh);
+      const auto s = TensorScalars<K, T, c10::Half, c10::BFloat16>(row, table.State(t), table.default_dtype);
       if constexpr (std::is_same_v<Storage, T>) {
         RunChunk<K, T>(table, t, begin, end, h, s);
       } else {
@@ -436,21 +440,29 @@ void RunKernel(const KernelTable& table, const typename K::template Hyper<double
       }
     });
   });
-  // The state scalars' new values, once no chunk reads them any more.
-  if constexpr (kStateScalarsOf<K> > 0) {
-    if (table.advance_state) {
-      for (int64_t t = 0; t < table.num_tensors; ++t) {
-        AdvanceState<K, c10::Half, c10::BFloat16>(table.scalars.data() + t * table.num_scalars, table.State(t),
-                                                  table.default_dtype);
-      }
+  // The state scalars' and device step counters' new values, once no chunk reads them any more
+  // (the rows first, from the counters before their advance).
+  if (table.found_inf != nullptr && *table.found_inf != 0.0f) return;
+  const bool advance_state = kStateScalarsOf<K> > 0 && table.advance_state;
+  if (!advance_state && table.steps.empty()) return;
+  for (int64_t t = 0; t < table.num_tensors; ++t) {
+    const StateScalar* step = DeviceStep(table, t);
+    if (advance_state) {
+      double fresh[kRowBuffer<K>];
+      const double* row =
+          TensorRow<K, c10::Half, c10::BFloat16>(table.scalars.data() + t * table.num_scalars, step, hyper, fresh);
+      AdvanceState<K, c10::Half, c10::BFloat16>(row, table.State(t), table.default_dtype);
     }
+    if (step != nullptr) AdvanceStep<c10::Half, c10::BFloat16>(step);
   }
 }
 
 }  // namespace
 
-#define FUSED_OPTIM_DEFINE_CPU_KERNEL(name) \
-  void name(const KernelTable& table, const bind::name::Hyper<double>& hyper) { RunKernel<bind::name>(table, hyper); }
+#define FUSED_OPTIM_DEFINE_CPU_KERNEL(name)                                     \
+  void name(const KernelTable& table, const bind::name::Hyper<double>& hyper) { \
+    RunKernel<bind::name>(table, hyper, #name);                                 \
+  }
 FUSED_OPTIM_FOR_EACH_KERNEL(FUSED_OPTIM_DEFINE_CPU_KERNEL)
 
 }  // namespace fused_optim::FUSED_OPTIM_CPU_NS

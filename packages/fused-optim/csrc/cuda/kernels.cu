@@ -22,8 +22,8 @@ __global__ void __launch_bounds__(kBlockSize)
   RunBlock(meta, op, blockIdx.x, threadIdx.x, blockDim.x);
 }
 
-// After MultiTensorKernel on the same stream (so no block still reads them): the state scalars of
-// each slot that ends its tensor advance, one thread per slot.
+// After MultiTensorKernel on the same stream (so no block still reads them): the state scalars and
+// device step counters of each slot that ends its tensor advance, one thread per slot.
 template <int NL, typename Op>
 __global__ void AdvanceKernel(const __grid_constant__ LaunchMeta<NL> meta, int slots, const Op op) {
   AdvanceSlot(meta, op, static_cast<int>(threadIdx.x), slots);
@@ -43,13 +43,13 @@ void RunKernel(const KernelTable& table, const typename K::template Hyper<double
   cudaStream_t stream = static_cast<cudaStream_t>(table.stream);
   DispatchFloating<__half, __nv_bfloat16>(table.dtype, [&]<typename S, typename T>() {
     using Op = BoundOp<K, S, T, __half, __nv_bfloat16>;
-    const Op op{hyper.template To<T>()};
+    const Op op{hyper.template To<T>(), hyper};
     ForEachLaunch<K>(table, what, [&](const LaunchMeta<K::kLists>& meta, int64_t blocks, int slots) {
       if (blocks > 0) {
         MultiTensorKernel<K::kLists, Op><<<static_cast<unsigned>(blocks), kBlockSize, 0, stream>>>(meta, op);
         CheckLaunch(what);
       }
-      if (table.advance_state) {
+      if (table.advance_state || !table.steps.empty()) {
         AdvanceKernel<K::kLists, Op><<<1, kTensorsPerLaunch, 0, stream>>>(meta, slots, op);
         CheckLaunch(what);
       }

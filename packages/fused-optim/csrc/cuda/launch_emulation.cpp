@@ -24,7 +24,7 @@ std::atomic<int64_t> grid_limit{cuda::kMaxGridBlocks};
 template <typename K>
 void RunKernel(const KernelTable& table, const typename K::template Hyper<double>& hyper, const char* what) {
   DispatchFloating<c10::Half, c10::BFloat16>(table.dtype, [&]<typename S, typename T>() {
-    const cuda::BoundOp<K, S, T, c10::Half, c10::BFloat16> op{hyper.template To<T>()};
+    const cuda::BoundOp<K, S, T, c10::Half, c10::BFloat16> op{hyper.template To<T>(), hyper};
     cuda::ForEachLaunch<K>(
         table, what,
         [&](const cuda::LaunchMeta<K::kLists>& meta, int64_t blocks, int slots) {
@@ -34,7 +34,7 @@ void RunKernel(const KernelTable& table, const typename K::template Hyper<double
               cuda::RunBlock(meta, op, block, thread, cuda::kBlockSize);
             }
           }
-          if (table.advance_state) {
+          if (table.advance_state || !table.steps.empty()) {
             for (int slot = 0; slot < cuda::kTensorsPerLaunch; ++slot) cuda::AdvanceSlot(meta, op, slot, slots);
           }
         },

@@ -57,6 +57,11 @@ struct LaunchMeta {
   // The state scalars (KernelTable::state), read by each thread's set-up; `advance[s]`: the slot
   // holds its tensor's last chunk, so the advance kernel writes their new values after this launch.
   StateScalar state[kTensorsPerLaunch][kMaxState > 0 ? kMaxState : 1];
+  // capturable: each slot's step counter on the device (KernelTable::steps), from which every
+  // thread computes the slot's per-tensor scalars and which the advance kernel increments;
+  // `device_steps` false: `scalars` holds the host's rows.
+  StateScalar step[kTensorsPerLaunch];
+  bool device_steps;
   bool advance[kTensorsPerLaunch];
   DType default_dtype;
   // Block b works on the slot s with first_block[s] <= b < first_block[s + 1].
@@ -89,24 +94,41 @@ struct ElementIO {
 template <typename K, typename S, typename T, typename Half, typename BFloat16>
 struct BoundOp {
   typename K::template Hyper<T> h;
+  typename K::template Hyper<double> h_double;  // where StepRow reads them (device step counters)
+  // The row slot `slot` reads: the host's, or the one of its device step counter in `buffer`.
+  template <int NL>
+  FUSED_OPTIM_ELEMENT const double* Row(const LaunchMeta<NL>& meta, int slot, double* buffer) const {
+    return TensorRow<K, Half, BFloat16>(meta.scalars[slot], meta.device_steps ? &meta.step[slot] : nullptr, h_double,
+                                        buffer);
+  }
   template <int NL>
   FUSED_OPTIM_ELEMENT auto Scalars(const LaunchMeta<NL>& meta, int slot) const {
-    return TensorScalars<K, T, Half, BFloat16>(meta.scalars[slot], meta.state[slot], meta.default_dtype);
+    double buffer[kRowBuffer<K>];
+    return TensorScalars<K, T, Half, BFloat16>(Row(meta, slot, buffer), meta.state[slot], meta.default_dtype);
+  }
+  // torch.amp's 1 / grad_scale in the math type, as the CPU loops take it (1 without a scale):
+  // once per thread, a load and a division the element loop would otherwise repeat.
+  template <int NL>
+  FUSED_OPTIM_ELEMENT T InvScale(const LaunchMeta<NL>& meta) const {
+    return meta.grad_scale != nullptr ? static_cast<T>(1) / static_cast<T>(*meta.grad_scale) : static_cast<T>(1);
   }
   template <int NL>
   FUSED_OPTIM_ELEMENT void operator()(const LaunchMeta<NL>& meta, int slot, int64_t i,
-                                      const typename K::template Scalars<T>& s) const {
+                                      const typename K::template Scalars<T>& s, T inv_scale) const {
     if (meta.grad_scale != nullptr) {  // torch.amp's unscale, stored back before the step reads it
       S* grad = static_cast<S*>(meta.dst[meta.grad_col][slot]);
-      const T inv_scale = static_cast<T>(1) / static_cast<T>(*meta.grad_scale);  // as the CPU loops
       grad[i] = static_cast<S>(static_cast<T>(grad[i]) * inv_scale);
     }
     K::Apply(ElementIO<S, T, NL>{meta, slot, i}, h, s);
   }
-  // The state scalars' new values (K::Advance), once no block reads them any more.
+  // The state scalars' new values (K::Advance), then the device step counter's, once no block
+  // reads them any more (the row first, from the counter before its advance).
   template <int NL>
   FUSED_OPTIM_ELEMENT void Advance(const LaunchMeta<NL>& meta, int slot) const {
-    AdvanceState<K, Half, BFloat16>(meta.scalars[slot], meta.state[slot], meta.default_dtype);
+    if (meta.found_inf != nullptr && *meta.found_inf != 0.0f) return;  // torch.amp skips this step
+    double buffer[kRowBuffer<K>];
+    AdvanceState<K, Half, BFloat16>(Row(meta, slot, buffer), meta.state[slot], meta.default_dtype);
+    if (meta.device_steps) AdvanceStep<Half, BFloat16>(&meta.step[slot]);
   }
 };
 
@@ -123,7 +145,8 @@ FUSED_OPTIM_ELEMENT void RunBlock(const LaunchMeta<NL>& meta, const Op& op, int6
   // The per-tensor scalars once per thread: state scalars are loads the compiler could not hoist
   // above the element loop's stores.
   const auto scalars = op.Scalars(meta, s);
-  for (int64_t i = begin + thread; i < end; i += threads) op(meta, s, i, scalars);
+  const auto inv_scale = op.InvScale(meta);
+  for (int64_t i = begin + thread; i < end; i += threads) op(meta, s, i, scalars, inv_scale);
 }
 
 // The advance kernel's body (after the launch's blocks, on the same stream): thread `slot`
@@ -134,9 +157,10 @@ FUSED_OPTIM_ELEMENT void AdvanceSlot(const LaunchMeta<NL>& meta, const Op& op, i
 }
 
 // Every binding's kernel arguments fit the limit.
-#define FUSED_OPTIM_CHECK_KERNEL_PARAMS(name)                                                                       \
-  static_assert(sizeof(LaunchMeta<bind::name::kLists>) + sizeof(bind::name::Hyper<double>) <= kMaxKernelParamBytes, \
-                #name ": its LaunchMeta and hyper-parameters exceed the CUDA kernel parameter limit");
+#define FUSED_OPTIM_CHECK_KERNEL_PARAMS(name)                                                                 \
+  static_assert(                                                                                              \
+      sizeof(LaunchMeta<bind::name::kLists>) + 2 * sizeof(bind::name::Hyper<double>) <= kMaxKernelParamBytes, \
+      #name ": its LaunchMeta and hyper-parameters exceed the CUDA kernel parameter limit");
 FUSED_OPTIM_FOR_EACH_KERNEL(FUSED_OPTIM_CHECK_KERNEL_PARAMS)
 #undef FUSED_OPTIM_CHECK_KERNEL_PARAMS
 
@@ -199,6 +223,7 @@ P Advance(P p, int64_t bytes) {
 template <int NL>
 void FillLaunchMeta(const KernelTable& table, const PlannedLaunch& launch, LaunchMeta<NL>& meta) {
   int64_t blocks = 0;
+  meta.device_steps = !table.steps.empty();
   for (int s = 0; s < launch.num_slots; ++s) {
     const PlanSlot& slot = launch.slots[s];
     const int64_t t = slot.tensor;
@@ -210,8 +235,9 @@ void FillLaunchMeta(const KernelTable& table, const PlannedLaunch& launch, Launc
     meta.numel[s] = table.numel[t] - skipped;
     for (int k = 0; k < table.num_scalars; ++k) meta.scalars[s][k] = table.Scalar(t, k);
     for (int k = 0; k < table.num_state; ++k) meta.state[s][k] = table.State(t)[k];
+    if (meta.device_steps) meta.step[s] = table.steps[t];
     const int64_t chunks = table.numel[t] / kChunkSize + (table.numel[t] % kChunkSize != 0);
-    meta.advance[s] = table.advance_state && slot.first_chunk + slot.chunks == chunks;
+    meta.advance[s] = (table.advance_state || meta.device_steps) && slot.first_chunk + slot.chunks == chunks;
     meta.first_block[s] = blocks;
     blocks += slot.chunks;
   }
@@ -241,6 +267,7 @@ void ForEachLaunch(const KernelTable& table, const char* what, Launch&& launch, 
     throw std::logic_error(std::string("fused_optim: ") + what + " reads " + std::to_string(kStateScalarsOf<K>) +
                            " state scalars, the table has " + std::to_string(table.num_state));
   }
+  CheckDeviceSteps<K>(table, what);
   LaunchMeta<kLists> meta{};
   PlanLaunches(
       table.numel.data(), table.num_tensors,
@@ -248,7 +275,7 @@ void ForEachLaunch(const KernelTable& table, const char* what, Launch&& launch, 
         FillLaunchMeta(table, planned, meta);
         launch(static_cast<const LaunchMeta<kLists>&>(meta), planned.blocks, planned.num_slots);
       },
-      max_blocks, table.advance_state);
+      max_blocks, table.advance_state || !table.steps.empty());
 }
 
 }  // namespace fused_optim::cuda

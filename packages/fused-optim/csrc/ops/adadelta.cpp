@@ -19,10 +19,11 @@ math::AdadeltaHyper<double> MakeHyper(const char* op, double lr, double rho, dou
 void AdadeltaStepInPlace(at::TensorList params, at::TensorList grads, at::TensorList square_avgs,
                          at::TensorList acc_deltas, at::TensorList state_steps, double lr, double rho, double eps,
                          double weight_decay, bool maximize, const std::optional<at::Tensor>& grad_scale,
-                         const std::optional<at::Tensor>& found_inf) {
+                         const std::optional<at::Tensor>& found_inf, bool capturable) {
   constexpr const char* op = "fused_optim::adadelta_step_";
   StepInPlace(op, FUSED_OPTIM_KERNEL(AdadeltaStep), MakeHyper(op, lr, rho, eps, weight_decay, maximize), params, grads,
-              {{"square_avgs", square_avgs}, {"acc_deltas", acc_deltas}}, state_steps, {grad_scale, found_inf});
+              {{"square_avgs", square_avgs}, {"acc_deltas", acc_deltas}}, state_steps, {grad_scale, found_inf},
+              capturable);
 }
 
 Lists<3> AdadeltaUpdate(at::TensorList params, at::TensorList grads, at::TensorList square_avgs,
@@ -53,7 +54,7 @@ Lists<4> AdadeltaUpdateBackward(const OptionalTensorList& grad_new_params,
 FUSED_OPTIM_OPS(adadelta, op) {
   op("adadelta_step_(Tensor(a!)[] params, Tensor(g!)[] grads, Tensor(b!)[] square_avgs, Tensor(c!)[] acc_deltas, "
      "Tensor(d!)[] state_steps, *, float lr, float rho, float eps, float weight_decay, bool maximize, "
-     FUSED_OPTIM_AMP_ARGS ") -> ()",
+     FUSED_OPTIM_STEP_ARGS ") -> ()",
      &AdadeltaStepInPlace);
   op("adadelta_update(Tensor[] params, Tensor[] grads, Tensor[] square_avgs, Tensor[] acc_deltas, *, float lr, "
      "float rho, float eps, float weight_decay, bool maximize) -> (Tensor[], Tensor[], Tensor[])",

@@ -10,40 +10,44 @@ math::AdagradHyper<double> MakeHyper(const char* op, double lr, double lr_decay,
   CheckNonNegative(op,
                    {{"learning rate", lr}, {"lr_decay", lr_decay}, {"weight_decay", weight_decay}, {"epsilon", eps}});
   math::AdagradHyper<double> h{};
-  h.eps = eps, h.weight_decay = weight_decay, h.maximize = maximize, h.has_l2 = weight_decay != 0.0;
+  h.eps = eps, h.weight_decay = weight_decay, h.lr = lr, h.lr_decay = lr_decay, h.maximize = maximize,
+  h.has_l2 = weight_decay != 0.0;
   return h;
 }
 
-// The per-tensor decayed learning rate lr / (1 + (step - 1) lr_decay).
-auto StepScalars(double lr, double lr_decay) {
+// The per-tensor decayed learning rate (math/adagrad.h's StepRow).
+auto StepScalars(const math::AdagradHyper<double>& hyper) {
   return ScalarRows{bind::StepSizeScalar::kNumScalars,
-                    [=](double step, double* row) { row[0] = lr / (1.0 + (step - 1.0) * lr_decay); }};
+                    [=](double step, double* row) { bind::AdagradStep::StepRow(hyper, step, row); }};
 }
 
 void AdagradStepInPlace(at::TensorList params, at::TensorList grads, at::TensorList state_sums,
                         at::TensorList state_steps, double lr, double lr_decay, double weight_decay, double eps,
                         bool maximize, const std::optional<at::Tensor>& grad_scale,
-                        const std::optional<at::Tensor>& found_inf) {
+                        const std::optional<at::Tensor>& found_inf, bool capturable) {
   constexpr const char* op = "fused_optim::adagrad_step_";
-  StepInPlace(op, FUSED_OPTIM_KERNEL(AdagradStep), MakeHyper(op, lr, lr_decay, weight_decay, eps, maximize), params,
-              grads, {{"state_sums", state_sums}}, state_steps, {grad_scale, found_inf}, StepScalars(lr, lr_decay));
+  const auto hyper = MakeHyper(op, lr, lr_decay, weight_decay, eps, maximize);
+  StepInPlace(op, FUSED_OPTIM_KERNEL(AdagradStep), hyper, params, grads, {{"state_sums", state_sums}}, state_steps,
+              {grad_scale, found_inf}, capturable, StepScalars(hyper));
 }
 
 Lists<2> AdagradUpdate(at::TensorList params, at::TensorList grads, at::TensorList state_sums, int64_t step, double lr,
                        double lr_decay, double weight_decay, double eps, bool maximize) {
   constexpr const char* op = "fused_optim::adagrad_update";
-  return Update(op, FUSED_OPTIM_KERNEL(AdagradStep), MakeHyper(op, lr, lr_decay, weight_decay, eps, maximize), params,
-                grads, {{"state_sums", state_sums}}, step, StepScalars(lr, lr_decay));
+  const auto hyper = MakeHyper(op, lr, lr_decay, weight_decay, eps, maximize);
+  return Update(op, FUSED_OPTIM_KERNEL(AdagradStep), hyper, params, grads, {{"state_sums", state_sums}}, step,
+                StepScalars(hyper));
 }
 
 Lists<3> AdagradUpdateBackward(const OptionalTensorList& grad_new_params, const OptionalTensorList& grad_new_state_sums,
                                at::TensorList params, at::TensorList grads, at::TensorList state_sums, int64_t step,
                                double lr, double lr_decay, double weight_decay, double eps, bool maximize) {
   constexpr const char* op = "fused_optim::adagrad_update_backward";
-  return UpdateBackward<3>(
-      op, FUSED_OPTIM_KERNEL(AdagradBackward), MakeHyper(op, lr, lr_decay, weight_decay, eps, maximize), params,
-      {{"grad_new_params", grad_new_params}, {"grad_new_state_sums", grad_new_state_sums}},
-      {{"params", params}, {"grads", grads}, {"state_sums", state_sums}}, step, StepScalars(lr, lr_decay));
+  const auto hyper = MakeHyper(op, lr, lr_decay, weight_decay, eps, maximize);
+  return UpdateBackward<3>(op, FUSED_OPTIM_KERNEL(AdagradBackward), hyper, params,
+                           {{"grad_new_params", grad_new_params}, {"grad_new_state_sums", grad_new_state_sums}},
+                           {{"params", params}, {"grads", grads}, {"state_sums", state_sums}}, step,
+                           StepScalars(hyper));
 }
 
 }  // namespace
@@ -51,7 +55,7 @@ Lists<3> AdagradUpdateBackward(const OptionalTensorList& grad_new_params, const 
 // clang-format off
 FUSED_OPTIM_OPS(adagrad, op) {
   op("adagrad_step_(Tensor(a!)[] params, Tensor(g!)[] grads, Tensor(b!)[] state_sums, Tensor(c!)[] state_steps, *, "
-     "float lr, float lr_decay, float weight_decay, float eps, bool maximize, " FUSED_OPTIM_AMP_ARGS ") -> ()",
+     "float lr, float lr_decay, float weight_decay, float eps, bool maximize, " FUSED_OPTIM_STEP_ARGS ") -> ()",
      &AdagradStepInPlace);
   op("adagrad_update(Tensor[] params, Tensor[] grads, Tensor[] state_sums, *, SymInt step, float lr, "
      "float lr_decay, float weight_decay, float eps, bool maximize) -> (Tensor[], Tensor[])",

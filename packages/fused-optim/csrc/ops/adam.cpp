@@ -17,35 +17,34 @@ math::AdamHyper<double> MakeHyper(const char* op, double lr, double beta1, doubl
 
 constexpr const char* kNoAmsgrad = "when amsgrad=False";
 
-// The per-tensor bias corrections, from each tensor's step count.
-auto StepScalars(double lr, double beta1, double beta2) {
-  return ScalarRows{adam_cols::kNumScalars, [=](double step, double* row) {
-                      row[adam_cols::kStepSize] = lr / (1.0 - std::pow(beta1, step));
-                      row[adam_cols::kBc2Sqrt] = std::sqrt(1.0 - std::pow(beta2, step));
-                    }};
+// The per-tensor bias corrections, from each tensor's step count (math/adam.h's StepRow).
+auto StepScalars(const math::AdamHyper<double>& hyper) {
+  return ScalarRows{adam_cols::kNumScalars,
+                    [=](double step, double* row) { bind::AdamStep::StepRow(hyper, step, row); }};
 }
 
 void AdamStepInPlace(at::TensorList params, at::TensorList grads, at::TensorList exp_avgs, at::TensorList exp_avg_sqs,
                      at::TensorList max_exp_avg_sqs, at::TensorList state_steps, double lr, double beta1, double beta2,
                      double weight_decay, double eps, bool amsgrad, bool maximize, bool decoupled_weight_decay,
-                     const std::optional<at::Tensor>& grad_scale, const std::optional<at::Tensor>& found_inf) {
+                     const std::optional<at::Tensor>& grad_scale, const std::optional<at::Tensor>& found_inf,
+                     bool capturable) {
   constexpr const char* op = "fused_optim::adam_step_";
+  const auto hyper = MakeHyper(op, lr, beta1, beta2, weight_decay, eps, amsgrad, maximize, decoupled_weight_decay);
   StepInPlace(
-      op, FUSED_OPTIM_KERNEL(AdamStep),
-      MakeHyper(op, lr, beta1, beta2, weight_decay, eps, amsgrad, maximize, decoupled_weight_decay), params, grads,
+      op, FUSED_OPTIM_KERNEL(AdamStep), hyper, params, grads,
       {{"exp_avgs", exp_avgs}, {"exp_avg_sqs", exp_avg_sqs}, {"max_exp_avg_sqs", max_exp_avg_sqs, amsgrad, kNoAmsgrad}},
-      state_steps, {grad_scale, found_inf}, StepScalars(lr, beta1, beta2));
+      state_steps, {grad_scale, found_inf}, capturable, StepScalars(hyper));
 }
 
 Lists<4> AdamUpdate(at::TensorList params, at::TensorList grads, at::TensorList exp_avgs, at::TensorList exp_avg_sqs,
                     at::TensorList max_exp_avg_sqs, int64_t step, double lr, double beta1, double beta2,
                     double weight_decay, double eps, bool amsgrad, bool maximize, bool decoupled_weight_decay) {
   constexpr const char* op = "fused_optim::adam_update";
+  const auto hyper = MakeHyper(op, lr, beta1, beta2, weight_decay, eps, amsgrad, maximize, decoupled_weight_decay);
   return Update(
-      op, FUSED_OPTIM_KERNEL(AdamStep),
-      MakeHyper(op, lr, beta1, beta2, weight_decay, eps, amsgrad, maximize, decoupled_weight_decay), params, grads,
+      op, FUSED_OPTIM_KERNEL(AdamStep), hyper, params, grads,
       {{"exp_avgs", exp_avgs}, {"exp_avg_sqs", exp_avg_sqs}, {"max_exp_avg_sqs", max_exp_avg_sqs, amsgrad, kNoAmsgrad}},
-      step, StepScalars(lr, beta1, beta2));
+      step, StepScalars(hyper));
 }
 
 Lists<5> AdamUpdateBackward(const OptionalTensorList& grad_new_params, const OptionalTensorList& grad_new_exp_avgs,
@@ -55,19 +54,18 @@ Lists<5> AdamUpdateBackward(const OptionalTensorList& grad_new_params, const Opt
                             at::TensorList max_exp_avg_sqs, int64_t step, double lr, double beta1, double beta2,
                             double weight_decay, double eps, bool amsgrad, bool maximize, bool decoupled_weight_decay) {
   constexpr const char* op = "fused_optim::adam_update_backward";
-  return UpdateBackward<5>(
-      op, FUSED_OPTIM_KERNEL(AdamBackward),
-      MakeHyper(op, lr, beta1, beta2, weight_decay, eps, amsgrad, maximize, decoupled_weight_decay), params,
-      {{"grad_new_params", grad_new_params},
-       {"grad_new_exp_avgs", grad_new_exp_avgs},
-       {"grad_new_exp_avg_sqs", grad_new_exp_avg_sqs},
-       {"grad_new_max_exp_avg_sqs", grad_new_max_exp_avg_sqs, amsgrad}},
-      {{"params", params},
-       {"grads", grads},
-       {"exp_avgs", exp_avgs},
-       {"exp_avg_sqs", exp_avg_sqs},
-       {"max_exp_avg_sqs", max_exp_avg_sqs, amsgrad, kNoAmsgrad}},
-      step, StepScalars(lr, beta1, beta2), {true, true, true, true, amsgrad});
+  const auto hyper = MakeHyper(op, lr, beta1, beta2, weight_decay, eps, amsgrad, maximize, decoupled_weight_decay);
+  return UpdateBackward<5>(op, FUSED_OPTIM_KERNEL(AdamBackward), hyper, params,
+                           {{"grad_new_params", grad_new_params},
+                            {"grad_new_exp_avgs", grad_new_exp_avgs},
+                            {"grad_new_exp_avg_sqs", grad_new_exp_avg_sqs},
+                            {"grad_new_max_exp_avg_sqs", grad_new_max_exp_avg_sqs, amsgrad}},
+                           {{"params", params},
+                            {"grads", grads},
+                            {"exp_avgs", exp_avgs},
+                            {"exp_avg_sqs", exp_avg_sqs},
+                            {"max_exp_avg_sqs", max_exp_avg_sqs, amsgrad, kNoAmsgrad}},
+                           step, StepScalars(hyper), {true, true, true, true, amsgrad});
 }
 
 math::AdamDirectionHyper<double> MakeDirectionHyper(const char* op, int64_t step, double beta1, double beta2,
@@ -115,7 +113,7 @@ FUSED_OPTIM_OPS(adam, op) {
   op("adam_step_(Tensor(a!)[] params, Tensor(g!)[] grads, Tensor(b!)[] exp_avgs, Tensor(c!)[] exp_avg_sqs, "
      "Tensor(d!)[] max_exp_avg_sqs, Tensor(e!)[] state_steps, *, float lr, float beta1, float beta2, "
      "float weight_decay, float eps, bool amsgrad, bool maximize, bool decoupled_weight_decay, "
-     FUSED_OPTIM_AMP_ARGS ") -> ()",
+     FUSED_OPTIM_STEP_ARGS ") -> ()",
      &AdamStepInPlace);
   op("adam_update(Tensor[] params, Tensor[] grads, Tensor[] exp_avgs, Tensor[] exp_avg_sqs, "
      "Tensor[] max_exp_avg_sqs, *, SymInt step, float lr, float beta1, float beta2, float weight_decay, float eps, "

@@ -12,35 +12,37 @@ math::AdamaxHyper<double> MakeHyper(const char* op, double lr, double beta1, dou
   CheckUnitInterval(op, {{"beta1", beta1}, {"beta2", beta2}});
   CheckNonNegative(op, "weight_decay", weight_decay);
   math::AdamaxHyper<double> h{};
-  h.beta1 = beta1, h.beta2 = beta2, h.eps = eps, h.weight_decay = weight_decay;
+  h.lr = lr, h.beta1 = beta1, h.beta2 = beta2, h.eps = eps, h.weight_decay = weight_decay;
   h.one_minus_beta1 = 1.0 - beta1;
   h.lerp_small = std::abs(h.one_minus_beta1) < 0.5;
   h.maximize = maximize, h.has_l2 = weight_decay != 0.0;
   return h;
 }
 
-// The per-tensor step size lr / (1 - beta1^step).
-auto StepScalars(double lr, double beta1) {
+// The per-tensor step size lr / (1 - beta1^step) (math/adamax.h's StepRow).
+auto StepScalars(const math::AdamaxHyper<double>& hyper) {
   return ScalarRows{bind::StepSizeScalar::kNumScalars,
-                    [=](double step, double* row) { row[0] = lr / (1.0 - std::pow(beta1, step)); }};
+                    [=](double step, double* row) { bind::AdamaxStep::StepRow(hyper, step, row); }};
 }
 
 void AdamaxStepInPlace(at::TensorList params, at::TensorList grads, at::TensorList exp_avgs, at::TensorList exp_infs,
                        at::TensorList state_steps, double lr, double beta1, double beta2, double eps,
                        double weight_decay, bool maximize, const std::optional<at::Tensor>& grad_scale,
-                       const std::optional<at::Tensor>& found_inf) {
+                       const std::optional<at::Tensor>& found_inf, bool capturable) {
   constexpr const char* op = "fused_optim::adamax_step_";
-  StepInPlace(op, FUSED_OPTIM_KERNEL(AdamaxStep), MakeHyper(op, lr, beta1, beta2, eps, weight_decay, maximize), params,
-              grads, {{"exp_avgs", exp_avgs}, {"exp_infs", exp_infs}}, state_steps, {grad_scale, found_inf},
-              StepScalars(lr, beta1));
+  const auto hyper = MakeHyper(op, lr, beta1, beta2, eps, weight_decay, maximize);
+  StepInPlace(op, FUSED_OPTIM_KERNEL(AdamaxStep), hyper, params, grads,
+              {{"exp_avgs", exp_avgs}, {"exp_infs", exp_infs}}, state_steps, {grad_scale, found_inf}, capturable,
+              StepScalars(hyper));
 }
 
 Lists<3> AdamaxUpdate(at::TensorList params, at::TensorList grads, at::TensorList exp_avgs, at::TensorList exp_infs,
                       int64_t step, double lr, double beta1, double beta2, double eps, double weight_decay,
                       bool maximize) {
   constexpr const char* op = "fused_optim::adamax_update";
-  return Update(op, FUSED_OPTIM_KERNEL(AdamaxStep), MakeHyper(op, lr, beta1, beta2, eps, weight_decay, maximize),
-                params, grads, {{"exp_avgs", exp_avgs}, {"exp_infs", exp_infs}}, step, StepScalars(lr, beta1));
+  const auto hyper = MakeHyper(op, lr, beta1, beta2, eps, weight_decay, maximize);
+  return Update(op, FUSED_OPTIM_KERNEL(AdamaxStep), hyper, params, grads,
+                {{"exp_avgs", exp_avgs}, {"exp_infs", exp_infs}}, step, StepScalars(hyper));
 }
 
 Lists<4> AdamaxUpdateBackward(const OptionalTensorList& grad_new_params, const OptionalTensorList& grad_new_exp_avgs,
@@ -48,13 +50,13 @@ Lists<4> AdamaxUpdateBackward(const OptionalTensorList& grad_new_params, const O
                               at::TensorList exp_avgs, at::TensorList exp_infs, int64_t step, double lr, double beta1,
                               double beta2, double eps, double weight_decay, bool maximize) {
   constexpr const char* op = "fused_optim::adamax_update_backward";
-  return UpdateBackward<4>(op, FUSED_OPTIM_KERNEL(AdamaxBackward),
-                           MakeHyper(op, lr, beta1, beta2, eps, weight_decay, maximize), params,
+  const auto hyper = MakeHyper(op, lr, beta1, beta2, eps, weight_decay, maximize);
+  return UpdateBackward<4>(op, FUSED_OPTIM_KERNEL(AdamaxBackward), hyper, params,
                            {{"grad_new_params", grad_new_params},
                             {"grad_new_exp_avgs", grad_new_exp_avgs},
                             {"grad_new_exp_infs", grad_new_exp_infs}},
                            {{"params", params}, {"grads", grads}, {"exp_avgs", exp_avgs}, {"exp_infs", exp_infs}}, step,
-                           StepScalars(lr, beta1));
+                           StepScalars(hyper));
 }
 
 }  // namespace
@@ -63,7 +65,7 @@ Lists<4> AdamaxUpdateBackward(const OptionalTensorList& grad_new_params, const O
 FUSED_OPTIM_OPS(adamax, op) {
   op("adamax_step_(Tensor(a!)[] params, Tensor(g!)[] grads, Tensor(b!)[] exp_avgs, Tensor(c!)[] exp_infs, "
      "Tensor(d!)[] state_steps, *, float lr, float beta1, float beta2, float eps, float weight_decay, "
-     "bool maximize, " FUSED_OPTIM_AMP_ARGS ") -> ()",
+     "bool maximize, " FUSED_OPTIM_STEP_ARGS ") -> ()",
      &AdamaxStepInPlace);
   op("adamax_update(Tensor[] params, Tensor[] grads, Tensor[] exp_avgs, Tensor[] exp_infs, *, SymInt step, "
      "float lr, float beta1, float beta2, float eps, float weight_decay, bool maximize) "

@@ -23,42 +23,39 @@ math::AdanHyper<double> MakeHyper(const char* op, double lr, double beta1, doubl
   return h;
 }
 
-// The per-tensor bias corrections, and whether a previous gradient exists, from each tensor's step.
-auto StepScalars(double beta1, double beta2, double beta3) {
-  return ScalarRows{adan_cols::kNumScalars, [=](double step, double* row) {
-                      row[adan_cols::kBc1] = 1.0 - std::pow(beta1, step);
-                      row[adan_cols::kBc2] = 1.0 - std::pow(beta2, step);
-                      row[adan_cols::kBc3Sqrt] = std::sqrt(1.0 - std::pow(beta3, step));
-                      row[adan_cols::kHasPrev] = step > 1.0 ? 1.0 : 0.0;
-                    }};
+// The per-tensor bias corrections, and whether a previous gradient exists, from each tensor's step
+// (math/adan.h's StepRow).
+auto StepScalars(const math::AdanHyper<double>& hyper) {
+  return ScalarRows{adan_cols::kNumScalars,
+                    [=](double step, double* row) { bind::AdanStep::StepRow(hyper, step, row); }};
 }
 
 void AdanStepInPlace(at::TensorList params, at::TensorList grads, at::TensorList exp_avgs, at::TensorList exp_avg_diffs,
                      at::TensorList exp_avg_sqs, at::TensorList prev_grads, at::TensorList state_steps, double lr,
                      double beta1, double beta2, double beta3, double eps, double weight_decay, bool no_prox,
                      bool maximize, const std::optional<at::Tensor>& grad_scale,
-                     const std::optional<at::Tensor>& found_inf) {
+                     const std::optional<at::Tensor>& found_inf, bool capturable) {
   constexpr const char* op = "fused_optim::adan_step_";
-  StepInPlace(op, FUSED_OPTIM_KERNEL(AdanStep),
-              MakeHyper(op, lr, beta1, beta2, beta3, eps, weight_decay, no_prox, maximize), params, grads,
+  const auto hyper = MakeHyper(op, lr, beta1, beta2, beta3, eps, weight_decay, no_prox, maximize);
+  StepInPlace(op, FUSED_OPTIM_KERNEL(AdanStep), hyper, params, grads,
               {{"exp_avgs", exp_avgs},
                {"exp_avg_diffs", exp_avg_diffs},
                {"exp_avg_sqs", exp_avg_sqs},
                {"prev_grads", prev_grads}},
-              state_steps, {grad_scale, found_inf}, StepScalars(beta1, beta2, beta3));
+              state_steps, {grad_scale, found_inf}, capturable, StepScalars(hyper));
 }
 
 Lists<5> AdanUpdate(at::TensorList params, at::TensorList grads, at::TensorList exp_avgs, at::TensorList exp_avg_diffs,
                     at::TensorList exp_avg_sqs, at::TensorList prev_grads, int64_t step, double lr, double beta1,
                     double beta2, double beta3, double eps, double weight_decay, bool no_prox, bool maximize) {
   constexpr const char* op = "fused_optim::adan_update";
-  return Update(op, FUSED_OPTIM_KERNEL(AdanStep),
-                MakeHyper(op, lr, beta1, beta2, beta3, eps, weight_decay, no_prox, maximize), params, grads,
+  const auto hyper = MakeHyper(op, lr, beta1, beta2, beta3, eps, weight_decay, no_prox, maximize);
+  return Update(op, FUSED_OPTIM_KERNEL(AdanStep), hyper, params, grads,
                 {{"exp_avgs", exp_avgs},
                  {"exp_avg_diffs", exp_avg_diffs},
                  {"exp_avg_sqs", exp_avg_sqs},
                  {"prev_grads", prev_grads}},
-                step, StepScalars(beta1, beta2, beta3));
+                step, StepScalars(hyper));
 }
 
 Lists<6> AdanUpdateBackward(const OptionalTensorList& grad_new_params, const OptionalTensorList& grad_new_exp_avgs,
@@ -69,8 +66,8 @@ Lists<6> AdanUpdateBackward(const OptionalTensorList& grad_new_params, const Opt
                             at::TensorList prev_grads, int64_t step, double lr, double beta1, double beta2,
                             double beta3, double eps, double weight_decay, bool no_prox, bool maximize) {
   constexpr const char* op = "fused_optim::adan_update_backward";
-  return UpdateBackward<6>(op, FUSED_OPTIM_KERNEL(AdanBackward),
-                           MakeHyper(op, lr, beta1, beta2, beta3, eps, weight_decay, no_prox, maximize), params,
+  const auto hyper = MakeHyper(op, lr, beta1, beta2, beta3, eps, weight_decay, no_prox, maximize);
+  return UpdateBackward<6>(op, FUSED_OPTIM_KERNEL(AdanBackward), hyper, params,
                            {{"grad_new_params", grad_new_params},
                             {"grad_new_exp_avgs", grad_new_exp_avgs},
                             {"grad_new_exp_avg_diffs", grad_new_exp_avg_diffs},
@@ -82,7 +79,7 @@ Lists<6> AdanUpdateBackward(const OptionalTensorList& grad_new_params, const Opt
                             {"exp_avg_diffs", exp_avg_diffs},
                             {"exp_avg_sqs", exp_avg_sqs},
                             {"prev_grads", prev_grads}},
-                           step, StepScalars(beta1, beta2, beta3));
+                           step, StepScalars(hyper));
 }
 
 }  // namespace
@@ -92,7 +89,7 @@ FUSED_OPTIM_OPS(adan, op) {
   op("adan_step_(Tensor(a!)[] params, Tensor(g!)[] grads, Tensor(b!)[] exp_avgs, Tensor(c!)[] exp_avg_diffs, "
      "Tensor(d!)[] exp_avg_sqs, Tensor(e!)[] prev_grads, Tensor(f!)[] state_steps, *, float lr, float beta1, "
      "float beta2, float beta3, float eps, float weight_decay, bool no_prox, bool maximize, "
-     FUSED_OPTIM_AMP_ARGS ") -> ()",
+     FUSED_OPTIM_STEP_ARGS ") -> ()",
      &AdanStepInPlace);
   op("adan_update(Tensor[] params, Tensor[] grads, Tensor[] exp_avgs, Tensor[] exp_avg_diffs, "
      "Tensor[] exp_avg_sqs, Tensor[] prev_grads, *, SymInt step, float lr, float beta1, float beta2, float beta3, "

@@ -41,7 +41,7 @@ auto ScheduleRows(double lr, double lambd, double alpha, double t0, std::vector<
 void AsgdStepInPlace(at::TensorList params, at::TensorList grads, at::TensorList axs, at::TensorList etas,
                      at::TensorList mus, at::TensorList state_steps, double lr, double lambd, double alpha, double t0,
                      double weight_decay, bool maximize, const std::optional<at::Tensor>& grad_scale,
-                     const std::optional<at::Tensor>& found_inf) {
+                     const std::optional<at::Tensor>& found_inf, bool capturable) {
   constexpr const char* op = "fused_optim::asgd_step_";
   CheckNonNegative(op, "learning rate", lr);
   TORCH_CHECK_VALUE(std::isfinite(alpha) && std::isfinite(t0), op, ": alpha and t0 must be finite, got alpha=", alpha,
@@ -53,7 +53,14 @@ void AsgdStepInPlace(at::TensorList params, at::TensorList grads, at::TensorList
   CheckStateScalars(op, "etas", etas, call.size());
   CheckStateScalars(op, "mus", mus, call.size());
   CheckStepTensors(op, state_steps, call.size());
-  if (call.ChecksOnly() || call.SkipStep(/*host_needs_answer=*/true)) return;  // nothing is written yet
+  // capturable=True: all three on the device, so that none is read or written by the host, and
+  // found_inf is read by the kernel alone.
+  if (capturable) {
+    CheckStateScalarsOn(op, "etas", etas, call.device());
+    CheckStateScalarsOn(op, "mus", mus, call.device());
+    CheckStateScalarsOn(op, "state_steps", state_steps, call.device());
+  }
+  if (call.ChecksOnly() || call.SkipStep(/*host_needs_answer=*/!capturable)) return;  // nothing is written yet
   // Each parameter's eta and mu are read, and with its step count advanced, where they live (on
   // the parameter's device, as torch.optim keeps them): no value crosses to the host.
   call.SetStepScalars(ScheduleRows(lr, lambd, alpha, t0, {}, call.on_cuda() || foreach_eta_on_cpu.load()),
@@ -97,7 +104,7 @@ Lists<3> AsgdUpdateBackward(const OptionalTensorList& grad_new_params, const Opt
 FUSED_OPTIM_OPS(asgd, op) {
   op("asgd_step_(Tensor(a!)[] params, Tensor(g!)[] grads, Tensor(b!)[] axs, Tensor(c!)[] etas, Tensor(d!)[] mus, "
      "Tensor(e!)[] state_steps, *, float lr, float lambd, float alpha, float t0, float weight_decay, "
-     "bool maximize, " FUSED_OPTIM_AMP_ARGS ") -> ()",
+     "bool maximize, " FUSED_OPTIM_STEP_ARGS ") -> ()",
      &AsgdStepInPlace);
   op("asgd_update(Tensor[] params, Tensor[] grads, Tensor[] axs, *, float eta, float mu, float lambd, "
      "float weight_decay, bool maximize) -> (Tensor[], Tensor[])",

@@ -20,11 +20,12 @@ math::LionHyper<double> MakeHyper(const char* op, double lr, double beta1, doubl
 
 void LionStepInPlace(at::TensorList params, at::TensorList grads, at::TensorList exp_avgs, at::TensorList state_steps,
                      double lr, double beta1, double beta2, double weight_decay, bool maximize,
-                     const std::optional<at::Tensor>& grad_scale, const std::optional<at::Tensor>& found_inf) {
+                     const std::optional<at::Tensor>& grad_scale, const std::optional<at::Tensor>& found_inf,
+                     bool capturable) {
   constexpr const char* op = "fused_optim::lion_step_";
   // Lion reads no step count; its torch-style state keeps one all the same.
   StepInPlace(op, FUSED_OPTIM_KERNEL(LionStep), MakeHyper(op, lr, beta1, beta2, weight_decay, maximize), params, grads,
-              {{"exp_avgs", exp_avgs}}, state_steps, {grad_scale, found_inf});
+              {{"exp_avgs", exp_avgs}}, state_steps, {grad_scale, found_inf}, capturable);
 }
 
 Lists<2> LionUpdate(at::TensorList params, at::TensorList grads, at::TensorList exp_avgs, double lr, double beta1,
@@ -49,7 +50,7 @@ Lists<3> LionUpdateBackward(const OptionalTensorList& grad_new_params, const Opt
 // clang-format off
 FUSED_OPTIM_OPS(lion, op) {
   op("lion_step_(Tensor(a!)[] params, Tensor(g!)[] grads, Tensor(b!)[] exp_avgs, Tensor(c!)[] state_steps, *, "
-     "float lr, float beta1, float beta2, float weight_decay, bool maximize, " FUSED_OPTIM_AMP_ARGS ") -> ()",
+     "float lr, float beta1, float beta2, float weight_decay, bool maximize, " FUSED_OPTIM_STEP_ARGS ") -> ()",
      &LionStepInPlace);
   op("lion_update(Tensor[] params, Tensor[] grads, Tensor[] exp_avgs, *, float lr, float beta1, float beta2, "
      "float weight_decay, bool maximize) -> (Tensor[], Tensor[])",

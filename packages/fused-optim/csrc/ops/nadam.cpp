@@ -10,31 +10,24 @@
 namespace fused_optim {
 namespace {
 
-struct NadamArgs {
-  double lr, beta1, beta2, momentum_decay;
-};
-
 math::NadamHyper<double> MakeHyper(const char* op, double lr, double beta1, double beta2, double eps,
                                    double weight_decay, double momentum_decay, bool decoupled_weight_decay,
                                    bool maximize) {
   CheckNonNegative(op, {{"learning rate", lr}, {"epsilon", eps}});
   CheckUnitInterval(op, {{"beta1", beta1}, {"beta2", beta2}});
   CheckNonNegative(op, {{"weight_decay", weight_decay}, {"momentum_decay", momentum_decay}});
-  return math::NadamHyper<double>::Make(lr, beta1, beta2, eps, weight_decay, decoupled_weight_decay, maximize);
+  return {math::AdamFamilyHyper<double>::Make(lr, beta1, beta2, eps, weight_decay, decoupled_weight_decay, maximize),
+          momentum_decay};
 }
 
-// The per-tensor row of step count `step` (the count after this update): the coefficients' terms
-// and the factor taking the state's product to prod_t (see nadam_cols); a functional op gives
-// prod_t itself, so its factor is 1.
-auto StepRows(const NadamArgs& a, bool given_product, std::vector<double> given_state = {}) {
+// The per-tensor row of step count `step` (the count after this update, math/nadam.h's StepRow):
+// the coefficients' terms and the factor taking the state's product to prod_t (see nadam_cols); a
+// functional op gives prod_t itself, so its factor is 1.
+auto StepRows(const math::NadamHyper<double>& hyper, bool given_product, std::vector<double> given_state = {}) {
   return ScalarRows{nadam_cols::kNumScalars,
                     [=](double step, double* row) {
-                      using namespace nadam_cols;
-                      row[kLr] = a.lr;
-                      row[kBc2] = 1.0 - std::pow(a.beta2, step);
-                      row[kMu] = math::NadamMomentum(a.beta1, a.momentum_decay, step);
-                      row[kMuNext] = math::NadamMomentum(a.beta1, a.momentum_decay, step + 1.0);
-                      row[kProductFactor] = given_product ? 1.0 : row[kMu];
+                      bind::NadamStep::StepRow(hyper, step, row);
+                      if (given_product) row[nadam_cols::kProductFactor] = 1.0;
                     },
                     std::move(given_state)};
 }
@@ -43,7 +36,7 @@ void NadamStepInPlace(at::TensorList params, at::TensorList grads, at::TensorLis
                       at::TensorList mu_products, at::TensorList state_steps, double lr, double beta1, double beta2,
                       double eps, double weight_decay, double momentum_decay, bool decoupled_weight_decay,
                       bool maximize, const std::optional<at::Tensor>& grad_scale,
-                      const std::optional<at::Tensor>& found_inf) {
+                      const std::optional<at::Tensor>& found_inf, bool capturable) {
   constexpr const char* op = "fused_optim::nadam_step_";
   const auto hyper =
       MakeHyper(op, lr, beta1, beta2, eps, weight_decay, momentum_decay, decoupled_weight_decay, maximize);
@@ -52,9 +45,12 @@ void NadamStepInPlace(at::TensorList params, at::TensorList grads, at::TensorLis
   call.AddStep(params, grads, {{"exp_avgs", exp_avgs}, {"exp_avg_sqs", exp_avg_sqs}});
   CheckStateScalars(op, "mu_products", mu_products, call.size());
   CheckStepTensors(op, state_steps, call.size());
-  if (call.ChecksOnly() || call.SkipStep(/*host_needs_answer=*/true)) return;  // nothing is written yet
-  const NadamArgs args{lr, beta1, beta2, momentum_decay};
-  call.SetStepScalars(StepRows(args, false), IncrementSteps(state_steps));  // first modification
+  if (capturable) {
+    CheckStateScalarsOn(op, "mu_products", mu_products, call.device());
+    call.UseDeviceSteps(state_steps, nadam_cols::kNumScalars);
+  }
+  if (call.ChecksOnly() || call.SkipStep(/*host_needs_answer=*/!capturable)) return;          // nothing is written yet
+  if (!capturable) call.SetStepScalars(StepRows(hyper, false), IncrementSteps(state_steps));  // first modification
   // Each parameter's mu_product is read, and advanced to prod_t, where it lives (on the CPU, or
   // on the parameter's device after load_state_dict or with capturable state).
   call.SetStateScalars({mu_products});
@@ -71,8 +67,8 @@ void CheckProduct(const char* op, double mu_product) {
 }
 
 // The functional ops' per-tensor scalars, at the momentum product `mu_product` through the step.
-auto StepScalars(double lr, double beta1, double beta2, double momentum_decay, double mu_product) {
-  return StepRows(NadamArgs{lr, beta1, beta2, momentum_decay}, true, {mu_product});
+auto StepScalars(const math::NadamHyper<double>& hyper, double mu_product) {
+  return StepRows(hyper, true, {mu_product});
 }
 
 Lists<3> NadamUpdate(at::TensorList params, at::TensorList grads, at::TensorList exp_avgs, at::TensorList exp_avg_sqs,
@@ -83,8 +79,7 @@ Lists<3> NadamUpdate(at::TensorList params, at::TensorList grads, at::TensorList
       MakeHyper(op, lr, beta1, beta2, eps, weight_decay, momentum_decay, decoupled_weight_decay, maximize);
   CheckProduct(op, mu_product);
   return Update(op, FUSED_OPTIM_KERNEL(NadamStep), hyper, params, grads,
-                {{"exp_avgs", exp_avgs}, {"exp_avg_sqs", exp_avg_sqs}}, step,
-                StepScalars(lr, beta1, beta2, momentum_decay, mu_product));
+                {{"exp_avgs", exp_avgs}, {"exp_avg_sqs", exp_avg_sqs}}, step, StepScalars(hyper, mu_product));
 }
 
 Lists<4> NadamUpdateBackward(const OptionalTensorList& grad_new_params, const OptionalTensorList& grad_new_exp_avgs,
@@ -101,7 +96,7 @@ Lists<4> NadamUpdateBackward(const OptionalTensorList& grad_new_params, const Op
                             {"grad_new_exp_avgs", grad_new_exp_avgs},
                             {"grad_new_exp_avg_sqs", grad_new_exp_avg_sqs}},
                            {{"params", params}, {"grads", grads}, {"exp_avgs", exp_avgs}, {"exp_avg_sqs", exp_avg_sqs}},
-                           step, StepScalars(lr, beta1, beta2, momentum_decay, mu_product));
+                           step, StepScalars(hyper, mu_product));
 }
 
 }  // namespace
@@ -111,7 +106,7 @@ FUSED_OPTIM_OPS(nadam, op) {
   op("nadam_step_(Tensor(a!)[] params, Tensor(g!)[] grads, Tensor(b!)[] exp_avgs, Tensor(c!)[] exp_avg_sqs, "
      "Tensor(d!)[] mu_products, Tensor(e!)[] state_steps, *, float lr, float beta1, float beta2, float eps, "
      "float weight_decay, float momentum_decay, bool decoupled_weight_decay, bool maximize, "
-     FUSED_OPTIM_AMP_ARGS ") -> ()",
+     FUSED_OPTIM_STEP_ARGS ") -> ()",
      &NadamStepInPlace);
   op("nadam_update(Tensor[] params, Tensor[] grads, Tensor[] exp_avgs, Tensor[] exp_avg_sqs, *, SymInt step, "
      "float mu_product, float lr, float beta1, float beta2, float eps, float weight_decay, float momentum_decay, "

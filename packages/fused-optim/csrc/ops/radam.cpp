@@ -14,40 +14,31 @@ math::RadamHyper<double> MakeHyper(const char* op, double lr, double beta1, doub
   return math::RadamHyper<double>::Make(lr, beta1, beta2, eps, weight_decay, decoupled_weight_decay, maximize);
 }
 
-// The step-only terms: bias corrections, the SMA length rho_t and the variance rectification.
-auto StepScalars(double beta1, double beta2) {
-  const double rho_inf = 2.0 / (1.0 - beta2) - 1.0;
-  return ScalarRows{radam_cols::kNumScalars, [=](double step, double* row) {
-                      using namespace radam_cols;
-                      const double bc2 = 1.0 - std::pow(beta2, step);
-                      const double rho_t = rho_inf - 2.0 * step * std::pow(beta2, step) / bc2;
-                      row[kBc1] = 1.0 - std::pow(beta1, step);
-                      row[kBc2Sqrt] = std::sqrt(bc2);
-                      row[kAdaptive] = rho_t > 5.0 ? 1.0 : 0.0;
-                      row[kRect] = rho_t > 5.0 ? std::sqrt((rho_t - 4.0) * (rho_t - 2.0) * rho_inf /
-                                                           ((rho_inf - 4.0) * (rho_inf - 2.0) * rho_t))
-                                               : 0.0;
-                    }};
+// The step-only terms (math/radam.h's StepRow).
+auto StepScalars(const math::RadamHyper<double>& hyper) {
+  return ScalarRows{radam_cols::kNumScalars,
+                    [=](double step, double* row) { bind::RadamStep::StepRow(hyper, step, row); }};
 }
 
 void RadamStepInPlace(at::TensorList params, at::TensorList grads, at::TensorList exp_avgs, at::TensorList exp_avg_sqs,
                       at::TensorList state_steps, double lr, double beta1, double beta2, double eps,
                       double weight_decay, bool decoupled_weight_decay, bool maximize,
-                      const std::optional<at::Tensor>& grad_scale, const std::optional<at::Tensor>& found_inf) {
+                      const std::optional<at::Tensor>& grad_scale, const std::optional<at::Tensor>& found_inf,
+                      bool capturable) {
   constexpr const char* op = "fused_optim::radam_step_";
-  StepInPlace(op, FUSED_OPTIM_KERNEL(RadamStep),
-              MakeHyper(op, lr, beta1, beta2, eps, weight_decay, decoupled_weight_decay, maximize), params, grads,
-              {{"exp_avgs", exp_avgs}, {"exp_avg_sqs", exp_avg_sqs}}, state_steps, {grad_scale, found_inf},
-              StepScalars(beta1, beta2));
+  const auto hyper = MakeHyper(op, lr, beta1, beta2, eps, weight_decay, decoupled_weight_decay, maximize);
+  StepInPlace(op, FUSED_OPTIM_KERNEL(RadamStep), hyper, params, grads,
+              {{"exp_avgs", exp_avgs}, {"exp_avg_sqs", exp_avg_sqs}}, state_steps, {grad_scale, found_inf}, capturable,
+              StepScalars(hyper));
 }
 
 Lists<3> RadamUpdate(at::TensorList params, at::TensorList grads, at::TensorList exp_avgs, at::TensorList exp_avg_sqs,
                      int64_t step, double lr, double beta1, double beta2, double eps, double weight_decay,
                      bool decoupled_weight_decay, bool maximize) {
   constexpr const char* op = "fused_optim::radam_update";
-  return Update(op, FUSED_OPTIM_KERNEL(RadamStep),
-                MakeHyper(op, lr, beta1, beta2, eps, weight_decay, decoupled_weight_decay, maximize), params, grads,
-                {{"exp_avgs", exp_avgs}, {"exp_avg_sqs", exp_avg_sqs}}, step, StepScalars(beta1, beta2));
+  const auto hyper = MakeHyper(op, lr, beta1, beta2, eps, weight_decay, decoupled_weight_decay, maximize);
+  return Update(op, FUSED_OPTIM_KERNEL(RadamStep), hyper, params, grads,
+                {{"exp_avgs", exp_avgs}, {"exp_avg_sqs", exp_avg_sqs}}, step, StepScalars(hyper));
 }
 
 Lists<4> RadamUpdateBackward(const OptionalTensorList& grad_new_params, const OptionalTensorList& grad_new_exp_avgs,
@@ -56,13 +47,13 @@ Lists<4> RadamUpdateBackward(const OptionalTensorList& grad_new_params, const Op
                              double lr, double beta1, double beta2, double eps, double weight_decay,
                              bool decoupled_weight_decay, bool maximize) {
   constexpr const char* op = "fused_optim::radam_update_backward";
-  return UpdateBackward<4>(op, FUSED_OPTIM_KERNEL(RadamBackward),
-                           MakeHyper(op, lr, beta1, beta2, eps, weight_decay, decoupled_weight_decay, maximize), params,
+  const auto hyper = MakeHyper(op, lr, beta1, beta2, eps, weight_decay, decoupled_weight_decay, maximize);
+  return UpdateBackward<4>(op, FUSED_OPTIM_KERNEL(RadamBackward), hyper, params,
                            {{"grad_new_params", grad_new_params},
                             {"grad_new_exp_avgs", grad_new_exp_avgs},
                             {"grad_new_exp_avg_sqs", grad_new_exp_avg_sqs}},
                            {{"params", params}, {"grads", grads}, {"exp_avgs", exp_avgs}, {"exp_avg_sqs", exp_avg_sqs}},
-                           step, StepScalars(beta1, beta2));
+                           step, StepScalars(hyper));
 }
 
 }  // namespace
@@ -71,7 +62,7 @@ Lists<4> RadamUpdateBackward(const OptionalTensorList& grad_new_params, const Op
 FUSED_OPTIM_OPS(radam, op) {
   op("radam_step_(Tensor(a!)[] params, Tensor(g!)[] grads, Tensor(b!)[] exp_avgs, Tensor(c!)[] exp_avg_sqs, "
      "Tensor(d!)[] state_steps, *, float lr, float beta1, float beta2, float eps, float weight_decay, "
-     "bool decoupled_weight_decay, bool maximize, " FUSED_OPTIM_AMP_ARGS ") -> ()",
+     "bool decoupled_weight_decay, bool maximize, " FUSED_OPTIM_STEP_ARGS ") -> ()",
      &RadamStepInPlace);
   op("radam_update(Tensor[] params, Tensor[] grads, Tensor[] exp_avgs, Tensor[] exp_avg_sqs, *, SymInt step, "
      "float lr, float beta1, float beta2, float eps, float weight_decay, bool decoupled_weight_decay, "

@@ -29,14 +29,14 @@ void RmspropStepInPlace(at::TensorList params, at::TensorList grads, at::TensorL
                         at::TensorList grad_avgs, at::TensorList momentum_buffers, at::TensorList state_steps,
                         double lr, double alpha, double eps, double weight_decay, double momentum, bool centered,
                         bool maximize, const std::optional<at::Tensor>& grad_scale,
-                        const std::optional<at::Tensor>& found_inf) {
+                        const std::optional<at::Tensor>& found_inf, bool capturable) {
   constexpr const char* op = "fused_optim::rmsprop_step_";
   const auto hyper = MakeHyper(op, lr, alpha, eps, weight_decay, momentum, centered, maximize);
   StepInPlace(op, FUSED_OPTIM_KERNEL(RmspropStep), hyper, params, grads,
               {{"square_avgs", square_avgs},
                {"grad_avgs", grad_avgs, centered, kNotCentered},
                {"momentum_buffers", momentum_buffers, hyper.has_momentum, kNoMomentum}},
-              state_steps, {grad_scale, found_inf});
+              state_steps, {grad_scale, found_inf}, capturable);
 }
 
 Lists<4> RmspropUpdate(at::TensorList params, at::TensorList grads, at::TensorList square_avgs,
@@ -77,7 +77,7 @@ Lists<5> RmspropUpdateBackward(const OptionalTensorList& grad_new_params,
 FUSED_OPTIM_OPS(rmsprop, op) {
   op("rmsprop_step_(Tensor(a!)[] params, Tensor(g!)[] grads, Tensor(b!)[] square_avgs, Tensor(c!)[] grad_avgs, "
      "Tensor(d!)[] momentum_buffers, Tensor(e!)[] state_steps, *, float lr, float alpha, float eps, "
-     "float weight_decay, float momentum, bool centered, bool maximize, " FUSED_OPTIM_AMP_ARGS ") -> ()",
+     "float weight_decay, float momentum, bool centered, bool maximize, " FUSED_OPTIM_STEP_ARGS ") -> ()",
      &RmspropStepInPlace);
   op("rmsprop_update(Tensor[] params, Tensor[] grads, Tensor[] square_avgs, Tensor[] grad_avgs, "
      "Tensor[] momentum_buffers, *, float lr, float alpha, float eps, float weight_decay, float momentum, "

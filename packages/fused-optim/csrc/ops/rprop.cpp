@@ -19,12 +19,12 @@ math::RpropHyper<double> MakeHyper(const char* op, double etaminus, double etapl
 void RpropStepInPlace(at::TensorList params, at::TensorList grads, at::TensorList prevs, at::TensorList step_sizes,
                       at::TensorList state_steps, double lr, double etaminus, double etaplus, double step_size_min,
                       double step_size_max, bool maximize, const std::optional<at::Tensor>& grad_scale,
-                      const std::optional<at::Tensor>& found_inf) {
+                      const std::optional<at::Tensor>& found_inf, bool capturable) {
   constexpr const char* op = "fused_optim::rprop_step_";
   CheckNonNegative(op, "learning rate", lr);  // it seeds new parameters' step sizes (done by the caller)
   StepInPlace(op, FUSED_OPTIM_KERNEL(RpropStep),
               MakeHyper(op, etaminus, etaplus, step_size_min, step_size_max, maximize), params, grads,
-              {{"prevs", prevs}, {"step_sizes", step_sizes}}, state_steps, {grad_scale, found_inf});
+              {{"prevs", prevs}, {"step_sizes", step_sizes}}, state_steps, {grad_scale, found_inf}, capturable);
 }
 
 Lists<3> RpropUpdate(at::TensorList params, at::TensorList grads, at::TensorList prevs, at::TensorList step_sizes,
@@ -54,7 +54,7 @@ Lists<4> RpropUpdateBackward(const OptionalTensorList& grad_new_params, const Op
 FUSED_OPTIM_OPS(rprop, op) {
   op("rprop_step_(Tensor(a!)[] params, Tensor(g!)[] grads, Tensor(b!)[] prevs, Tensor(c!)[] step_sizes, "
      "Tensor(d!)[] state_steps, *, float lr, float etaminus, float etaplus, float step_size_min, "
-     "float step_size_max, bool maximize, " FUSED_OPTIM_AMP_ARGS ") -> ()",
+     "float step_size_max, bool maximize, " FUSED_OPTIM_STEP_ARGS ") -> ()",
      &RpropStepInPlace);
   op("rprop_update(Tensor[] params, Tensor[] grads, Tensor[] prevs, Tensor[] step_sizes, *, float etaminus, "
      "float etaplus, float step_size_min, float step_size_max, bool maximize) -> (Tensor[], Tensor[], Tensor[])",

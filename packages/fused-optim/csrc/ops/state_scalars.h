@@ -50,4 +50,15 @@ inline void CheckStateScalars(const char* op, const char* name, at::TensorList s
                     " (each parameter needs its own; is a parameter listed twice?)");
 }
 
+// capturable=True: every one of these state scalars must be on the params' device, where the
+// kernel reads and advances it (one elsewhere would be read and written by the host at launch,
+// which a captured step would replay with the value of its capture).
+inline void CheckStateScalarsOn(const char* op, const char* name, at::TensorList scalars, const at::Device& device) {
+  for (size_t t = 0; t < scalars.size(); ++t) {
+    TORCH_CHECK_VALUE(scalars[t].device() == device, op, ": capturable=True needs every one of ", name,
+                      " on the params' device, but ", name, "[", t, "] is on ", scalars[t].device(), " and params on ",
+                      device, " (a state loaded or made with capturable=False: move it with .to(param.device))");
+  }
+}
+
 }  // namespace fused_optim

@@ -342,8 +342,9 @@ class _ForeachOptimizer(torch.optim.Optimizer):
                 if p.grad.is_sparse:
                     raise RuntimeError(f"{self._name} does not support sparse gradients")
                 state = self.state[p]
-                if not state:
-                    state["step"] = torch.tensor(0.0, dtype=_get_scalar_dtype())  # as torch.optim
+                if not state:  # the counter where torch.optim keeps it, capturable or not
+                    state["step"] = torch.tensor(0.0, dtype=_get_scalar_dtype(),
+                                                 device=p.device if group.get("capturable") else None)
                     for key in buffers:
                         state[key] = torch.zeros_like(p, memory_format=torch.preserve_format)
                 row = [p, p.grad, *(state[key] for key in buffers)]
@@ -363,9 +364,10 @@ class Lion(_ForeachOptimizer):
     _state = ("step", "exp_avg")
 
     def __init__(self, params: Any, lr: float | Tensor = 1e-4, betas: tuple[float, float] = (0.9, 0.99),
-                 weight_decay: float = 0.0, *, maximize: bool = False) -> None:
+                 weight_decay: float = 0.0, *, maximize: bool = False, capturable: bool = False) -> None:
         _check_hyper("Lion", lr, betas, 2, weight_decay=weight_decay)
-        super().__init__(params, dict(lr=lr, betas=tuple(betas), weight_decay=weight_decay, maximize=maximize))
+        super().__init__(params, dict(lr=lr, betas=tuple(betas), weight_decay=weight_decay, maximize=maximize,
+                                      capturable=capturable))
 
     def _update(self, group: dict[str, Any], lists: list[list[Tensor]], steps: list[float]) -> None:
         params, grads, exp_avgs = lists
@@ -393,10 +395,10 @@ class Adan(_ForeachOptimizer):
 
     def __init__(self, params: Any, lr: float | Tensor = 1e-3, betas: tuple[float, float, float] = (0.98, 0.92, 0.99),
                  eps: float = 1e-8, weight_decay: float = 0.0, *, no_prox: bool = False,
-                 maximize: bool = False) -> None:
+                 maximize: bool = False, capturable: bool = False) -> None:
         _check_hyper("Adan", lr, betas, 3, epsilon=eps, weight_decay=weight_decay)
         super().__init__(params, dict(lr=lr, betas=tuple(betas), eps=eps, weight_decay=weight_decay,
-                                      no_prox=no_prox, maximize=maximize))
+                                      no_prox=no_prox, maximize=maximize, capturable=capturable))
 
     def _update(self, group: dict[str, Any], lists: list[list[Tensor]], steps: list[float]) -> None:
         params, grads, m, v, n, prev = lists

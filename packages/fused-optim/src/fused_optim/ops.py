@@ -112,6 +112,13 @@ _eager: Any = type("_EagerOps", (), {name: staticmethod(_eager_or_boxed(name)) f
 # ``found_inf`` on the host, which waits for the device.
 _AMP_ARGS = ("grad_scale", "found_inf")
 
+# The in-place ops with step counters also take ``capturable`` (default False), as torch.optim's
+# option of that name: the kernel then reads each counter where it lives (it must be on the params'
+# device), computes the step's bias corrections from it per block and advances it after the update,
+# so the op reads nothing on the host (``found_inf`` included) and a CUDA graph may capture it; each
+# replay advances the counters. Without it the op increments the counters on the host (torch.optim
+# keeps them on the CPU) and computes the bias corrections there, once per distinct count.
+
 STEP_OPS = (
     "sgd_step_",
     "adam_step_",
@@ -952,7 +959,8 @@ def adam_step_(params: list[torch.Tensor], grads: list[torch.Tensor], exp_avgs: 
                exp_avg_sqs: list[torch.Tensor], max_exp_avg_sqs: list[torch.Tensor], state_steps: list[torch.Tensor],
                *, lr: float, beta1: float, beta2: float, weight_decay: float, eps: float, amsgrad: bool,
                maximize: bool, decoupled_weight_decay: bool,
-               grad_scale: torch.Tensor | None = None, found_inf: torch.Tensor | None = None) -> None:
+               grad_scale: torch.Tensor | None = None, found_inf: torch.Tensor | None = None,
+               capturable: bool = False) -> None:
     """In-place Adam/AdamW step; increments ``state_steps`` (torch.optim's per-parameter counters).
 
     Args:
@@ -965,6 +973,8 @@ def adam_step_(params: list[torch.Tensor], grads: list[torch.Tensor], exp_avgs: 
             (``betas`` split in two).
         decoupled_weight_decay: Whether the weight decay is AdamW's.
         grad_scale, found_inf: ``torch.amp.GradScaler``'s scale and skip flag (see ``_AMP_ARGS``).
+        capturable: Whether the kernel reads and advances ``state_steps`` itself, on the params'
+            device, where they must be (see the note on ``capturable`` above ``STEP_OPS``).
 
     >>> p, m, v, step = torch.ones(1), torch.zeros(1), torch.zeros(1), torch.tensor(0.0)
     >>> adam_step_([p], [torch.ones(1)], [m], [v], [], [step], lr=0.1, beta1=0.9,
@@ -976,14 +986,15 @@ def adam_step_(params: list[torch.Tensor], grads: list[torch.Tensor], exp_avgs: 
     _eager.adam_step_(params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, state_steps, lr=lr, beta1=beta1,
                       beta2=beta2, weight_decay=weight_decay, eps=eps, amsgrad=amsgrad, maximize=maximize,
                       decoupled_weight_decay=decoupled_weight_decay, grad_scale=grad_scale,
-                      found_inf=found_inf)
+                      found_inf=found_inf, capturable=capturable)
 
 
 def rmsprop_step_(params: list[torch.Tensor], grads: list[torch.Tensor], square_avgs: list[torch.Tensor],
                   grad_avgs: list[torch.Tensor], momentum_buffers: list[torch.Tensor],
                   state_steps: list[torch.Tensor], *, lr: float, alpha: float, eps: float, weight_decay: float,
                   momentum: float, centered: bool, maximize: bool,
-                  grad_scale: torch.Tensor | None = None, found_inf: torch.Tensor | None = None) -> None:
+                  grad_scale: torch.Tensor | None = None, found_inf: torch.Tensor | None = None,
+                  capturable: bool = False) -> None:
     """In-place RMSprop step; ``grad_avgs`` only when centered, ``momentum_buffers`` only when momentum > 0.
 
     Args:
@@ -994,6 +1005,8 @@ def rmsprop_step_(params: list[torch.Tensor], grads: list[torch.Tensor], square_
             place.
         lr, alpha, eps, weight_decay, momentum, centered, maximize: As in ``torch.optim.RMSprop``.
         grad_scale, found_inf: ``torch.amp.GradScaler``'s scale and skip flag (see ``_AMP_ARGS``).
+        capturable: Whether the kernel reads and advances ``state_steps`` itself, on the params'
+            device, where they must be (see the note on ``capturable`` above ``STEP_OPS``).
 
     >>> p, sq, step = torch.ones(1), torch.zeros(1), torch.tensor(0.0)
     >>> rmsprop_step_([p], [torch.ones(1)], [sq], [], [], [step], lr=0.1, alpha=0.75,
@@ -1004,13 +1017,14 @@ def rmsprop_step_(params: list[torch.Tensor], grads: list[torch.Tensor], square_
     _eager.rmsprop_step_(params, grads, square_avgs, grad_avgs, momentum_buffers, state_steps, lr=lr,
                          alpha=alpha, eps=eps, weight_decay=weight_decay, momentum=momentum,
                          centered=centered, maximize=maximize, grad_scale=grad_scale,
-                         found_inf=found_inf)
+                         found_inf=found_inf, capturable=capturable)
 
 
 def adagrad_step_(params: list[torch.Tensor], grads: list[torch.Tensor], state_sums: list[torch.Tensor],
                   state_steps: list[torch.Tensor], *, lr: float, lr_decay: float, weight_decay: float, eps: float,
                   maximize: bool,
-                  grad_scale: torch.Tensor | None = None, found_inf: torch.Tensor | None = None) -> None:
+                  grad_scale: torch.Tensor | None = None, found_inf: torch.Tensor | None = None,
+                  capturable: bool = False) -> None:
     """In-place Adagrad step.
 
     Args:
@@ -1019,6 +1033,8 @@ def adagrad_step_(params: list[torch.Tensor], grads: list[torch.Tensor], state_s
             place.
         lr, lr_decay, weight_decay, eps, maximize: As in ``torch.optim.Adagrad``.
         grad_scale, found_inf: ``torch.amp.GradScaler``'s scale and skip flag (see ``_AMP_ARGS``).
+        capturable: Whether the kernel reads and advances ``state_steps`` itself, on the params'
+            device, where they must be (see the note on ``capturable`` above ``STEP_OPS``).
 
     >>> p, total, step = torch.ones(1), torch.zeros(1), torch.tensor(0.0)
     >>> adagrad_step_([p], [torch.full((1,), 2.0)], [total], [step], lr=0.1, lr_decay=0.0,
@@ -1028,13 +1044,14 @@ def adagrad_step_(params: list[torch.Tensor], grads: list[torch.Tensor], state_s
     """
     _eager.adagrad_step_(params, grads, state_sums, state_steps, lr=lr, lr_decay=lr_decay,
                          weight_decay=weight_decay, eps=eps, maximize=maximize, grad_scale=grad_scale,
-                         found_inf=found_inf)
+                         found_inf=found_inf, capturable=capturable)
 
 
 def adadelta_step_(params: list[torch.Tensor], grads: list[torch.Tensor], square_avgs: list[torch.Tensor],
                    acc_deltas: list[torch.Tensor], state_steps: list[torch.Tensor], *, lr: float, rho: float,
                    eps: float, weight_decay: float, maximize: bool,
-                   grad_scale: torch.Tensor | None = None, found_inf: torch.Tensor | None = None) -> None:
+                   grad_scale: torch.Tensor | None = None, found_inf: torch.Tensor | None = None,
+                   capturable: bool = False) -> None:
     """In-place Adadelta step.
 
     Args:
@@ -1044,6 +1061,8 @@ def adadelta_step_(params: list[torch.Tensor], grads: list[torch.Tensor], square
             place.
         lr, rho, eps, weight_decay, maximize: As in ``torch.optim.Adadelta``.
         grad_scale, found_inf: ``torch.amp.GradScaler``'s scale and skip flag (see ``_AMP_ARGS``).
+        capturable: Whether the kernel reads and advances ``state_steps`` itself, on the params'
+            device, where they must be (see the note on ``capturable`` above ``STEP_OPS``).
 
     >>> p, sq, acc, step = torch.ones(1), torch.zeros(1), torch.zeros(1), torch.tensor(0.0)
     >>> adadelta_step_([p], [torch.ones(1)], [sq], [acc], [step], lr=1.0, rho=0.0, eps=1.0,
@@ -1053,13 +1072,14 @@ def adadelta_step_(params: list[torch.Tensor], grads: list[torch.Tensor], square
     """
     _eager.adadelta_step_(params, grads, square_avgs, acc_deltas, state_steps, lr=lr, rho=rho, eps=eps,
                           weight_decay=weight_decay, maximize=maximize, grad_scale=grad_scale,
-                          found_inf=found_inf)
+                          found_inf=found_inf, capturable=capturable)
 
 
 def adamax_step_(params: list[torch.Tensor], grads: list[torch.Tensor], exp_avgs: list[torch.Tensor],
                  exp_infs: list[torch.Tensor], state_steps: list[torch.Tensor], *, lr: float, beta1: float,
                  beta2: float, eps: float, weight_decay: float, maximize: bool,
-                 grad_scale: torch.Tensor | None = None, found_inf: torch.Tensor | None = None) -> None:
+                 grad_scale: torch.Tensor | None = None, found_inf: torch.Tensor | None = None,
+                 capturable: bool = False) -> None:
     """In-place Adamax step.
 
     Args:
@@ -1070,6 +1090,8 @@ def adamax_step_(params: list[torch.Tensor], grads: list[torch.Tensor], exp_avgs
         lr, beta1, beta2, eps, weight_decay, maximize: As in ``torch.optim.Adamax`` (``betas`` split
             in two).
         grad_scale, found_inf: ``torch.amp.GradScaler``'s scale and skip flag (see ``_AMP_ARGS``).
+        capturable: Whether the kernel reads and advances ``state_steps`` itself, on the params'
+            device, where they must be (see the note on ``capturable`` above ``STEP_OPS``).
 
     >>> p, m, u, step = torch.ones(1), torch.zeros(1), torch.zeros(1), torch.tensor(0.0)
     >>> adamax_step_([p], [torch.ones(1)], [m], [u], [step], lr=0.1, beta1=0.9, beta2=0.999,
@@ -1079,14 +1101,15 @@ def adamax_step_(params: list[torch.Tensor], grads: list[torch.Tensor], exp_avgs
     """
     _eager.adamax_step_(params, grads, exp_avgs, exp_infs, state_steps, lr=lr, beta1=beta1, beta2=beta2,
                         eps=eps, weight_decay=weight_decay, maximize=maximize, grad_scale=grad_scale,
-                        found_inf=found_inf)
+                        found_inf=found_inf, capturable=capturable)
 
 
 def radam_step_(params: list[torch.Tensor], grads: list[torch.Tensor], exp_avgs: list[torch.Tensor],
                 exp_avg_sqs: list[torch.Tensor], state_steps: list[torch.Tensor], *, lr: float, beta1: float,
                 beta2: float, eps: float, weight_decay: float, decoupled_weight_decay: bool,
                 maximize: bool,
-                grad_scale: torch.Tensor | None = None, found_inf: torch.Tensor | None = None) -> None:
+                grad_scale: torch.Tensor | None = None, found_inf: torch.Tensor | None = None,
+                capturable: bool = False) -> None:
     """In-place RAdam step.
 
     Args:
@@ -1097,6 +1120,8 @@ def radam_step_(params: list[torch.Tensor], grads: list[torch.Tensor], exp_avgs:
         lr, beta1, beta2, eps, weight_decay, decoupled_weight_decay, maximize: As in
             ``torch.optim.RAdam`` (``betas`` split in two).
         grad_scale, found_inf: ``torch.amp.GradScaler``'s scale and skip flag (see ``_AMP_ARGS``).
+        capturable: Whether the kernel reads and advances ``state_steps`` itself, on the params'
+            device, where they must be (see the note on ``capturable`` above ``STEP_OPS``).
 
     >>> p, m, v, step = torch.ones(1), torch.zeros(1), torch.zeros(1), torch.tensor(0.0)
     >>> radam_step_([p], [torch.ones(1)], [m], [v], [step], lr=0.1, beta1=0.9, beta2=0.999,
@@ -1107,13 +1132,14 @@ def radam_step_(params: list[torch.Tensor], grads: list[torch.Tensor], exp_avgs:
     _eager.radam_step_(params, grads, exp_avgs, exp_avg_sqs, state_steps, lr=lr, beta1=beta1, beta2=beta2,
                        eps=eps, weight_decay=weight_decay, decoupled_weight_decay=decoupled_weight_decay,
                        maximize=maximize, grad_scale=grad_scale,
-                       found_inf=found_inf)
+                       found_inf=found_inf, capturable=capturable)
 
 
 def lion_step_(params: list[torch.Tensor], grads: list[torch.Tensor], exp_avgs: list[torch.Tensor],
                state_steps: list[torch.Tensor], *, lr: float, beta1: float, beta2: float, weight_decay: float,
                maximize: bool,
-               grad_scale: torch.Tensor | None = None, found_inf: torch.Tensor | None = None) -> None:
+               grad_scale: torch.Tensor | None = None, found_inf: torch.Tensor | None = None,
+               capturable: bool = False) -> None:
     """In-place Lion step (Chen et al., 2023); increments ``state_steps``, which Lion itself does not read.
 
     Args:
@@ -1122,6 +1148,8 @@ def lion_step_(params: list[torch.Tensor], grads: list[torch.Tensor], exp_avgs: 
         lr, beta1, beta2, weight_decay, maximize: As in :class:`fused_optim.Lion` (``betas`` split
             in two).
         grad_scale, found_inf: ``torch.amp.GradScaler``'s scale and skip flag (see ``_AMP_ARGS``).
+        capturable: Whether the kernel reads and advances ``state_steps`` itself, on the params'
+            device, where they must be (see the note on ``capturable`` above ``STEP_OPS``).
 
     >>> p, m, step = torch.ones(2), torch.zeros(2), torch.tensor(0.0)
     >>> lion_step_([p], [torch.tensor([0.5, -2.0])], [m], [step], lr=0.1, beta1=0.9, beta2=0.99,
@@ -1131,14 +1159,15 @@ def lion_step_(params: list[torch.Tensor], grads: list[torch.Tensor], exp_avgs: 
     """
     _eager.lion_step_(params, grads, exp_avgs, state_steps, lr=lr, beta1=beta1, beta2=beta2,
                       weight_decay=weight_decay, maximize=maximize, grad_scale=grad_scale,
-                      found_inf=found_inf)
+                      found_inf=found_inf, capturable=capturable)
 
 
 def adan_step_(params: list[torch.Tensor], grads: list[torch.Tensor], exp_avgs: list[torch.Tensor],
                exp_avg_diffs: list[torch.Tensor], exp_avg_sqs: list[torch.Tensor], prev_grads: list[torch.Tensor],
                state_steps: list[torch.Tensor], *, lr: float, beta1: float, beta2: float, beta3: float, eps: float,
                weight_decay: float, no_prox: bool, maximize: bool,
-               grad_scale: torch.Tensor | None = None, found_inf: torch.Tensor | None = None) -> None:
+               grad_scale: torch.Tensor | None = None, found_inf: torch.Tensor | None = None,
+               capturable: bool = False) -> None:
     """In-place Adan step (Xie et al., 2022); increments ``state_steps``.
 
     A tensor whose counter reaches 1 takes this step's gradient difference as zero (its
@@ -1151,6 +1180,8 @@ def adan_step_(params: list[torch.Tensor], grads: list[torch.Tensor], exp_avgs: 
         lr, beta1, beta2, beta3, eps, weight_decay, no_prox, maximize: As in
             :class:`fused_optim.Adan` (``betas`` split in three).
         grad_scale, found_inf: ``torch.amp.GradScaler``'s scale and skip flag (see ``_AMP_ARGS``).
+        capturable: Whether the kernel reads and advances ``state_steps`` itself, on the params'
+            device, where they must be (see the note on ``capturable`` above ``STEP_OPS``).
 
     >>> p, z, step = torch.ones(1), torch.zeros(1), torch.tensor(0.0)
     >>> adan_step_([p], [torch.ones(1)], [z.clone()], [z.clone()], [z.clone()], [z.clone()], [step], lr=0.1,
@@ -1161,14 +1192,15 @@ def adan_step_(params: list[torch.Tensor], grads: list[torch.Tensor], exp_avgs: 
     _eager.adan_step_(params, grads, exp_avgs, exp_avg_diffs, exp_avg_sqs, prev_grads, state_steps, lr=lr,
                       beta1=beta1, beta2=beta2, beta3=beta3, eps=eps, weight_decay=weight_decay,
                       no_prox=no_prox, maximize=maximize, grad_scale=grad_scale,
-                      found_inf=found_inf)
+                      found_inf=found_inf, capturable=capturable)
 
 
 def nadam_step_(params: list[torch.Tensor], grads: list[torch.Tensor], exp_avgs: list[torch.Tensor],
                 exp_avg_sqs: list[torch.Tensor], mu_products: list[torch.Tensor], state_steps: list[torch.Tensor], *,
                 lr: float, beta1: float, beta2: float, eps: float, weight_decay: float, momentum_decay: float,
                 decoupled_weight_decay: bool, maximize: bool,
-                grad_scale: torch.Tensor | None = None, found_inf: torch.Tensor | None = None) -> None:
+                grad_scale: torch.Tensor | None = None, found_inf: torch.Tensor | None = None,
+                capturable: bool = False) -> None:
     """In-place NAdam step; increments ``state_steps`` and multiplies each ``mu_products`` entry by
     this step's momentum coefficient (both in their own dtype, as torch.optim does).
 
@@ -1182,6 +1214,8 @@ def nadam_step_(params: list[torch.Tensor], grads: list[torch.Tensor], exp_avgs:
         lr, beta1, beta2, eps, weight_decay, momentum_decay, decoupled_weight_decay, maximize: As in
             ``torch.optim.NAdam`` (``betas`` split in two).
         grad_scale, found_inf: ``torch.amp.GradScaler``'s scale and skip flag (see ``_AMP_ARGS``).
+        capturable: Whether the kernel reads and advances ``state_steps`` itself, on the params'
+            device, where they must be (see the note on ``capturable`` above ``STEP_OPS``).
 
     >>> p, m, v, prod, step = torch.ones(1), torch.zeros(1), torch.zeros(1), torch.tensor(1.0), torch.tensor(0.0)
     >>> nadam_step_([p], [torch.ones(1)], [m], [v], [prod], [step], lr=0.1, beta1=0.9, beta2=0.999,
@@ -1193,13 +1227,14 @@ def nadam_step_(params: list[torch.Tensor], grads: list[torch.Tensor], exp_avgs:
     _eager.nadam_step_(params, grads, exp_avgs, exp_avg_sqs, mu_products, state_steps, lr=lr, beta1=beta1,
                        beta2=beta2, eps=eps, weight_decay=weight_decay, momentum_decay=momentum_decay,
                        decoupled_weight_decay=decoupled_weight_decay, maximize=maximize, grad_scale=grad_scale,
-                       found_inf=found_inf)
+                       found_inf=found_inf, capturable=capturable)
 
 
 def rprop_step_(params: list[torch.Tensor], grads: list[torch.Tensor], prevs: list[torch.Tensor],
                 step_sizes: list[torch.Tensor], state_steps: list[torch.Tensor], *, lr: float, etaminus: float,
                 etaplus: float, step_size_min: float, step_size_max: float, maximize: bool,
-                grad_scale: torch.Tensor | None = None, found_inf: torch.Tensor | None = None) -> None:
+                grad_scale: torch.Tensor | None = None, found_inf: torch.Tensor | None = None,
+                capturable: bool = False) -> None:
     """In-place Rprop step.
 
     Args:
@@ -1211,6 +1246,8 @@ def rprop_step_(params: list[torch.Tensor], grads: list[torch.Tensor], prevs: li
         etaminus, etaplus, step_size_min, step_size_max, maximize: As in ``torch.optim.Rprop``
             (``etas`` and ``step_sizes`` split in two).
         grad_scale, found_inf: ``torch.amp.GradScaler``'s scale and skip flag (see ``_AMP_ARGS``).
+        capturable: Whether the kernel reads and advances ``state_steps`` itself, on the params'
+            device, where they must be (see the note on ``capturable`` above ``STEP_OPS``).
 
     >>> p, prev, size, step = torch.ones(2), torch.zeros(2), torch.full((2,), 0.1), torch.tensor(0.0)
     >>> rprop_step_([p], [torch.tensor([2.0, -3.0])], [prev], [size], [step], lr=0.1, etaminus=0.5,
@@ -1221,13 +1258,14 @@ def rprop_step_(params: list[torch.Tensor], grads: list[torch.Tensor], prevs: li
     _eager.rprop_step_(params, grads, prevs, step_sizes, state_steps, lr=lr, etaminus=etaminus,
                        etaplus=etaplus, step_size_min=step_size_min, step_size_max=step_size_max,
                        maximize=maximize, grad_scale=grad_scale,
-                       found_inf=found_inf)
+                       found_inf=found_inf, capturable=capturable)
 
 
 def asgd_step_(params: list[torch.Tensor], grads: list[torch.Tensor], axs: list[torch.Tensor],
                etas: list[torch.Tensor], mus: list[torch.Tensor], state_steps: list[torch.Tensor], *, lr: float,
                lambd: float, alpha: float, t0: float, weight_decay: float, maximize: bool,
-               grad_scale: torch.Tensor | None = None, found_inf: torch.Tensor | None = None) -> None:
+               grad_scale: torch.Tensor | None = None, found_inf: torch.Tensor | None = None,
+               capturable: bool = False) -> None:
     """In-place ASGD step: uses each parameter's ``etas``/``mus`` entry, then sets them to the
     schedule's next values (torch.optim's per-parameter state scalars).
 
@@ -1238,6 +1276,8 @@ def asgd_step_(params: list[torch.Tensor], grads: list[torch.Tensor], axs: list[
             place.
         lr, lambd, alpha, t0, weight_decay, maximize: As in ``torch.optim.ASGD``.
         grad_scale, found_inf: ``torch.amp.GradScaler``'s scale and skip flag (see ``_AMP_ARGS``).
+        capturable: Whether the kernel reads and advances ``state_steps`` itself, on the params'
+            device, where they must be (see the note on ``capturable`` above ``STEP_OPS``).
 
     >>> p, ax, step = torch.ones(1), torch.zeros(1), torch.tensor(0.0)
     >>> eta, mu = torch.tensor(0.1), torch.tensor(1.0)
@@ -1248,7 +1288,7 @@ def asgd_step_(params: list[torch.Tensor], grads: list[torch.Tensor], axs: list[
     """
     _eager.asgd_step_(params, grads, axs, etas, mus, state_steps, lr=lr, lambd=lambd, alpha=alpha, t0=t0,
                       weight_decay=weight_decay, maximize=maximize, grad_scale=grad_scale,
-                      found_inf=found_inf)
+                      found_inf=found_inf, capturable=capturable)
 
 
 def adafactor_step_(params: list[torch.Tensor], grads: list[torch.Tensor], row_vars: list[torch.Tensor],

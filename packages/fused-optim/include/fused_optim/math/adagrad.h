@@ -10,11 +10,12 @@ namespace fused_optim::math {
 template <typename T>
 struct AdagradHyper {
   T eps, weight_decay;
+  T lr, lr_decay;  // read by the step row alone (bind::AdagradStep::StepRow)
   bool maximize, has_l2;
   // The same hyper-parameters in another math type (kernels receive them in double).
   template <typename U>
   FUSED_OPTIM_HOST_DEVICE AdagradHyper<U> To() const {
-    return {U(eps), U(weight_decay), maximize, has_l2};
+    return {U(eps), U(weight_decay), U(lr), U(lr_decay), maximize, has_l2};
   }
 };
 
@@ -60,6 +61,10 @@ namespace fused_optim::bind {
 struct AdagradStep : StepSizeScalar {  // clr: the decayed learning rate
   template <typename T>
   using Hyper = math::AdagradHyper<T>;
+  // The row of step count `step` (the count after this update): lr / (1 + (step - 1) lr_decay).
+  FUSED_OPTIM_HOST_DEVICE static void StepRow(const Hyper<double>& h, double step, double* row) {
+    row[0] = h.lr / (1.0 + (step - 1.0) * h.lr_decay);
+  }
   template <typename T>
   static auto Flags(Hyper<T>& h, Scalars<T>& /*s*/) {
     return std::tie(h.maximize, h.has_l2);

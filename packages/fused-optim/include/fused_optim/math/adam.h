@@ -144,6 +144,11 @@ struct AdamStep {
   FUSED_OPTIM_HOST_DEVICE static Scalars<T> MakeScalars(const double* row) {
     return {T(row[adam_cols::kStepSize]), T(row[adam_cols::kBc2Sqrt])};
   }
+  // The row of step count `step` (the count after this update): the bias corrections.
+  FUSED_OPTIM_HOST_DEVICE static void StepRow(const Hyper<double>& h, double step, double* row) {
+    row[adam_cols::kStepSize] = h.lr / (1.0 - pow(h.beta1, step));
+    row[adam_cols::kBc2Sqrt] = sqrt(1.0 - pow(h.beta2, step));
+  }
   template <typename T>
   static auto Flags(Hyper<T>& h, Scalars<T>& /*s*/) {
     return std::tie(h.amsgrad, h.maximize, h.has_l2, h.has_decay, h.lerp_small);

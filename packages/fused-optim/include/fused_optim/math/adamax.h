@@ -9,13 +9,13 @@ namespace fused_optim::math {
 
 template <typename T>
 struct AdamaxHyper {
-  T beta1, beta2, eps, weight_decay;
-  T one_minus_beta1;  // complements taken in double, as torch.optim takes them
+  T lr, beta1, beta2, eps, weight_decay;  // lr: read by the step row alone (bind::AdamaxStep::StepRow)
+  T one_minus_beta1;                      // complements taken in double, as torch.optim takes them
   bool maximize, has_l2, lerp_small;
   // The same hyper-parameters in another math type (kernels receive them in double).
   template <typename U>
   FUSED_OPTIM_HOST_DEVICE AdamaxHyper<U> To() const {
-    return {U(beta1), U(beta2), U(eps), U(weight_decay), U(one_minus_beta1), maximize, has_l2, lerp_small};
+    return {U(lr), U(beta1), U(beta2), U(eps), U(weight_decay), U(one_minus_beta1), maximize, has_l2, lerp_small};
   }
 };
 
@@ -66,6 +66,10 @@ namespace fused_optim::bind {
 struct AdamaxStep : StepSizeScalar {  // clr: lr / (1 - beta1^step)
   template <typename T>
   using Hyper = math::AdamaxHyper<T>;
+  // The row of step count `step` (the count after this update).
+  FUSED_OPTIM_HOST_DEVICE static void StepRow(const Hyper<double>& h, double step, double* row) {
+    row[0] = h.lr / (1.0 - pow(h.beta1, step));
+  }
   template <typename T>
   static auto Flags(Hyper<T>& h, Scalars<T>& /*s*/) {
     return std::tie(h.maximize, h.has_l2, h.lerp_small);

@@ -114,6 +114,15 @@ struct AdanStep {
     using namespace adan_cols;
     return {T(row[kBc1]), T(row[kBc2]), T(row[kBc3Sqrt]), row[kHasPrev] != 0.0};
   }
+  // The row of step count `step` (the count after this update): the bias corrections, and whether
+  // a previous gradient exists.
+  FUSED_OPTIM_HOST_DEVICE static void StepRow(const Hyper<double>& h, double step, double* row) {
+    using namespace adan_cols;
+    row[kBc1] = 1.0 - pow(h.beta1, step);
+    row[kBc2] = 1.0 - pow(h.beta2, step);
+    row[kBc3Sqrt] = sqrt(1.0 - pow(h.beta3, step));
+    row[kHasPrev] = step > 1.0 ? 1.0 : 0.0;
+  }
   template <typename T>
   static auto Flags(Hyper<T>& h, Scalars<T>& s) {
     return std::tie(h.maximize, h.has_decay, h.has_prox, s.has_prev);

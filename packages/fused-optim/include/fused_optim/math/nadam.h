@@ -2,17 +2,27 @@
 //   g' = ±g (+ wd p, L2 form);  p <- p (1 - lr wd) (decoupled form)
 //   m <- lerp(m, g', 1 - b1);  v <- b2 v + (1 - b2) g'^2;  d = sqrt(v / bc2) + eps
 //   p <- p + cg g' / d + cm m / d,  cg = -lr (1 - mu_t) / (1 - prod_t),  cm = -lr mu_{t+1} / (1 - prod_{t+1})
-// where mu_t = b1 (1 - 0.5 * 0.96^(t psi)) depends only on the step (computed on the host, per
-// tensor) and prod_t = prod_{t-1} mu_t is each parameter's mu_product state scalar, read and
-// advanced where it lives (the kernels' state scalars, csrc/kernels.h).
+// where mu_t = b1 (1 - 0.5 * 0.96^(t psi)) depends only on the step (computed per tensor by the
+// host, or from the device step counter by the kernel: bind::Nadam::StepRow) and
+// prod_t = prod_{t-1} mu_t is each parameter's mu_product state scalar, read and advanced where it
+// lives (the kernels' state scalars, csrc/kernels.h).
 #pragma once
 
 #include "fused_optim/math/common.h"
 
 namespace fused_optim::math {
 
+// lr and momentum_decay are read by the step row alone (bind::Nadam::StepRow): the per-tensor
+// coefficients carry them.
 template <typename T>
-using NadamHyper = AdamFamilyHyper<T>;  // lr unused: the per-tensor coefficients carry it
+struct NadamHyper : AdamFamilyHyper<T> {
+  T momentum_decay;
+  // The same hyper-parameters in another math type (kernels receive them in double).
+  template <typename U>
+  FUSED_OPTIM_HOST_DEVICE NadamHyper<U> To() const {
+    return {AdamFamilyHyper<T>::template To<U>(), U(momentum_decay)};
+  }
+};
 
 // Per-tensor scalars: they depend on the tensor's own step count and momentum product.
 template <typename T>
@@ -94,6 +104,16 @@ struct Nadam {
   FUSED_OPTIM_HOST_DEVICE static Scalars<T> MakeScalars(const double* row, const StateIO& state) {
     using namespace nadam_cols;
     return math::NadamScalars<T>(row[kLr], row[kBc2], row[kMu], row[kMuNext], Product(row, state));
+  }
+  // The row of step count `step` (the count after this update) of an in-place step, whose state
+  // holds prod_{t-1} (a functional op, given prod_t, sets kProductFactor to 1).
+  FUSED_OPTIM_HOST_DEVICE static void StepRow(const Hyper<double>& h, double step, double* row) {
+    using namespace nadam_cols;
+    row[kLr] = h.lr;
+    row[kBc2] = 1.0 - pow(h.beta2, step);
+    row[kMu] = math::NadamMomentum(h.beta1, h.momentum_decay, step);
+    row[kMuNext] = math::NadamMomentum(h.beta1, h.momentum_decay, step + 1.0);
+    row[kProductFactor] = row[kMu];
   }
   template <typename StateIO>
   FUSED_OPTIM_HOST_DEVICE static void Advance(const double* row, const StateIO& state) {

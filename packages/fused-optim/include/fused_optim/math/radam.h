@@ -65,6 +65,19 @@ struct Radam {
     using namespace radam_cols;
     return {T(row[kBc1]), T(row[kBc2Sqrt]), T(row[kRect]), row[kAdaptive] != 0.0};
   }
+  // The row of step count `step` (the count after this update): the bias corrections, the SMA
+  // length rho_t and the variance rectification.
+  FUSED_OPTIM_HOST_DEVICE static void StepRow(const Hyper<double>& h, double step, double* row) {
+    using namespace radam_cols;
+    const double rho_inf = 2.0 / (1.0 - h.beta2) - 1.0;
+    const double bc2 = 1.0 - pow(h.beta2, step);
+    const double rho_t = rho_inf - 2.0 * step * pow(h.beta2, step) / bc2;
+    row[kBc1] = 1.0 - pow(h.beta1, step);
+    row[kBc2Sqrt] = sqrt(bc2);
+    row[kAdaptive] = rho_t > 5.0 ? 1.0 : 0.0;
+    row[kRect] =
+        rho_t > 5.0 ? sqrt((rho_t - 4.0) * (rho_t - 2.0) * rho_inf / ((rho_inf - 4.0) * (rho_inf - 2.0) * rho_t)) : 0.0;
+  }
   template <typename T>
   static auto Flags(Hyper<T>& h, Scalars<T>& s) {
     return std::tie(h.maximize, h.has_l2, h.has_decay, h.lerp_small, s.adaptive);

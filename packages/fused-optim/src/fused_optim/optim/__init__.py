@@ -9,9 +9,16 @@ in both directions. Arguments common to all:
 * ``maximize``: whether to maximize the objective instead of minimizing it;
 * ``foreach``, ``fused``: accepted for torch compatibility and ignored (the step is always the
   fused kernel);
-* ``differentiable``, ``capturable``: torch.optim features a fused kernel cannot offer; groups
-  with ``differentiable=True``, a learning rate that requires grad, or ``capturable=True`` and
-  CUDA parameters run torch's own implementation (capturable changes nothing for CPU parameters).
+* ``capturable`` (the classes whose torch.optim twin has it, and Lion and Adan): as in torch.optim,
+  each parameter's ``state["step"]`` (and NAdam's ``mu_product``; ASGD's ``eta`` and ``mu`` are
+  there anyway) is a tensor on the parameter's device, which the fused kernel reads, uses for the
+  bias corrections and advances there, so that a step reads nothing on the host and a CUDA graph
+  may capture it (each replay is one step). Without it, a step during CUDA-graph capture raises.
+  On CPU parameters the kernels take the same path (so CPU tests check it). A ``capturable``
+  group whose ``lr`` (or another hyper-parameter) is a tensor on a GPU runs torch's own
+  implementation, as the fused kernels take hyper-parameters as numbers;
+* ``differentiable``: a torch.optim feature a fused kernel cannot offer; groups with
+  ``differentiable=True`` or a learning rate that requires grad run torch's own implementation.
 
 Each class documents its own hyper-parameters; one step routine serves them all
 (``fused_optim.optim._common.FusedStep``).

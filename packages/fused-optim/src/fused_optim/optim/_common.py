@@ -25,31 +25,40 @@ def run_closure(closure: Callable[[], Any] | None) -> Any:
 
 
 def torch_path_needed(optimizer: torch.optim.Optimizer) -> bool:
-    """``differentiable=True`` and, for CUDA parameters, ``capturable=True`` are torch.optim
-    features outside a fused kernel's reach (autograd through in-place updates, CUDA-graph
-    capture): such groups run torch.optim's own implementation, so the class still accepts every
-    torch argument."""
+    """``differentiable=True`` (autograd through in-place updates) is a torch.optim feature outside
+    a fused kernel's reach, and so is a ``capturable`` group whose hyper-parameters are tensors on
+    a device (the kernels take them as numbers, which would be read on the host): such groups run
+    torch.optim's own implementation, so the class still accepts every torch argument.
+    ``capturable=True`` with numeric hyper-parameters runs the fused kernels, which then read and
+    advance the step counters on the parameters' device (see :mod:`fused_optim.optim`)."""
     for group in optimizer.param_groups:
         if group.get("differentiable"):
-            return True
-        # capturable asks for no host synchronisation, which CPU parameters never need (and
-        # torch.compile sets it on every group): only CUDA graph capture needs torch's path.
-        if group.get("capturable") and any(p.device.type != "cpu" for p in group["params"]):
             return True
         lr = group.get("lr")
         if isinstance(lr, Tensor) and lr.requires_grad:
             return True
+        if group.get("capturable") and any(_on_a_device(v) for k, v in group.items() if k != "params"):
+            return True
     return False
+
+
+def _on_a_device(value: Any) -> bool:
+    """Whether a group setting is (or holds, as ``betas`` may) a tensor off the CPU."""
+    if type(value) in (tuple, list):
+        return any(map(_on_a_device, value))
+    return isinstance(value, Tensor) and value.device.type != "cpu"
 
 
 def check_capture(optimizer: torch.optim.Optimizer) -> None:
     """Refuses a step inside CUDA-graph capture unless every group is ``capturable``, as
     torch.optim does.
 
-    A fused step reads its step counts and hyper-parameters on the host when it is launched, so a
-    captured step would replay the capture's bias corrections and never advance ``state["step"]``:
-    silently wrong. Costs one function call in a process that never initialized CUDA. Callers skip
-    it under ``torch.compile``, which decides on CUDA graphs itself (as torch.optim does).
+    Without ``capturable`` a fused step reads its step counts on the host when it is launched, so
+    a captured step would replay the capture's bias corrections and never advance
+    ``state["step"]``: silently wrong. With it the kernels read and advance the counters on the
+    device, and every replay is a step. Costs one function call in a process that never
+    initialized CUDA. Callers skip it under ``torch.compile``, which decides on CUDA graphs itself
+    (as torch.optim does).
     """
     if not (torch.cuda.is_initialized() and torch.cuda.is_current_stream_capturing()):
         return
@@ -402,10 +411,12 @@ class Slot(NamedTuple):
 def scalar_state(key: str, value: float | Callable[[dict[str, Any]], float] = 0.0, *, on_param_device: bool = False
                  ) -> Slot:
     """A 0-d state entry of torch's scalar dtype holding ``value`` (or ``value(group)``) at first: on
-    the CPU, as torch.optim keeps its step counters, or on the parameter's device (ASGD's)."""
+    the CPU, as torch.optim keeps its step counters, or on the parameter's device (ASGD's, and
+    every one of a ``capturable`` group, where torch.optim keeps them too)."""
     def init(p: Tensor, grad: Tensor, group: dict[str, Any]) -> Tensor:
         first = value(group) if callable(value) else value
-        return torch.tensor(first, dtype=_get_scalar_dtype(), device=p.device if on_param_device else None)
+        on_device = on_param_device or group.get("capturable")
+        return torch.tensor(first, dtype=_get_scalar_dtype(), device=p.device if on_device else None)
     return Slot(key, init, scalar=True)
 
 

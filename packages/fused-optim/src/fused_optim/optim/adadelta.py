@@ -32,4 +32,4 @@ class Adadelta(FusedStep, torch.optim.Adadelta):
 
     _state = ("step", "square_avg", "acc_delta")
     _floats = ("lr", "rho", "eps", "weight_decay")
-    _flags = ("maximize",)
+    _flags = ("maximize", "capturable")

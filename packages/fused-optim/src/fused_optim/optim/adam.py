@@ -33,5 +33,5 @@ class Adam(FusedStep, torch.optim.Adam):
 
     _state = ("step", "exp_avg", "exp_avg_sq", Slot("max_exp_avg_sq", when=option("amsgrad")))
     _floats = ("lr", "betas", "weight_decay", "eps")
-    _flags = ("amsgrad", "maximize", "decoupled_weight_decay")
+    _flags = ("amsgrad", "maximize", "decoupled_weight_decay", "capturable")
     _sparse_hint = ", please consider SparseAdam instead"

@@ -31,4 +31,4 @@ class Adamax(FusedStep, torch.optim.Adamax):
 
     _state = ("step", "exp_avg", "exp_inf")
     _floats = ("lr", "betas", "eps", "weight_decay")
-    _flags = ("maximize",)
+    _flags = ("maximize", "capturable")

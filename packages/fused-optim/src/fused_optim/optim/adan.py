@@ -31,7 +31,7 @@ class Adan(FusedStep, _reference.Adan):
     ``prev_grad``) are shared with the pure-PyTorch :class:`fused_optim._reference.Adan`.
 
     Args:
-        params, lr, maximize: shared by every drop-in class; see :mod:`fused_optim.optim`
+        params, lr, maximize, capturable: shared by every drop-in class; see :mod:`fused_optim.optim`
             (``lr`` defaults to 1e-3).
         betas: :math:`(\beta_1, \beta_2, \beta_3)`, the decay rates of the three moments (default
             ``(0.98, 0.92, 0.99)``), each in [0, 1).
@@ -49,4 +49,4 @@ class Adan(FusedStep, _reference.Adan):
     """
 
     _floats = ("lr", "betas", "eps", "weight_decay")
-    _flags = ("no_prox", "maximize")
+    _flags = ("no_prox", "maximize", "capturable")

@@ -37,4 +37,4 @@ class ASGD(FusedStep, torch.optim.ASGD):
               scalar_state("mu", 1.0, on_param_device=True), "ax")
     _columns = ("ax", "eta", "mu", "step")
     _floats = ("lr", "lambd", "alpha", "t0", "weight_decay")
-    _flags = ("maximize",)
+    _flags = ("maximize", "capturable")

@@ -27,7 +27,7 @@ class Lion(FusedStep, _reference.Lion):
     runs the groups a fused kernel cannot (a learning rate that requires grad).
 
     Args:
-        params, lr, maximize: shared by every drop-in class; see :mod:`fused_optim.optim`
+        params, lr, maximize, capturable: shared by every drop-in class; see :mod:`fused_optim.optim`
             (``lr`` defaults to 1e-4).
         betas: :math:`(\beta_1, \beta_2)`, the interpolation of the update and the decay of the
             momentum (default ``(0.9, 0.99)``), each in [0, 1).
@@ -43,4 +43,4 @@ class Lion(FusedStep, _reference.Lion):
     """
 
     _floats = ("lr", "betas", "weight_decay")
-    _flags = ("maximize",)
+    _flags = ("maximize", "capturable")

@@ -36,4 +36,4 @@ class NAdam(FusedStep, torch.optim.NAdam):
     _state = ("step", scalar_state("mu_product", 1.0), "exp_avg", "exp_avg_sq")  # torch's key order
     _columns = ("exp_avg", "exp_avg_sq", "mu_product", "step")
     _floats = ("lr", "betas", "eps", "weight_decay", "momentum_decay")
-    _flags = ("decoupled_weight_decay", "maximize")
+    _flags = ("decoupled_weight_decay", "maximize", "capturable")

@@ -33,4 +33,4 @@ class RAdam(FusedStep, torch.optim.RAdam):
 
     _state = ("step", "exp_avg", "exp_avg_sq")
     _floats = ("lr", "betas", "eps", "weight_decay")
-    _flags = ("decoupled_weight_decay", "maximize")
+    _flags = ("decoupled_weight_decay", "maximize", "capturable")

@@ -35,4 +35,4 @@ class RMSprop(FusedStep, torch.optim.RMSprop):
               Slot("grad_avg", when=option("centered")))
     _columns = ("square_avg", "grad_avg", "momentum_buffer", "step")
     _floats = ("lr", "alpha", "eps", "weight_decay", "momentum")
-    _flags = ("centered", "maximize")
+    _flags = ("centered", "maximize", "capturable")

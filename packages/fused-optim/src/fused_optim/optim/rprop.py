@@ -44,4 +44,4 @@ class Rprop(FusedStep, torch.optim.Rprop):
     _state = ("step", "prev", Slot("step_size", _initial_step_size))
     # lr is checked too: it seeds the step sizes of new state
     _floats = ("lr", ("etas", "etaminus", "etaplus"), ("step_sizes", "step_size_min", "step_size_max"))
-    _flags = ("maximize",)
+    _flags = ("maximize", "capturable")
