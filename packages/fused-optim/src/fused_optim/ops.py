@@ -27,6 +27,7 @@ from __future__ import annotations
 import contextlib
 import itertools
 import operator
+import sys
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
@@ -80,10 +81,33 @@ def _eager_or_boxed(name: str) -> Callable[..., Any]:
             result = eager(*args, **kwargs)
             if result is not NotImplemented:
                 return result
+            if not _dtensor_registered:  # the arguments may be DTensors (declined, as every subclass)
+                _register_dtensor()
         return boxed(*args, **kwargs)
 
     call.__name__ = call.__qualname__ = name
     return call
+
+
+_dtensor_registered = False
+
+
+def _register_dtensor() -> bool:
+    """Registers the DTensor handlers of every op (``fused_optim._dtensor``) once
+    ``torch.distributed.tensor`` has been imported; returns whether they are registered.
+
+    Called at import and wherever an eager call declined its arguments (as it declines every tensor
+    subclass), before the boxed call: a DTensor exists only once its module was imported, and
+    fused-optim never imports it itself (it costs about a second). Calling ``torch.ops.fused_optim``
+    directly with DTensors, before any of this package's wrappers saw one, needs this call first.
+    """
+    global _dtensor_registered
+    if not _dtensor_registered and "torch.distributed.tensor" in sys.modules:
+        from fused_optim import _dtensor
+
+        _dtensor.register()
+        _dtensor_registered = True
+    return _dtensor_registered
 
 
 # Every op of every csrc/ops/<algo>.cpp, by name: what this package's eager callers run.
@@ -530,7 +554,9 @@ def _make_node(spec: FunctionalOpSpec, node_name: str) -> type[torch.autograd.Fu
         if type(layout) is _Plan:  # the eager runner's: the unboxed call, positionally
             lists = split_flat(flat, layout.sizes)
             results = eager_op(*lists, *hyper)
-            if results is NotImplemented:  # a layer above the kernel has work (a profiler...)
+            if results is NotImplemented:  # a layer above the kernel has work (a profiler, DTensor...)
+                if not _dtensor_registered:
+                    _register_dtensor()
                 with below_autograd():
                     results = op(*lists, **dict(zip(hyper_names, hyper)))
             return _flat(results)
@@ -543,6 +569,8 @@ def _make_node(spec: FunctionalOpSpec, node_name: str) -> type[torch.autograd.Fu
         # it may (grad mode is off in here), else torch.ops below autograd.
         results = eager_op(*lists, **hyper)
         if results is NotImplemented:
+            if not _dtensor_registered:
+                _register_dtensor()
             with below_autograd():
                 results = op(*lists, **hyper)
         return tuple(chain(results))
@@ -1265,3 +1293,6 @@ def adafactor_step_(params: list[torch.Tensor], grads: list[torch.Tensor], row_v
                            beta2_decay=beta2_decay, eps1=eps1, eps2=eps2, d=d, weight_decay=weight_decay,
                            maximize=maximize, factored=factored, grad_scale=grad_scale,
                            found_inf=found_inf)
+
+
+_register_dtensor()  # where torch.distributed.tensor is already imported; else at the first DTensor call

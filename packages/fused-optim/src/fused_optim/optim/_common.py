@@ -231,6 +231,7 @@ def _check_duplicates(name: str, calls: list[list[list[Tensor]]]) -> None:
         for p in lists[0]:
             if p.numel() == 0:
                 continue
+            p = getattr(p, "_local_tensor", p)  # a DTensor's own shard: it has no storage itself
             where = (p.untyped_storage().data_ptr(), p.storage_offset(), tuple(p.shape), tuple(p.stride()))
             if where in seen:
                 raise ValueError(f"{name}: the same parameter appears twice in the parameter groups "
