@@ -60,7 +60,9 @@ class Block(nn.Module):
     def __init__(self) -> None:
         super().__init__()
         self.norm = nn.LayerNorm(DIM)
-        self.q, self.k, self.v = nn.Linear(DIM, DIM), nn.Linear(DIM, DIM), nn.Linear(DIM, DIM)
+        # No key bias: softmax cancels it, so its gradient is rounding noise that Adagrad-like
+        # steps (g / sqrt(sum g^2)) blow up to +-lr, differently in every summation order.
+        self.q, self.k, self.v = nn.Linear(DIM, DIM), nn.Linear(DIM, DIM, bias=False), nn.Linear(DIM, DIM)
         self.proj = nn.Linear(DIM, DIM)
         self.up = nn.Linear(DIM, HIDDEN)
         self.down = nn.Linear(HIDDEN, DIM)
