@@ -35,7 +35,7 @@ KWARGS: dict[str, dict[str, Any]] = {
     "SGD": dict(lr=1e-2, momentum=0.9, nesterov=True),
     "Adagrad": dict(lr=1e-2),
     "Adadelta": dict(lr=1.0),
-    "RMSprop": dict(lr=1e-2, momentum=0.5, centered=True),
+    "RMSprop": dict(lr=2e-3, momentum=0.5, centered=True),
     "Rprop": dict(lr=1e-2),
     "ASGD": dict(lr=1e-2, t0=1.0),
     "Adafactor": dict(lr=1e-2),
