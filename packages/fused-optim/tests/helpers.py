@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -138,6 +138,66 @@ FUNCTIONAL_CASES = _cases()
 
 def op(name: str) -> Callable[..., Any]:
     return getattr(torch.ops.fused_optim, name).default
+
+
+def step_args(name: str, dtype: torch.dtype = torch.float32, shapes: Sequence[tuple[int, ...]] = ((3,), (2, 2))
+              ) -> tuple[tuple[list[torch.Tensor], ...], dict[str, Any]]:
+    """Arguments of one call of the step op ``name``: its lists (one tensor per shape) and keyword
+    arguments, most options switched on."""
+    gen = torch.Generator().manual_seed(0)
+
+    def lst(pos=False):
+        out = [torch.randn(s, generator=gen, dtype=dtype) for s in shapes]
+        return [t.abs() + 0.5 for t in out] if pos else out
+
+    def steps():
+        return [torch.tensor(0.0) for _ in shapes]
+
+    p, g = lst(), lst()
+    if name == "sgd_step_":
+        return (p, g, lst()), dict(lr=0.1, momentum=0.9, dampening=0.0, weight_decay=0.1, nesterov=True,
+                                   maximize=False, first_step=False)
+    if name == "adam_step_":
+        return (p, g, lst(), lst(True), lst(True), steps()), dict(
+            lr=0.1, beta1=0.9, beta2=0.99, weight_decay=0.1, eps=1e-8, amsgrad=True, maximize=True,
+            decoupled_weight_decay=True)
+    if name == "rmsprop_step_":
+        return (p, g, lst(True), [0.1 * t for t in lst()], lst(), steps()), dict(
+            lr=0.01, alpha=0.9, eps=1e-8, weight_decay=0.1, momentum=0.9, centered=True, maximize=False)
+    if name == "adagrad_step_":
+        return (p, g, lst(True), steps()), dict(lr=0.1, lr_decay=0.01, weight_decay=0.1, eps=1e-10,
+                                                maximize=False)
+    if name == "adadelta_step_":
+        return (p, g, lst(True), lst(True), steps()), dict(lr=1.0, rho=0.9, eps=1e-6, weight_decay=0.1,
+                                                          maximize=True)
+    if name == "adamax_step_":
+        return (p, g, lst(), lst(True), steps()), dict(lr=0.01, beta1=0.9, beta2=0.999, eps=1e-8,
+                                                      weight_decay=0.1, maximize=False)
+    if name == "radam_step_":
+        return (p, g, lst(), lst(True), steps()), dict(lr=0.01, beta1=0.9, beta2=0.999, eps=1e-8,
+                                                      weight_decay=0.1, decoupled_weight_decay=True,
+                                                      maximize=False)
+    if name == "lion_step_":
+        return (p, g, lst(), steps()), dict(lr=0.01, beta1=0.9, beta2=0.99, weight_decay=0.1, maximize=True)
+    if name == "adan_step_":
+        return (p, g, lst(), lst(), lst(True), lst(), steps()), dict(
+            lr=0.01, beta1=0.98, beta2=0.92, beta3=0.99, eps=1e-8, weight_decay=0.1, no_prox=False, maximize=False)
+    if name == "nadam_step_":
+        products = [torch.tensor(1.0) for _ in shapes]
+        return (p, g, lst(), lst(True), products, steps()), dict(
+            lr=0.01, beta1=0.9, beta2=0.999, eps=1e-8, weight_decay=0.1, momentum_decay=4e-3,
+            decoupled_weight_decay=True, maximize=True)
+    if name == "rprop_step_":
+        return (p, g, lst(), [0.01 * t for t in lst(True)], steps()), dict(
+            lr=0.01, etaminus=0.5, etaplus=1.2, step_size_min=1e-6, step_size_max=50.0, maximize=True)
+    if name == "asgd_step_":
+        etas, mus = [torch.tensor(0.01) for _ in shapes], [torch.tensor(1.0) for _ in shapes]
+        return (p, g, lst(), etas, mus, steps()), dict(lr=0.01, lambd=1e-4, alpha=0.75, t0=1.0,
+                                                         weight_decay=0.1, maximize=False)
+    if name == "adafactor_step_":
+        return (p, g, [], [], lst(True), steps()), dict(lr=0.01, beta2_decay=-0.8, eps1=1e-30, eps2=1e-3, d=1.0,
+                                                        weight_decay=0.1, maximize=True, factored=False)
+    raise AssertionError(name)
 
 
 def tolerances(dtype: torch.dtype) -> dict[str, float]:

@@ -147,7 +147,7 @@ def _outputs_like(op: torch._ops.OpOverload, result: Any, like: list[DTensor | N
     """Wraps each output list's i-th tensor as a DTensor placed like ``like[i]``."""
     if result is None:
         return None
-    return tuple([t if like[i] is None else _wrap(t, like[i]) for i, t in enumerate(out)] for out in result)
+    return tuple([t if (ref := like[i]) is None else _wrap(t, ref) for i, t in enumerate(out)] for out in result)
 
 
 def elementwise_handler(op: torch._ops.OpOverload, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
@@ -204,7 +204,7 @@ def _shard(whole: torch.Tensor, like: DTensor) -> DTensor:
 
 def register() -> None:
     """Puts a handler for every fused_optim op into DTensor's dispatcher (idempotent)."""
-    table = DTensor._op_dispatcher._custom_op_handlers
+    table: dict[Any, Any] = DTensor._op_dispatcher._custom_op_handlers
     for name in _C._eager:
         if name.startswith("_"):
             continue

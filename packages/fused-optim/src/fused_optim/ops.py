@@ -25,6 +25,9 @@ it); the drop-in optimizers call them under ``torch.no_grad()``.
 from __future__ import annotations
 
 import contextlib
+import importlib.abc
+import importlib.machinery
+import importlib.util
 import itertools
 import operator
 import sys
@@ -81,33 +84,10 @@ def _eager_or_boxed(name: str) -> Callable[..., Any]:
             result = eager(*args, **kwargs)
             if result is not NotImplemented:
                 return result
-            if not _dtensor_registered:  # the arguments may be DTensors (declined, as every subclass)
-                _register_dtensor()
         return boxed(*args, **kwargs)
 
     call.__name__ = call.__qualname__ = name
     return call
-
-
-_dtensor_registered = False
-
-
-def _register_dtensor() -> bool:
-    """Registers the DTensor handlers of every op (``fused_optim._dtensor``) once
-    ``torch.distributed.tensor`` has been imported; returns whether they are registered.
-
-    Called at import and wherever an eager call declined its arguments (as it declines every tensor
-    subclass), before the boxed call: a DTensor exists only once its module was imported, and
-    fused-optim never imports it itself (it costs about a second). Calling ``torch.ops.fused_optim``
-    directly with DTensors, before any of this package's wrappers saw one, needs this call first.
-    """
-    global _dtensor_registered
-    if not _dtensor_registered and "torch.distributed.tensor" in sys.modules:
-        from fused_optim import _dtensor
-
-        _dtensor.register()
-        _dtensor_registered = True
-    return _dtensor_registered
 
 
 # Every op of every csrc/ops/<algo>.cpp, by name: what this package's eager callers run.
@@ -554,9 +534,7 @@ def _make_node(spec: FunctionalOpSpec, node_name: str) -> type[torch.autograd.Fu
         if type(layout) is _Plan:  # the eager runner's: the unboxed call, positionally
             lists = split_flat(flat, layout.sizes)
             results = eager_op(*lists, *hyper)
-            if results is NotImplemented:  # a layer above the kernel has work (a profiler, DTensor...)
-                if not _dtensor_registered:
-                    _register_dtensor()
+            if results is NotImplemented:  # a layer above the kernel has work (a profiler...)
                 with below_autograd():
                     results = op(*lists, **dict(zip(hyper_names, hyper)))
             return _flat(results)
@@ -569,8 +547,6 @@ def _make_node(spec: FunctionalOpSpec, node_name: str) -> type[torch.autograd.Fu
         # it may (grad mode is off in here), else torch.ops below autograd.
         results = eager_op(*lists, **hyper)
         if results is NotImplemented:
-            if not _dtensor_registered:
-                _register_dtensor()
             with below_autograd():
                 results = op(*lists, **hyper)
         return tuple(chain(results))
@@ -1295,4 +1271,49 @@ def adafactor_step_(params: list[torch.Tensor], grads: list[torch.Tensor], row_v
                            found_inf=found_inf)
 
 
-_register_dtensor()  # where torch.distributed.tensor is already imported; else at the first DTensor call
+# --- DTensor -------------------------------------------------------------------------------------
+
+class _RegisterOnImport(importlib.abc.MetaPathFinder, importlib.abc.Loader):
+    """Registers the DTensor handlers (:mod:`fused_optim._dtensor`) right after
+    ``torch.distributed.tensor`` is imported, wherever that happens.
+
+    fused-optim never imports that module itself (it costs about a second), and DTensors exist only
+    once it is imported: so this finder, ahead of the others in ``sys.meta_path``, wraps the
+    module's loader and leaves ``sys.meta_path`` again after that one import.
+    """
+
+    _NAME = "torch.distributed.tensor"
+
+    def find_spec(self, fullname: str, path: Any, target: Any = None) -> importlib.machinery.ModuleSpec | None:
+        if fullname != self._NAME:
+            return None
+        self.remove()
+        spec = importlib.util.find_spec(fullname)
+        if spec is None or spec.loader is None:
+            return spec
+        self._loader = spec.loader
+        spec.loader = self
+        return spec
+
+    def create_module(self, spec: importlib.machinery.ModuleSpec) -> Any:
+        return self._loader.create_module(spec)
+
+    def exec_module(self, module: Any) -> None:
+        self._loader.exec_module(module)
+        _register_dtensor()
+
+    def remove(self) -> None:
+        with contextlib.suppress(ValueError):
+            sys.meta_path.remove(self)
+
+
+def _register_dtensor() -> None:
+    from fused_optim import _dtensor
+
+    _dtensor.register()
+
+
+if _RegisterOnImport._NAME in sys.modules:
+    _register_dtensor()
+else:
+    sys.meta_path.insert(0, _RegisterOnImport())
