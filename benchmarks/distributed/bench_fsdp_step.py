@@ -174,13 +174,12 @@ def parser() -> argparse.ArgumentParser:
 
 
 def main() -> int:
-    args, rest = parser().parse_known_args()
-    if args.role == "rank":
-        rank_main(args)
+    if "--role" in sys.argv and "rank" in sys.argv:
+        rank_main(parser().parse_args())
         return 0
-    import _suite
+    import _suite  # the driver: every option goes to pytest (the suite's --rounds, --quick...)
 
-    return _suite.run_suite(HERE / "test_fsdp_step.py", rest)
+    return _suite.run_suite(HERE / "test_fsdp_step.py", sys.argv[1:])
 
 
 if __name__ == "__main__":
