@@ -97,10 +97,11 @@ def loss_fn(model: nn.Module, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
 def _tp_plan() -> dict[str, Any]:
     from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel
 
-    # qkv and up split their outputs, proj and down their inputs (Megatron's MLP split); the norm
-    # and head stay plain tensors beside the DTensors, as they do in users' TP models.
-    return {"q": ColwiseParallel(), "k": ColwiseParallel(), "v": ColwiseParallel(), "proj": RowwiseParallel(), "up": ColwiseParallel(),
-            "down": RowwiseParallel()}
+    # q, k, v and up split their outputs (each rank its heads), proj and down their inputs
+    # (Megatron's split); the norm and head stay plain tensors beside the DTensors, as they do in
+    # users' TP models (the drop-ins then make one op call for each kind).
+    return {"q": ColwiseParallel(), "k": ColwiseParallel(), "v": ColwiseParallel(),
+            "proj": RowwiseParallel(), "up": ColwiseParallel(), "down": RowwiseParallel()}
 
 
 def shard_fsdp(model: nn.Module, mesh: Any, **kwargs: Any) -> nn.Module:
