@@ -123,7 +123,7 @@ def _launches(mesh: Any) -> dict:
 
 
 def _optimizer_check(mesh: Any, name: str, placement: str) -> dict:
-    """Three steps of a drop-in class on DTensor parameters against the same class on plain ones;
+    """Four steps of a drop-in class on DTensor parameters against the same class on plain ones;
     its state as torch.optim keeps it (DTensor buffers, plain scalars)."""
     gen = torch.Generator().manual_seed(3)
     whole = [torch.randn(s, generator=gen) for s in SHAPES]
@@ -131,9 +131,9 @@ def _optimizer_check(mesh: Any, name: str, placement: str) -> dict:
     ours = [torch.nn.Parameter(_distribute(t, mesh, placement)) for t in whole]
     cls = getattr(fused_optim, name)
     opt_plain, opt_ours = cls(plain, **OPTIMIZERS[name]), cls(ours, **OPTIMIZERS[name])
-    for _ in range(3):
-        for p, q in zip(plain, ours):
-            g = torch.randn(p.shape, generator=gen)
+    for step in range(4):  # the third step reuses the second's lists; the fourth lacks a gradient
+        for i, (p, q) in enumerate(zip(plain, ours)):
+            g = None if step == 3 and i == 1 else torch.randn(p.shape, generator=gen)
             p.grad, q.grad = g, _distribute(g, mesh, placement)
         opt_plain.step()
         opt_ours.step()
@@ -304,7 +304,10 @@ def test_partial_and_mismatched_shapes_are_refused(mesh):
     from torch.distributed.tensor import DTensor, Partial, Shard, distribute_tensor
 
     partial = DTensor.from_local(torch.ones(SHAPES[0]), mesh, [Partial()])
-    assert "grads[0] has a Partial placement" in _error_and_untouched(mesh, grads=(0, partial))
+    assert "params[0] has a Partial placement (Partial(sum),); reduce it first" in _error_and_untouched(
+        mesh, params=(0, partial))
+    assert "grads[0] has placements (Partial(sum),) but params[0] has (Shard(dim=0),)" in _error_and_untouched(
+        mesh, grads=(0, partial))
     other = distribute_tensor(torch.zeros(6, 4), mesh, [Shard(0)])
     assert _error_and_untouched(mesh, exp_avgs=(0, other)).startswith(
         "ValueError: fused_optim::adam_step_: exp_avgs[0] has shape (6, 4) but params[0] has (4, 6)")

@@ -33,7 +33,7 @@ from typing import Any
 
 import torch
 from torch._prims_common import make_contiguous_strides_for
-from torch.distributed.tensor import DTensor, Partial, Replicate
+from torch.distributed.tensor import DTensor, Replicate
 from torch.distributed.tensor._dtensor_spec import DTensorSpec, TensorMeta
 from torch.distributed.tensor._redistribute import redistribute_local_tensor
 
@@ -63,7 +63,8 @@ def _index_specs(op: torch._ops.OpOverload, lists: Sequence[Sequence[Any]], same
     """Per index ``i``: the first DTensor of the per-element lists there (with its list's name),
     having checked that every other one there has its mesh and placements (and, where
     ``same_shape``, its shape), that none is a plain tensor and none is ``Partial``."""
-    where = _where(op)
+    # Runs on every step of a drop-in class: the common case (the same mesh object, equal
+    # placement tuples and sizes) costs a few comparisons per tensor.
     first: dict[int, tuple[str, DTensor]] = {}
     for name, values in zip(_list_names(op), lists):
         if name in SCALAR_LISTS:
@@ -72,26 +73,37 @@ def _index_specs(op: torch._ops.OpOverload, lists: Sequence[Sequence[Any]], same
             if t is None:  # an absent output gradient of a backward op
                 continue
             if not isinstance(t, DTensor):
-                raise TypeError(f"{where}: {name}[{i}] is a plain {type(t).__name__} but the call has DTensor "
+                raise TypeError(f"{_where(op)}: {name}[{i}] is a plain {type(t).__name__} but the call has DTensor "
                                 "arguments: every tensor of the per-element lists must be a DTensor, or none")
-            if any(isinstance(p, Partial) for p in t.placements):
-                raise ValueError(f"{where}: {name}[{i}] has a Partial placement {t.placements}; reduce it first "
-                                 "(e.g. .redistribute() to Shard or Replicate): the update is not linear")
-            ref = first.setdefault(i, (name, t))
-            if ref[1] is t:
+            ref = first.get(i)
+            if ref is None:
+                if _has_partial(t._spec.placements):
+                    raise ValueError(f"{_where(op)}: {name}[{i}] has a Partial placement {t.placements}; reduce it "
+                                     "first (e.g. .redistribute() to Shard or Replicate): the update is not linear")
+                first[i] = (name, t)
                 continue
-            ref_name, ref_t = ref
-            if t.device_mesh != ref_t.device_mesh:
-                raise ValueError(f"{where}: {name}[{i}] is on device mesh {t.device_mesh} but {ref_name}[{i}] "
-                                 f"is on {ref_t.device_mesh}: the i-th tensors of all lists must share a mesh")
-            if same_shape and t.placements != ref_t.placements:
-                raise ValueError(f"{where}: {name}[{i}] has placements {t.placements} but {ref_name}[{i}] has "
-                                 f"{ref_t.placements}: the i-th tensors of all lists must be placed alike (the "
+            spec, ref_spec = t._spec, ref[1]._spec
+            if spec.mesh is not ref_spec.mesh and spec.mesh != ref_spec.mesh:
+                raise ValueError(f"{_where(op)}: {name}[{i}] is on device mesh {spec.mesh} but {ref[0]}[{i}] is on "
+                                 f"{ref_spec.mesh}: the i-th tensors of all lists must share a mesh")
+            if not same_shape:
+                if _has_partial(spec.placements):
+                    raise ValueError(f"{_where(op)}: {name}[{i}] has a Partial placement {t.placements}; reduce "
+                                     "it first (e.g. .redistribute() to Shard or Replicate)")
+                continue
+            if spec.placements != ref_spec.placements:
+                raise ValueError(f"{_where(op)}: {name}[{i}] has placements {t.placements} but {ref[0]}[{i}] has "
+                                 f"{ref[1].placements}: the i-th tensors of all lists must be placed alike (the "
                                  "update is computed on the local shards)")
-            if same_shape and t.shape != ref_t.shape:
-                raise ValueError(f"{where}: {name}[{i}] has shape {tuple(t.shape)} but {ref_name}[{i}] has "
-                                 f"{tuple(ref_t.shape)}")
+            if t.shape != ref[1].shape:
+                raise ValueError(f"{_where(op)}: {name}[{i}] has shape {tuple(t.shape)} but {ref[0]}[{i}] has "
+                                 f"{tuple(ref[1].shape)}")
     return first
+
+
+@functools.cache
+def _has_partial(placements: tuple[Any, ...]) -> bool:
+    return any(p.is_partial() for p in placements)
 
 
 def _scalar_local(where: str, name: str, t: Any) -> Any:

@@ -82,12 +82,12 @@ def _init_leaf(name: str, leaf):
         raise TypeError(f"{name}: params must be a pytree of tensors, found {type(leaf).__name__}")
     if not leaf.is_floating_point():
         raise TypeError(f"{name}: params must be real floating point tensors, found {leaf.dtype}")
+    # new_zeros: the factors are tensors of the leaf's kind (a DTensor leaf's are DTensors, placed
+    # like it), which the updates combine with the leaf's gradients.
     with torch.no_grad():
         if _factored(leaf):
-            row = torch.zeros((*leaf.shape[:-1], 1), dtype=leaf.dtype, device=leaf.device)
-            col = torch.zeros((*leaf.shape[:-2], 1, leaf.shape[-1]), dtype=leaf.dtype, device=leaf.device)
-            return row, col
-        return torch.zeros_like(leaf), torch.zeros(0, dtype=leaf.dtype, device=leaf.device)
+            return leaf.new_zeros((*leaf.shape[:-1], 1)), leaf.new_zeros((*leaf.shape[:-2], 1, leaf.shape[-1]))
+        return torch.zeros_like(leaf), leaf.new_zeros(0)
 
 
 def scale_by_adafactor(lr=1e-2, beta2_decay: float = -0.8, eps: tuple[float | None, float] = (None, 1e-3),

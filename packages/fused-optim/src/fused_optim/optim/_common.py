@@ -321,7 +321,7 @@ class _Gathered:
     else takes the full path.
     """
 
-    __slots__ = ("entries", "groups", "name", "op", "state", "state_values")
+    __slots__ = ("call", "entries", "groups", "name", "op", "state", "state_values")
 
     def __init__(self, optimizer: FusedStep, entries: list[tuple[Any, ...]]) -> None:
         self.state = optimizer.state
@@ -331,6 +331,11 @@ class _Gathered:
         # per group: params, options, the grad-is-None mask (None: every parameter had a gradient),
         # (variant, params with a gradient, columns) or None, and the keyword arguments or None
         self.entries = entries
+        # The op's unboxed call, which declines DTensors (as every tensor subclass): for DTensor
+        # parameters the call through the dispatcher instead (fused_optim._dtensor's handler, which
+        # checks each step's gradients' placements and runs the kernel once on the local shards).
+        dtensor = any(call is not None and hasattr(call[1][0], "_local_tensor") for *_, call, _ in entries)
+        self.call = getattr(ops._eager, self.op) if dtensor else _C._eager[self.op]
 
     def step(self, optimizer: FusedStep, amp: Amp | None) -> bool:
         """Runs the step's op calls on the kept lists with this step's gradients; returns False,
@@ -345,7 +350,8 @@ class _Gathered:
         if (optimizer.state is not self.state or self.state_values is None
                 or not _same(optimizer.param_groups, self.groups) or not _same_state(self.state, self.state_values)):
             return False
-        unboxed = _C._eager[self.op]
+        unboxed = self.call
+        declines = unboxed is _C._eager[self.op]
         calls = []
         for group, (params, options, no_grad, call, kwargs) in zip(self.groups, self.entries):
             group_params = group["params"]
@@ -359,6 +365,8 @@ class _Gathered:
             variant, with_grad, columns = call
             if no_grad is not None:
                 grads = [g for g in grads if g is not None]
+            elif not declines and any(map(is_, grads, repeat(None))):
+                return False  # (the dispatcher's call does not decline a None gradient)
             if kwargs is None:
                 kwargs = optimizer._kwargs(group, variant)
             else:
