@@ -109,6 +109,39 @@ def _functional_check(mesh: Any, case_name: str, placement: str, backward: bool)
     return dict(diff=diff, placed=placed, outputs=count, norm=max(float(r.abs().max()) for o in ref for r in o))
 
 
+def _autograd_check(mesh: Any, name: str, placement: str) -> dict:
+    """``fused_optim.functional``'s update on DTensors that require grad (its autograd node, whose
+    backward is the fused backward op): the new params and the gradient of a loss on them with
+    respect to every input, against the same on the whole tensors."""
+    from torch.distributed.tensor import DTensor
+
+    from fused_optim import functional as F
+
+    gen = torch.Generator().manual_seed(5)
+    p, g = (torch.randn(SHAPES[0], generator=gen) for _ in range(2))
+    if name == "adam_update":
+        state = [torch.randn(SHAPES[0], generator=gen), torch.rand(SHAPES[0], generator=gen) + 0.5]
+    else:  # Adafactor's factored matrix: row and column averages
+        state = [torch.rand(SHAPES[0][0], 1, generator=gen) + 0.5, torch.rand(1, SHAPES[0][1], generator=gen) + 0.5]
+
+    def run(place: Any) -> tuple[torch.Tensor, list[torch.Tensor], str]:
+        inputs = [place(t).requires_grad_() for t in (p, g, *state)]
+        if name == "adam_update":
+            new = F.adam_update([inputs[0]], [inputs[1]], [inputs[2]], [inputs[3]], 3, lr=0.05, weight_decay=0.1)
+        else:
+            new = F.adafactor_update([inputs[0]], [inputs[1]], [inputs[2]], [inputs[3]], [None], 3, lr=0.05)
+        out = new.params[0]
+        loss = (out * out).sum() + sum((s * s).sum() for lst in new[1:3] for s in lst if s is not None)
+        grads = torch.autograd.grad(loss, inputs)
+        whole = [t.full_tensor() if isinstance(t, DTensor) else t for t in (out, *grads)]
+        return whole[0].detach(), whole[1:], type(out).__name__
+
+    ref_out, ref_grads, _ = run(lambda t: t.clone())
+    out, grads, kind = run(lambda t: _distribute(t, mesh, placement))
+    return dict(kind=kind, diff=_diff(out, ref_out), grad_diff=max(_diff(a, b) for a, b in zip(grads, ref_grads)),
+                grad_norm=min(float(b.abs().max()) for b in ref_grads))
+
+
 def _launches(mesh: Any) -> dict:
     """How often the step op's kernel runs for one call with two DTensor parameters: the profiler
     records the call as dispatched (DTensors) and each kernel run (local tensors)."""
@@ -175,6 +208,8 @@ def dtensor_scenario() -> dict:
                            placement, backward)
         for name in OPTIMIZERS:
             checks.run(f"optim/{name}/{placement}", _optimizer_check, mesh, name, placement)
+        for name in ("adam_update", "adafactor_update"):
+            checks.run(f"autograd/{name}/{placement}", _autograd_check, mesh, name, placement)
         checks.run(f"torch_adafactor/{placement}", _torch_adafactor, mesh, placement)
     checks.run("launches", _launches, mesh)
     return checks.results
@@ -210,6 +245,17 @@ def test_functional_op_on_dtensors_equals_the_whole_tensors(ranks, case_name, ba
         assert result["outputs"] >= 2 and result["norm"] > 1e-3
         assert result["diff"] <= TOL * max(1.0, result["norm"])
         assert result["placed"]
+
+
+@pytest.mark.parametrize("placement", PLACEMENTS)
+@pytest.mark.parametrize("name", ["adam_update", "adafactor_update"])
+def test_functional_update_differentiates_through_dtensors(ranks, name, placement):
+    for rank in ranks:
+        result = check(rank, f"autograd/{name}/{placement}")
+        assert result["kind"] == "DTensor"
+        assert result["grad_norm"] > 1e-3  # every input gets a gradient
+        assert result["diff"] <= TOL
+        assert result["grad_diff"] <= TOL * 10  # float32 sums of a few terms per element
 
 
 @pytest.mark.parametrize("placement", PLACEMENTS)
@@ -326,3 +372,24 @@ def test_a_sharded_scalar_argument_is_refused(mesh):
     before = lists["params"][0].full_tensor().clone()
     op("adam_step_")(*lists.values(), **kwargs, found_inf=found)
     assert torch.equal(lists["params"][0].full_tensor(), before)
+
+
+
+def test_every_op_is_registered_with_dtensor():
+    from torch.distributed.tensor import DTensor
+
+    from fused_optim import _C
+
+    handlers = DTensor._op_dispatcher._custom_op_handlers
+    assert all(op(name) in handlers for name in _C._eager)
+
+
+def test_a_failed_registration_warns_and_leaves_torch_importable(monkeypatch):
+    from fused_optim import _dtensor, ops
+
+    def broken() -> None:
+        raise AttributeError("'OpDispatcher' object has no attribute '_custom_op_handlers'")
+
+    monkeypatch.setattr(_dtensor, "register", broken)
+    with pytest.warns(RuntimeWarning, match="DTensor support is unavailable with torch .*AttributeError"):
+        ops._register_dtensor()

@@ -13,16 +13,16 @@ import json
 
 import pytest
 import torch.distributed as dist
-from _dtensor_scenario import ALIASES, PLACEMENTS
-from test_ddp import HERE, run_torchrun
 
 import diffopt
 
-pytestmark = [
-    pytest.mark.skipif(not dist.is_available() or not dist.is_gloo_available(),
-                       reason="PyTorch built without torch.distributed / gloo"),
-    pytest.mark.skipif(not diffopt.accelerated_op_available("cpu"), reason="fused-optim is not installed"),
-]
+if not dist.is_available() or not dist.is_gloo_available():
+    pytest.skip("PyTorch built without torch.distributed / gloo", allow_module_level=True)
+
+from _dtensor_scenario import ALIASES, PLACEMENTS  # (imports torch.distributed.tensor)
+from test_ddp import HERE, run_torchrun
+
+pytestmark = pytest.mark.skipif(not diffopt.accelerated_op_available("cpu"), reason="fused-optim is not installed")
 
 # Sign-based updates: the leaves do not depend on the meta-parameters (a zero meta-gradient).
 SIGN_BASED = {"lion", "rprop"}

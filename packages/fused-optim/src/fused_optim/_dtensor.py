@@ -216,7 +216,7 @@ def _shard(whole: torch.Tensor, like: DTensor) -> DTensor:
 
 def register() -> None:
     """Puts a handler for every fused_optim op into DTensor's dispatcher (idempotent)."""
-    table: dict[Any, Any] = DTensor._op_dispatcher._custom_op_handlers
+    table: dict[Any, Any] = DTensor._op_dispatcher._custom_op_handlers  # (AttributeError: see the caller)
     for name in _C._eager:
         if name.startswith("_"):
             continue

@@ -10,9 +10,11 @@ Each algorithm's schemas live in its ``csrc/ops/<algo>.cpp``. This module
 * builds the named :class:`torch.autograd.Function` nodes (``FusedAdam``...) that
   :mod:`fused_optim.functional` applies, so a graph shows one ``FusedAdamBackward`` node per
   update instead of dozens of element-wise nodes; their backward is the matching ``*_backward``
-  op (one fused pass), and they run under ``torch.func`` transforms and ``torch.compile``, and
+  op (one fused pass), and they run under ``torch.func`` transforms and ``torch.compile``,
 * makes the same node the autograd of the raw functional ops (``*_update``, ``adam_direction``),
-  and tells graph tools what such a node computes (:func:`describe_node`).
+  and tells graph tools what such a node computes (:func:`describe_node`), and
+* makes every op take DTensors once ``torch.distributed.tensor`` is imported: the kernel runs
+  once on the local shards (:mod:`fused_optim._dtensor`).
 
 Eager callers (the drop-in ``step()``, :func:`apply_functional`, the nodes' forward and backward)
 take each op's unboxed call (``fused_optim._C._eager``, csrc/eager_call.h) where the dispatcher
@@ -31,6 +33,7 @@ import importlib.util
 import itertools
 import operator
 import sys
+import warnings
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
@@ -1308,9 +1311,15 @@ class _RegisterOnImport(importlib.abc.MetaPathFinder, importlib.abc.Loader):
 
 
 def _register_dtensor() -> None:
-    from fused_optim import _dtensor
+    # Never breaks the import of torch.distributed.tensor: a torch whose DTensor internals moved
+    # gets a warning, and DTensor calls of these ops then fail as they do without this support.
+    try:
+        from fused_optim import _dtensor
 
-    _dtensor.register()
+        _dtensor.register()
+    except Exception as error:
+        warnings.warn(f"fused_optim: DTensor support is unavailable with torch {torch.__version__} "
+                      f"({type(error).__name__}: {error})", RuntimeWarning, stacklevel=2)
 
 
 if _RegisterOnImport._NAME in sys.modules:
