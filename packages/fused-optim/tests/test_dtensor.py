@@ -24,15 +24,29 @@ SHAPES = ((4, 6), (5, 3))  # 5 rows and 3 columns shard unevenly over 2 ranks
 PLACEMENTS = ("S0", "S1", "R")
 # The first case of each functional op, and Adafactor's factored one (row and column factors).
 CASES = {c.op: c for c in reversed(FUNCTIONAL_CASES)}
-CASES["adafactor_update_factored"] = next(c for c in FUNCTIONAL_CASES if c.op == "adafactor_update" and c.matrices)
-OPTIMIZERS = {"SGD": dict(lr=0.1, momentum=0.9, nesterov=True), "Adam": dict(lr=0.05, amsgrad=True),
-              "AdamW": dict(lr=0.05), "Adagrad": dict(lr=0.1), "Adadelta": dict(lr=1.0), "Adamax": dict(lr=0.05),
-              "RAdam": dict(lr=0.05), "NAdam": dict(lr=0.05), "RMSprop": dict(lr=0.01, centered=True, momentum=0.5),
-              "Rprop": dict(lr=0.05), "ASGD": dict(lr=0.05, t0=1.0), "Adafactor": dict(lr=0.05),
-              "Lion": dict(lr=0.05), "Adan": dict(lr=0.05)}
+CASES["adafactor_update_factored"] = next(
+    c for c in FUNCTIONAL_CASES if c.op == "adafactor_update" and c.matrices
+)
+OPTIMIZERS = {
+    "SGD": dict(lr=0.1, momentum=0.9, nesterov=True),
+    "Adam": dict(lr=0.05, amsgrad=True),
+    "AdamW": dict(lr=0.05),
+    "Adagrad": dict(lr=0.1),
+    "Adadelta": dict(lr=1.0),
+    "Adamax": dict(lr=0.05),
+    "RAdam": dict(lr=0.05),
+    "NAdam": dict(lr=0.05),
+    "RMSprop": dict(lr=0.01, centered=True, momentum=0.5),
+    "Rprop": dict(lr=0.05),
+    "ASGD": dict(lr=0.05, t0=1.0),
+    "Adafactor": dict(lr=0.05),
+    "Lion": dict(lr=0.05),
+    "Adan": dict(lr=0.05),
+}
 
 
 # --- the scenario: runs on every rank -----------------------------------------------------------
+
 
 def _placement(name: str) -> Any:
     from torch.distributed.tensor import Replicate, Shard
@@ -53,7 +67,9 @@ def _diff(ours: Any, ref: torch.Tensor) -> float:
     return float((whole - ref).abs().max()) if ref.numel() else 0.0
 
 
-def _step_check(mesh: Any, name: str, placement: str, factored: bool = False, amp: bool = False) -> dict:
+def _step_check(
+    mesh: Any, name: str, placement: str, factored: bool = False, amp: bool = False
+) -> dict:
     """A step op on DTensors against the same op on the whole tensors."""
     from torch.distributed.tensor import DTensor
 
@@ -61,23 +77,43 @@ def _step_check(mesh: Any, name: str, placement: str, factored: bool = False, am
 
     args, kwargs = step_args(name, shapes=SHAPES)
     if factored:  # Adafactor's row and column factors instead of a full variance
-        args = (args[0], args[1], [t[:, :1].abs() + 0.5 for t in args[1]], [t[:1].abs() + 0.5 for t in args[1]],
-                [], args[5])
+        args = (
+            args[0],
+            args[1],
+            [t[:, :1].abs() + 0.5 for t in args[1]],
+            [t[:1].abs() + 0.5 for t in args[1]],
+            [],
+            args[5],
+        )
         kwargs = dict(kwargs, factored=True)
     if amp:
         kwargs = dict(kwargs, grad_scale=torch.tensor([4.0]), found_inf=torch.tensor([0.0]))
     names = [a.name for a in op(name)._schema.arguments if not a.kwarg_only]
     ref = [[t.clone() for t in lst] for lst in args]
     op(name)(*ref, **kwargs)
-    ours = [[t.clone() if n in SCALAR_LISTS else _distribute(t, mesh, placement) for t in lst]
-            for n, lst in zip(names, args)]
+    ours = [
+        [t.clone() if n in SCALAR_LISTS else _distribute(t, mesh, placement) for t in lst]
+        for n, lst in zip(names, args)
+    ]
     op(name)(*ours, **kwargs)
-    per_element = [(o, r) for n, lo, lr in zip(names, ours, ref) if n not in SCALAR_LISTS for o, r in zip(lo, lr)]
-    scalars = [(o, r) for n, lo, lr in zip(names, ours, ref) if n in SCALAR_LISTS for o, r in zip(lo, lr)]
+    per_element = [
+        (o, r)
+        for n, lo, lr in zip(names, ours, ref)
+        if n not in SCALAR_LISTS
+        for o, r in zip(lo, lr)
+    ]
+    scalars = [
+        (o, r) for n, lo, lr in zip(names, ours, ref) if n in SCALAR_LISTS for o, r in zip(lo, lr)
+    ]
     return dict(
         diff=max(_diff(o, r) for o, r in per_element + scalars),
-        changed=max(float((r - t).abs().max()) for lr, la in zip(ref, args) for r, t in zip(lr, la)),
-        placed=all(isinstance(o, DTensor) and o.placements == (_placement(placement),) for o, _ in per_element),
+        changed=max(
+            float((r - t).abs().max()) for lr, la in zip(ref, args) for r, t in zip(lr, la)
+        ),
+        placed=all(
+            isinstance(o, DTensor) and o.placements == (_placement(placement),)
+            for o, _ in per_element
+        ),
         scalars_plain=all(type(o) is torch.Tensor for o, _ in scalars),
     )
 
@@ -106,7 +142,12 @@ def _functional_check(mesh: Any, case_name: str, placement: str, backward: bool)
             diff = max(diff, _diff(o, r))
             placed = placed and isinstance(o, DTensor) and o.placements == (_placement(placement),)
             count += 1
-    return dict(diff=diff, placed=placed, outputs=count, norm=max(float(r.abs().max()) for o in ref for r in o))
+    return dict(
+        diff=diff,
+        placed=placed,
+        outputs=count,
+        norm=max(float(r.abs().max()) for o in ref for r in o),
+    )
 
 
 def _autograd_check(mesh: Any, name: str, placement: str) -> dict:
@@ -122,24 +163,37 @@ def _autograd_check(mesh: Any, name: str, placement: str) -> dict:
     if name == "adam_update":
         state = [torch.randn(SHAPES[0], generator=gen), torch.rand(SHAPES[0], generator=gen) + 0.5]
     else:  # Adafactor's factored matrix: row and column averages
-        state = [torch.rand(SHAPES[0][0], 1, generator=gen) + 0.5, torch.rand(1, SHAPES[0][1], generator=gen) + 0.5]
+        state = [
+            torch.rand(SHAPES[0][0], 1, generator=gen) + 0.5,
+            torch.rand(1, SHAPES[0][1], generator=gen) + 0.5,
+        ]
 
     def run(place: Any) -> tuple[torch.Tensor, list[torch.Tensor], str]:
         inputs = [place(t).requires_grad_() for t in (p, g, *state)]
         if name == "adam_update":
-            new = F.adam_update([inputs[0]], [inputs[1]], [inputs[2]], [inputs[3]], 3, lr=0.05, weight_decay=0.1)
+            new = F.adam_update(
+                [inputs[0]], [inputs[1]], [inputs[2]], [inputs[3]], 3, lr=0.05, weight_decay=0.1
+            )
         else:
-            new = F.adafactor_update([inputs[0]], [inputs[1]], [inputs[2]], [inputs[3]], [None], 3, lr=0.05)
+            new = F.adafactor_update(
+                [inputs[0]], [inputs[1]], [inputs[2]], [inputs[3]], [None], 3, lr=0.05
+            )
         out = new.params[0]
-        loss = (out * out).sum() + sum((s * s).sum() for lst in new[1:3] for s in lst if s is not None)
+        loss = (out * out).sum() + sum(
+            (s * s).sum() for lst in new[1:3] for s in lst if s is not None
+        )
         grads = torch.autograd.grad(loss, inputs)
         whole = [t.full_tensor() if isinstance(t, DTensor) else t for t in (out, *grads)]
         return whole[0].detach(), whole[1:], type(out).__name__
 
     ref_out, ref_grads, _ = run(lambda t: t.clone())
     out, grads, kind = run(lambda t: _distribute(t, mesh, placement))
-    return dict(kind=kind, diff=_diff(out, ref_out), grad_diff=max(_diff(a, b) for a, b in zip(grads, ref_grads)),
-                grad_norm=min(float(b.abs().max()) for b in ref_grads))
+    return dict(
+        kind=kind,
+        diff=_diff(out, ref_out),
+        grad_diff=max(_diff(a, b) for a, b in zip(grads, ref_grads)),
+        grad_norm=min(float(b.abs().max()) for b in ref_grads),
+    )
 
 
 def _launches(mesh: Any) -> dict:
@@ -152,7 +206,9 @@ def _launches(mesh: Any) -> dict:
     with profile(activities=[ProfilerActivity.CPU], record_shapes=True) as prof:
         op("adam_step_")(*ours, **kwargs)
     events = [e for e in prof.events() if e.name == "fused_optim::adam_step_"]
-    return dict(calls=len(events), parents=[e.cpu_parent.name if e.cpu_parent else None for e in events])
+    return dict(
+        calls=len(events), parents=[e.cpu_parent.name if e.cpu_parent else None for e in events]
+    )
 
 
 def _optimizer_check(mesh: Any, name: str, placement: str) -> dict:
@@ -170,11 +226,36 @@ def _optimizer_check(mesh: Any, name: str, placement: str) -> dict:
             p.grad, q.grad = g, _distribute(g, mesh, placement)
         opt_plain.step()
         opt_ours.step()
-    state = opt_ours.state[ours[0]]
-    return dict(diff=max(_diff(q, p.detach()) for p, q in zip(plain, ours)),
-                moved=max(float((p.detach() - t).abs().max()) for p, t in zip(plain, whole)),
-                state={k: type(v).__name__ for k, v in state.items()},
-                torch_state={k: type(v).__name__ for k, v in opt_plain.state[plain[0]].items()})
+
+    def layout(state: dict) -> dict:
+        return {
+            k: [type(v).__name__, str(getattr(v, "placements", None)), v.dtype, tuple(v.shape)]
+            for k, v in state.items()
+        }
+
+    # torch.optim's own class on the same DTensor parameters, where it runs (its Adafactor and
+    # Rprop refuse sharded DTensors): the state layout a checkpoint of either one holds.
+    twin = getattr(torch.optim, name, None)
+    twin_layout = None
+    if twin is not None:
+        twin_params = [torch.nn.Parameter(_distribute(t, mesh, placement)) for t in whole]
+        for q in twin_params:
+            q.grad = _distribute(torch.ones(q.shape), mesh, placement)
+        twin_opt = twin(twin_params, **OPTIMIZERS[name])
+        if error_of(twin_opt.step) is None:
+            twin_layout = {
+                k: [*v[:2], str(v[2]), v[3]]
+                for k, v in layout(twin_opt.state[twin_params[0]]).items()
+            }
+    ours_layout = layout(opt_ours.state[ours[0]])
+    return dict(
+        diff=max(_diff(q, p.detach()) for p, q in zip(plain, ours)),
+        moved=max(float((p.detach() - t).abs().max()) for p, t in zip(plain, whole)),
+        state={k: v[0] for k, v in ours_layout.items()},
+        layout={k: [*v[:2], str(v[2]), v[3]] for k, v in ours_layout.items()},
+        twin_layout=twin_layout,
+        torch_state={k: type(v).__name__ for k, v in opt_plain.state[plain[0]].items()},
+    )
 
 
 def _torch_adafactor(mesh: Any, placement: str) -> dict:
@@ -199,13 +280,27 @@ def dtensor_scenario() -> dict:
     for placement in PLACEMENTS:
         for name in STEP_OPS:
             checks.run(f"step/{name}/{placement}", _step_check, mesh, name, placement)
-        checks.run(f"step/adafactor_step_factored/{placement}", _step_check, mesh, "adafactor_step_", placement,
-                   factored=True)
-        checks.run(f"step/adam_step_amp/{placement}", _step_check, mesh, "adam_step_", placement, amp=True)
+        checks.run(
+            f"step/adafactor_step_factored/{placement}",
+            _step_check,
+            mesh,
+            "adafactor_step_",
+            placement,
+            factored=True,
+        )
+        checks.run(
+            f"step/adam_step_amp/{placement}", _step_check, mesh, "adam_step_", placement, amp=True
+        )
         for case_name in CASES:
             for backward in (False, True):
-                checks.run(f"functional/{case_name}/{backward}/{placement}", _functional_check, mesh, case_name,
-                           placement, backward)
+                checks.run(
+                    f"functional/{case_name}/{backward}/{placement}",
+                    _functional_check,
+                    mesh,
+                    case_name,
+                    placement,
+                    backward,
+                )
         for name in OPTIMIZERS:
             checks.run(f"optim/{name}/{placement}", _optimizer_check, mesh, name, placement)
         for name in ("adam_update", "adafactor_update"):
@@ -216,6 +311,7 @@ def dtensor_scenario() -> dict:
 
 
 # --- the tests ------------------------------------------------------------------------------------
+
 
 @pytest.fixture(scope="module")
 def ranks() -> list[dict]:
@@ -266,16 +362,32 @@ def test_drop_in_class_steps_dtensor_parameters(ranks, name, placement):
         assert result["moved"] > 1e-3
         assert result["diff"] <= TOL
         assert result["state"] == result["torch_state"] | {
-            k: "DTensor" for k, v in result["torch_state"].items() if v == "Tensor" and k in _BUFFERS[name]}
+            k: "DTensor"
+            for k, v in result["torch_state"].items()
+            if v == "Tensor" and k in _BUFFERS[name]
+        }
+        if result["twin_layout"] is not None:  # torch.optim's state on the same DTensors: the same
+            # keys, kinds, placements, dtypes and shapes (DCP checkpoints interchange)
+            assert result["layout"] == result["twin_layout"]
 
 
 # The per-element state entries (DTensors like the parameter); the rest are plain 0-d tensors.
-_BUFFERS = {"SGD": {"momentum_buffer"}, "Adam": {"exp_avg", "exp_avg_sq", "max_exp_avg_sq"},
-            "AdamW": {"exp_avg", "exp_avg_sq"}, "Adagrad": {"sum"}, "Adadelta": {"square_avg", "acc_delta"},
-            "Adamax": {"exp_avg", "exp_inf"}, "RAdam": {"exp_avg", "exp_avg_sq"}, "NAdam": {"exp_avg", "exp_avg_sq"},
-            "RMSprop": {"square_avg", "grad_avg", "momentum_buffer"}, "Rprop": {"prev", "step_size"},
-            "ASGD": {"ax"}, "Adafactor": {"row_var", "col_var", "variance"}, "Lion": {"exp_avg"},
-            "Adan": {"exp_avg", "exp_avg_diff", "exp_avg_sq", "prev_grad"}}
+_BUFFERS = {
+    "SGD": {"momentum_buffer"},
+    "Adam": {"exp_avg", "exp_avg_sq", "max_exp_avg_sq"},
+    "AdamW": {"exp_avg", "exp_avg_sq"},
+    "Adagrad": {"sum"},
+    "Adadelta": {"square_avg", "acc_delta"},
+    "Adamax": {"exp_avg", "exp_inf"},
+    "RAdam": {"exp_avg", "exp_avg_sq"},
+    "NAdam": {"exp_avg", "exp_avg_sq"},
+    "RMSprop": {"square_avg", "grad_avg", "momentum_buffer"},
+    "Rprop": {"prev", "step_size"},
+    "ASGD": {"ax"},
+    "Adafactor": {"row_var", "col_var", "variance"},
+    "Lion": {"exp_avg"},
+    "Adan": {"exp_avg", "exp_avg_diff", "exp_avg_sq", "prev_grad"},
+}
 
 
 @pytest.mark.parametrize("placement", PLACEMENTS)
@@ -299,6 +411,7 @@ def test_one_kernel_run_per_call(ranks):
 
 # --- argument errors, on a world of 1 in this process ---------------------------------------------
 
+
 @pytest.fixture(scope="module")
 def mesh():
     from torch.distributed.tensor import init_device_mesh
@@ -314,8 +427,10 @@ def _adam_call(mesh, **placed):
 
     args, kwargs = step_args("adam_step_", shapes=SHAPES)
     names = [a.name for a in op("adam_step_")._schema.arguments if not a.kwarg_only]
-    lists = {n: [distribute_tensor(t, mesh, [Shard(0)]) for t in lst] if n != "state_steps" else lst
-             for n, lst in zip(names, args)}
+    lists = {
+        n: [distribute_tensor(t, mesh, [Shard(0)]) for t in lst] if n != "state_steps" else lst
+        for n, lst in zip(names, args)
+    }
     for name, (i, t) in placed.items():
         lists[name][i] = t
     return lists, kwargs
@@ -323,11 +438,17 @@ def _adam_call(mesh, **placed):
 
 def _error_and_untouched(mesh, **placed):
     lists, kwargs = _adam_call(mesh, **placed)
-    before = [[t.full_tensor().clone() if hasattr(t, "full_tensor") else t.clone() for t in lst]
-              for lst in lists.values()]
+    before = [
+        [t.full_tensor().clone() if hasattr(t, "full_tensor") else t.clone() for t in lst]
+        for lst in lists.values()
+    ]
     error = error_of(op("adam_step_"), *lists.values(), **kwargs)
-    after = [[t.full_tensor() if hasattr(t, "full_tensor") else t for t in lst] for lst in lists.values()]
-    assert all(torch.equal(a, b) for la, lb in zip(after, before) for a, b in zip(la, lb))  # nothing written
+    after = [
+        [t.full_tensor() if hasattr(t, "full_tensor") else t for t in lst] for lst in lists.values()
+    ]
+    assert all(
+        torch.equal(a, b) for la, lb in zip(after, before) for a, b in zip(la, lb)
+    )  # nothing written
     return error
 
 
@@ -336,27 +457,36 @@ def test_mismatched_placements_name_the_list_and_index(mesh):
 
     exp_avg = distribute_tensor(torch.zeros(SHAPES[1]), mesh, [Replicate()])
     error = _error_and_untouched(mesh, exp_avgs=(1, exp_avg))
-    assert error.startswith("ValueError: fused_optim::adam_step_: exp_avgs[1] has placements (Replicate(),) but "
-                            "params[1] has (Shard(dim=0),)")
+    assert error.startswith(
+        "ValueError: fused_optim::adam_step_: exp_avgs[1] has placements (Replicate(),) but "
+        "params[1] has (Shard(dim=0),)"
+    )
 
 
 def test_a_plain_tensor_among_dtensors_is_refused(mesh):
     error = _error_and_untouched(mesh, exp_avg_sqs=(0, torch.ones(SHAPES[0])))
-    assert error.startswith("TypeError: fused_optim::adam_step_: exp_avg_sqs[0] is a plain Tensor but the call has "
-                            "DTensor arguments")
+    assert error.startswith(
+        "TypeError: fused_optim::adam_step_: exp_avg_sqs[0] is a plain Tensor but the call has "
+        "DTensor arguments"
+    )
 
 
 def test_partial_and_mismatched_shapes_are_refused(mesh):
     from torch.distributed.tensor import DTensor, Partial, Shard, distribute_tensor
 
     partial = DTensor.from_local(torch.ones(SHAPES[0]), mesh, [Partial()])
-    assert "params[0] has a Partial placement (Partial(sum),); reduce it first" in _error_and_untouched(
-        mesh, params=(0, partial))
-    assert "grads[0] has placements (Partial(sum),) but params[0] has (Shard(dim=0),)" in _error_and_untouched(
-        mesh, grads=(0, partial))
+    assert (
+        "params[0] has a Partial placement (Partial(sum),); reduce it first"
+        in _error_and_untouched(mesh, params=(0, partial))
+    )
+    assert (
+        "grads[0] has placements (Partial(sum),) but params[0] has (Shard(dim=0),)"
+        in _error_and_untouched(mesh, grads=(0, partial))
+    )
     other = distribute_tensor(torch.zeros(6, 4), mesh, [Shard(0)])
     assert _error_and_untouched(mesh, exp_avgs=(0, other)).startswith(
-        "ValueError: fused_optim::adam_step_: exp_avgs[0] has shape (6, 4) but params[0] has (4, 6)")
+        "ValueError: fused_optim::adam_step_: exp_avgs[0] has shape (6, 4) but params[0] has (4, 6)"
+    )
 
 
 def test_a_sharded_scalar_argument_is_refused(mesh):
@@ -365,14 +495,14 @@ def test_a_sharded_scalar_argument_is_refused(mesh):
     lists, kwargs = _adam_call(mesh)
     scale = distribute_tensor(torch.ones(2), mesh, [Shard(0)])
     assert "grad_scale is a DTensor with placements (Shard(dim=0),)" in error_of(
-        op("adam_step_"), *lists.values(), **kwargs, grad_scale=scale)
+        op("adam_step_"), *lists.values(), **kwargs, grad_scale=scale
+    )
     # A replicated one is read as the plain scalar it holds: found_inf set, nothing written.
     found = distribute_tensor(torch.ones(1), mesh, [Replicate()])
     lists, kwargs = _adam_call(mesh)
     before = lists["params"][0].full_tensor().clone()
     op("adam_step_")(*lists.values(), **kwargs, found_inf=found)
     assert torch.equal(lists["params"][0].full_tensor(), before)
-
 
 
 def test_every_op_is_registered_with_dtensor():
@@ -391,5 +521,7 @@ def test_a_failed_registration_warns_and_leaves_torch_importable(monkeypatch):
         raise AttributeError("'OpDispatcher' object has no attribute '_custom_op_handlers'")
 
     monkeypatch.setattr(_dtensor, "register", broken)
-    with pytest.warns(RuntimeWarning, match="DTensor support is unavailable with torch .*AttributeError"):
+    with pytest.warns(
+        RuntimeWarning, match="DTensor support is unavailable with torch .*AttributeError"
+    ):
         ops._register_dtensor()

@@ -28,7 +28,10 @@ PLACEMENTS = {"S0": Shard(0), "S1": Shard(1), "R": Replicate()}
 def unroll(name: str, accelerated: bool, place) -> tuple[dict, dict, str]:
     """Three inner steps from the same data; the final leaves, the meta-gradient, the leaves' type."""
     gen = torch.Generator().manual_seed(0)
-    whole = {k: [torch.randn(s, generator=gen, dtype=torch.float64) for _ in range(3)] for k, s in SHAPES.items()}
+    whole = {
+        k: [torch.randn(s, generator=gen, dtype=torch.float64) for _ in range(3)]
+        for k, s in SHAPES.items()
+    }
     params = {k: place(v[0]).requires_grad_() for k, v in whole.items()}
     meta = {k: place(v[1].abs() + 0.5).requires_grad_() for k, v in whole.items()}
     target = {k: place(v[2]) for k, v in whole.items()}
@@ -36,7 +39,9 @@ def unroll(name: str, accelerated: bool, place) -> tuple[dict, dict, str]:
     state = opt.init(params)
     for _ in range(3):
         loss = sum(((params[k] * meta[k] - target[k]) ** 2).sum() for k in params)
-        grads = dict(zip(params, torch.autograd.grad(loss, list(params.values()), create_graph=True)))
+        grads = dict(
+            zip(params, torch.autograd.grad(loss, list(params.values()), create_graph=True))
+        )
         updates, state = opt.update(grads, state, params=params, inplace=False)
         params = diffopt.apply_updates(params, updates, inplace=False)
     outer = sum((p**2).sum() for p in params.values())
@@ -46,7 +51,11 @@ def unroll(name: str, accelerated: bool, place) -> tuple[dict, dict, str]:
     def full(t):
         return t.full_tensor() if isinstance(t, DTensor) else t
 
-    return {k: full(v).detach() for k, v in params.items()}, {k: full(v) for k, v in meta_grads.items()}, kind
+    return (
+        {k: full(v).detach() for k, v in params.items()},
+        {k: full(v) for k, v in meta_grads.items()},
+        kind,
+    )
 
 
 def check(mesh, name: str, accelerated: bool, placement: str) -> dict:
@@ -54,8 +63,9 @@ def check(mesh, name: str, accelerated: bool, placement: str) -> dict:
     gen = torch.Generator().manual_seed(0)  # unroll's first draws: the leaves it starts from
     start = {k: torch.randn(s, generator=gen, dtype=torch.float64) for k, s in SHAPES.items()}
     try:
-        ours, our_grads, kind = unroll(name, accelerated,
-                                       lambda t: distribute_tensor(t.clone(), mesh, [PLACEMENTS[placement]]))
+        ours, our_grads, kind = unroll(
+            name, accelerated, lambda t: distribute_tensor(t.clone(), mesh, [PLACEMENTS[placement]])
+        )
     except Exception as error:  # recorded for the test, which decides what is allowed to fail
         return {"error": f"{type(error).__name__}: {error}"[:600]}
     return {
@@ -70,8 +80,12 @@ def check(mesh, name: str, accelerated: bool, placement: str) -> dict:
 def main() -> None:
     dist.init_process_group("gloo")
     mesh = init_device_mesh("cpu", (dist.get_world_size(),))
-    results = {f"{name}/{accelerated}/{placement}": check(mesh, name, accelerated, placement)
-               for name in ALIASES for accelerated in (False, True) for placement in PLACEMENTS}
+    results = {
+        f"{name}/{accelerated}/{placement}": check(mesh, name, accelerated, placement)
+        for name in ALIASES
+        for accelerated in (False, True)
+        for placement in PLACEMENTS
+    }
     results["world"] = dist.get_world_size()
     if dist.get_rank() == 0:
         Path(sys.argv[1]).write_text(json.dumps(results))

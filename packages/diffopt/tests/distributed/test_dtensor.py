@@ -22,7 +22,9 @@ if not dist.is_available() or not dist.is_gloo_available():
 from _dtensor_scenario import ALIASES, PLACEMENTS  # (imports torch.distributed.tensor)
 from test_ddp import HERE, run_torchrun
 
-pytestmark = pytest.mark.skipif(not diffopt.accelerated_op_available("cpu"), reason="fused-optim is not installed")
+pytestmark = pytest.mark.skipif(
+    not diffopt.accelerated_op_available("cpu"), reason="fused-optim is not installed"
+)
 
 # Sign-based updates: the leaves do not depend on the meta-parameters (a zero meta-gradient).
 SIGN_BASED = {"lion", "rprop"}
@@ -39,7 +41,9 @@ def dtensor_run(tmp_path_factory):
 @pytest.mark.parametrize("placement", list(PLACEMENTS))
 @pytest.mark.parametrize("accelerated", [False, True], ids=["plain", "accelerated"])
 @pytest.mark.parametrize("name", ALIASES)
-def test_transform_on_dtensor_leaves_equals_the_whole_tensors(dtensor_run, name, accelerated, placement):
+def test_transform_on_dtensor_leaves_equals_the_whole_tensors(
+    dtensor_run, name, accelerated, placement
+):
     assert dtensor_run["world"] == 2
     run = dtensor_run[f"{name}/{accelerated}/{placement}"]
     assert "error" not in run, run.get("error")

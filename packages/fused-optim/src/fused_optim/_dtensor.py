@@ -58,8 +58,9 @@ def _where(op: torch._ops.OpOverload) -> str:
     return f"fused_optim::{op._schema.name.split('::')[1]}"
 
 
-def _index_specs(op: torch._ops.OpOverload, lists: Sequence[Sequence[Any]], same_shape: bool
-                 ) -> dict[int, tuple[str, DTensor]]:
+def _index_specs(
+    op: torch._ops.OpOverload, lists: Sequence[Sequence[Any]], same_shape: bool
+) -> dict[int, tuple[str, DTensor]]:
     """Per index ``i``: the first DTensor of the per-element lists there (with its list's name),
     having checked that every other one there has its mesh and placements (and, where
     ``same_shape``, its shape), that none is a plain tensor and none is ``Partial``."""
@@ -73,31 +74,43 @@ def _index_specs(op: torch._ops.OpOverload, lists: Sequence[Sequence[Any]], same
             if t is None:  # an absent output gradient of a backward op
                 continue
             if not isinstance(t, DTensor):
-                raise TypeError(f"{_where(op)}: {name}[{i}] is a plain {type(t).__name__} but the call has DTensor "
-                                "arguments: every tensor of the per-element lists must be a DTensor, or none")
+                raise TypeError(
+                    f"{_where(op)}: {name}[{i}] is a plain {type(t).__name__} but the call has DTensor "
+                    "arguments: every tensor of the per-element lists must be a DTensor, or none"
+                )
             ref = first.get(i)
             if ref is None:
                 if _has_partial(t._spec.placements):
-                    raise ValueError(f"{_where(op)}: {name}[{i}] has a Partial placement {t.placements}; reduce it "
-                                     "first (e.g. .redistribute() to Shard or Replicate): the update is not linear")
+                    raise ValueError(
+                        f"{_where(op)}: {name}[{i}] has a Partial placement {t.placements}; reduce it "
+                        "first (e.g. .redistribute() to Shard or Replicate): the update is not linear"
+                    )
                 first[i] = (name, t)
                 continue
             spec, ref_spec = t._spec, ref[1]._spec
             if spec.mesh is not ref_spec.mesh and spec.mesh != ref_spec.mesh:
-                raise ValueError(f"{_where(op)}: {name}[{i}] is on device mesh {spec.mesh} but {ref[0]}[{i}] is on "
-                                 f"{ref_spec.mesh}: the i-th tensors of all lists must share a mesh")
+                raise ValueError(
+                    f"{_where(op)}: {name}[{i}] is on device mesh {spec.mesh} but {ref[0]}[{i}] is on "
+                    f"{ref_spec.mesh}: the i-th tensors of all lists must share a mesh"
+                )
             if not same_shape:
                 if _has_partial(spec.placements):
-                    raise ValueError(f"{_where(op)}: {name}[{i}] has a Partial placement {t.placements}; reduce "
-                                     "it first (e.g. .redistribute() to Shard or Replicate)")
+                    raise ValueError(
+                        f"{_where(op)}: {name}[{i}] has a Partial placement {t.placements}; reduce "
+                        "it first (e.g. .redistribute() to Shard or Replicate)"
+                    )
                 continue
             if spec.placements != ref_spec.placements:
-                raise ValueError(f"{_where(op)}: {name}[{i}] has placements {t.placements} but {ref[0]}[{i}] has "
-                                 f"{ref[1].placements}: the i-th tensors of all lists must be placed alike (the "
-                                 "update is computed on the local shards)")
+                raise ValueError(
+                    f"{_where(op)}: {name}[{i}] has placements {t.placements} but {ref[0]}[{i}] has "
+                    f"{ref[1].placements}: the i-th tensors of all lists must be placed alike (the "
+                    "update is computed on the local shards)"
+                )
             if t.shape != ref[1].shape:
-                raise ValueError(f"{_where(op)}: {name}[{i}] has shape {tuple(t.shape)} but {ref[0]}[{i}] has "
-                                 f"{tuple(ref[1].shape)}")
+                raise ValueError(
+                    f"{_where(op)}: {name}[{i}] has shape {tuple(t.shape)} but {ref[0]}[{i}] has "
+                    f"{tuple(ref[1].shape)}"
+                )
     return first
 
 
@@ -111,8 +124,10 @@ def _scalar_local(where: str, name: str, t: Any) -> Any:
     if not isinstance(t, DTensor):
         return t
     if not all(isinstance(p, Replicate) for p in t.placements):
-        raise ValueError(f"{where}: {name} is a DTensor with placements {t.placements}; a scalar argument must be "
-                         "a plain tensor or a replicated DTensor")
+        raise ValueError(
+            f"{where}: {name} is a DTensor with placements {t.placements}; a scalar argument must be "
+            "a plain tensor or a replicated DTensor"
+        )
     return t._local_tensor
 
 
@@ -122,13 +137,14 @@ def _run_local(op: torch._ops.OpOverload, lists: list[list[Any]], kwargs: dict[s
     return op(*lists, **kwargs) if result is NotImplemented else result
 
 
-def _split_args(op: torch._ops.OpOverload, args: tuple[Any, ...], kwargs: dict[str, Any]
-                ) -> tuple[list[list[Any]], dict[str, Any]]:
+def _split_args(
+    op: torch._ops.OpOverload, args: tuple[Any, ...], kwargs: dict[str, Any]
+) -> tuple[list[list[Any]], dict[str, Any]]:
     """The positional lists (a list each) and the keyword arguments of a call, bound by the schema."""
     names = _list_names(op)
-    lists = [list(a) for a in args[:len(names)]]
+    lists = [list(a) for a in args[: len(names)]]
     kwargs = dict(kwargs)
-    for name in names[len(lists):]:  # a list passed by keyword
+    for name in names[len(lists) :]:  # a list passed by keyword
         lists.append(list(kwargs.pop(name)))
     where = _where(op)
     for key in _SCALAR_KWARGS:
@@ -159,10 +175,15 @@ def _outputs_like(op: torch._ops.OpOverload, result: Any, like: list[DTensor | N
     """Wraps each output list's i-th tensor as a DTensor placed like ``like[i]``."""
     if result is None:
         return None
-    return tuple([t if (ref := like[i]) is None else _wrap(t, ref) for i, t in enumerate(out)] for out in result)
+    return tuple(
+        [t if (ref := like[i]) is None else _wrap(t, ref) for i, t in enumerate(out)]
+        for out in result
+    )
 
 
-def elementwise_handler(op: torch._ops.OpOverload, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+def elementwise_handler(
+    op: torch._ops.OpOverload, args: tuple[Any, ...], kwargs: dict[str, Any]
+) -> Any:
     """An element-wise op on DTensors: checked, run once on the local shards, outputs re-wrapped."""
     lists, kwargs = _split_args(op, args, kwargs)
     specs = _index_specs(op, lists, same_shape=True)
@@ -172,33 +193,53 @@ def elementwise_handler(op: torch._ops.OpOverload, args: tuple[Any, ...], kwargs
 
 
 def _replicated(t: DTensor) -> DTensorSpec:
-    return DTensorSpec(t.device_mesh, tuple(Replicate() for _ in t.placements), tensor_meta=t._spec.tensor_meta)
+    return DTensorSpec(
+        t.device_mesh, tuple(Replicate() for _ in t.placements), tensor_meta=t._spec.tensor_meta
+    )
 
 
-def gathered_handler(op: torch._ops.OpOverload, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+def gathered_handler(
+    op: torch._ops.OpOverload, args: tuple[Any, ...], kwargs: dict[str, Any]
+) -> Any:
     """An op that reduces over each tensor (Adafactor's): every sharded argument gathered, the kernel
     run once on the whole tensors, each rank keeping its shard of what was written or returned."""
     lists, kwargs = _split_args(op, args, kwargs)
-    _index_specs(op, lists, same_shape=False)  # plain tensors, Partial and mixed meshes are refused alike
+    _index_specs(
+        op, lists, same_shape=False
+    )  # plain tensors, Partial and mixed meshes are refused alike
     names = _list_names(op)
     full = []
     for name, values in zip(names, lists):
         if name in SCALAR_LISTS:
-            full.append([_scalar_local(_where(op), f"{name}[{i}]", t) for i, t in enumerate(values)])
+            full.append(
+                [_scalar_local(_where(op), f"{name}[{i}]", t) for i, t in enumerate(values)]
+            )
         else:
-            full.append([t if t is None else redistribute_local_tensor(t._local_tensor, t._spec, _replicated(t))
-                         for t in values])
+            full.append(
+                [
+                    t
+                    if t is None
+                    else redistribute_local_tensor(t._local_tensor, t._spec, _replicated(t))
+                    for t in values
+                ]
+            )
     result = _run_local(op, full, kwargs)
-    if op._schema.returns:  # functional: each output list shaped like one input list (ops.FUNCTIONAL_OPS)
+    if (
+        op._schema.returns
+    ):  # functional: each output list shaped like one input list (ops.FUNCTIONAL_OPS)
         from fused_optim.ops import FUNCTIONAL_OPS
 
         base = op._schema.name.split("::")[1]
         backward = base.endswith("_backward")
         spec = FUNCTIONAL_OPS[base.removesuffix("_backward")]
         n_grads = len(spec.outputs) if backward else 0
-        inputs = lists[n_grads:]  # the forward inputs (a backward op takes all of them here: spec.like)
+        inputs = lists[
+            n_grads:
+        ]  # the forward inputs (a backward op takes all of them here: spec.like)
         like = range(len(spec.inputs)) if backward else spec.like or range(len(spec.outputs))
-        return tuple([_shard(t, src) for t, src in zip(out, inputs[k])] for out, k in zip(result, like))
+        return tuple(
+            [_shard(t, src) for t, src in zip(out, inputs[k])] for out, k in zip(result, like)
+        )
     for name, values, gathered in zip(names, lists, full):  # in place: keep this rank's shard
         if name in SCALAR_LISTS:
             continue
@@ -216,7 +257,9 @@ def _shard(whole: torch.Tensor, like: DTensor) -> DTensor:
 
 def register() -> None:
     """Puts a handler for every fused_optim op into DTensor's dispatcher (idempotent)."""
-    table: dict[Any, Any] = DTensor._op_dispatcher._custom_op_handlers  # (AttributeError: see the caller)
+    table: dict[Any, Any] = (
+        DTensor._op_dispatcher._custom_op_handlers
+    )  # (AttributeError: see the caller)
     for name in _C._eager:
         if name.startswith("_"):
             continue
