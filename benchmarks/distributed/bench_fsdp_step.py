@@ -47,7 +47,11 @@ def make_optimizer(contender: str, name: str, params: list[torch.Tensor]) -> tor
     kwargs = OPTIMIZERS[name]
     if contender == "fused_optim":
         return getattr(fused_optim, name)(params, **kwargs)
-    extra = {"torch default": {}, "torch foreach": dict(foreach=True), "torch fused": dict(fused=True)}
+    extra = {
+        "torch default": {},
+        "torch foreach": dict(foreach=True),
+        "torch fused": dict(fused=True),
+    }
     return getattr(torch.optim, name)(params, **kwargs, **extra[contender])
 
 
@@ -72,7 +76,9 @@ def rank_main(args: argparse.Namespace) -> None:
     sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
 
     torch.manual_seed(0)
-    model = nn.Sequential(*(nn.Linear(args.width, args.width) for _ in range(args.layers))).to(device)
+    model = nn.Sequential(*(nn.Linear(args.width, args.width) for _ in range(args.layers))).to(
+        device
+    )
     mesh = init_device_mesh(device.type, (world,))
     for layer in model:
         fully_shard(layer, mesh=mesh)
@@ -103,13 +109,20 @@ def rank_main(args: argparse.Namespace) -> None:
             samples[contender].append(statistics.median(steps))
     # Each sample is the slowest rank's.
     names = list(samples)
-    table = torch.tensor([samples[c] for c in names], dtype=torch.float64).reshape(len(names), args.rounds)
+    table = torch.tensor([samples[c] for c in names], dtype=torch.float64).reshape(
+        len(names), args.rounds
+    )
     dist.all_reduce(table, op=dist.ReduceOp.MAX)
     if rank == 0:
         shard = sum(p.to_local().numel() for p in params)
-        result = {"samples": {c: table[i].tolist() for i, c in enumerate(names)}, "errors": errors,
-                  "world": world, "device": str(device), "shard_numel": shard,
-                  "load": os.getloadavg()[0]}
+        result = {
+            "samples": {c: table[i].tolist() for i, c in enumerate(names)},
+            "errors": errors,
+            "world": world,
+            "device": str(device),
+            "shard_numel": shard,
+            "load": os.getloadavg()[0],
+        }
         Path(args.out).write_text(json.dumps(result))
     dist.destroy_process_group()
 
@@ -128,18 +141,42 @@ def launch(args: argparse.Namespace, deadline_s: float = 900) -> dict:
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "result.json"
         command = [sys.executable, __file__, "--role", "rank", "--out", str(out)]
-        for key in ("optimizer", "width", "layers", "steps", "rounds", "warmup", "threads", "device"):
+        for key in (
+            "optimizer",
+            "width",
+            "layers",
+            "steps",
+            "rounds",
+            "warmup",
+            "threads",
+            "device",
+        ):
             command += [f"--{key}", str(getattr(args, key))]
         port = free_port()
         procs = []
         for rank in range(world):
-            env = dict(os.environ, MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(rank),
-                       WORLD_SIZE=str(world), LOCAL_RANK=str(rank), LOCAL_WORLD_SIZE=str(world),
-                       OMP_NUM_THREADS=str(args.threads))
+            env = dict(
+                os.environ,
+                MASTER_ADDR="127.0.0.1",
+                MASTER_PORT=str(port),
+                RANK=str(rank),
+                WORLD_SIZE=str(world),
+                LOCAL_RANK=str(rank),
+                LOCAL_WORLD_SIZE=str(world),
+                OMP_NUM_THREADS=str(args.threads),
+            )
             if Path("/sys/class/net/lo").exists():
                 env["GLOO_SOCKET_IFNAME"] = "lo"
-            procs.append(subprocess.Popen(command, env=env, start_new_session=True, stdout=subprocess.DEVNULL,
-                                          stderr=subprocess.PIPE, text=True))
+            procs.append(
+                subprocess.Popen(
+                    command,
+                    env=env,
+                    start_new_session=True,
+                    stdout=subprocess.DEVNULL,
+                    stderr=subprocess.PIPE,
+                    text=True,
+                )
+            )
         end = time.monotonic() + deadline_s
         errors = []
         for rank, proc in enumerate(procs):
@@ -149,7 +186,9 @@ def launch(args: argparse.Namespace, deadline_s: float = 900) -> dict:
                 for p in procs:
                     if p.poll() is None:
                         os.killpg(p.pid, signal.SIGKILL)
-                raise RuntimeError(f"the FSDP2 step benchmark passed its {deadline_s} s deadline") from error
+                raise RuntimeError(
+                    f"the FSDP2 step benchmark passed its {deadline_s} s deadline"
+                ) from error
             if proc.returncode != 0:
                 errors.append(f"rank {rank} exited with {proc.returncode}: {err[-2000:]}")
         if errors:

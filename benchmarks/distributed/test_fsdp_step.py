@@ -23,23 +23,29 @@ OPTIMIZERS = _suite.pick(list(workload.OPTIMIZERS), ["Adam"])
 
 
 def _notes(done: list[_suite.Workload]) -> list[str]:
-    lines = ["| optimizer | ranks | device | shard (elements per rank) | contenders that raised |",
-             "|---|---:|---|---:|---|"]
+    lines = [
+        "| optimizer | ranks | device | shard (elements per rank) | contenders that raised |",
+        "|---|---:|---|---:|---|",
+    ]
     for w in done:
         info = w.info
         errors = "; ".join(f"{k}: {v}" for k, v in info.get("errors", {}).items()) or "-"
-        lines.append(f"| {w.params['optimizer']} | {info.get('world')} | {info.get('device')} | "
-                     f"{info.get('shard_numel')} | {errors} |")
+        lines.append(
+            f"| {w.params['optimizer']} | {info.get('world')} | {info.get('device')} | "
+            f"{info.get('shard_numel')} | {errors} |"
+        )
     return lines
 
 
 REPORT = _suite.Report(
     title="optimizer step under FSDP2",
-    pairs=[_suite.Pair("torch default", OURS, 1.0, name="torch default / fused_optim"),
-           _suite.Pair("torch foreach", OURS, name="torch foreach / fused_optim"),
-           _suite.Pair("torch fused", OURS, name="torch fused / fused_optim")],
+    pairs=[
+        _suite.Pair("torch default", OURS, 1.0, name="torch default / fused_optim"),
+        _suite.Pair("torch foreach", OURS, name="torch foreach / fused_optim"),
+        _suite.Pair("torch fused", OURS, name="torch fused / fused_optim"),
+    ],
     note="ratio = torch.optim time / fused_optim time (medians of the slowest rank's step); above 1: "
-         "fused_optim is faster",
+    "fused_optim is faster",
     notes=_notes,
     ours=(OURS,),
 )
@@ -56,9 +62,17 @@ def _raiser(error: str):
 @pytest.mark.parametrize("optimizer", OPTIMIZERS)
 def test_fsdp_step(race, request, optimizer, contender):
     rounds = _suite.ROUNDS or _suite.pick(8, 1)
-    args = workload.parser().parse_args([
-        "--optimizer", optimizer, "--rounds", str(rounds), "--device", request.config.getoption("--device"),
-        *_suite.pick([], ["--width", "64", "--layers", "2", "--steps", "1", "--warmup", "0"])])
+    args = workload.parser().parse_args(
+        [
+            "--optimizer",
+            optimizer,
+            "--rounds",
+            str(rounds),
+            "--device",
+            request.config.getoption("--device"),
+            *_suite.pick([], ["--width", "64", "--layers", "2", "--steps", "1", "--warmup", "0"]),
+        ]
+    )
 
     def build():
         result = workload.launch(args)

@@ -62,7 +62,11 @@ class Block(nn.Module):
         self.norm = nn.LayerNorm(DIM)
         # No key bias: softmax cancels it, so its gradient is rounding noise that Adagrad-like
         # steps (g / sqrt(sum g^2)) blow up to +-lr, differently in every summation order.
-        self.q, self.k, self.v = nn.Linear(DIM, DIM), nn.Linear(DIM, DIM, bias=False), nn.Linear(DIM, DIM)
+        self.q, self.k, self.v = (
+            nn.Linear(DIM, DIM),
+            nn.Linear(DIM, DIM, bias=False),
+            nn.Linear(DIM, DIM),
+        )
         self.proj = nn.Linear(DIM, DIM)
         self.up = nn.Linear(DIM, HIDDEN)
         self.down = nn.Linear(HIDDEN, DIM)
@@ -71,7 +75,9 @@ class Block(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         h = self.norm(x)
         # Heads of HEAD_DIM features: under tensor parallelism q, k and v hold this rank's heads.
-        q, k, v = (f(h).unflatten(-1, (-1, HEAD_DIM)).transpose(-2, -3) for f in (self.q, self.k, self.v))
+        q, k, v = (
+            f(h).unflatten(-1, (-1, HEAD_DIM)).transpose(-2, -3) for f in (self.q, self.k, self.v)
+        )
         attn = torch.softmax(q @ k.transpose(-1, -2) / HEAD_DIM**0.5, dim=-1)
         x = x + self.proj((attn @ v).transpose(-2, -3).flatten(-2))
         x = x + self.down(torch.nn.functional.gelu(self.up(x)))
@@ -94,14 +100,21 @@ def loss_fn(model: nn.Module, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
 
 # --- configurations: (world size, how to shard a fresh model, the data-parallel degree) -----------
 
+
 def _tp_plan() -> dict[str, Any]:
     from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel
 
     # q, k, v and up split their outputs (each rank its heads), proj and down their inputs
     # (Megatron's split); the norm and head stay plain tensors beside the DTensors, as they do in
     # users' TP models (the drop-ins then make one op call for each kind).
-    return {"q": ColwiseParallel(), "k": ColwiseParallel(), "v": ColwiseParallel(),
-            "proj": RowwiseParallel(), "up": ColwiseParallel(), "down": RowwiseParallel()}
+    return {
+        "q": ColwiseParallel(),
+        "k": ColwiseParallel(),
+        "v": ColwiseParallel(),
+        "proj": RowwiseParallel(),
+        "up": ColwiseParallel(),
+        "down": RowwiseParallel(),
+    }
 
 
 def shard_fsdp(model: nn.Module, mesh: Any, **kwargs: Any) -> nn.Module:
@@ -119,7 +132,11 @@ def fsdp(model: nn.Module) -> tuple[nn.Module, int, int]:
 
 def fsdp_no_reshard(model: nn.Module) -> tuple[nn.Module, int, int]:
     mesh = _mesh((dist.get_world_size(),))
-    return shard_fsdp(model, mesh, reshard_after_forward=False), dist.get_rank(), dist.get_world_size()
+    return (
+        shard_fsdp(model, mesh, reshard_after_forward=False),
+        dist.get_rank(),
+        dist.get_world_size(),
+    )
 
 
 def fsdp_mixed(model: nn.Module) -> tuple[nn.Module, int, int]:
@@ -161,6 +178,7 @@ CONFIGS: dict[str, tuple[int, Callable[[nn.Module], tuple[nn.Module, int, int]]]
 
 # --- one run ------------------------------------------------------------------------------------
 
+
 def full(t: torch.Tensor) -> torch.Tensor:
     from torch.distributed.tensor import DTensor
 
@@ -198,21 +216,31 @@ def run(config: str, name: str, impl: str) -> dict[str, Any]:
         loss_fn(model, x, y).backward()
         opt.step()
         ref_opt.zero_grad()
-        ref_loss = sum(((ref_forward(xr) - yr) ** 2).mean() for xr, yr in
-                       (batch(step, r) for r in range(dp_size))) / dp_size
+        ref_loss = (
+            sum(
+                ((ref_forward(xr) - yr) ** 2).mean()
+                for xr, yr in (batch(step, r) for r in range(dp_size))
+            )
+            / dp_size
+        )
         ref_loss.backward()
         ref_opt.step()
     gathered = [full(p.detach()) for p in model.parameters()]
-    return {"max_diff": max_diff(gathered, list(reference.parameters())),
-            "moved": max_diff(gathered, list(make_model().parameters()))}
+    return {
+        "max_diff": max_diff(gathered, list(reference.parameters())),
+        "moved": max_diff(gathered, list(make_model().parameters())),
+    }
 
 
 # --- checkpoints through torch.distributed.checkpoint ----------------------------------------------
 
+
 def make_optimizer(impl: str, name: str, model: nn.Module) -> torch.optim.Optimizer:
     import fused_optim
 
-    return (getattr(fused_optim, name) if impl == "fused" else twin_class(name))(model.parameters(), **KWARGS[name])
+    return (getattr(fused_optim, name) if impl == "fused" else twin_class(name))(
+        model.parameters(), **KWARGS[name]
+    )
 
 
 def train(model: nn.Module, opt: torch.optim.Optimizer, steps: range) -> None:
@@ -226,6 +254,7 @@ def train(model: nn.Module, opt: torch.optim.Optimizer, steps: range) -> None:
 # load) and combine the ranks' verdicts in one collective: gathering every tensor costs a collective
 # each, most of the cases' time.
 
+
 def local(t: torch.Tensor) -> torch.Tensor:
     return t.to_local() if hasattr(t, "to_local") else t
 
@@ -235,8 +264,12 @@ def local_state(model: nn.Module, opt: torch.optim.Optimizer) -> dict[str, torch
     from torch.distributed.checkpoint.state_dict import get_optimizer_state_dict
 
     state = get_optimizer_state_dict(model, opt)["state"]
-    return {f"{k}/{key}": local(v).detach().clone() for k, s in state.items() for key, v in s.items()
-            if isinstance(v, torch.Tensor)}
+    return {
+        f"{k}/{key}": local(v).detach().clone()
+        for k, s in state.items()
+        for key, v in s.items()
+        if isinstance(v, torch.Tensor)
+    }
 
 
 def local_params(model: nn.Module) -> list[torch.Tensor]:
@@ -244,8 +277,10 @@ def local_params(model: nn.Module) -> list[torch.Tensor]:
 
 
 def max_diff(a: list[torch.Tensor], b: list[torch.Tensor]) -> float:
-    return max(((x.double() - y.double()).abs().max().item() if x.numel() else 0.0)
-               for x, y in zip(a, b, strict=True))
+    return max(
+        ((x.double() - y.double()).abs().max().item() if x.numel() else 0.0)
+        for x, y in zip(a, b, strict=True)
+    )
 
 
 def on_all_ranks(equal: bool, diff: float) -> tuple[bool, float]:
@@ -275,8 +310,10 @@ def checkpoint(name: str, writer: str, readers: list[str], path: str) -> dict[st
     saved = local_state(model, opt)
     # sync_files=False: no fsync of each file (seconds on a loaded CI disk; the files are read back
     # by this same run, through the page cache)
-    dcp.save({"model": get_model_state_dict(model), "optim": get_optimizer_state_dict(model, opt)},
-             storage_writer=dcp.FileSystemWriter(path, sync_files=False))
+    dcp.save(
+        {"model": get_model_state_dict(model), "optim": get_optimizer_state_dict(model, opt)},
+        storage_writer=dcp.FileSystemWriter(path, sync_files=False),
+    )
     train(model, opt, range(2, 3))
     expected = local_params(model)
 
@@ -285,13 +322,17 @@ def checkpoint(name: str, writer: str, readers: list[str], path: str) -> dict[st
         torch.manual_seed(1)
         model, _, _ = fsdp(Block())  # other initial values: the load must overwrite them
         opt = make_optimizer(reader, name, model)
-        state = {"model": get_model_state_dict(model), "optim": get_optimizer_state_dict(model, opt)}
+        state = {
+            "model": get_model_state_dict(model),
+            "optim": get_optimizer_state_dict(model, opt),
+        }
         dcp.load(state, checkpoint_id=path)
         set_model_state_dict(model, state["model"])
         set_optimizer_state_dict(model, opt, state["optim"])
         loaded = local_state(model, opt)
         state_equal = saved.keys() == loaded.keys() and all(
-            saved[k].dtype == loaded[k].dtype and torch.equal(saved[k], loaded[k]) for k in saved)
+            saved[k].dtype == loaded[k].dtype and torch.equal(saved[k], loaded[k]) for k in saved
+        )
         train(model, opt, range(2, 3))
         state_equal, diff = on_all_ranks(state_equal, max_diff(local_params(model), expected))
         results[reader] = {"state_equal": state_equal, "max_diff": diff}
@@ -319,7 +360,13 @@ def scenario(configs: list[str], names: list[str], checkpoint_dir: str = "") -> 
                 dist.barrier()
     for name in names if checkpoint_dir else []:
         for writer, readers in checkpoint_readers(name).items():
-            checks.run(f"checkpoint/{name}/{writer}", checkpoint, name, writer, readers,
-                       os.path.join(checkpoint_dir, f"{name}-{writer}"))
+            checks.run(
+                f"checkpoint/{name}/{writer}",
+                checkpoint,
+                name,
+                writer,
+                readers,
+                os.path.join(checkpoint_dir, f"{name}-{writer}"),
+            )
             dist.barrier()
     return checks.results

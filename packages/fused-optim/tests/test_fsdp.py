@@ -19,7 +19,9 @@ TOL = 1e-5  # float32 after 3 steps, against the unsharded twin (sums in other o
 def world2(tmp_path_factory: pytest.TempPathFactory) -> dict:
     configs = [c for c, (world, _) in CONFIGS.items() if world == 2]
     path = str(tmp_path_factory.mktemp("dcp"))
-    return run_scenario(scenario, 2, deadline_s=400.0, configs=configs, names=NAMES, checkpoint_dir=path)[0]
+    return run_scenario(
+        scenario, 2, deadline_s=400.0, configs=configs, names=NAMES, checkpoint_dir=path
+    )[0]
 
 
 @pytest.fixture(scope="module")
@@ -49,15 +51,20 @@ def test_torch_optim_on_the_same_mesh(world2, name):
     parameters (TORCH_FAILS), the record that it does, while fused_optim's runs (test above)."""
     entry = world2[f"fsdp/{name}/torch"]
     if name in TORCH_FAILS:
-        assert "error" in entry, f"torch.optim.{name} now runs under FSDP2: update TORCH_FAILS and the README"
+        assert "error" in entry, (
+            f"torch.optim.{name} now runs under FSDP2: update TORCH_FAILS and the README"
+        )
         assert "placement" in entry["error"]
     else:
         assert check(world2, f"fsdp/{name}/torch")["max_diff"] <= TOL
 
 
-CHECKPOINT_CASES = [pytest.param(name, writer, reader, id=f"{name}-{writer}-{reader}")
-                    for name in NAMES for writer, readers in checkpoint_readers(name).items()
-                    for reader in readers]
+CHECKPOINT_CASES = [
+    pytest.param(name, writer, reader, id=f"{name}-{writer}-{reader}")
+    for name in NAMES
+    for writer, readers in checkpoint_readers(name).items()
+    for reader in readers
+]
 
 
 @pytest.mark.parametrize(("name", "writer", "reader"), CHECKPOINT_CASES)

@@ -16,8 +16,22 @@ from _distributed import GLOO_ABORT, requires_gloo
 pytestmark = requires_gloo
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "fsdp2_train.py"
-SMALL = ["--dim", "32", "--heads", "2", "--layers", "1", "--context", "16", "--batch", "8", "--lr", "1e-2",
-         "--log-every", "1"]
+SMALL = [
+    "--dim",
+    "32",
+    "--heads",
+    "2",
+    "--layers",
+    "1",
+    "--context",
+    "16",
+    "--batch",
+    "8",
+    "--lr",
+    "1e-2",
+    "--log-every",
+    "1",
+]
 
 
 def launch(args: list[str], cwd: Path, torchrun: bool = True) -> str:
@@ -27,17 +41,28 @@ def launch(args: list[str], cwd: Path, torchrun: bool = True) -> str:
     env = dict(os.environ, OMP_NUM_THREADS="1")
     if Path("/sys/class/net/lo").exists():
         env["GLOO_SOCKET_IFNAME"] = "lo"
-    runner = ["-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2"] if torchrun else []
+    runner = (
+        ["-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2"] if torchrun else []
+    )
     cmd = [sys.executable, *runner, str(EXAMPLE), *SMALL, *args]
     for _ in range(2):
-        proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                text=True, start_new_session=True)
+        proc = subprocess.Popen(
+            cmd,
+            cwd=cwd,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            start_new_session=True,
+        )
         try:
             out, err = proc.communicate(timeout=180)
         except subprocess.TimeoutExpired:
             os.killpg(proc.pid, signal.SIGKILL)
             out, err = proc.communicate()
-            raise AssertionError(f"the example passed its deadline:\n{out}\n{err[-4000:]}") from None
+            raise AssertionError(
+                f"the example passed its deadline:\n{out}\n{err[-4000:]}"
+            ) from None
         if proc.returncode == 0:
             return out
         if GLOO_ABORT not in err:
