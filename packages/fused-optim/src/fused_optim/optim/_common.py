@@ -77,10 +77,12 @@ def scalar(value: Any) -> float:
 
 
 def bucket_lists(lists: list[list[Tensor]], real_lists: int) -> list[list[list[Tensor]]]:
-    """Splits one group's op arguments by (device, dtype) of ``lists[0]`` (the params).
+    """Splits one group's op arguments by (device, dtype, device mesh) of ``lists[0]`` (the params).
 
     torch.optim's foreach path groups the same way, so a parameter group may mix devices and
-    dtypes, while one op call requires a single device and dtype. Complex tensors are updated as
+    dtypes, while one op call requires a single device and dtype. Likewise an op call takes
+    DTensors of one mesh or plain tensors, while tensor parallelism leaves some parameters plain
+    (norms) beside the DTensors of the sharded layers. Complex tensors are updated as
     their real views, exactly as torch.optim does; the first ``real_lists`` lists are viewed so
     (the rest, e.g. step counters, are passed through). Empty lists (absent optional state) stay
     empty, and a group without params gives no call.
@@ -88,13 +90,14 @@ def bucket_lists(lists: list[list[Tensor]], real_lists: int) -> list[list[list[T
     params = lists[0]
     if not params:
         return []
-    kinds = {(p.device, p.dtype) for p in params}
+    # A DTensor's mesh (plain tensors: None); DeviceMesh hashes by its ranks and shape.
+    kinds = {(p.device, p.dtype, getattr(p, "device_mesh", None)) for p in params}
     if len(kinds) == 1 and not next(iter(kinds))[1].is_complex:
         return [lists]  # the common case: one call for the whole group
-    buckets: dict[tuple[torch.device, torch.dtype], list[list[Tensor]]] = {}
+    buckets: dict[tuple[Any, ...], list[list[Tensor]]] = {}
     for i, p in enumerate(params):
         real_dtype = p.real.dtype if p.is_complex() else p.dtype
-        bucket = buckets.setdefault((p.device, real_dtype), [[] for _ in lists])
+        bucket = buckets.setdefault((p.device, real_dtype, getattr(p, "device_mesh", None)), [[] for _ in lists])
         for k, lst in enumerate(lists):
             if lst:
                 t = lst[i]
