@@ -33,7 +33,9 @@ def world4() -> dict:
 def test_every_fused_optimizer_is_covered():
     import fused_optim
 
-    assert sorted(NAMES) == sorted(fused_optim.optim.__all__)
+    # Muon takes matrices only (this model has biases and norms): its DTensor steps, sharded
+    # matrices gathered for Newton-Schulz, are checked in test_dtensor.py
+    assert sorted([*NAMES, "Muon"]) == sorted(fused_optim.optim.__all__)
 
 
 @pytest.mark.parametrize("name", NAMES)
