@@ -207,6 +207,13 @@ class MuonUpdate(NamedTuple):
     Attributes:
         params: The updated parameters.
         momentum_buffers: The new momentum buffers.
+
+    >>> import torch
+    >>> out = muon_update([torch.zeros(2, 2)], [torch.eye(2)], [torch.zeros(2, 2)], lr=0.5, momentum=0.5,
+    ...                   nesterov=False, ns_steps=0)
+    >>> out.momentum_buffers
+    [tensor([[0.5000, 0.0000],
+            [0.0000, 0.5000]])]
     """
 
     params: list[Tensor]

@@ -1370,6 +1370,10 @@ def muon_lr_scale(shape: Sequence[int], adjust_lr_fn: str | None) -> float:
     ``sqrt(max(1, A / B))`` for ``None`` or ``"original"`` (Keller Jordan's), ``0.2 sqrt(max(A, B))``
     for ``"match_rms_adamw"`` (Moonshot's, the update's RMS matched to AdamW's).
 
+    Args:
+        shape: The matrix's shape ``(A, B)``.
+        adjust_lr_fn: ``None``, ``"original"`` or ``"match_rms_adamw"``, as in :class:`fused_optim.Muon`.
+
     >>> muon_lr_scale((512, 128), None), muon_lr_scale((128, 512), "match_rms_adamw")
     (2.0, 4.525483399593905)
     """
@@ -1429,6 +1433,9 @@ def newton_schulz(matrices: torch.Tensor, coefficients: Sequence[float], steps: 
 def shape_batches(tensors: Sequence[torch.Tensor]) -> dict[tuple[int, ...], list[int]]:
     """The indices of ``tensors`` by shape, in order of first appearance: Muon's batches.
 
+    Args:
+        tensors: Tensors of any shapes.
+
     >>> shape_batches([torch.zeros(2, 3), torch.zeros(3, 2), torch.zeros(2, 3)])
     {(2, 3): [0, 2], (3, 2): [1]}
     """
@@ -1467,7 +1474,7 @@ def muon_step_(params: list[torch.Tensor], grads: list[torch.Tensor], momentum_b
     # DTensor matrices (FSDP2, TP): the element-wise passes run on the local shards, but the
     # orthogonalization needs whole matrices, so each shape's batch is gathered (_newton_schulz_sharded)
     sharded = any(hasattr(g, "_local_tensor") for g in grads)
-    stacks: list[torch.Tensor | None] = []
+    stacks: list[torch.Tensor | None] = []  # None: a sharded shape, gathered for Newton-Schulz
     directions: list[torch.Tensor] = [*grads]  # each replaced by its slice of its shape's batch
     for shape, indices in batches.items():
         if sharded:
@@ -1475,9 +1482,9 @@ def muon_step_(params: list[torch.Tensor], grads: list[torch.Tensor], momentum_b
             for i in indices:
                 directions[i] = torch.empty_like(grads[i])  # placed like its gradient
             continue
-        stack = grads[indices[0]].new_empty((len(indices), *shape))
-        stacks.append(stack)
-        for i, view in zip(indices, stack.unbind(0)):
+        batch = grads[indices[0]].new_empty((len(indices), *shape))
+        stacks.append(batch)
+        for i, view in zip(indices, batch.unbind(0)):
             directions[i] = view
     kwargs = {"lr": lr, "weight_decay": weight_decay}
     calls = []  # the apply pass of each shape
@@ -1502,8 +1509,7 @@ def muon_step_(params: list[torch.Tensor], grads: list[torch.Tensor], momentum_b
     return None
 
 
-def _newton_schulz_sharded(directions: list[torch.Tensor], coefficients: Sequence[float], steps: int,
-                           eps: float) -> None:
+def _newton_schulz_sharded(directions: list[Any], coefficients: Sequence[float], steps: int, eps: float) -> None:
     """Orthogonalizes equally shaped DTensor matrices in place: each is gathered whole, the batch
     runs one :func:`newton_schulz` chain on every rank (the same result everywhere), and each rank
     keeps its own shard. Exact on any placement, at the cost of one all-gather per matrix

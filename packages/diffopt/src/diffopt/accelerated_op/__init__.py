@@ -217,6 +217,12 @@ def newton_schulz(matrices: torch.Tensor, coefficients, steps: int, eps: float, 
     See ``fused_optim.ops.newton_schulz``: a batch ``(n, A, B)`` of matrices, one batched
     matrix-product chain, in ``dtype`` (``None``: the matrices' own).
 
+    Args:
+        matrices: A batch ``(n, A, B)`` of matrices.
+        coefficients, steps, eps: The iteration's ``(a, b, c)``, its number of steps and the floor of
+            the norm, as torch.optim.Muon's ``ns_coefficients``, ``ns_steps`` and ``eps``.
+        dtype: The precision of the iteration (``None``: the matrices' own).
+
     Example:
         >>> import torch
         >>> newton_schulz(torch.ones(3, 2, 4), (3.4445, -4.7750, 2.0315), 5, 1e-7).shape
@@ -228,6 +234,10 @@ def newton_schulz(matrices: torch.Tensor, coefficients, steps: int, eps: float, 
 def muon_lr_scale(shape, adjust_lr_fn: str | None) -> float:
     """torch.optim.Muon's learning-rate factor for a matrix of ``shape`` (``fused_optim.ops.muon_lr_scale``).
 
+    Args:
+        shape: The matrix's shape ``(A, B)``.
+        adjust_lr_fn: ``None``, ``"original"`` or ``"match_rms_adamw"``.
+
     Example:
         >>> muon_lr_scale((8, 2), None)
         2.0
@@ -237,6 +247,9 @@ def muon_lr_scale(shape, adjust_lr_fn: str | None) -> float:
 
 def shape_batches(tensors: list) -> dict:
     """The indices of ``tensors`` by shape (``fused_optim.ops.shape_batches``): Muon's batches.
+
+    Args:
+        tensors: Tensors of any shapes.
 
     Example:
         >>> import torch

@@ -139,6 +139,10 @@ def scale_by_accelerated_muon(momentum: float = 0.95, nesterov: bool = True,
 
     Same arguments, state and results as :func:`scale_by_muon`.
 
+    Args:
+        momentum, nesterov, ns_coefficients, eps, ns_steps, adjust_lr_fn, ns_dtype, moment_requires_grad:
+            As in :func:`scale_by_muon`.
+
     Returns:
         A :class:`~diffopt.base.GradientTransformation` with :class:`ScaleByMuonState`.
 
