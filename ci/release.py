@@ -9,6 +9,14 @@
                                               the compiled wheels, and each wheel installed alone
                                               into a fresh virtualenv (pip resolving its declared
                                               requirements) and exercised
+    python ci/release.py build optree-core --pythons 3.10,3.12,3.13
+                                              also one optree-core wheel per listed CPython, in
+                                              dist/wheels-cpython (the cp311 wheel stays the one in
+                                              dist/wheels that CI installs)
+    python ci/release.py verify [--suite full|smoke]
+                                              also each wheel in dist/wheels-cpython installed alone
+                                              into a fresh virtualenv of its Python, running
+                                              optree-core's whole suite there (smoke: a quick subset)
 
 ci/setup.sh runs ``build`` for each package whose sources changed, so the wheels CI installs and
 tests are exactly these; ``nox -s release`` runs both steps, and CI runs ``verify``
@@ -37,6 +45,19 @@ ROOT = Path(__file__).resolve().parents[1]
 DIST = ROOT / "dist"
 WHEELS = DIST / "wheels"
 SDISTS = DIST / "sdist"
+# optree-core's wheels for the CPythons other than the one CI runs on. A separate folder, so that
+# dist/wheels keeps exactly one wheel per package for ci/setup.sh and wheel_of().
+CPYTHON_WHEELS = DIST / "wheels-cpython"
+# One wheel per CPython, not nanobind's stable-ABI (abi3) build: optree-core's traversal uses
+# CPython macros the limited API lacks (STYLE.md, "Build config").
+EXTRA_PYTHONS = ("3.10", "3.12", "3.13")
+PYENV = Path(os.environ.get("PYENV_ROOT", Path.home() / ".pyenv")) / "versions"
+# optree-core's suite under each extra CPython: what its tests import (the integration tests skip
+# themselves where numpy, attrs or torch is absent; torch is left out, it is the CI's one build).
+SUITE_REQUIREMENTS = ("pytest>=8", "hypothesis>=6.100")
+OPTREE_TESTS = ROOT / "packages" / "optree-core" / "tests"
+# The smoke subset: the core operations, for when the full suites outgrow CI's time budget.
+SMOKE_TESTS = ("test_pytree.py", "test_treespec.py", "test_build_info.py")
 CONSTRAINTS = ROOT / "ci" / "constraints.txt"
 PACKAGES = {"optree-core": "optree_core", "fused-optim": "fused_optim", "diffopt": "diffopt"}
 COMPILED = ("optree-core", "fused-optim")
@@ -150,6 +171,98 @@ def build(package: str) -> Path:
     return wheel_of(package)
 
 
+def find_python(minor: str) -> Path:
+    """The interpreter of CPython ``minor`` (e.g. "3.12"): the newest under pyenv, else on PATH.
+    pyenv's versions come first because its shims on PATH answer only for the active version."""
+    if not re.fullmatch(r"3\.\d+", minor):
+        raise SystemExit(f"not a CPython version: {minor!r} (expected e.g. 3.12)")
+    candidates = sorted(PYENV.glob(f"{minor}.*/bin/python{minor}"),
+                        key=lambda p: [int(x) for x in re.findall(r"\d+", p.parts[-3])])
+    if candidates:
+        return candidates[-1]
+    found = shutil.which(f"python{minor}")
+    if found and "shims" not in Path(found).parts:
+        return Path(found)
+    raise SystemExit(f"no CPython {minor} found under {PYENV} or on PATH")
+
+
+def cpython_tag(minor: str) -> str:
+    return "cp" + minor.replace(".", "")
+
+
+def minor_of(wheel: Path) -> str:
+    """The CPython version a wheel is for, from its tag (cp312 -> 3.12)."""
+    tag = wheel.name.split("-")[2]
+    if not re.fullmatch(r"cp3\d+", tag):
+        raise SystemExit(f"{wheel.name}: not a version-specific CPython wheel")
+    return f"3.{tag[3:]}"
+
+
+def build_for_python(package: str, minor: str) -> Path:
+    """optree-core's wheel for another CPython, repaired like the main one. The build runs under
+    that Python with pip's build isolation: its own nanobind and scikit-build-core come from the
+    package index (the main venv's build tools are for the main venv's Python only)."""
+    if package != "optree-core":
+        raise SystemExit(f"--pythons builds optree-core only, not {package}")
+    python = find_python(minor)
+    name = PACKAGES[package]
+    CPYTHON_WHEELS.mkdir(parents=True, exist_ok=True)
+    for old in CPYTHON_WHEELS.glob(f"{name}-*-{cpython_tag(minor)}-*.whl"):
+        old.unlink()
+    with tempfile.TemporaryDirectory() as raw:
+        log(f"{package}: wheel for CPython {minor} ({python})")
+        run(python, "-m", "pip", "wheel", "-q", "--no-deps", "--disable-pip-version-check",
+            "-w", raw, ROOT / "packages" / package)
+        [wheel] = Path(raw).glob(f"{name}-*-{cpython_tag(minor)}-*.whl")
+        log(f"{package}: auditwheel repair ({cpython_tag(minor)})")
+        run_quietly(sys.executable, "-m", "auditwheel", "repair", "-w", CPYTHON_WHEELS, wheel)
+    [repaired] = CPYTHON_WHEELS.glob(f"{name}-{version(package)}-{cpython_tag(minor)}-*.whl")
+    return repaired
+
+
+def cpython_wheels(package: str = "optree-core") -> list[Path]:
+    """The current version's extra-CPython wheels, oldest CPython first."""
+    found = CPYTHON_WHEELS.glob(f"{PACKAGES[package]}-{version(package)}-cp3*.whl")
+    return sorted(found, key=lambda w: int(minor_of(w).split(".")[1]))
+
+
+def suite_command(python: Path, suite: str) -> list[str | Path]:
+    """pytest over optree-core's tests, the whole suite or the smoke subset."""
+    targets = [OPTREE_TESTS] if suite == "full" else [OPTREE_TESTS / t for t in SMOKE_TESTS]
+    # The root pyproject.toml stays the rootdir (its markers and --strict-markers apply); the
+    # cache plugin is off so a verify run writes nothing into the checkout.
+    return [python, "-m", "pytest", "-q", "-p", "no:cacheprovider", *targets]
+
+
+def suite_in_fresh_venv(wheel: Path, workdir: Path, suite: str) -> list[str]:
+    """One extra-CPython wheel installed alone into a fresh virtualenv of its Python, then
+    optree-core's suite run there against it."""
+    minor = minor_of(wheel)
+    venv = workdir / f"optree-core-{minor}"
+    log(f"optree-core {cpython_tag(minor)}: fresh virtualenv of {find_python(minor)}")
+    run(find_python(minor), "-m", "venv", venv)
+    python = venv / "bin" / "python"
+    run(python, "-m", "pip", "install", "-q", "--no-compile", "--disable-pip-version-check",
+        wheel, *SUITE_REQUIREMENTS)
+    problems = []
+    # The suite must test the wheel, not the sources: say where optree_core came from.
+    where = run(python, "-c", "import optree_core; print(optree_core.__file__)", cwd=workdir,
+                capture_output=True, text=True, check=False)
+    if where.returncode or not Path(where.stdout.strip()).is_relative_to(venv):
+        problems.append(f"optree-core {cpython_tag(minor)}: import failed or not from the wheel: "
+                        f"{where.stdout}{where.stderr}")
+        return problems
+    log(f"optree-core {cpython_tag(minor)}: {suite} suite")
+    result = run(*suite_command(python, suite), cwd=workdir, check=False)
+    if result.returncode:
+        problems.append(f"optree-core {cpython_tag(minor)}: the {suite} suite failed")
+    problems += [f"optree-core {cpython_tag(minor)}: ldd: {p}" for p in
+                 extension_libraries_problems("optree-core", Path(run(
+                     python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])",
+                     capture_output=True, text=True).stdout.strip()))]
+    return problems
+
+
 # --- checks shared by verify and ci/tests/test_release.py ------------------------------------------
 def auditwheel_show(wheel: Path) -> dict:
     """``auditwheel show --json``: the tag the binaries allow and the libraries they need."""
@@ -242,7 +355,7 @@ def smoke(package: str, workdir: Path) -> list[str]:
     return problems
 
 
-def verify(packages: list[str]) -> int:
+def verify(packages: list[str], suite: str = "full") -> int:
     artifacts = [p for pkg in packages for p in (sdist_of(pkg), wheel_of(pkg))]
     missing = [str(p) for p in artifacts if not p.exists()]
     if missing:
@@ -260,9 +373,20 @@ def verify(packages: list[str]) -> int:
                 + (f" (torch's: repair excluded {list(REPAIR_EXCLUDES[package])})"
                    if REPAIR_EXCLUDES[package] else ""))
             problems += [f"{package}: {p}" for p in audit_problems(package, report)]
+    extra = cpython_wheels() if "optree-core" in packages else []
+    # A missing one fails rather than being skipped: CI's proof covers every CPython we claim.
+    lacking = (sorted(set(EXTRA_PYTHONS) - {minor_of(w) for w in extra})
+               if "optree-core" in packages else [])
+    problems += [f"optree-core: no CPython {m} wheel in {CPYTHON_WHEELS}: run `python ci/release.py "
+                 f"build optree-core --pythons all`" for m in lacking]
+    for wheel in extra:
+        problems += [f"optree-core {wheel.name}: {p}"
+                     for p in audit_problems("optree-core", auditwheel_show(wheel))]
     with tempfile.TemporaryDirectory(prefix="release-smoke-") as workdir:
         for package in packages:
             problems += smoke(package, Path(workdir))
+        for wheel in extra:
+            problems += suite_in_fresh_venv(wheel, Path(workdir), suite)
     for problem in problems:
         log(f"FAIL {problem}")
     log("all release checks passed" if not problems else f"{len(problems)} problem(s)")
@@ -273,16 +397,29 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("command", choices=["build", "verify"])
     parser.add_argument("packages", nargs="*", metavar="PACKAGE", help=", ".join(PACKAGES))
+    parser.add_argument("--pythons", default="", metavar="3.10,3.12,...",
+                        help="build: also optree-core wheels for these CPythons "
+                             f"(all: {','.join(EXTRA_PYTHONS)})")
+    # The three full suites add about a minute to CI (measured on 2 cores); smoke is the
+    # fallback should they outgrow CI's budget.
+    parser.add_argument("--suite", choices=["smoke", "full"], default="full",
+                        help="verify: optree-core's tests under each extra CPython")
     args = parser.parse_args(argv)
     unknown = sorted(set(args.packages) - set(PACKAGES))
     if unknown:
         parser.error(f"unknown package(s) {unknown}; choose from {list(PACKAGES)}")
     packages = [p for p in PACKAGES if p in args.packages] or list(PACKAGES)
     if args.command == "build":
+        pythons = (list(EXTRA_PYTHONS) if args.pythons == "all"
+                   else [v for v in args.pythons.split(",") if v])
+        if pythons and "optree-core" not in packages:
+            parser.error("--pythons builds optree-core only: name it among the packages")
         for package in packages:
             log(f"{package}: built {build(package).name}")
+        for minor in pythons:
+            log(f"optree-core: built {build_for_python('optree-core', minor).name}")
         return 0
-    return verify(packages)
+    return verify(packages, args.suite)
 
 
 if __name__ == "__main__":

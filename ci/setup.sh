@@ -76,6 +76,12 @@ for pkg in optree-core fused-optim diffopt; do
 done
 mkdir -p "$WHEELS"
 wheel_of() { ls "$WHEELS"/"${1//-/_}"-*.whl 2>/dev/null | head -n 1; }
+# optree-core also ships for the other CPythons (dist/wheels-cpython, proven by release_check);
+# built with it, so a changed optree-core rebuilds all of them. None missing: all three present.
+build_args() { [ "$1" = optree-core ] && echo --pythons all; true; }
+extra_missing() {
+  [ "$1" = optree-core ] && [ "$(ls "$ROOT"/dist/wheels-cpython/optree_core-*.whl 2>/dev/null | wc -l)" -lt 3 ]
+}
 
 # A package's artifacts change with its sources and with how they are built.
 artifact_hash() { fingerprint "packages/$1" ci/release.py; }
@@ -91,9 +97,10 @@ install_wheel() {  # install_wheel VENV PACKAGE
 
 for pkg in "${PACKAGES[@]}"; do
   h="$(artifact_hash "$pkg")"
-  if ! up_to_date "$ROOT/dist" "$pkg" "$h" || [ -z "$(wheel_of "$pkg")" ]; then
-    log "building the $pkg sdist and wheel"
-    "$VPY" "$ROOT/ci/release.py" build "$pkg"
+  if ! up_to_date "$ROOT/dist" "$pkg" "$h" || [ -z "$(wheel_of "$pkg")" ] || extra_missing "$pkg"; then
+    log "building the $pkg sdist and wheel(s)"
+    # shellcheck disable=SC2046  # build_args prints separate words on purpose
+    "$VPY" "$ROOT/ci/release.py" build "$pkg" $(build_args "$pkg")
     stamp "$ROOT/dist" "$pkg" "$h"
   fi
   install_wheel "$VENV" "$pkg"

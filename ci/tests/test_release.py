@@ -137,3 +137,63 @@ def test_ldd_parsing():
     libs = release.ldd(Path("/bin/sh").resolve())
     assert "libc.so.6" in libs and Path(libs["libc.so.6"]).exists()
     assert set(libs) <= release.SYSTEM_RUNTIME
+
+
+# --- optree-core for every CPython (issue 25, item 3) ------------------------------------------
+def test_extra_cpythons_are_the_supported_ones_but_ci_s():
+    # cp311 is dist/wheels' wheel (CI's own Python); the others together cover requires-python.
+    pyproject = (ROOT / "packages" / "optree-core" / "pyproject.toml").read_text()
+    assert 'requires-python = ">=3.10"' in pyproject
+    assert set(release.EXTRA_PYTHONS) | {"3.11"} == {"3.10", "3.11", "3.12", "3.13"}
+
+
+def test_minor_of_reads_the_wheel_tag():
+    wheel = Path("optree_core-0.1.0-cp312-cp312-manylinux_2_34_x86_64.whl")
+    assert release.minor_of(wheel) == "3.12"
+    assert release.cpython_tag("3.13") == "cp313"
+    with pytest.raises(SystemExit):
+        release.minor_of(Path("optree_core-0.1.0-py3-none-any.whl"))
+
+
+def test_find_python_rejects_what_is_not_a_version():
+    with pytest.raises(SystemExit, match="not a CPython version"):
+        release.find_python("3.12.1")
+
+
+@pytest.mark.parametrize("minor", release.EXTRA_PYTHONS)
+def test_find_python_finds_each_extra_cpython(minor):
+    try:
+        python = release.find_python(minor)
+    except SystemExit:
+        pytest.skip(f"no CPython {minor} on this machine")
+    out = subprocess.run([python, "-c", "import sys; print('%d.%d' % sys.version_info[:2])"],
+                         capture_output=True, text=True, check=True).stdout.strip()
+    assert out == minor
+
+
+def test_pythons_option_builds_optree_core_only():
+    with pytest.raises(SystemExit):  # argparse's error, before anything is built
+        release.main(["build", "fused-optim", "--pythons", "3.12"])
+    with pytest.raises(SystemExit, match="optree-core only"):
+        release.build_for_python("fused-optim", "3.12")
+
+
+def test_smoke_subset_names_existing_test_files():
+    command = release.suite_command(Path("python"), "smoke")
+    targets = [Path(str(a)) for a in command if str(a).endswith(".py")]
+    assert targets and all(t.is_file() for t in targets), targets
+    assert release.OPTREE_TESTS in release.suite_command(Path("python"), "full")
+
+
+def test_extra_cpython_wheels_are_manylinux_and_stay_out_of_dist_wheels():
+    extra = release.cpython_wheels()
+    if not extra:
+        pytest.skip("no extra-CPython wheels: run ci/release.py build optree-core --pythons all")
+    for wheel in extra:
+        assert release.minor_of(wheel) in release.EXTRA_PYTHONS, wheel.name
+        assert re.search(r"-cp3\d+-cp3\d+-manylinux_2_\d+_x86_64\.whl$", wheel.name), wheel.name
+        report = release.auditwheel_show(wheel)
+        assert release.audit_problems("optree-core", report) == [], report
+        assert report["external_libs"] == {}, report
+    # ci/setup.sh and wheel_of() see one optree-core wheel, the cp311 one, in dist/wheels.
+    assert "-cp311-" in _wheel("optree-core").name

@@ -279,3 +279,24 @@ def test_dataclass_entry_integers_count_registered_children():
     assert entry.field == "b"  # the second child, not the second declared field
     assert entry.fields == ("meta", "a", "b") and entry.init_fields == ("meta", "a", "b")
     assert entry.children_fields == ("a", "b")
+
+
+def test_weakref_slot_follows_the_running_python():
+    # weakref_slot is new in Python 3.11: on 3.10 the default must not reach the stdlib (the
+    # wheel for 3.10 failed every decorated class before), and asking for it is refused as there.
+    import sys
+
+    @odc.dataclass(namespace=fresh_namespace(), slots=True)
+    class Point:
+        x: float
+
+    assert Point(1.0).x == 1.0
+    made = odc.make_dataclass("Made", ["x"], namespace=fresh_namespace())
+    assert made(2.0).x == 2.0
+    plain = type("Weak", (), {"__annotations__": {"x": "float"}})
+    if sys.version_info < (3, 11):
+        with pytest.raises(TypeError, match="weakref_slot"):
+            odc.dataclass(plain, namespace=fresh_namespace(), slots=True, weakref_slot=True)
+    else:
+        weak = odc.dataclass(plain, namespace=fresh_namespace(), slots=True, weakref_slot=True)
+        assert "__weakref__" in weak.__slots__

@@ -149,7 +149,8 @@ def dataclass(
         raise TypeError(f"@optree_core.dataclasses.dataclass() was already applied to "
                         f"{cls.__name__}; it cannot be applied more than once.")
     namespace = _field_nodes.check_namespace(namespace)
-    return register_node(_dataclasses.dataclass(cls, **options), namespace=namespace)
+    return register_node(_dataclasses.dataclass(cls, **_for_this_python(options)),
+                         namespace=namespace)
 
 
 def make_dataclass(
@@ -213,11 +214,23 @@ def make_dataclass(
     options = {"init": init, "repr": repr, "eq": eq, "order": order, "unsafe_hash": unsafe_hash,
                "frozen": frozen, "match_args": match_args, "kw_only": kw_only, "slots": slots,
                "weakref_slot": weakref_slot}
+    options = _for_this_python(options)
     if _sys.version_info >= (3, 14):
         options["decorator"] = decorator
     cls = _dataclasses.make_dataclass(cls_name, fields, bases=bases, namespace=ns, **options)
     cls.__module__ = module  # what Python 3.12's `module=` does, on every version
     return register_node(cls, namespace=namespace)
+
+
+def _for_this_python(options: dict[str, Any]) -> dict[str, Any]:
+    """The stdlib options this Python's dataclasses take: ``weakref_slot`` is new in 3.11, so on
+    3.10 it is left out at its default and refused, as the stdlib refuses it, when asked for."""
+    if _sys.version_info < (3, 11):  # noqa: UP036 (ruff targets 3.11; the package serves 3.10)
+        options = dict(options)
+        if options.pop("weakref_slot"):
+            raise TypeError("dataclass() got an unexpected keyword argument 'weakref_slot' "
+                            "(it takes one from Python 3.11 on).")
+    return options
 
 
 def register_node(cls: Any = None, /, *, namespace: Any = None) -> Any:
