@@ -544,7 +544,10 @@ def _make_node(spec: FunctionalOpSpec, node_name: str) -> type[torch.autograd.Fu
     first_saved, end_saved = spec.saved[0], spec.saved[-1] + 1
     if spec.saved != tuple(range(first_saved, end_saved)):
         raise AssertionError(f"{name}: the saved inputs {spec.saved} are not consecutive")
-    chain = itertools.chain.from_iterable
+    # A comprehension, not itertools.chain.from_iterable: Dynamo (torch 2.14) no longer traces that
+    # builtin inside an autograd.Function and breaks the graph (fullgraph compiles fail).
+    def chain(lists):  # type: ignore[no-untyped-def]
+        return [t for ts in lists for t in ts]
     below_autograd = torch._C._AutoDispatchBelowAutograd
     transforms_active = torch._C._are_functorch_transforms_active
     is_grad_enabled = torch.is_grad_enabled
