@@ -225,3 +225,23 @@ def test_muon_update_rejects_what_the_class_rejects():
         muon_update(params, grads, bufs, momentum=-0.5)
     with pytest.raises(ValueError, match="adjust_lr_fn"):
         muon_update(params, grads, bufs, adjust_lr_fn="other")
+
+
+@pytest.mark.cuda
+@pytest.mark.skipif(not torch.cuda.is_available() or not fused_optim.BUILD_INFO["cuda"],
+                    reason="needs a CUDA device and a CUDA build")
+@pytest.mark.parametrize("options", OPTIONS[:2], ids=["defaults", "plain-momentum"])
+def test_ten_steps_match_torch_on_cuda(options):
+    # The fused direction and apply kernels on the GPU, and the batched iteration in cuBLAS,
+    # against torch.optim.Muon on the same device (ci/gpu_check.sh runs the `cuda` mark)
+    a = [torch.nn.Parameter(p.cuda()) for p in _params(torch.float32)]
+    b = [torch.nn.Parameter(p.clone()) for p in a]
+    torch_opt, ours = torch.optim.Muon(a, lr=LR, **options), fused_optim.Muon(b, lr=LR, **options)
+    gen = torch.Generator().manual_seed(1)
+    for _ in range(10):
+        for x, y in zip(a, b):
+            g = torch.randn(x.shape, generator=gen).cuda()
+            x.grad, y.grad = g.clone(), g.clone()
+        torch_opt.step()
+        ours.step()
+    _assert_close(torch_opt, ours, a, b)
