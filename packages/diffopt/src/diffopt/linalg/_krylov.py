@@ -1,10 +1,14 @@
-"""What the Krylov solvers (CG, GMRES, BiCGSTAB) share: argument checks, the stopping threshold
-and the warning a solver emits when it stops before reaching it."""
+"""What the Krylov solvers (CG, GMRES, BiCGSTAB) share: argument checks and set-up, the stopping
+threshold and the warning a solver emits when it stops before reaching it."""
 
 from __future__ import annotations
 
 import math
 import warnings
+from typing import Any
+
+from diffopt.linalg._operator import as_linear_operator, check_rhs, tree_size
+from diffopt.linalg._vector import Space
 
 __all__ = ["ConvergenceWarning"]
 
@@ -44,6 +48,23 @@ def check_tolerances(rtol: float, atol: float, maxiter: int | None) -> None:
         isinstance(maxiter, bool) or not isinstance(maxiter, int) or maxiter < 0
     ):
         raise ValueError(f"maxiter must be a non-negative int or None, got {maxiter!r}")
+
+
+def prepare(A: Any, b: Any, M: Any, rtol: float, atol: float, maxiter: int | None) -> tuple[Any, ...]:
+    """Checks a solve's arguments and returns ``(space, matvec, precondition, b, maxiter)``: the
+    vector space of ``b``, ``A`` and ``M`` (or ``None``) as operators on it, ``b`` as one of its
+    vectors, and ``maxiter`` with its default ``10 * size(b)``."""
+    check_tolerances(rtol, atol, maxiter)
+    matvec = as_linear_operator(A, "A")
+    precondition = None if M is None else as_linear_operator(M, "M")
+    check_rhs(b)
+    if maxiter is None:
+        maxiter = 10 * tree_size(b)
+    space = Space(b)
+    matvec = space.operator(matvec, "A")
+    if precondition is not None:
+        precondition = space.operator(precondition, "M")
+    return space, matvec, precondition, space.vector(b, "b"), maxiter
 
 
 def threshold(rtol: float, atol: float, b_norm: float) -> float:

@@ -7,12 +7,10 @@ from typing import Any
 
 from diffopt.linalg._krylov import (
     check_finite,
-    check_tolerances,
+    prepare,
     threshold,
     warn_not_converged,
 )
-from diffopt.linalg._operator import as_linear_operator, check_rhs, tree_size
-from diffopt.linalg._vector import Space
 
 __all__ = ["bicgstab"]
 
@@ -71,22 +69,11 @@ def bicgstab(
         >>> torch.round(x, decimals=6)
         tensor([1., 1.], dtype=torch.float64)
     """
-    check_tolerances(rtol, atol, maxiter)
-    matvec = as_linear_operator(A, "A")
-    precondition = None if M is None else as_linear_operator(M, "M")
-    check_rhs(b)
-    if maxiter is None:
-        maxiter = 10 * tree_size(b)
-
-    space = Space(b)
-    matvec = space.operator(matvec, "A")
-    if precondition is not None:
-        precondition = space.operator(precondition, "M")
+    space, matvec, precondition, b, maxiter = prepare(A, b, M, rtol, atol, maxiter)
 
     def apply_m(v: Any) -> Any:
         return v if precondition is None else precondition(v)
 
-    b = space.vector(b, "b")
     if x0 is None:
         x, r = space.zeros(), b
     else:

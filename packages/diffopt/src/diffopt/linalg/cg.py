@@ -7,9 +7,7 @@ import warnings
 from collections.abc import Callable
 from typing import Any
 
-from diffopt.linalg._krylov import check_tolerances
-from diffopt.linalg._operator import as_linear_operator, check_rhs, tree_size
-from diffopt.linalg._vector import Space
+from diffopt.linalg._krylov import prepare
 
 __all__ = ["cg"]
 
@@ -62,18 +60,7 @@ def cg(
         >>> torch.round(x['u'], decimals=4), torch.round(x['v'], decimals=4)
         (tensor([1., 1.]), tensor([2.]))
     """
-    check_tolerances(rtol, atol, maxiter)
-    matvec = as_linear_operator(A, "A")
-    precondition = None if M is None else as_linear_operator(M, "M")
-    check_rhs(b)
-    if maxiter is None:
-        maxiter = 10 * tree_size(b)
-
-    space = Space(b)
-    matvec = space.operator(matvec, "A")
-    if precondition is not None:
-        precondition = space.operator(precondition, "M")
-    b = space.vector(b, "b")
+    space, matvec, precondition, b, maxiter = prepare(A, b, M, rtol, atol, maxiter)
     if x0 is None:
         x = space.zeros()
         r = b

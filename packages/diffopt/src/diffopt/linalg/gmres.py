@@ -11,11 +11,10 @@ import torch
 from diffopt.linalg._krylov import (
     check_finite,
     check_tolerances,
+    prepare,
     threshold,
     warn_not_converged,
 )
-from diffopt.linalg._operator import as_linear_operator, check_rhs, tree_size
-from diffopt.linalg._vector import Space
 
 __all__ = ["gmres"]
 
@@ -101,17 +100,7 @@ def gmres(
     check_tolerances(rtol, atol, maxiter)
     if isinstance(restart, bool) or not isinstance(restart, int) or restart < 1:
         raise ValueError(f"restart must be a positive int, got {restart!r}")
-    matvec = as_linear_operator(A, "A")
-    precondition = None if M is None else as_linear_operator(M, "M")
-    check_rhs(b)
-    if maxiter is None:
-        maxiter = 10 * tree_size(b)
-
-    space = Space(b)
-    matvec = space.operator(matvec, "A")
-    if precondition is not None:
-        precondition = space.operator(precondition, "M")
-    b = space.vector(b, "b")
+    space, matvec, precondition, b, maxiter = prepare(A, b, M, rtol, atol, maxiter)
     x = space.zeros() if x0 is None else space.vector(x0, "x0")
     target = threshold(rtol, atol, float(space.norm(b).detach()))
 
