@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -34,10 +35,11 @@ SMALL = [
 ]
 
 
-def launch(args: list[str], cwd: Path, torchrun: bool = True) -> str:
+def launch(args: list[str], cwd: Path, torchrun: bool = True, fresh: Path | None = None) -> str:
     """The example's output on 2 ranks (torchrun --standalone: rendezvous on localhost), or as one
     process, retried once when gloo aborts a rank (see _distributed.GLOO_ABORT); fails on any other
-    error."""
+    error. ``fresh``: a checkpoint folder each attempt starts without (an aborted attempt may have
+    saved into it, and the retry would then resume instead of training from the start)."""
     env = dict(os.environ, OMP_NUM_THREADS="1")
     if Path("/sys/class/net/lo").exists():
         env["GLOO_SOCKET_IFNAME"] = "lo"
@@ -46,6 +48,8 @@ def launch(args: list[str], cwd: Path, torchrun: bool = True) -> str:
     )
     cmd = [sys.executable, *runner, str(EXAMPLE), *SMALL, *args]
     for _ in range(2):
+        if fresh is not None:
+            shutil.rmtree(fresh, ignore_errors=True)
         proc = subprocess.Popen(
             cmd,
             cwd=cwd,
@@ -76,7 +80,7 @@ def losses(out: str) -> dict[int, float]:
 
 def test_example_trains_saves_and_resumes(tmp_path):
     ckpt = tmp_path / "ckpt"
-    first = launch(["--steps", "6", "--checkpoint-dir", str(ckpt)], tmp_path)
+    first = launch(["--steps", "6", "--checkpoint-dir", str(ckpt)], tmp_path, fresh=ckpt)
     seen = losses(first)
     assert sorted(seen) == [1, 2, 3, 4, 5, 6], first
     assert seen[6] < seen[1], first  # the loss goes down
