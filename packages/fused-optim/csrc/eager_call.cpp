@@ -261,7 +261,7 @@ bool Borrowed::AddList(PyObject* obj, std::vector<at::Tensor>& out) {
   return true;
 }
 
-bool Borrowed::AddOptionalList(PyObject* obj, c10::List<std::optional<at::Tensor>>& out) {
+bool Borrowed::AddOptionalList(PyObject* obj, std::vector<std::optional<at::Tensor>>& out) {
   if (!PyList_CheckExact(obj) && !PyTuple_CheckExact(obj)) return false;
   PyObject** items = PySequence_Fast_ITEMS(obj);
   const Py_ssize_t n = PySequence_Fast_GET_SIZE(obj);

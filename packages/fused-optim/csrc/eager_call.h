@@ -1,7 +1,8 @@
-// The unboxed eager call path: each op registered through FUSED_OPTIM_OPS also becomes a function
-// of the Python module (fused_optim._C._eager.<op>) that converts its Python arguments straight to
-// the C++ types of the op's implementation and calls it, skipping the boxed torch.ops path (Python
-// -> IValue stack -> dispatcher -> unboxing), which costs more than a small tensor's update.
+// The unboxed eager call path: in the ATen build of the op glue (torch_api.h), each op of
+// FUSED_OPTIM_OPS becomes a function of the optional Python module fused_optim._eager (its
+// `ops.<op>`) that converts its Python arguments straight to the C++ types of the op's
+// implementation and calls it, skipping the boxed torch.ops path (Python -> IValue stack ->
+// dispatcher -> the stable ABI's boxing), which costs more than a small tensor's update.
 //
 // It is a shortcut only where the dispatcher would do nothing but reach the CPU/CUDA kernel: every
 // tensor a plain dense CPU or CUDA torch.Tensor (or Parameter), no tensor needing a gradient under
@@ -13,7 +14,6 @@
 
 #include <Python.h>
 
-#include <ATen/core/List.h>
 #include <ATen/core/Tensor.h>
 
 #include <cstdint>
@@ -45,7 +45,7 @@ class Borrowed {
   // A list or tuple of tensors; false where an item is not a plain tensor.
   bool AddList(PyObject* obj, std::vector<at::Tensor>& out);
   // The same where an item may be None.
-  bool AddOptionalList(PyObject* obj, c10::List<std::optional<at::Tensor>>& out);
+  bool AddOptionalList(PyObject* obj, std::vector<std::optional<at::Tensor>>& out);
   // One tensor or None.
   bool AddOptional(PyObject* obj, std::optional<at::Tensor>& out);
   // Whether every tensor added is a plain dense CPU or CUDA tensor that no layer above the kernel
@@ -65,16 +65,16 @@ class Borrowed {
 template <typename T>
 struct Arg;
 template <>
-struct Arg<at::TensorList> {
+struct Arg<const std::vector<at::Tensor>&> {
   std::vector<at::Tensor> value;
   bool Convert(Borrowed& b, PyObject* obj) { return b.AddList(obj, value); }
-  at::TensorList Get() const { return value; }
+  const std::vector<at::Tensor>& Get() const { return value; }
 };
 template <>
-struct Arg<const c10::List<std::optional<at::Tensor>>&> {
-  c10::List<std::optional<at::Tensor>> value;
+struct Arg<const std::vector<std::optional<at::Tensor>>&> {
+  std::vector<std::optional<at::Tensor>> value;
   bool Convert(Borrowed& b, PyObject* obj) { return b.AddOptionalList(obj, value); }
-  const c10::List<std::optional<at::Tensor>>& Get() const { return value; }
+  const std::vector<std::optional<at::Tensor>>& Get() const { return value; }
 };
 template <>
 struct Arg<const std::optional<at::Tensor>&> {

@@ -5,12 +5,8 @@
 // user's tensors untouched.
 #pragma once
 
-#include <ATen/core/List.h>
-#include <ATen/core/Tensor.h>
-#include <c10/util/BFloat16.h>
-#include <c10/util/Exception.h>
-#include <c10/util/Half.h>
-#include <torch/library.h>
+#include <torch/headeronly/util/BFloat16.h>
+#include <torch/headeronly/util/Half.h>
 
 #include <algorithm>
 #include <array>
@@ -23,18 +19,14 @@
 #include <utility>
 #include <vector>
 
-#include "eager_call.h"
 #include "kernels.h"
-
-#ifdef FUSED_OPTIM_WITH_CUDA
-#include <c10/cuda/CUDAGuard.h>
-#include <c10/cuda/CUDAStream.h>
+#include "modes.h"
+#include "torch_api.h"
+#ifndef FUSED_OPTIM_STABLE_ABI
+#include "eager_call.h"
 #endif
 
 namespace fused_optim {
-
-using OptionalTensorList = c10::List<std::optional<at::Tensor>>;
-using TensorVector = std::vector<at::Tensor>;
 
 // A functional op's result: N tensor lists.
 template <size_t... I>
@@ -48,19 +40,6 @@ constexpr std::array<bool, N> AllPresent() {
   all.fill(true);
   return all;
 }
-
-// Which build of the CPU loops runs: the widest the CPU supports, capped by the environment
-// variable FUSED_OPTIM_CPU_ISA=baseline|avx2|avx512 (tests use it to check that every build gives
-// identical results).
-enum class CpuIsa { kBaseline, kAvx2, kAvx512 };
-CpuIsa SelectedCpuIsa();
-
-// Test mode: every CPU call runs its kernel's CUDA launch emulated on the host (the launch plan and
-// kernel body of csrc/cuda/launch_plan.h, block by block) instead of the CPU loops, so that CPU
-// tests reach what only the CUDA path does. Process-wide, off unless FUSED_OPTIM_EMULATE_CUDA=1 is
-// set when the library loads; switched by fused_optim._C._emulate_cuda. Returns the previous setting.
-bool SetCudaEmulation(bool enable);
-bool CudaEmulation();
 
 // One kernel's builds (csrc/kernels.h); FUSED_OPTIM_KERNEL(name) names them all.
 template <typename Hyper>
@@ -90,8 +69,8 @@ struct KernelBuilds {
 // with (FUSED_OPTIM_AMP_ARGS): the scale to divide the gradients by and the flag that skips the step.
 // The op's own arguments, which outlive the call.
 struct Amp {
-  const std::optional<at::Tensor>& grad_scale;
-  const std::optional<at::Tensor>& found_inf;
+  const std::optional<Tensor>& grad_scale;
+  const std::optional<Tensor>& found_inf;
 };
 #define FUSED_OPTIM_AMP_ARGS "Tensor? grad_scale=None, Tensor? found_inf=None"
 // The same, and `capturable` (see StepInPlace), for an in-place op with step counters: its C++
@@ -104,31 +83,31 @@ class MultiTensorCall {
   // list added later must match it tensor by tensor. The constructor adds no list itself.
   // `in_place` says where AddState writes: an <algo>_step_ op (kInPlace) updates the caller's
   // tensors, the functional <algo>_update returns fresh ones.
-  MultiTensorCall(const char* op, at::TensorList reference, bool in_place = false);
+  MultiTensorCall(const char* op, TensorList reference, bool in_place = false);
 
   // A list that is only read.
-  void AddInput(const char* name, at::TensorList list);
+  void AddInput(const char* name, TensorList list);
   // A list updated in place (non-contiguous tensors are staged and copied back by Finish()).
-  void AddMutable(const char* name, at::TensorList list);
+  void AddMutable(const char* name, TensorList list);
   // Read-only gradient inputs where None means zeros; an empty list means all zeros.
-  void AddOptionalInput(const char* name, const c10::List<std::optional<at::Tensor>>& list);
+  void AddOptionalInput(const char* name, const OptionalTensorList& list);
   // A column the kernel skips (an unused optional state, e.g. max_exp_avg_sqs without amsgrad).
   void AddAbsent();
   // A functional op's result computed from `source` (the matching input list): returns fresh
   // contiguous tensors and records `source` as where the kernel reads the starting values.
-  std::vector<at::Tensor> AddOutputFrom(const char* name, at::TensorList source);
+  std::vector<Tensor> AddOutputFrom(const char* name, TensorList source);
   // A fresh output with no starting values (gradients of a backward op).
-  std::vector<at::Tensor> AddOutput();
+  std::vector<Tensor> AddOutput();
 
   // A list the step updates (params, optimizer state), so that one function lays out an
   // algorithm's step table for both ops: AddMutable for an in-place call (returns nothing),
   // AddOutputFrom for a functional one (returns the new values).
-  std::vector<at::Tensor> AddState(const char* name, at::TensorList list);
+  std::vector<Tensor> AddState(const char* name, TensorList list);
   // A named list, optional where `present` can be false (an optional state not in use, e.g.
   // max_exp_avg_sqs without amsgrad: it must then be empty, see AddInputIf).
   struct NamedList {
     const char* name;
-    at::TensorList list;
+    TensorList list;
     bool present = true;
     const char* when_absent = "";
   };
@@ -136,7 +115,7 @@ class MultiTensorCall {
   // read-only grads, in the order params, grads, states...; returns the new params and states (in
   // place: empty lists).
   template <size_t S>
-  Lists<S + 1> AddStep(at::TensorList params, at::TensorList grads, const NamedList (&states)[S]) {
+  Lists<S + 1> AddStep(TensorList params, TensorList grads, const NamedList (&states)[S]) {
     TensorVector new_params = AddState("params", params);
     AddGrads(grads);
     return [&]<size_t... I>(std::index_sequence<I...>) {
@@ -148,9 +127,9 @@ class MultiTensorCall {
   // Optional lists (e.g. max_exp_avg_sqs, only with amsgrad): when `present`, the same as
   // AddInput, AddState or AddOutput; otherwise the column is absent, an output comes back empty
   // and `list` must be empty (the error says "<name> must be empty <when_absent>").
-  void AddInputIf(bool present, const char* name, at::TensorList list, const char* when_absent);
-  std::vector<at::Tensor> AddStateIf(bool present, const char* name, at::TensorList list, const char* when_absent);
-  std::vector<at::Tensor> AddOutputIf(bool present);
+  void AddInputIf(bool present, const char* name, TensorList list, const char* when_absent);
+  std::vector<Tensor> AddStateIf(bool present, const char* name, TensorList list, const char* when_absent);
+  std::vector<Tensor> AddOutputIf(bool present);
 
   // Several columns at once, in order: read-only inputs, incoming gradients (None: zeros), and the
   // outgoing gradients of a backward op (absent where `present` says so; those come back empty).
@@ -184,7 +163,7 @@ class MultiTensorCall {
 
   int64_t size() const { return num_tensors_; }
   bool on_cuda() const { return device_.is_cuda(); }
-  at::Device device() const { return device_; }
+  Device device() const { return device_; }
 
   // The kernel table, built once all lists are added; building it checks aliasing, the last check
   // before a tensor may be modified.
@@ -219,7 +198,7 @@ class MultiTensorCall {
   // with K::kStateScalars, csrc/kernels.h): `lists` in the binding's order, one tensor per
   // parameter each, already checked (CheckStateScalars, CheckStepTensors). A tensor off the call's
   // device is read here (through its data pointer on the CPU) and written by FinishStateScalars.
-  void SetStateScalars(std::initializer_list<at::TensorList> lists);
+  void SetStateScalars(std::initializer_list<TensorList> lists);
   // A functional op's state scalars, given as numbers: column k of every tensor holds values[k].
   void SetStateValues(const std::vector<double>& values);
   // After Launch of an in-place step with SetStateScalars: binding K's new values of the state
@@ -231,7 +210,7 @@ class MultiTensorCall {
   // device) stay where they are and the kernel reads and advances them (KernelTable::steps), so no
   // count crosses to the host; rows of `num_scalars` per-tensor scalars are then the kernel's to
   // compute. Call before ChecksOnly: the counters are written arguments of the call.
-  void UseDeviceSteps(at::TensorList steps, int num_scalars);
+  void UseDeviceSteps(TensorList steps, int num_scalars);
   std::vector<double> Steps(int64_t step) const { return std::vector<double>(num_tensors_, static_cast<double>(step)); }
   // Builds the table (the last check) and says whether this thread is in validate-only mode (see
   // SetValidateOnly), where an in-place op returns now, before its first write.
@@ -244,48 +223,48 @@ class MultiTensorCall {
   // Copies staged (non-contiguous) in-place lists back into the caller's tensors and bumps the
   // version counters of every tensor updated in place (so autograd sees the modification).
   void Finish();
-  void CheckEmpty(const char* name, at::TensorList list, const char* when_absent) const;
-  void CheckLike(const char* name, int64_t t, const at::Tensor& x) const;
+  void CheckEmpty(const char* name, TensorList list, const char* when_absent) const;
+  void CheckLike(const char* name, int64_t t, const Tensor& x) const;
   void CheckNoAliasing() const;
   // The gradients of a step table: read-only, or updated in place where a grad_scale unscales them.
-  void AddGrads(at::TensorList grads);
-  void Record(const char* name, int64_t t, const at::Tensor& x, bool writes);
+  void AddGrads(TensorList grads);
+  void Record(const char* name, int64_t t, const Tensor& x, bool writes);
   // Where the kernel reads x: its data, or a contiguous copy kept alive for the call.
-  const void* ReadPointer(const at::Tensor& x);
+  const void* ReadPointer(const Tensor& x);
 
   const char* op_;
   int64_t num_tensors_;
-  at::ScalarType dtype_;
-  at::Device device_;
-  // Views of the op's own arguments, which outlive this object. No at::Tensor copies here: with
+  ScalarType dtype_;
+  Device device_;
+  // Views of the op's own arguments, which outlive this object. No Tensor copies here: with
   // torch's PyObject preservation every copy of a Python-owned tensor takes the GIL twice.
-  at::TensorList reference_;
+  TensorList reference_;
   // Column-major: one entry per list, each of length num_tensors_.
   std::vector<std::vector<const void*>> src_;
   std::vector<std::vector<void*>> dst_;
   // (staged copy, caller's tensor) pairs to copy back.
-  std::vector<std::pair<at::Tensor, at::Tensor>> staged_;
+  std::vector<std::pair<Tensor, Tensor>> staged_;
   // Keeps contiguous copies of read-only inputs alive for the kernel.
-  std::vector<at::Tensor> keep_alive_;
+  std::vector<Tensor> keep_alive_;
   // Every caller tensor the kernel reads or writes, as passed (before staging), for the memory
   // overlap check; the written ones also get their version counters bumped by Finish().
   struct Argument {
     const char* list;
     int64_t index;
-    const at::Tensor* tensor;  // an op argument, or an entry of owned_
+    const Tensor* tensor;  // an op argument, or an entry of owned_
     bool writes;
   };
   std::vector<Argument> arguments_;
   // Optional inputs arrive as copies; a deque keeps the addresses arguments_ points at stable.
-  std::deque<at::Tensor> owned_;
+  std::deque<Tensor> owned_;
   std::optional<KernelTable> table_;
   bool in_place_;
-  std::vector<at::TensorList> state_lists_;     // SetStateScalars's, by column
-  std::optional<at::TensorList> device_steps_;  // UseDeviceSteps's
+  std::vector<TensorList> state_lists_;     // SetStateScalars's, by column
+  std::optional<TensorList> device_steps_;  // UseDeviceSteps's
   int device_step_scalars_ = 0;
   // SetAmp's tensors (null: not given) and the gradients' column.
-  const at::Tensor* grad_scale_ = nullptr;
-  const at::Tensor* found_inf_ = nullptr;
+  const Tensor* grad_scale_ = nullptr;
+  const Tensor* found_inf_ = nullptr;
   int grad_col_ = -1;
 };
 
@@ -297,30 +276,21 @@ inline constexpr bool kInPlace = true;  // MultiTensorCall's `in_place`
 // values are rounded to the tensor's dtype as fill_ rounds them (via float for float16/bfloat16)
 // and the version counter is bumped; the write returns the value as stored. For a tensor off the
 // CPU, or of another dtype, both give nullopt, the write having done nothing.
-std::optional<double> ReadHostScalar(const at::Tensor& s);
-std::optional<double> WriteHostScalar(const at::Tensor& s, double value);
+std::optional<double> ReadHostScalar(const Tensor& s);
+std::optional<double> WriteHostScalar(const Tensor& s, double value);
 
 // Checks and increments torch.optim's per-parameter step counters (scalar float tensors on the
 // CPU) and returns the new step values. `Check` runs before any tensor is touched: each counter
 // must be a distinct, dense one-element tensor holding a finite count >= 0 that can be incremented.
-void CheckStepTensors(const char* op, at::TensorList steps, int64_t n);
-std::vector<double> IncrementSteps(at::TensorList steps);
+void CheckStepTensors(const char* op, TensorList steps, int64_t n);
+std::vector<double> IncrementSteps(TensorList steps);
 
-// Validate-only mode, per thread, switched by the op fused_optim::_validate_only(enable) (which
-// returns the previous setting): an in-place <algo>_step_ op then returns after its last check,
-// before its first write. A drop-in optimizer's step makes one call per group; it runs every call
-// so first, and only then for real, so a bad later group leaves every tensor untouched.
-bool SetValidateOnly(bool enable);
-bool ValidateOnly();
+// What a tensor updated in place must satisfy, checked before anything is modified: autograd's
+// in-place rules (api::InPlaceRefusal) and no element stored twice (an expanded view), which the
+// kernel would update once per alias and the copy-back of a staged view would reject.
+void CheckWritable(const char* op, const char* name, int64_t t, const Tensor& x);
 
-// Host-state mode, per thread, for tests (the op fused_optim::_state_scalars_on_host(columns),
-// returning the previous setting): SetStateScalars then treats the state columns set in the bit
-// mask `columns` as off the call's device, read at launch and advanced by the host
-// (FinishStateScalars), the path a CUDA call takes for state kept on the CPU (NAdam's mu_product,
-// ASGD's step after load_state_dict), so that CPU tests reach it. 0 (the default): none.
-int64_t SetStateScalarsOnHost(int64_t columns);
-
-// Python exception types via TORCH_CHECK_VALUE/TORCH_CHECK_TYPE, naming the op.
+// Python exception types via FUSED_OPTIM_CHECK_VALUE/FUSED_OPTIM_CHECK_TYPE, naming the op.
 void CheckNonNegative(const char* op, const char* what, double value);
 void CheckUnitInterval(const char* op, const char* what, double value);  // 0 <= value < 1
 // The same for several (name, value) pairs, checked in order.
@@ -357,8 +327,8 @@ inline auto NoScalarRows() {
 // (MultiTensorCall::UseDeviceSteps) and found_inf is read there too, so the step never waits for
 // the device and a CUDA graph may capture it.
 template <typename Hyper, size_t S, typename Rows = decltype(NoScalarRows())>
-void StepInPlace(const char* op, const KernelBuilds<Hyper>& kernel, const Hyper& hyper, at::TensorList params,
-                 at::TensorList grads, const MultiTensorCall::NamedList (&states)[S], at::TensorList state_steps,
+void StepInPlace(const char* op, const KernelBuilds<Hyper>& kernel, const Hyper& hyper, TensorList params,
+                 TensorList grads, const MultiTensorCall::NamedList (&states)[S], TensorList state_steps,
                  const Amp& amp, bool capturable, const Rows& rows = NoScalarRows()) {
   MultiTensorCall call(op, params, kInPlace);
   call.SetAmp(amp);
@@ -373,8 +343,8 @@ void StepInPlace(const char* op, const KernelBuilds<Hyper>& kernel, const Hyper&
 // <algo>_update: the same step out of place, at the functional step count `step` (checked where
 // the algorithm reads it, i.e. has per-tensor scalars); returns the new params and states.
 template <typename Hyper, size_t S, typename Rows = decltype(NoScalarRows())>
-Lists<S + 1> Update(const char* op, const KernelBuilds<Hyper>& kernel, const Hyper& hyper, at::TensorList params,
-                    at::TensorList grads, const MultiTensorCall::NamedList (&states)[S], int64_t step = 0,
+Lists<S + 1> Update(const char* op, const KernelBuilds<Hyper>& kernel, const Hyper& hyper, TensorList params,
+                    TensorList grads, const MultiTensorCall::NamedList (&states)[S], int64_t step = 0,
                     const Rows& rows = NoScalarRows()) {
   if (rows.num > 0) CheckStep(op, step);
   MultiTensorCall call(op, params);
@@ -388,7 +358,7 @@ Lists<S + 1> Update(const char* op, const KernelBuilds<Hyper>& kernel, const Hyp
 // zeros) and the update's `inputs`, the N gradients of its inputs (in `reference`'s shapes; an
 // output comes back empty where `present` says so).
 template <size_t N, typename Hyper, typename Rows = decltype(NoScalarRows())>
-Lists<N> UpdateBackward(const char* op, const KernelBuilds<Hyper>& kernel, const Hyper& hyper, at::TensorList reference,
+Lists<N> UpdateBackward(const char* op, const KernelBuilds<Hyper>& kernel, const Hyper& hyper, TensorList reference,
                         std::initializer_list<MultiTensorCall::OptionalList> incoming,
                         std::initializer_list<MultiTensorCall::NamedList> inputs,
                         const std::array<bool, N>& present = AllPresent<N>(), int64_t step = 0,
@@ -403,7 +373,7 @@ Lists<N> UpdateBackward(const char* op, const KernelBuilds<Hyper>& kernel, const
 }
 // The same for an algorithm with per-tensor scalars, at the functional step count `step`.
 template <size_t N, typename Hyper, typename Rows>
-Lists<N> UpdateBackward(const char* op, const KernelBuilds<Hyper>& kernel, const Hyper& hyper, at::TensorList reference,
+Lists<N> UpdateBackward(const char* op, const KernelBuilds<Hyper>& kernel, const Hyper& hyper, TensorList reference,
                         std::initializer_list<MultiTensorCall::OptionalList> incoming,
                         std::initializer_list<MultiTensorCall::NamedList> inputs, int64_t step, const Rows& rows,
                         const std::array<bool, N>& present = AllPresent<N>()) {
@@ -417,11 +387,11 @@ void MultiTensorCall::Launch(const KernelBuilds<Hyper>& kernel, const Hyper& hyp
   if (table.num_tensors > 0) {
     if (on_cuda()) {
 #ifdef FUSED_OPTIM_WITH_CUDA
-      const c10::cuda::CUDAGuard guard(device());
-      table.stream = c10::cuda::getCurrentCUDAStream().stream();
+      const api::DeviceGuard guard(device());
+      table.stream = api::CurrentCudaStream(device().index());
       kernel.cuda(table, hyper);
 #else
-      TORCH_CHECK(false, "fused_optim was built without CUDA kernels (FUSED_OPTIM_CUDA=OFF or a CPU-only torch)");
+      api::FailRuntime("fused_optim was built without CUDA kernels (FUSED_OPTIM_CUDA=OFF or a CPU-only torch)");
 #endif
     } else if (CudaEmulation()) {
       kernel.cuda_emulation(table, hyper);
@@ -442,12 +412,12 @@ void MultiTensorCall::Launch(const KernelBuilds<Hyper>& kernel, const Hyper& hyp
 struct HostStateIO {
   const StateScalar* state;
   DType default_dtype;
-  const std::vector<at::TensorList>& lists;
+  const std::vector<TensorList>& lists;
   int64_t t;
   double Load(int k) const { return state[k].value; }
   void Store(int k, double v) const {
-    const at::Tensor& s = lists[k][t];
-    if (state[k].ptr == nullptr && !WriteHostScalar(s, v)) const_cast<at::Tensor&>(s).fill_(v);
+    const Tensor& s = lists[k][t];
+    if (state[k].ptr == nullptr && !WriteHostScalar(s, v)) api::Fill(s, v);
   }
   double Round(int k, double v) const { return RoundTo<c10::Half, c10::BFloat16>(state[k].dtype, v); }
   double RoundToDefault(double v) const { return RoundTo<c10::Half, c10::BFloat16>(default_dtype, v); }
@@ -464,7 +434,7 @@ void MultiTensorCall::FinishStateScalars() {
       if (state[k].ptr == nullptr) {
         off_device = true;
       } else {  // written by the kernel, through its data pointer
-        state_lists_[k][t].unsafeGetTensorImpl()->bump_version();
+        api::BumpVersion(state_lists_[k][t]);
       }
     }
     if (off_device)
@@ -476,37 +446,40 @@ void MultiTensorCall::FinishStateScalars() {
 // Declares and implements an op file's ops, for every device, from one list:
 //
 //   FUSED_OPTIM_OPS(adam, op) {
-//     op("adam_step_(Tensor(a!)[] params, ...) -> ()", &AdamStepInPlace);
+//     op.Add<&AdamStepInPlace>("adam_step_(Tensor(a!)[] params, ...) -> ()");
 //     ...
 //   }
 //
-// Each op(schema, function) defines the schema in the fused_optim library and registers the
-// function for CPU, SparseCPU (sparse inputs reach the same code, which rejects them with a
-// clear error) and, in a CUDA build, CUDA; the same function becomes the op's unboxed eager call
-// fused_optim._C._eager.<op> (eager_call.h), so its C++ argument types must be ones eager_call.h
-// converts (at::TensorList, const OptionalTensorList&,
-// const std::optional<at::Tensor>&, double, bool, int64_t).
+// In the stable build (fused_optim._C) each op.Add<fn>(schema) defines the schema in the
+// fused_optim library and registers fn, boxed by torch's stable ABI, for CPU, SparseCPU (sparse
+// inputs reach the same code, which rejects them with a clear error) and, in a CUDA build, CUDA.
+// In the ATen build (fused_optim._eager) the same function becomes the op's unboxed eager call
+// fused_optim._eager.<op> (eager_call.h). Its C++ argument types must be ones both convert
+// (TensorListArg, const OptionalTensorList&, const std::optional<Tensor>&, double, bool, int64_t).
+#ifdef FUSED_OPTIM_STABLE_ABI
 class OpRegistrar {
  public:
-  OpRegistrar(torch::Library& library, bool define) : library_(library), define_(define) {}
-  template <typename Fn>
-  void operator()(const char* schema, Fn* fn) {
-    if (define_) {
+  enum class Kind { kDefine, kImplement };
+  OpRegistrar(torch::stable::detail::StableLibrary& library, Kind kind) : library_(library), kind_(kind) {}
+  template <auto Fn>
+  void Add(const char* schema) {
+    const std::string name(schema, std::string(schema).find('('));
+    if (kind_ == Kind::kDefine) {
       library_.def(schema);
-      eager::Register(schema, ArgCount(fn), eager::MakeInvoker(fn));
+      Names().push_back(name);
     } else {
-      const std::string name(schema, std::string(schema).find('('));
-      library_.impl(name.c_str(), fn);
+      library_.impl(name.c_str(), TORCH_BOX(Fn));
     }
+  }
+  // Every op defined, in registration order (fused_optim._C.OPS).
+  static std::vector<std::string>& Names() {
+    static std::vector<std::string> names;
+    return names;
   }
 
  private:
-  template <typename R, typename... A>
-  static int ArgCount(R (*)(A...)) {
-    return sizeof...(A);
-  }
-  torch::Library& library_;
-  bool define_;
+  torch::stable::detail::StableLibrary& library_;
+  Kind kind_;
 };
 
 #ifdef FUSED_OPTIM_WITH_CUDA
@@ -514,24 +487,50 @@ class OpRegistrar {
 #else
 #define FUSED_OPTIM_IF_CUDA(...)
 #endif
-#define FUSED_OPTIM_OPS(algo, op)                                \
-  void Register_##algo(::fused_optim::OpRegistrar& op);          \
-  TORCH_LIBRARY_FRAGMENT(fused_optim, m) {                       \
-    ::fused_optim::OpRegistrar r(m, true);                       \
-    Register_##algo(r);                                          \
-  }                                                              \
-  TORCH_LIBRARY_IMPL(fused_optim, CPU, m) {                      \
-    ::fused_optim::OpRegistrar r(m, false);                      \
-    Register_##algo(r);                                          \
-  }                                                              \
-  TORCH_LIBRARY_IMPL(fused_optim, SparseCPU, m) {                \
-    ::fused_optim::OpRegistrar r(m, false);                      \
-    Register_##algo(r);                                          \
-  }                                                              \
-  FUSED_OPTIM_IF_CUDA(TORCH_LIBRARY_IMPL(fused_optim, CUDA, m) { \
-    ::fused_optim::OpRegistrar r(m, false);                      \
-    Register_##algo(r);                                          \
-  })                                                             \
+#define FUSED_OPTIM_OPS(algo, op)                                                  \
+  void Register_##algo(::fused_optim::OpRegistrar& op);                            \
+  STABLE_TORCH_LIBRARY_FRAGMENT(fused_optim, m) {                                  \
+    ::fused_optim::OpRegistrar r(m, ::fused_optim::OpRegistrar::Kind::kDefine);    \
+    Register_##algo(r);                                                            \
+  }                                                                                \
+  STABLE_TORCH_LIBRARY_IMPL(fused_optim, CPU, m) {                                 \
+    ::fused_optim::OpRegistrar r(m, ::fused_optim::OpRegistrar::Kind::kImplement); \
+    Register_##algo(r);                                                            \
+  }                                                                                \
+  STABLE_TORCH_LIBRARY_IMPL(fused_optim, SparseCPU, m) {                           \
+    ::fused_optim::OpRegistrar r(m, ::fused_optim::OpRegistrar::Kind::kImplement); \
+    Register_##algo(r);                                                            \
+  }                                                                                \
+  FUSED_OPTIM_IF_CUDA(STABLE_TORCH_LIBRARY_IMPL(fused_optim, CUDA, m) {            \
+    ::fused_optim::OpRegistrar r(m, ::fused_optim::OpRegistrar::Kind::kImplement); \
+    Register_##algo(r);                                                            \
+  })                                                                               \
   void Register_##algo(::fused_optim::OpRegistrar& op)
+#else
+class OpRegistrar {
+ public:
+  template <auto Fn>
+  void Add(const char* schema) {
+    eager::Register(schema, ArgCount(Fn), eager::MakeInvoker(Fn));
+  }
+
+ private:
+  template <typename R, typename... A>
+  static int ArgCount(R (*)(A...)) {
+    return sizeof...(A);
+  }
+};
+
+// Registered when the module loads (a static initializer per op file), before PyInit__eager
+// reads the registry.
+#define FUSED_OPTIM_OPS(algo, op)                             \
+  void Register_##algo(::fused_optim::OpRegistrar& op);       \
+  [[maybe_unused]] static const bool registered_##algo = [] { \
+    ::fused_optim::OpRegistrar r;                             \
+    Register_##algo(r);                                       \
+    return true;                                              \
+  }();                                                        \
+  void Register_##algo(::fused_optim::OpRegistrar& op)
+#endif
 
 }  // namespace fused_optim

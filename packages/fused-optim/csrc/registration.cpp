@@ -1,25 +1,36 @@
-// The fused_optim op library and the Python module `fused_optim._C` that loads it. Each
-// algorithm's ops (schemas and kernels) are registered by its own csrc/ops/<algo>.cpp; the
-// module carries BUILD_INFO and `_eager`, the ops' unboxed eager calls (eager_call.h); everything
-// else reaches the ops through torch.ops.fused_optim.
+// The fused_optim op library and the Python module `fused_optim._C` that loads it, built on
+// torch's stable ABI (torch_api.h) and CPython's limited API, so that one build loads into every
+// torch from 2.10 on and every CPython from 3.10 on. Each algorithm's ops (schemas and kernels)
+// are registered by its own csrc/ops/<algo>.cpp; the module carries BUILD_INFO and the test
+// switches of the CUDA launch plan; everything else reaches the ops through torch.ops.fused_optim.
 #include <Python.h>
-#include <torch/library.h>
 
 #include <cstdint>
 #include <exception>
 #include <vector>
 
 #include "cuda/launch_plan.h"
+#include "kernels.h"
+#include "modes.h"
 #include "multi_tensor.h"
 
 // Naming: <algo>_step_ updates params and state in place (the drop-in optimizers);
 // <algo>_update is the functional form returning new tensors; <algo>_update_backward is its
 // hand-written gradient. Hyper-parameters are keyword-only.
-TORCH_LIBRARY(fused_optim, m) {
-  // Switches this thread's validate-only mode (see multi_tensor.h); returns the previous setting.
-  m.def("_validate_only(bool enable) -> bool", &fused_optim::SetValidateOnly);
-  // Tests only: sets this thread's host-state columns (see multi_tensor.h); returns the previous ones.
-  m.def("_state_scalars_on_host(int columns) -> int", &fused_optim::SetStateScalarsOnHost);
+STABLE_TORCH_LIBRARY(fused_optim, m) {
+  // Switches this thread's validate-only mode (see modes.h); returns the previous setting.
+  m.def("_validate_only(bool enable) -> bool");
+  // Tests only: sets this thread's host-state columns (see modes.h); returns the previous ones.
+  m.def("_state_scalars_on_host(int columns) -> int");
+  // Tests only: ASGD's CPU calls compute eta as CUDA calls do (see modes.h).
+  m.def("_asgd_foreach_eta(bool enable) -> bool");
+}
+
+// No tensor arguments: one kernel for every dispatch key.
+STABLE_TORCH_LIBRARY_IMPL(fused_optim, CompositeExplicitAutograd, m) {
+  m.impl("_validate_only", TORCH_BOX(&fused_optim::SetValidateOnly));
+  m.impl("_state_scalars_on_host", TORCH_BOX(&fused_optim::SetStateScalarsOnHost));
+  m.impl("_asgd_foreach_eta", TORCH_BOX(&fused_optim::SetAsgdForeachEtaOnCpu));
 }
 
 namespace {
@@ -59,7 +70,8 @@ PyObject* MakeBuildInfo() {
                   AddItem(info, "cxx_standard", PyLong_FromLong(__cplusplus)) &&
                   AddItem(info, "cxx11_abi", PyBool_FromLong(_GLIBCXX_USE_CXX11_ABI)) &&
                   AddItem(info, "cuda", PyBool_FromLong(cuda)) && AddItem(info, "openmp", PyBool_FromLong(openmp)) &&
-                  AddItem(info, "torch_version", PyUnicode_FromString(FUSED_OPTIM_TORCH_VERSION));
+                  AddItem(info, "torch_version", PyUnicode_FromString(FUSED_OPTIM_TORCH_VERSION)) &&
+                  AddItem(info, "torch_abi", PyUnicode_FromString("stable, torch >= 2.10"));
   if (!ok) {
     Py_DECREF(info);
     return nullptr;
@@ -97,17 +109,16 @@ PyObject* EmulatedGridLimit(PyObject* /*self*/, PyObject* arg) {
 // with these element counts, each a list of its slots' (tensor, first chunk, chunks). Nothing is
 // allocated, so tests can plan any size.
 PyObject* CudaLaunchPlan(PyObject* /*self*/, PyObject* arg) {
-  PyObject* seq = PySequence_Fast(arg, "_cuda_launch_plan takes a sequence of element counts");
-  if (seq == nullptr) return nullptr;
-  std::vector<int64_t> numel(PySequence_Fast_GET_SIZE(seq));
-  for (size_t t = 0; t < numel.size(); ++t) {
-    numel[t] = PyLong_AsLongLong(PySequence_Fast_GET_ITEM(seq, t));
-    if (numel[t] == -1 && PyErr_Occurred()) {
-      Py_DECREF(seq);
-      return nullptr;
-    }
+  const Py_ssize_t n = PySequence_Size(arg);
+  if (n < 0) return nullptr;
+  std::vector<int64_t> numel(n);
+  for (Py_ssize_t t = 0; t < n; ++t) {
+    PyObject* item = PySequence_GetItem(arg, t);
+    if (item == nullptr) return nullptr;
+    numel[t] = PyLong_AsLongLong(item);
+    Py_DECREF(item);
+    if (numel[t] == -1 && PyErr_Occurred()) return nullptr;
   }
-  Py_DECREF(seq);
   std::vector<fused_optim::cuda::PlannedLaunch> launches;
   try {
     fused_optim::cuda::PlanLaunches(numel.data(), static_cast<int64_t>(numel.size()),
@@ -192,11 +203,17 @@ PyMODINIT_FUNC PyInit__C() {
     Py_DECREF(module);
     return nullptr;
   }
-  if (PyModule_AddFunctions(module, kCudaPlanMethods) != 0) {
+  PyObject* ops = PyTuple_New(static_cast<Py_ssize_t>(fused_optim::OpRegistrar::Names().size()));
+  for (size_t i = 0; ops != nullptr && i < fused_optim::OpRegistrar::Names().size(); ++i) {
+    PyObject* name = PyUnicode_FromString(fused_optim::OpRegistrar::Names()[i].c_str());
+    if (name == nullptr || PyTuple_SetItem(ops, static_cast<Py_ssize_t>(i), name) != 0) Py_CLEAR(ops);
+  }
+  if (ops == nullptr || PyModule_AddObject(module, "OPS", ops) != 0) {
+    Py_XDECREF(ops);
     Py_DECREF(module);
     return nullptr;
   }
-  if (!fused_optim::eager::AddFunctions(module)) {
+  if (PyModule_AddFunctions(module, kCudaPlanMethods) != 0) {
     Py_DECREF(module);
     return nullptr;
   }

@@ -12,7 +12,7 @@ import torch
 from twins import RESEARCH, twin
 
 import fused_optim
-from fused_optim import _C, ops
+from fused_optim import _native, ops
 
 NAMES = ["SGD", "Adam", "AdamW", "RMSprop", "Adagrad", "Adadelta", "Adamax", "RAdam", "NAdam", "Rprop", "ASGD",
          "Adafactor", *RESEARCH]
@@ -179,7 +179,7 @@ def _adam(n: int = 2) -> tuple[list[list[torch.Tensor]], dict[str, Any]]:
 
 @pytest.mark.parametrize("call", ["eager", "boxed"])
 def test_op_unscales_in_place_and_skips(call):
-    run = _C._eager["adam_step_"] if call == "eager" else torch.ops.fused_optim.adam_step_
+    run = _native.EAGER["adam_step_"] if call == "eager" else torch.ops.fused_optim.adam_step_
     args, kwargs = _adam()
     plain, _ = _adam()
     plain[1] = [g / 8.0 for g in plain[1]]
@@ -199,8 +199,8 @@ def test_op_unscales_in_place_and_skips(call):
 def test_eager_call_takes_omitted_and_given_amp_arguments():
     # Omitted (None by the schema) or given, the unboxed call runs the op instead of declining.
     args, kwargs = _adam()
-    assert _C._eager["adam_step_"](*args, **kwargs) is None
-    assert _C._eager["adam_step_"](*args, **kwargs, grad_scale=None, found_inf=torch.tensor(0.0)) is None
+    assert _native.EAGER["adam_step_"](*args, **kwargs) is None
+    assert _native.EAGER["adam_step_"](*args, **kwargs, grad_scale=None, found_inf=torch.tensor(0.0)) is None
     assert args[5][0].item() == 2.0
 
 

@@ -511,10 +511,10 @@ def test_a_sharded_scalar_argument_is_refused(mesh):
 def test_every_op_is_registered_with_dtensor():
     from torch.distributed.tensor import DTensor
 
-    from fused_optim import _C
+    from fused_optim import _native
 
     handlers = DTensor._op_dispatcher._custom_op_handlers
-    assert all(op(name) in handlers for name in _C._eager)
+    assert all(op(name) in handlers for name in _native.EAGER)
 
 
 def test_a_failed_registration_warns_and_leaves_torch_importable(monkeypatch):

@@ -1,4 +1,4 @@
-"""The unboxed eager call (fused_optim._C._eager, csrc/eager_call.h) against torch.ops.
+"""The unboxed eager call (fused_optim._native.EAGER, csrc/eager_call.h) against torch.ops.
 
 It must compute exactly what the op computes, raise the op's errors, bump the same version
 counters, and step aside (NotImplemented) wherever a layer above the kernel has work to do.
@@ -10,7 +10,7 @@ import pytest
 import torch
 from helpers import FUNCTIONAL_CASES, FunctionalCase, SeenOps, op
 
-from fused_optim import _C, ops
+from fused_optim import _C, _native, ops
 
 ADAM = dict(lr=0.1, beta1=0.9, beta2=0.99, weight_decay=0.01, eps=1e-8, amsgrad=False, maximize=False,
             decoupled_weight_decay=False)
@@ -26,14 +26,14 @@ def _adam_step_args(n: int = 3):
 def test_every_op_of_the_library_has_an_eager_call():
     schemas = {s.name.removeprefix("fused_optim::") for s in torch._C._jit_get_all_schemas()
                if s.name.startswith("fused_optim::")}
-    assert set(_C._eager) == schemas - {"_validate_only", "_state_scalars_on_host", "_asgd_foreach_eta"}
+    assert set(_native.EAGER) == schemas - {"_validate_only", "_state_scalars_on_host", "_asgd_foreach_eta"}
 
 
 @pytest.mark.parametrize("case", FUNCTIONAL_CASES, ids=lambda c: c.id)
 def test_eager_call_equals_the_op(case: FunctionalCase):
     # The shortcut and the dispatcher run the same kernel: bit for bit.
     lists = case.make(torch.float32)
-    got = _C._eager[case.op](*lists, **case.kwargs)
+    got = _native.EAGER[case.op](*lists, **case.kwargs)
     assert got is not NotImplemented
     want = op(case.op)(*lists, **case.kwargs)
     assert len(got) == len(want)
@@ -42,7 +42,7 @@ def test_eager_call_equals_the_op(case: FunctionalCase):
         for a, b in zip(g, w):
             assert torch.equal(a, b)
     grads = [list(x) for x in want]
-    back = _C._eager[case.op + "_backward"](*grads, *[lists[i] for i in ops.FUNCTIONAL_OPS[case.op].saved],
+    back = _native.EAGER[case.op + "_backward"](*grads, *[lists[i] for i in ops.FUNCTIONAL_OPS[case.op].saved],
                                             **case.kwargs)
     want_back = op(case.op + "_backward")(*grads, *[lists[i] for i in ops.FUNCTIONAL_OPS[case.op].saved],
                                           **case.kwargs)
@@ -53,7 +53,7 @@ def test_eager_call_equals_the_op(case: FunctionalCase):
 def test_in_place_step_updates_and_bumps_versions():
     args, reference = _adam_step_args(), _adam_step_args()
     versions = [t._version for t in args[0]]
-    assert _C._eager["adam_step_"](*args, **ADAM) is None
+    assert _native.EAGER["adam_step_"](*args, **ADAM) is None
     op("adam_step_")(*reference, **ADAM)
     for got, want in zip(args, reference):
         assert all(torch.equal(a, b) for a, b in zip(got, want))
@@ -65,13 +65,13 @@ def test_errors_are_the_ops_own():
     args = _adam_step_args()
     before = [t.clone() for t in args[0]]
     with pytest.raises(ValueError, match="learning rate") as eager:
-        _C._eager["adam_step_"](*args, **dict(ADAM, lr=-1.0))
+        _native.EAGER["adam_step_"](*args, **dict(ADAM, lr=-1.0))
     with pytest.raises(ValueError, match="learning rate") as boxed:
         op("adam_step_")(*args, **dict(ADAM, lr=-1.0))
     assert str(eager.value).splitlines()[0] == str(boxed.value).splitlines()[0]
     args[1][1] = torch.zeros(5)
     with pytest.raises(ValueError, match=r"grads\[1\] has shape"):
-        _C._eager["adam_step_"](*args, **ADAM)
+        _native.EAGER["adam_step_"](*args, **ADAM)
     assert all(torch.equal(a, b) for a, b in zip(args[0], before))  # nothing was written
 
 
@@ -98,7 +98,7 @@ def test_steps_aside_where_it_is_no_shortcut(why: str):
     elif why == "negative view":
         args[1][0] = torch._neg_view(args[1][0])
     before = [t.clone() for t in args[0] if t.device.type == "cpu"]
-    assert _C._eager["adam_step_"](*args, **kwargs) is NotImplemented
+    assert _native.EAGER["adam_step_"](*args, **kwargs) is NotImplemented
     assert all(torch.equal(a, b) for a, b in zip([t for t in args[0] if t.device.type == "cpu"], before))
 
 
@@ -107,20 +107,20 @@ def test_steps_aside_under_modes_transforms_and_the_profiler():
     lists = case.make(torch.float32)
 
     with SeenOps() as mode:
-        assert _C._eager["adam_update"](*lists, **case.kwargs) is NotImplemented
+        assert _native.EAGER["adam_update"](*lists, **case.kwargs) is NotImplemented
         ops.apply_functional("adam_update", lists, case.kwargs)  # the wrapper falls back to the op
     assert torch.ops.fused_optim.adam_update.default in mode.seen
     with torch.profiler.profile() as prof:
-        assert _C._eager["adam_update"](*lists, **case.kwargs) is NotImplemented
+        assert _native.EAGER["adam_update"](*lists, **case.kwargs) is NotImplemented
         ops.apply_functional("adam_update", lists, case.kwargs)
     assert any(e.name == "fused_optim::adam_update" for e in prof.events())
     with torch.autograd.forward_ad.dual_level():
-        assert _C._eager["adam_update"](*lists, **case.kwargs) is not NotImplemented  # no dual tensors
+        assert _native.EAGER["adam_update"](*lists, **case.kwargs) is not NotImplemented  # no dual tensors
     with torch.autocast("cpu"):
-        assert _C._eager["adam_update"](*lists, **case.kwargs) is NotImplemented
+        assert _native.EAGER["adam_update"](*lists, **case.kwargs) is NotImplemented
 
     def inside(p):
-        return torch._C._are_functorch_transforms_active() and _C._eager["adam_update"](
+        return torch._C._are_functorch_transforms_active() and _native.EAGER["adam_update"](
             [p], *[[x[0]] for x in lists[1:4]], [], **case.kwargs) is NotImplemented
 
     # vmap over a batch of one parameter: under the transform the eager call must step aside

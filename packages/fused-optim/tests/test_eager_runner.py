@@ -1,7 +1,7 @@
 """The eager runner of the differentiable functional ops (ops._make_runner) against the general path.
 
 The runner is apply_functional's path for eager calls that need a gradient: one C++ pass over
-the lists (_C._flatten_lists), a cached plan per call structure, positional hyper-parameters and
+the lists (_native.flatten_lists), a cached plan per call structure, positional hyper-parameters and
 the node's C++ apply. It must give exactly what the general path (ops._apply_node, which
 torch.compile and torch.func take) gives, raise the same errors, and hand anything unusual to
 the general path.
@@ -14,7 +14,7 @@ import torch
 from helpers import FUNCTIONAL_CASES, FunctionalCase, SeenOps
 
 import fused_optim.functional as F
-from fused_optim import _C, ops
+from fused_optim import _native, ops
 
 
 class _Subclass(torch.Tensor):
@@ -42,28 +42,28 @@ def _grads(outputs: tuple[list[torch.Tensor], ...], lists: list[list[torch.Tenso
 
 def test_flatten_lists_one_pass():
     a, b = torch.ones(2), torch.zeros(3, requires_grad=True)
-    flat, sizes, needs_grad = _C._flatten_lists([[a], (b, a), []])
+    flat, sizes, needs_grad = _native.flatten_lists([[a], (b, a), []])
     assert flat == (a, b, a) and sizes == (1, 2, 0) and needs_grad is True
-    assert _C._flatten_lists(([a], [a]))[2] is False
+    assert _native.flatten_lists(([a], [a]))[2] is False
     with torch.no_grad():
-        assert _C._flatten_lists([[b]])[2] is False  # no gradient is recorded without grad mode
-    assert _C._flatten_lists([[torch.nn.Parameter(torch.ones(1))]]) is not None
+        assert _native.flatten_lists([[b]])[2] is False  # no gradient is recorded without grad mode
+    assert _native.flatten_lists([[torch.nn.Parameter(torch.ones(1))]]) is not None
     # Anything else is the general path's: other containers, non-tensors, subclasses.
     for odd in ([a], [[a], a], [[a, 1.0]], [[a], iter([a])], [[a], {a}], [[a.as_subclass(_Subclass)]],
                 [_ListSubclass([a])]):
-        assert _C._flatten_lists(odd) is None
+        assert _native.flatten_lists(odd) is None
 
 
 def test_split_flat():
     a, b, c = torch.ones(1), torch.ones(2), torch.ones(3)
-    assert _C._split_flat((a, b, c), (1, 0, 2)) == ([a], [], [b, c])
-    assert _C._split_flat((), ()) == ()
+    assert _native.split_flat((a, b, c), (1, 0, 2)) == ([a], [], [b, c])
+    assert _native.split_flat((), ()) == ()
     with pytest.raises(ValueError, match="lengths"):
-        _C._split_flat((a, b), (1,))
+        _native.split_flat((a, b), (1,))
     with pytest.raises(ValueError, match="lengths"):
-        _C._split_flat((a,), (2,))
+        _native.split_flat((a,), (2,))
     with pytest.raises(TypeError, match="two tuples"):
-        _C._split_flat([a], (1,))
+        _native.split_flat([a], (1,))
 
 
 @pytest.mark.parametrize("case", FUNCTIONAL_CASES, ids=lambda c: c.id)
@@ -180,7 +180,7 @@ def test_a_tensor_escaping_a_transform_is_unwrapped():
         return (x * x).sum()
 
     torch.func.grad(f)(p)
-    assert _C._flatten_lists([[escaped[0]]]) is None  # the general path unwraps it
+    assert _native.flatten_lists([[escaped[0]]]) is None  # the general path unwraps it
     z = [torch.zeros(2, dtype=torch.float64)]
     d, _, _ = F.adam_direction([escaped[0]], z, z, 1, beta1=0.9, beta2=0.999, eps=1e-3)
     (grad,) = torch.autograd.grad(d[0].sum(), p)

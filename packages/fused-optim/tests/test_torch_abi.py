@@ -1,10 +1,12 @@
-"""``import fused_optim`` refuses a torch release other than the one it was compiled against, and
-the wheel's requirement names that release (src/fused_optim/_torch_abi.py)."""
+"""Which torch fused-optim loads into (src/fused_optim/_torch_abi.py): the ops (``_C``, torch's
+stable ABI) into every torch from 2.10 on, the unboxed fast path (``_eager``) only into the torch
+release it was compiled against; the wheel's requirement says ``torch>=2.10``."""
 
 from __future__ import annotations
 
 import importlib.metadata
 import json
+import pathlib
 import subprocess
 import sys
 
@@ -12,62 +14,102 @@ import pytest
 import torch
 
 import fused_optim
-from fused_optim import _torch_abi
+from fused_optim import _native, _torch_abi
 from fused_optim._built_against import TORCH_VERSION
 
+PYPROJECT = pathlib.Path(__file__).resolve().parents[1] / "pyproject.toml"
 
-def test_the_build_records_the_running_torch_once():
+
+def test_the_build_records_the_torch_compiled_against_once():
     # Two records of the same fact, one readable before the library loads: they must agree.
-    assert TORCH_VERSION == fused_optim.BUILD_INFO["torch_version"] == torch.__version__
+    assert TORCH_VERSION == fused_optim.BUILD_INFO["torch_version"]
+    assert fused_optim.BUILD_INFO["torch_abi"] == f"stable, torch >= {_torch_abi.MIN_TORCH}"
 
 
 @pytest.mark.parametrize(("version", "release"), [("2.13.0+cpu", "2.13"), ("2.13.1", "2.13"),
                                                   ("2.14.0a0+git1234", "2.14"), ("3.0", "3.0")])
 def test_torch_release(version, release):
     assert _torch_abi.torch_release(version) == release
-    assert _torch_abi.torch_requirement(version) == f"torch=={release}.*"
 
 
-@pytest.mark.parametrize("running", ["2.13.0+cpu", "2.13.1", "2.13.0+cu130", "2.13.2+rocm7.0"])
-def test_same_release_passes(running):
-    # Patch releases and CPU/CUDA variants of one release share its C++ ABI.
-    _torch_abi.check_torch("2.13.0+cpu", running, "0.1.0")
+@pytest.mark.parametrize("running", ["2.10.0", "2.11.0+cu130", "2.13.0+cpu", "2.14.1", "2.20.0a0+git1", "3.0.0"])
+def test_every_torch_from_the_stable_abi_target_on_passes(running):
+    _torch_abi.check_torch(running, "0.1.0")
 
 
-@pytest.mark.parametrize("running", ["2.12.1", "2.14.0", "3.13.0"])
-def test_other_release_raises_with_both_versions_and_the_fix(running):
+@pytest.mark.parametrize("running", ["2.9.1", "2.4.0+cu121", "1.13.1"])
+def test_an_older_torch_raises_with_both_versions(running):
     with pytest.raises(ImportError) as info:
-        _torch_abi.check_torch("2.13.0+cpu", running, "0.1.0")
+        _torch_abi.check_torch(running, "0.1.0")
     message = str(info.value)
-    assert "compiled against torch 2.13.0+cpu" in message and f"torch {running} is running" in message
-    assert "pip install 'torch==2.13.*'" in message
-    assert ("pip install --force-reinstall --no-deps --no-build-isolation --no-binary fused-optim "
-            "fused-optim==0.1.0") in message
+    assert f"torch {running} is running" in message and "needs torch 2.10 or later" in message
+    assert "pip install 'torch>=2.10'" in message
 
 
-def test_import_under_another_torch_raises_before_the_library_loads(tmp_path):
-    # What a user sees after upgrading torch under an installed wheel: the running torch reports
-    # another release. The check must fire before _C is loaded (a mismatched _C may not load at
-    # all, or crash), and nothing half-imported may stay behind.
-    code = """
+@pytest.mark.parametrize(("built", "running", "matches"), [
+    ("2.13.0+cpu", "2.13.0+cpu", True), ("2.13.0+cpu", "2.13.1+cu130", True),
+    ("2.13.0+cpu", "2.14.1", False), ("2.13.0+cpu", "2.12.0", False)])
+def test_the_fast_path_serves_only_the_release_it_was_compiled_against(built, running, matches):
+    # Patch releases and CPU/CUDA variants of one release share its C++ ABI.
+    assert _torch_abi.eager_matches(built, running) is matches
+
+
+def _import_under(version: str, tmp_path: pathlib.Path, then: str = "") -> dict:
+    # What a user sees with another torch under an installed wheel: the running torch reports
+    # that release before fused_optim is imported.
+    code = f"""
 import json, sys, torch
-torch.__version__ = "2.99.1"
+torch.__version__ = {version!r}
+out = {{}}
 try:
     import fused_optim
+    from fused_optim import _native
+    out["eager"] = fused_optim.BUILD_INFO["eager"]
+    out["reason"] = _native.EAGER_REASON
+{then}
 except ImportError as error:
-    print(json.dumps({"error": str(error), "type": type(error).__name__,
-                      "loaded": sorted(m for m in sys.modules if m.startswith("fused_optim"))}))
+    out["error"], out["type"] = str(error), type(error).__name__
+out["loaded"] = sorted(m for m in sys.modules if m.startswith("fused_optim"))
+print(json.dumps(out))
 """
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                            cwd=tmp_path, check=True)
-    outcome = json.loads(result.stdout)
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path, check=True)
+    return json.loads(result.stdout)
+
+
+def test_import_under_an_older_torch_raises_before_the_library_loads(tmp_path):
+    outcome = _import_under("2.9.1", tmp_path)
     assert outcome["type"] == "ImportError"
-    assert f"compiled against torch {TORCH_VERSION}, but torch 2.99.1 is running" in outcome["error"]
-    assert "--no-build-isolation" in outcome["error"]
-    assert "fused_optim._C" not in outcome["loaded"]
-    assert "fused_optim" not in outcome["loaded"]
+    assert "torch 2.9.1 is running" in outcome["error"]
+    assert "fused_optim._C" not in outcome["loaded"] and "fused_optim" not in outcome["loaded"]
 
 
-def test_installed_metadata_requires_the_release_built_against():
+def test_under_another_release_the_ops_run_without_the_fast_path(tmp_path):
+    # The stable build's ops under a torch that the fast path was not compiled for: an SGD step
+    # through torch.ops, with the version counter bumped by the Python side (_native.boxed).
+    then = """
+    p = torch.nn.Parameter(torch.tensor([1.0, 2.0]))
+    p.grad = torch.tensor([0.5, -1.0])
+    version = p._version
+    fused_optim.SGD([p], lr=0.5).step()
+    out["p"], out["bumped"] = p.tolist(), p._version > version
+"""
+    outcome = _import_under("2.99.1", tmp_path, then)
+    assert outcome["eager"] is False
+    assert f"compiled against torch {TORCH_VERSION}, torch 2.99.1 is running" in outcome["reason"]
+    assert "fused_optim._eager" not in outcome["loaded"]
+    assert outcome["p"] == [0.75, 2.5] and outcome["bumped"] is True
+
+
+def test_the_fast_path_is_on_where_it_matches():
+    # CI builds it against the torch it tests with; FUSED_OPTIM_EAGER=0 (a CI pass) turns it off.
+    if _native.EAGER_REASON == "turned off by FUSED_OPTIM_EAGER=0":
+        assert fused_optim.BUILD_INFO["eager"] is False
+    else:
+        assert _torch_abi.eager_matches(TORCH_VERSION, torch.__version__)
+        assert fused_optim.BUILD_INFO["eager"] is True, _native.EAGER_REASON
+
+
+def test_installed_metadata_and_pyproject_require_the_stable_abi_target():
     requires = [r for r in importlib.metadata.requires("fused-optim") or [] if "extra ==" not in r]
-    assert requires == [_torch_abi.torch_requirement(TORCH_VERSION)]
+    assert requires == [_torch_abi.torch_requirement()] == [f"torch>={_torch_abi.MIN_TORCH}"]
+    assert f'dependencies = ["torch>={_torch_abi.MIN_TORCH}"]' in PYPROJECT.read_text()

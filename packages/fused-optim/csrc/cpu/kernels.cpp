@@ -1,5 +1,5 @@
 // The CPU side of every kernel: each binding (math/<algo>.h) runs over every chunk of a
-// KernelTable (csrc/kernels.h) in one at::parallel_for region (so torch.set_num_threads applies),
+// KernelTable (csrc/kernels.h) in one parallel_for region of torch's stable ABI (so torch.set_num_threads applies),
 // with one loop per combination of its flags. float16/bfloat16 tables run the float32 loops on
 // blocks widened from each chunk and narrow the results back (RunWideChunk), so their math is
 // float32's, vectorized, and rounded once per stored value.
@@ -10,9 +10,9 @@
 // FUSED_OPTIM_CPU_ISA_TARGET below get the wider code: the helpers above it keep the baseline ISA
 // (and may still be inlined into the wide loops), and no shared inline function is ever compiled
 // for AVX2/AVX-512, which the linker could otherwise pick for the baseline path.
-#include <ATen/Parallel.h>
-#include <c10/util/BFloat16.h>
-#include <c10/util/Half.h>
+#include <torch/csrc/stable/ops.h>
+#include <torch/headeronly/util/BFloat16.h>
+#include <torch/headeronly/util/Half.h>
 
 #if defined(__x86_64__) || defined(_M_X64)
 #include <immintrin.h>
@@ -95,7 +95,7 @@ void ForEachChunk(const KernelTable& table, const Body& body) {
   if (total < kSerialBelow) {
     run(0, num_chunks);
   } else {
-    at::parallel_for(0, num_chunks, 1, run);
+    torch::stable::parallel_for(0, num_chunks, 1, run);
   }
 }
 

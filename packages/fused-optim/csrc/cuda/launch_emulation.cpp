@@ -4,8 +4,8 @@
 // (fused_optim._C._emulate_cuda, off by default) every CPU call of an op runs these instead of
 // the CPU loops, so CI, which has no GPU, sees a wrong index, a missing scalar or a limit of the
 // CUDA path as a CPU test failure. Built in every build, CUDA or not.
-#include <c10/util/BFloat16.h>
-#include <c10/util/Half.h>
+#include <torch/headeronly/util/BFloat16.h>
+#include <torch/headeronly/util/Half.h>
 
 #include <atomic>
 #include <cstdint>

@@ -7,7 +7,7 @@ namespace {
 math::AdadeltaHyper<double> MakeHyper(const char* op, double lr, double rho, double eps, double weight_decay,
                                       bool maximize) {
   CheckNonNegative(op, "learning rate", lr);
-  TORCH_CHECK_VALUE(rho >= 0.0 && rho <= 1.0, op, ": invalid rho value: ", rho, " (must be in [0, 1])");
+  FUSED_OPTIM_CHECK_VALUE(rho >= 0.0 && rho <= 1.0, op, ": invalid rho value: ", rho, " (must be in [0, 1])");
   CheckNonNegative(op, {{"epsilon", eps}, {"weight_decay", weight_decay}});
   math::AdadeltaHyper<double> h{};
   h.lr = lr, h.rho = rho, h.eps = eps, h.weight_decay = weight_decay;
@@ -16,19 +16,18 @@ math::AdadeltaHyper<double> MakeHyper(const char* op, double lr, double rho, dou
   return h;
 }
 
-void AdadeltaStepInPlace(at::TensorList params, at::TensorList grads, at::TensorList square_avgs,
-                         at::TensorList acc_deltas, at::TensorList state_steps, double lr, double rho, double eps,
-                         double weight_decay, bool maximize, const std::optional<at::Tensor>& grad_scale,
-                         const std::optional<at::Tensor>& found_inf, bool capturable) {
+void AdadeltaStepInPlace(TensorListArg params, TensorListArg grads, TensorListArg square_avgs, TensorListArg acc_deltas,
+                         TensorListArg state_steps, double lr, double rho, double eps, double weight_decay,
+                         bool maximize, const std::optional<Tensor>& grad_scale, const std::optional<Tensor>& found_inf,
+                         bool capturable) {
   constexpr const char* op = "fused_optim::adadelta_step_";
   StepInPlace(op, FUSED_OPTIM_KERNEL(AdadeltaStep), MakeHyper(op, lr, rho, eps, weight_decay, maximize), params, grads,
               {{"square_avgs", square_avgs}, {"acc_deltas", acc_deltas}}, state_steps, {grad_scale, found_inf},
               capturable);
 }
 
-Lists<3> AdadeltaUpdate(at::TensorList params, at::TensorList grads, at::TensorList square_avgs,
-                        at::TensorList acc_deltas, double lr, double rho, double eps, double weight_decay,
-                        bool maximize) {
+Lists<3> AdadeltaUpdate(TensorListArg params, TensorListArg grads, TensorListArg square_avgs, TensorListArg acc_deltas,
+                        double lr, double rho, double eps, double weight_decay, bool maximize) {
   constexpr const char* op = "fused_optim::adadelta_update";
   return Update(op, FUSED_OPTIM_KERNEL(AdadeltaStep), MakeHyper(op, lr, rho, eps, weight_decay, maximize), params,
                 grads, {{"square_avgs", square_avgs}, {"acc_deltas", acc_deltas}});
@@ -36,8 +35,8 @@ Lists<3> AdadeltaUpdate(at::TensorList params, at::TensorList grads, at::TensorL
 
 Lists<4> AdadeltaUpdateBackward(const OptionalTensorList& grad_new_params,
                                 const OptionalTensorList& grad_new_square_avgs,
-                                const OptionalTensorList& grad_new_acc_deltas, at::TensorList params,
-                                at::TensorList grads, at::TensorList square_avgs, at::TensorList acc_deltas, double lr,
+                                const OptionalTensorList& grad_new_acc_deltas, TensorListArg params,
+                                TensorListArg grads, TensorListArg square_avgs, TensorListArg acc_deltas, double lr,
                                 double rho, double eps, double weight_decay, bool maximize) {
   constexpr const char* op = "fused_optim::adadelta_update_backward";
   return UpdateBackward<4>(
@@ -52,18 +51,15 @@ Lists<4> AdadeltaUpdateBackward(const OptionalTensorList& grad_new_params,
 
 // clang-format off
 FUSED_OPTIM_OPS(adadelta, op) {
-  op("adadelta_step_(Tensor(a!)[] params, Tensor(g!)[] grads, Tensor(b!)[] square_avgs, Tensor(c!)[] acc_deltas, "
+  op.Add<&AdadeltaStepInPlace>("adadelta_step_(Tensor(a!)[] params, Tensor(g!)[] grads, Tensor(b!)[] square_avgs, Tensor(c!)[] acc_deltas, "
      "Tensor(d!)[] state_steps, *, float lr, float rho, float eps, float weight_decay, bool maximize, "
-     FUSED_OPTIM_STEP_ARGS ") -> ()",
-     &AdadeltaStepInPlace);
-  op("adadelta_update(Tensor[] params, Tensor[] grads, Tensor[] square_avgs, Tensor[] acc_deltas, *, float lr, "
-     "float rho, float eps, float weight_decay, bool maximize) -> (Tensor[], Tensor[], Tensor[])",
-     &AdadeltaUpdate);
-  op("adadelta_update_backward(Tensor?[] grad_new_params, Tensor?[] grad_new_square_avgs, "
+     FUSED_OPTIM_STEP_ARGS ") -> ()");
+  op.Add<&AdadeltaUpdate>("adadelta_update(Tensor[] params, Tensor[] grads, Tensor[] square_avgs, Tensor[] acc_deltas, *, float lr, "
+     "float rho, float eps, float weight_decay, bool maximize) -> (Tensor[], Tensor[], Tensor[])");
+  op.Add<&AdadeltaUpdateBackward>("adadelta_update_backward(Tensor?[] grad_new_params, Tensor?[] grad_new_square_avgs, "
      "Tensor?[] grad_new_acc_deltas, Tensor[] params, Tensor[] grads, Tensor[] square_avgs, "
      "Tensor[] acc_deltas, *, float lr, float rho, float eps, float weight_decay, bool maximize) "
-     "-> (Tensor[], Tensor[], Tensor[], Tensor[])",
-     &AdadeltaUpdateBackward);
+     "-> (Tensor[], Tensor[], Tensor[], Tensor[])");
 }
 // clang-format on
 

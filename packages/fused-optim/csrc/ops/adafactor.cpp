@@ -2,7 +2,8 @@
 // (math/adafactor.h) Adafactor reduces per tensor: the RMS of each parameter and of each update,
 // and for matrices the row and column means of g^2, from which the factored second-moment
 // estimate is built. Those reductions run as ATen ops (one multi-tensor norm per list; the
-// factored statistics as torch.optim.Adafactor computes them), on the call's device:
+// factored statistics as torch.optim.Adafactor computes them), on the call's device, called by name
+// through the dispatcher (api::CallAten, in both builds of torch_api.h):
 //   1. checks (then, in place, the step counters);
 //   2. the parameters' norms (before the weight decay);
 //   3. the direction pass: vectors update their second moment and write the update; matrices
@@ -12,8 +13,7 @@
 // caller's tensors, functional they return new ones). The functional backward recomputes 2-4 and
 // runs them in reverse: the apply pass's backward kernel, then the direction's (through the
 // floor of the estimate), then for matrices the row/column sums of the estimate's gradient.
-#include <ATen/ATen.h>
-
+#include <algorithm>
 #include <cmath>
 
 #include "multi_tensor.h"
@@ -21,52 +21,114 @@
 namespace fused_optim {
 namespace {
 
+// The ATen ops used here, by schema (every argument given; numbers as 0-d tensors of the
+// operand's dtype, as ATen converts a Scalar operand, since the stable ABI passes no Scalar).
+namespace aten {
+using api::CallAten;
+using Ints = std::vector<int64_t>;
+constexpr std::nullopt_t None = std::nullopt;
+Tensor Num(double v, const Tensor& like) { return api::Full0d(v, like); }
+Tensor Norm(const Tensor& x, int64_t dim) {  // the L2 norm along dim, kept (linalg_norm's default)
+  return CallAten("aten::linalg_norm", "", x, None, std::optional<Ints>(Ints{dim}), true, None);
+}
+Tensor Norm(const Tensor& x) { return CallAten("aten::linalg_norm", "", x, None, None, false, None); }
+Tensor Square_(const Tensor& x) { return CallAten("aten::square_", "", x); }
+Tensor Div_(const Tensor& x, const Tensor& y) { return CallAten("aten::div_", "Tensor", x, y); }
+Tensor Div_(const Tensor& x, double v) { return Div_(x, Num(v, x)); }
+Tensor Lerp_(const Tensor& x, const Tensor& end, double w) {
+  return CallAten("aten::lerp_", "Tensor", x, end, Num(w, x));
+}
+Tensor Lerp(const Tensor& x, const Tensor& end, double w) {
+  return CallAten("aten::lerp", "Tensor", x, end, Num(w, x));
+}
+Tensor Matmul(const Tensor& a, const Tensor& b) { return CallAten("aten::matmul", "", a, b); }
+Tensor Mean(const Tensor& x, int64_t dim) {  // kept
+  return CallAten("aten::mean", "dim", x, std::optional<Ints>(Ints{dim}), true, None);
+}
+Tensor ClampMin(const Tensor& x, double v) { return CallAten("aten::clamp_min", "Tensor", x, Num(v, x)); }
+Tensor ClampMin_(const Tensor& x, double v) { return CallAten("aten::clamp_min_", "Tensor", x, Num(v, x)); }
+Tensor Mul(const Tensor& a, const Tensor& b) { return CallAten("aten::mul", "Tensor", a, b); }
+Tensor Mul(const Tensor& a, double v) { return Mul(a, Num(v, a)); }
+Tensor Mul_(const Tensor& a, double v) { return CallAten("aten::mul_", "Tensor", a, Num(v, a)); }
+Tensor Add(const Tensor& a, const Tensor& b) { return api::Subtract(a, b, -1.0); }  // exact: -1 * b
+Tensor Add_(const Tensor& a, const Tensor& b) {
+  api::CopyInto(a, Add(a, b));
+  return a;
+}
+Tensor Neg_(const Tensor& x) { return CallAten("aten::neg_", "", x); }
+Tensor Sum(const Tensor& x) { return CallAten("aten::sum", "", x, None); }
+Tensor Sum(const Tensor& x, Ints dims) {  // kept
+  return CallAten("aten::sum", "dim_IntList", x, std::optional<Ints>(std::move(dims)), true, None);
+}
+Tensor Transpose(const Tensor& x) { return CallAten("aten::transpose", "int", x, int64_t{-1}, int64_t{-2}); }
+Tensor Where(const Tensor& cond, const Tensor& a, const Tensor& b) {
+  return CallAten("aten::where", "self", cond, a, b);
+}
+Tensor Ge(const Tensor& x, double v) { return CallAten("aten::ge", "Tensor", x, Num(v, x)); }
+Tensor ZerosLike(const Tensor& x) { return CallAten("aten::zeros_like", "", x, None, None, None, None, None); }
+Tensor Reciprocal(const Tensor& x) { return CallAten("aten::reciprocal", "", x); }
+void ForeachMul_(TensorListArg xs, const Tensor& v) { CallAten<void>("aten::_foreach_mul_", "Tensor", xs, v); }
+// Per-tensor values (one-element tensors or a list's norms) on the host, in float64.
+std::vector<double> ToHost(const TensorVector& scalars) {
+  if (scalars.empty()) return {};
+  const Tensor stacked = CallAten("aten::stack", "", scalars, int64_t{0});
+  const Tensor host = CallAten("aten::_to_copy", "", stacked, std::optional<ScalarType>(api::kDouble), None,
+                               std::optional<Device>(Device(torch::headeronly::DeviceType::CPU)), None, false, None);
+  const double* v = static_cast<const double*>(host.const_data_ptr());
+  return std::vector<double>(v, v + scalars.size());
+}
+// Each tensor's L2 norm, on the host.
+std::vector<double> Norms(TensorListArg xs) {
+  TensorVector norms;
+  norms.reserve(xs.size());
+  for (const Tensor& x : xs) norms.push_back(Norm(x));
+  return ToHost(norms);
+}
+}  // namespace aten
+
 struct AdafactorArgs {
   double lr, beta2_decay, eps1, eps2, d;
 };
 
 void CheckArgs(const char* op, const AdafactorArgs& a, double weight_decay) {
   CheckNonNegative(op, "learning rate", a.lr);
-  TORCH_CHECK_VALUE(a.beta2_decay <= 0.0, op, ": beta2_decay must be <= 0, got ", a.beta2_decay);
+  FUSED_OPTIM_CHECK_VALUE(a.beta2_decay <= 0.0, op, ": beta2_decay must be <= 0, got ", a.beta2_decay);
   CheckNonNegative(op, "eps1", a.eps1);
   CheckNonNegative(op, "eps2", a.eps2);
-  TORCH_CHECK_VALUE(a.d >= 1.0, op, ": the clipping threshold d must be >= 1, got ", a.d);
+  FUSED_OPTIM_CHECK_VALUE(a.d >= 1.0, op, ": the clipping threshold d must be >= 1, got ", a.d);
   CheckNonNegative(op, "weight_decay", weight_decay);
 }
 
 // A matrix's (or batch of matrices') row or column statistics, shaped like the state torch keeps.
 // `in_place`: the state is updated in place (torch's in-place rules apply to it).
-void CheckFactoredState(const char* op, const char* name, at::TensorList list, at::TensorList params, int64_t dim,
+void CheckFactoredState(const char* op, const char* name, TensorListArg list, TensorListArg params, int64_t dim,
                         bool in_place) {
-  TORCH_CHECK_VALUE(list.size() == params.size(), op, ": ", name, " has ", list.size(), " tensors but params has ",
-                    params.size());
+  FUSED_OPTIM_CHECK_VALUE(list.size() == params.size(), op, ": ", name, " has ", list.size(),
+                          " tensors but params has ", params.size());
   std::vector<const void*> seen;
   for (size_t t = 0; t < params.size(); ++t) {
-    const at::Tensor& p = params[t];
-    const at::Tensor& s = list[t];
-    TORCH_CHECK_VALUE(p.dim() >= 2, op, ": params[", t, "] has ", p.dim(),
-                      " dimensions; factored=True needs two or more (vectors keep a full variance)");
-    std::vector<int64_t> shape = p.sizes().vec();
+    const Tensor& p = params[t];
+    const Tensor& s = list[t];
+    FUSED_OPTIM_CHECK_VALUE(p.dim() >= 2, op, ": params[", t, "] has ", p.dim(),
+                            " dimensions; factored=True needs two or more (vectors keep a full variance)");
+    std::vector<int64_t> shape = api::Shape(p);
     shape[p.dim() + dim] = 1;
-    TORCH_CHECK_VALUE(s.defined() && s.layout() == at::kStrided && s.sizes().vec() == shape, op, ": ", name, "[", t,
-                      "] has shape ", s.defined() ? s.sizes() : at::IntArrayRef{}, ", expected ",
-                      at::IntArrayRef(shape));
-    TORCH_CHECK_TYPE(s.scalar_type() == p.scalar_type(), op, ": ", name, "[", t, "] has dtype ", s.scalar_type(),
-                     " but params[", t, "] has ", p.scalar_type());
-    TORCH_CHECK_VALUE(s.device() == p.device(), op, ": ", name, "[", t, "] is on ", s.device(), " but params[", t,
-                      "] is on ", p.device());
+    FUSED_OPTIM_CHECK_VALUE(s.defined() && s.layout() == api::kStrided && api::Shape(s) == shape, op, ": ", name, "[",
+                            t, "] has shape ", s.defined() ? s.sizes() : IntArrayRef{}, ", expected ",
+                            IntArrayRef(shape));
+    FUSED_OPTIM_CHECK_TYPE(s.scalar_type() == p.scalar_type(), op, ": ", name, "[", t, "] has dtype ", s.scalar_type(),
+                           " but params[", t, "] has ", p.scalar_type());
+    FUSED_OPTIM_CHECK_VALUE(s.device() == p.device(), op, ": ", name, "[", t, "] is on ", s.device(), " but params[", t,
+                            "] is on ", p.device());
     if (!in_place) continue;
-    TORCH_CHECK(!(s.requires_grad() && at::GradMode::is_enabled()), op, ": ", name, "[", t,
-                "] requires grad and grad mode is enabled; an in-place step is not differentiable");
-    TORCH_CHECK(!s.is_inference() || c10::InferenceMode::is_enabled(), op, ": ", name, "[", t,
-                "] is an inference tensor and cannot be updated in place outside inference mode");
-    TORCH_CHECK_VALUE(!s.is_same(p) && !s.is_alias_of(p), op, ": ", name, "[", t, "] shares memory with params[", t,
-                      "]");
+    CheckWritable(op, name, t, s);
+    FUSED_OPTIM_CHECK_VALUE(s.const_data_ptr() != p.const_data_ptr(), op, ": ", name, "[", t,
+                            "] shares memory with params[", t, "]");
     seen.push_back(s.const_data_ptr());
   }
   std::sort(seen.begin(), seen.end());
-  TORCH_CHECK_VALUE(std::adjacent_find(seen.begin(), seen.end()) == seen.end(), op,
-                    ": the same tensor appears twice in ", name, " (is a parameter listed twice?)");
+  FUSED_OPTIM_CHECK_VALUE(std::adjacent_find(seen.begin(), seen.end()) == seen.end(), op,
+                          ": the same tensor appears twice in ", name, " (is a parameter listed twice?)");
 }
 
 // The direction and apply passes' scalars: the second-moment weight t^c (with the form torch's
@@ -78,14 +140,6 @@ void ScalarRow(double weight, double coef, double update_coef, double param_coef
 }
 
 void WeightRow(double weight, double* row) { ScalarRow(weight, 0.0, 0.0, 0.0, row); }
-
-// Per-tensor L2 norms, read on the host.
-std::vector<double> Norms(at::TensorList tensors) {
-  if (tensors.empty()) return {};
-  const at::Tensor stacked = at::stack(at::_foreach_norm(tensors, 2)).to(at::kDouble).cpu();
-  const double* v = stacked.const_data_ptr<double>();
-  return std::vector<double>(v, v + tensors.size());
-}
 
 // One tensor's step size from the norms: coef = -alpha / denom with alpha = max(eps2, RMS(p)) rho
 // and denom = max(1, RMS(u) / d).
@@ -109,14 +163,14 @@ math::AdafactorHyper<double> MakeHyper(const AdafactorArgs& a, double weight_dec
 // Checks the factored state's lists (shaped unlike the params, so no kernel table checks them)
 // before anything is written or allocated. In place, they are updated (torch's in-place rules
 // apply); functional, they are only read.
-void CheckLists(const char* op, at::TensorList params, at::TensorList row_vars, at::TensorList col_vars, bool factored,
+void CheckLists(const char* op, TensorListArg params, TensorListArg row_vars, TensorListArg col_vars, bool factored,
                 bool in_place) {
   if (factored) {
     CheckFactoredState(op, "row_vars", row_vars, params, -1, in_place);
     CheckFactoredState(op, "col_vars", col_vars, params, -2, in_place);
   } else {
-    TORCH_CHECK_VALUE(row_vars.empty() && col_vars.empty(), op,
-                      ": row_vars and col_vars must be empty when factored=False");
+    FUSED_OPTIM_CHECK_VALUE(row_vars.empty() && col_vars.empty(), op,
+                            ": row_vars and col_vars must be empty when factored=False");
   }
 }
 
@@ -127,29 +181,29 @@ struct Direction {
   TensorVector updates;
 };
 
-Direction RunDirection(const char* op, at::TensorList grads, at::TensorList row_vars, at::TensorList col_vars,
-                       at::TensorList variances, const std::vector<double>& weights, double eps1,
+Direction RunDirection(const char* op, TensorListArg grads, TensorListArg row_vars, TensorListArg col_vars,
+                       TensorListArg variances, const std::vector<double>& weights, double eps1,
                        const math::AdafactorHyper<double>& hyper, bool factored, bool in_place, bool keep_estimates) {
   Direction out;
   MultiTensorCall direction(op, grads, in_place);
   direction.AddInput("grads", grads);
   if (factored) {
     for (size_t t = 0; t < grads.size(); ++t) {
-      const at::Tensor& g = grads[t];
-      const at::Tensor row_mean = at::linalg_vector_norm(g, 2, {-1}, true).square_().div_(g.size(-1));
-      const at::Tensor col_mean = at::linalg_vector_norm(g, 2, {-2}, true).square_().div_(g.size(-2));
-      at::Tensor row, col;
+      const Tensor& g = grads[t];
+      const Tensor row_mean = aten::Div_(aten::Square_(aten::Norm(g, -1)), static_cast<double>(g.size(-1)));
+      const Tensor col_mean = aten::Div_(aten::Square_(aten::Norm(g, -2)), static_cast<double>(g.size(-2)));
+      Tensor row, col;
       if (in_place) {
-        row = const_cast<at::Tensor&>(row_vars[t]).lerp_(row_mean, weights[t]);
-        col = const_cast<at::Tensor&>(col_vars[t]).lerp_(col_mean, weights[t]);
+        row = aten::Lerp_(row_vars[t], row_mean, weights[t]);
+        col = aten::Lerp_(col_vars[t], col_mean, weights[t]);
       } else {
-        row = at::lerp(row_vars[t], row_mean, weights[t]);
-        col = at::lerp(col_vars[t], col_mean, weights[t]);
+        row = aten::Lerp(row_vars[t], row_mean, weights[t]);
+        col = aten::Lerp(col_vars[t], col_mean, weights[t]);
         out.row_vars.push_back(row);
         out.col_vars.push_back(col);
       }
-      at::Tensor estimate = at::matmul(row, col);
-      estimate.div_(row.mean(-2, true).clamp_min_(eps1));
+      Tensor estimate = aten::Matmul(row, col);
+      aten::Div_(estimate, aten::ClampMin_(aten::Mean(row, -2), eps1));
       out.estimates.push_back(std::move(estimate));
     }
     if (keep_estimates) {
@@ -171,19 +225,19 @@ Direction RunDirection(const char* op, at::TensorList grads, at::TensorList row_
 }
 
 // Passes 2-4 of one step; returns the new params, row_vars, col_vars and variances (in place: empty).
-Lists<4> RunStep(const char* op, at::TensorList params, at::TensorList grads, at::TensorList row_vars,
-                 at::TensorList col_vars, at::TensorList variances, const std::vector<double>& steps,
+Lists<4> RunStep(const char* op, TensorListArg params, TensorListArg grads, TensorListArg row_vars,
+                 TensorListArg col_vars, TensorListArg variances, const std::vector<double>& steps,
                  const AdafactorArgs& args, const math::AdafactorHyper<double>& hyper, bool factored, bool in_place) {
   const int64_t n = static_cast<int64_t>(params.size());
   std::vector<double> weights(n);
   for (int64_t t = 0; t < n; ++t) weights[t] = std::pow(steps[t], args.beta2_decay);
   // 2. The parameters' norms, before the weight decay changes them.
-  const std::vector<double> param_norms = Norms(params);
+  const std::vector<double> param_norms = aten::Norms(params);
   // 3. The direction pass.
   Direction dir = RunDirection(op, grads, row_vars, col_vars, variances, weights, args.eps1, hyper, factored, in_place,
                                /*keep_estimates=*/false);
   // 4. The updates' norms, then the apply pass.
-  const std::vector<double> update_norms = Norms(dir.updates);
+  const std::vector<double> update_norms = aten::Norms(dir.updates);
   std::vector<double> coefs(n);
   for (int64_t t = 0; t < n; ++t)
     coefs[t] = StepSize(args, params[t].numel(), steps[t], param_norms[t], update_norms[t]).coef();
@@ -196,10 +250,10 @@ Lists<4> RunStep(const char* op, at::TensorList params, at::TensorList grads, at
   return {std::move(new_params), std::move(dir.row_vars), std::move(dir.col_vars), std::move(dir.variances)};
 }
 
-void AdafactorStepInPlace(at::TensorList params, at::TensorList grads, at::TensorList row_vars, at::TensorList col_vars,
-                          at::TensorList variances, at::TensorList state_steps, double lr, double beta2_decay,
+void AdafactorStepInPlace(TensorListArg params, TensorListArg grads, TensorListArg row_vars, TensorListArg col_vars,
+                          TensorListArg variances, TensorListArg state_steps, double lr, double beta2_decay,
                           double eps1, double eps2, double d, double weight_decay, bool maximize, bool factored,
-                          const std::optional<at::Tensor>& grad_scale, const std::optional<at::Tensor>& found_inf) {
+                          const std::optional<Tensor>& grad_scale, const std::optional<Tensor>& found_inf) {
   constexpr const char* op = "fused_optim::adafactor_step_";
   const AdafactorArgs args{lr, beta2_decay, eps1, eps2, d};
   CheckArgs(op, args, weight_decay);
@@ -213,7 +267,7 @@ void AdafactorStepInPlace(at::TensorList params, at::TensorList grads, at::Tenso
   // one pass of their own, since ATen ops as well as the kernels read them.
   if (checks.ChecksOnly() || checks.size() == 0 || checks.SkipStep(/*host_needs_answer=*/true)) return;
   if (grad_scale.has_value() && grad_scale->defined()) {  // first modification, as the kernels unscale
-    at::_foreach_mul_(grads, grad_scale->reciprocal());
+    aten::ForeachMul_(grads, aten::Reciprocal(*grad_scale));
   }
   const std::vector<double> steps = IncrementSteps(state_steps);
   RunStep(op, params, grads, row_vars, col_vars, variances, steps, args, MakeHyper(args, weight_decay, maximize),
@@ -221,8 +275,8 @@ void AdafactorStepInPlace(at::TensorList params, at::TensorList grads, at::Tenso
 }
 
 // The functional ops' checks: the hyper-parameters, the step and the lists (only read).
-AdafactorArgs CheckFunctional(const char* op, at::TensorList params, at::TensorList grads, at::TensorList row_vars,
-                              at::TensorList col_vars, at::TensorList variances, int64_t step, double lr,
+AdafactorArgs CheckFunctional(const char* op, TensorListArg params, TensorListArg grads, TensorListArg row_vars,
+                              TensorListArg col_vars, TensorListArg variances, int64_t step, double lr,
                               double beta2_decay, double eps1, double eps2, double d, double weight_decay,
                               bool factored) {
   const AdafactorArgs args{lr, beta2_decay, eps1, eps2, d};
@@ -235,9 +289,9 @@ AdafactorArgs CheckFunctional(const char* op, at::TensorList params, at::TensorL
   return args;
 }
 
-Lists<4> AdafactorUpdate(at::TensorList params, at::TensorList grads, at::TensorList row_vars, at::TensorList col_vars,
-                         at::TensorList variances, int64_t step, double lr, double beta2_decay, double eps1,
-                         double eps2, double d, double weight_decay, bool maximize, bool factored) {
+Lists<4> AdafactorUpdate(TensorListArg params, TensorListArg grads, TensorListArg row_vars, TensorListArg col_vars,
+                         TensorListArg variances, int64_t step, double lr, double beta2_decay, double eps1, double eps2,
+                         double d, double weight_decay, bool maximize, bool factored) {
   constexpr const char* op = "fused_optim::adafactor_update";
   const AdafactorArgs args = CheckFunctional(op, params, grads, row_vars, col_vars, variances, step, lr, beta2_decay,
                                              eps1, eps2, d, weight_decay, factored);
@@ -248,40 +302,41 @@ Lists<4> AdafactorUpdate(at::TensorList params, at::TensorList grads, at::Tensor
 }
 
 // An optional incoming gradient as a tensor, or an undefined one for None (or an empty list).
-at::Tensor Incoming(const OptionalTensorList& list, size_t t) {
+Tensor Incoming(const OptionalTensorList& list, size_t t) {
   if (t >= list.size()) return {};
-  const std::optional<at::Tensor> x = list.get(t);
-  return x.has_value() ? *x : at::Tensor();
+  const std::optional<Tensor> x = list[t];
+  return x.has_value() ? *x : Tensor();
 }
 
 // The incoming gradients of the new row/column averages, which ATen ops (not a kernel table) read:
 // shaped, typed and placed like the averages themselves.
-void CheckIncoming(const char* op, const char* name, const OptionalTensorList& list, at::TensorList like) {
+void CheckIncoming(const char* op, const char* name, const OptionalTensorList& list, TensorListArg like) {
   for (size_t t = 0; t < list.size(); ++t) {
-    const at::Tensor x = Incoming(list, t);
+    const Tensor x = Incoming(list, t);
     if (!x.defined()) continue;
-    TORCH_CHECK_VALUE(x.layout() == at::kStrided && x.sizes() == like[t].sizes(), op, ": ", name, "[", t,
-                      "] has shape ", x.sizes(), ", expected ", like[t].sizes());
-    TORCH_CHECK_TYPE(x.scalar_type() == like[t].scalar_type(), op, ": ", name, "[", t, "] has dtype ", x.scalar_type(),
-                     ", expected ", like[t].scalar_type());
-    TORCH_CHECK_VALUE(x.device() == like[t].device(), op, ": ", name, "[", t, "] is on ", x.device(), ", expected ",
-                      like[t].device());
+    FUSED_OPTIM_CHECK_VALUE(x.layout() == api::kStrided && api::SameShape(x, like[t]), op, ": ", name, "[", t,
+                            "] has shape ", x.sizes(), ", expected ", like[t].sizes());
+    FUSED_OPTIM_CHECK_TYPE(x.scalar_type() == like[t].scalar_type(), op, ": ", name, "[", t, "] has dtype ",
+                           x.scalar_type(), ", expected ", like[t].scalar_type());
+    FUSED_OPTIM_CHECK_VALUE(x.device() == like[t].device(), op, ": ", name, "[", t, "] is on ", x.device(),
+                            ", expected ", like[t].device());
   }
 }
 
 Lists<5> AdafactorUpdateBackward(const OptionalTensorList& grad_new_params, const OptionalTensorList& grad_new_row_vars,
                                  const OptionalTensorList& grad_new_col_vars,
-                                 const OptionalTensorList& grad_new_variances, at::TensorList params,
-                                 at::TensorList grads, at::TensorList row_vars, at::TensorList col_vars,
-                                 at::TensorList variances, int64_t step, double lr, double beta2_decay, double eps1,
+                                 const OptionalTensorList& grad_new_variances, TensorListArg params,
+                                 TensorListArg grads, TensorListArg row_vars, TensorListArg col_vars,
+                                 TensorListArg variances, int64_t step, double lr, double beta2_decay, double eps1,
                                  double eps2, double d, double weight_decay, bool maximize, bool factored) {
   constexpr const char* op = "fused_optim::adafactor_update_backward";
   const AdafactorArgs args = CheckFunctional(op, params, grads, row_vars, col_vars, variances, step, lr, beta2_decay,
                                              eps1, eps2, d, weight_decay, factored);
   const int64_t n = static_cast<int64_t>(params.size());
   for (const auto* list : {&grad_new_params, &grad_new_row_vars, &grad_new_col_vars, &grad_new_variances}) {
-    TORCH_CHECK_VALUE(list->empty() || static_cast<int64_t>(list->size()) == n, op, ": an incoming gradient list has ",
-                      list->size(), " entries but params has ", n, " (pass an empty list for all zeros)");
+    FUSED_OPTIM_CHECK_VALUE(list->empty() || static_cast<int64_t>(list->size()) == n, op,
+                            ": an incoming gradient list has ", list->size(), " entries but params has ", n,
+                            " (pass an empty list for all zeros)");
   }
   if (factored) {
     CheckIncoming(op, "grad_new_row_vars", grad_new_row_vars, row_vars);
@@ -292,20 +347,19 @@ Lists<5> AdafactorUpdateBackward(const OptionalTensorList& grad_new_params, cons
   const double weight = std::pow(static_cast<double>(step), beta2_decay);
   const std::vector<double> weights(n, weight);
   // The forward passes again, keeping the matrices' estimates.
-  const std::vector<double> param_norms = Norms(params);
+  const std::vector<double> param_norms = aten::Norms(params);
   Direction dir = RunDirection(op, grads, row_vars, col_vars, variances, weights, eps1, hyper, factored,
                                /*in_place=*/false, /*keep_estimates=*/true);
-  const std::vector<double> update_norms = Norms(dir.updates);
+  const std::vector<double> update_norms = aten::Norms(dir.updates);
   // coef = -alpha / denom is a function of p (through RMS(p), unless eps2 holds alpha) and of u
   // (through RMS(u), unless 1 holds denom; torch's clamp passes ties): given dcoef = sum(gp' u),
   // its gradient is update_coef u + param_coef p.
   TensorVector dots;
   for (int64_t t = 0; t < n; ++t) {
-    const at::Tensor gp = Incoming(grad_new_params, t);
-    dots.push_back(gp.defined() ? at::sum(gp * dir.updates[t]) : at::zeros({}, params[t].options()));
+    const Tensor gp = Incoming(grad_new_params, t);
+    dots.push_back(gp.defined() ? aten::Sum(aten::Mul(gp, dir.updates[t])) : aten::Sum(aten::ZerosLike(params[t])));
   }
-  const at::Tensor dots_host = at::stack(dots).to(at::kDouble).cpu();
-  const double* dcoef = dots_host.const_data_ptr<double>();
+  const std::vector<double> dcoef = aten::ToHost(dots);
   std::vector<double> index(n);
   for (int64_t t = 0; t < n; ++t) index[t] = static_cast<double>(t);
   const auto apply_row = [&](double at, double* row) {
@@ -343,22 +397,24 @@ Lists<5> AdafactorUpdateBackward(const OptionalTensorList& grad_new_params, cons
   // through their lerps to the old ones and to the row/column means of g^2.
   TensorVector grad_rows, grad_cols;
   for (int64_t t = 0; t < n; ++t) {
-    const at::Tensor& row = dir.row_vars[t];
-    const at::Tensor& col = dir.col_vars[t];
-    const at::Tensor& de = grad_estimates[t];
-    const at::Tensor row_mean = row.mean(-2, true);
-    const at::Tensor scale = row_mean.clamp_min(eps1);
-    at::Tensor drow = at::matmul(de, col.transpose(-1, -2)).div_(scale);
-    at::Tensor dcol = at::matmul(row.transpose(-1, -2), de).div_(scale);
-    const at::Tensor dscale = (de * dir.estimates[t]).sum({-2, -1}, true).div_(scale).neg_();
-    drow.add_(at::where(row_mean >= eps1, dscale, at::zeros_like(dscale)).div_(row.size(-2)));
-    const at::Tensor grow = Incoming(grad_new_row_vars, t), gcol = Incoming(grad_new_col_vars, t);
-    if (grow.defined()) drow.add_(grow);
-    if (gcol.defined()) dcol.add_(gcol);
-    const at::Tensor& g = grads[t];
-    grad_grads[t].add_(g * (drow * (2.0 * weight / g.size(-1)) + dcol * (2.0 * weight / g.size(-2))));
-    grad_rows.push_back(drow.mul_(1.0 - weight));
-    grad_cols.push_back(dcol.mul_(1.0 - weight));
+    const Tensor& row = dir.row_vars[t];
+    const Tensor& col = dir.col_vars[t];
+    const Tensor& de = grad_estimates[t];
+    const Tensor row_mean = aten::Mean(row, -2);
+    const Tensor scale = aten::ClampMin(row_mean, eps1);
+    Tensor drow = aten::Div_(aten::Matmul(de, aten::Transpose(col)), scale);
+    Tensor dcol = aten::Div_(aten::Matmul(aten::Transpose(row), de), scale);
+    const Tensor dscale = aten::Neg_(aten::Div_(aten::Sum(aten::Mul(de, dir.estimates[t]), {-2, -1}), scale));
+    aten::Add_(drow, aten::Div_(aten::Where(aten::Ge(row_mean, eps1), dscale, aten::ZerosLike(dscale)),
+                                static_cast<double>(row.size(-2))));
+    const Tensor grow = Incoming(grad_new_row_vars, t), gcol = Incoming(grad_new_col_vars, t);
+    if (grow.defined()) aten::Add_(drow, grow);
+    if (gcol.defined()) aten::Add_(dcol, gcol);
+    const Tensor& g = grads[t];
+    aten::Add_(grad_grads[t], aten::Mul(g, aten::Add(aten::Mul(drow, 2.0 * weight / static_cast<double>(g.size(-1))),
+                                                     aten::Mul(dcol, 2.0 * weight / static_cast<double>(g.size(-2))))));
+    grad_rows.push_back(aten::Mul_(drow, 1.0 - weight));
+    grad_cols.push_back(aten::Mul_(dcol, 1.0 - weight));
   }
   return {std::move(grad_params), std::move(grad_grads), std::move(grad_rows), std::move(grad_cols), {}};
 }
@@ -367,19 +423,16 @@ Lists<5> AdafactorUpdateBackward(const OptionalTensorList& grad_new_params, cons
 
 // clang-format off
 FUSED_OPTIM_OPS(adafactor, op) {
-  op("adafactor_step_(Tensor(a!)[] params, Tensor(g!)[] grads, Tensor(b!)[] row_vars, Tensor(c!)[] col_vars, "
+  op.Add<&AdafactorStepInPlace>("adafactor_step_(Tensor(a!)[] params, Tensor(g!)[] grads, Tensor(b!)[] row_vars, Tensor(c!)[] col_vars, "
      "Tensor(d!)[] variances, Tensor(e!)[] state_steps, *, float lr, float beta2_decay, float eps1, float eps2, "
-     "float d, float weight_decay, bool maximize, bool factored, " FUSED_OPTIM_AMP_ARGS ") -> ()",
-     &AdafactorStepInPlace);
-  op("adafactor_update(Tensor[] params, Tensor[] grads, Tensor[] row_vars, Tensor[] col_vars, Tensor[] variances, *, "
+     "float d, float weight_decay, bool maximize, bool factored, " FUSED_OPTIM_AMP_ARGS ") -> ()");
+  op.Add<&AdafactorUpdate>("adafactor_update(Tensor[] params, Tensor[] grads, Tensor[] row_vars, Tensor[] col_vars, Tensor[] variances, *, "
      "SymInt step, float lr, float beta2_decay, float eps1, float eps2, float d, float weight_decay, bool maximize, "
-     "bool factored) -> (Tensor[], Tensor[], Tensor[], Tensor[])",
-     &AdafactorUpdate);
-  op("adafactor_update_backward(Tensor?[] grad_new_params, Tensor?[] grad_new_row_vars, Tensor?[] grad_new_col_vars, "
+     "bool factored) -> (Tensor[], Tensor[], Tensor[], Tensor[])");
+  op.Add<&AdafactorUpdateBackward>("adafactor_update_backward(Tensor?[] grad_new_params, Tensor?[] grad_new_row_vars, Tensor?[] grad_new_col_vars, "
      "Tensor?[] grad_new_variances, Tensor[] params, Tensor[] grads, Tensor[] row_vars, Tensor[] col_vars, "
      "Tensor[] variances, *, SymInt step, float lr, float beta2_decay, float eps1, float eps2, float d, "
-     "float weight_decay, bool maximize, bool factored) -> (Tensor[], Tensor[], Tensor[], Tensor[], Tensor[])",
-     &AdafactorUpdateBackward);
+     "float weight_decay, bool maximize, bool factored) -> (Tensor[], Tensor[], Tensor[], Tensor[], Tensor[])");
 }
 // clang-format on
 

@@ -21,17 +21,17 @@ auto StepScalars(const math::AdagradHyper<double>& hyper) {
                     [=](double step, double* row) { bind::AdagradStep::StepRow(hyper, step, row); }};
 }
 
-void AdagradStepInPlace(at::TensorList params, at::TensorList grads, at::TensorList state_sums,
-                        at::TensorList state_steps, double lr, double lr_decay, double weight_decay, double eps,
-                        bool maximize, const std::optional<at::Tensor>& grad_scale,
-                        const std::optional<at::Tensor>& found_inf, bool capturable) {
+void AdagradStepInPlace(TensorListArg params, TensorListArg grads, TensorListArg state_sums, TensorListArg state_steps,
+                        double lr, double lr_decay, double weight_decay, double eps, bool maximize,
+                        const std::optional<Tensor>& grad_scale, const std::optional<Tensor>& found_inf,
+                        bool capturable) {
   constexpr const char* op = "fused_optim::adagrad_step_";
   const auto hyper = MakeHyper(op, lr, lr_decay, weight_decay, eps, maximize);
   StepInPlace(op, FUSED_OPTIM_KERNEL(AdagradStep), hyper, params, grads, {{"state_sums", state_sums}}, state_steps,
               {grad_scale, found_inf}, capturable, StepScalars(hyper));
 }
 
-Lists<2> AdagradUpdate(at::TensorList params, at::TensorList grads, at::TensorList state_sums, int64_t step, double lr,
+Lists<2> AdagradUpdate(TensorListArg params, TensorListArg grads, TensorListArg state_sums, int64_t step, double lr,
                        double lr_decay, double weight_decay, double eps, bool maximize) {
   constexpr const char* op = "fused_optim::adagrad_update";
   const auto hyper = MakeHyper(op, lr, lr_decay, weight_decay, eps, maximize);
@@ -40,7 +40,7 @@ Lists<2> AdagradUpdate(at::TensorList params, at::TensorList grads, at::TensorLi
 }
 
 Lists<3> AdagradUpdateBackward(const OptionalTensorList& grad_new_params, const OptionalTensorList& grad_new_state_sums,
-                               at::TensorList params, at::TensorList grads, at::TensorList state_sums, int64_t step,
+                               TensorListArg params, TensorListArg grads, TensorListArg state_sums, int64_t step,
                                double lr, double lr_decay, double weight_decay, double eps, bool maximize) {
   constexpr const char* op = "fused_optim::adagrad_update_backward";
   const auto hyper = MakeHyper(op, lr, lr_decay, weight_decay, eps, maximize);
@@ -54,16 +54,13 @@ Lists<3> AdagradUpdateBackward(const OptionalTensorList& grad_new_params, const 
 
 // clang-format off
 FUSED_OPTIM_OPS(adagrad, op) {
-  op("adagrad_step_(Tensor(a!)[] params, Tensor(g!)[] grads, Tensor(b!)[] state_sums, Tensor(c!)[] state_steps, *, "
-     "float lr, float lr_decay, float weight_decay, float eps, bool maximize, " FUSED_OPTIM_STEP_ARGS ") -> ()",
-     &AdagradStepInPlace);
-  op("adagrad_update(Tensor[] params, Tensor[] grads, Tensor[] state_sums, *, SymInt step, float lr, "
-     "float lr_decay, float weight_decay, float eps, bool maximize) -> (Tensor[], Tensor[])",
-     &AdagradUpdate);
-  op("adagrad_update_backward(Tensor?[] grad_new_params, Tensor?[] grad_new_state_sums, Tensor[] params, "
+  op.Add<&AdagradStepInPlace>("adagrad_step_(Tensor(a!)[] params, Tensor(g!)[] grads, Tensor(b!)[] state_sums, Tensor(c!)[] state_steps, *, "
+     "float lr, float lr_decay, float weight_decay, float eps, bool maximize, " FUSED_OPTIM_STEP_ARGS ") -> ()");
+  op.Add<&AdagradUpdate>("adagrad_update(Tensor[] params, Tensor[] grads, Tensor[] state_sums, *, SymInt step, float lr, "
+     "float lr_decay, float weight_decay, float eps, bool maximize) -> (Tensor[], Tensor[])");
+  op.Add<&AdagradUpdateBackward>("adagrad_update_backward(Tensor?[] grad_new_params, Tensor?[] grad_new_state_sums, Tensor[] params, "
      "Tensor[] grads, Tensor[] state_sums, *, SymInt step, float lr, float lr_decay, float weight_decay, float eps, "
-     "bool maximize) -> (Tensor[], Tensor[], Tensor[])",
-     &AdagradUpdateBackward);
+     "bool maximize) -> (Tensor[], Tensor[], Tensor[])");
 }
 // clang-format on
 

@@ -23,11 +23,10 @@ auto StepScalars(const math::AdamHyper<double>& hyper) {
                     [=](double step, double* row) { bind::AdamStep::StepRow(hyper, step, row); }};
 }
 
-void AdamStepInPlace(at::TensorList params, at::TensorList grads, at::TensorList exp_avgs, at::TensorList exp_avg_sqs,
-                     at::TensorList max_exp_avg_sqs, at::TensorList state_steps, double lr, double beta1, double beta2,
+void AdamStepInPlace(TensorListArg params, TensorListArg grads, TensorListArg exp_avgs, TensorListArg exp_avg_sqs,
+                     TensorListArg max_exp_avg_sqs, TensorListArg state_steps, double lr, double beta1, double beta2,
                      double weight_decay, double eps, bool amsgrad, bool maximize, bool decoupled_weight_decay,
-                     const std::optional<at::Tensor>& grad_scale, const std::optional<at::Tensor>& found_inf,
-                     bool capturable) {
+                     const std::optional<Tensor>& grad_scale, const std::optional<Tensor>& found_inf, bool capturable) {
   constexpr const char* op = "fused_optim::adam_step_";
   const auto hyper = MakeHyper(op, lr, beta1, beta2, weight_decay, eps, amsgrad, maximize, decoupled_weight_decay);
   StepInPlace(
@@ -36,8 +35,8 @@ void AdamStepInPlace(at::TensorList params, at::TensorList grads, at::TensorList
       state_steps, {grad_scale, found_inf}, capturable, StepScalars(hyper));
 }
 
-Lists<4> AdamUpdate(at::TensorList params, at::TensorList grads, at::TensorList exp_avgs, at::TensorList exp_avg_sqs,
-                    at::TensorList max_exp_avg_sqs, int64_t step, double lr, double beta1, double beta2,
+Lists<4> AdamUpdate(TensorListArg params, TensorListArg grads, TensorListArg exp_avgs, TensorListArg exp_avg_sqs,
+                    TensorListArg max_exp_avg_sqs, int64_t step, double lr, double beta1, double beta2,
                     double weight_decay, double eps, bool amsgrad, bool maximize, bool decoupled_weight_decay) {
   constexpr const char* op = "fused_optim::adam_update";
   const auto hyper = MakeHyper(op, lr, beta1, beta2, weight_decay, eps, amsgrad, maximize, decoupled_weight_decay);
@@ -49,9 +48,9 @@ Lists<4> AdamUpdate(at::TensorList params, at::TensorList grads, at::TensorList 
 
 Lists<5> AdamUpdateBackward(const OptionalTensorList& grad_new_params, const OptionalTensorList& grad_new_exp_avgs,
                             const OptionalTensorList& grad_new_exp_avg_sqs,
-                            const OptionalTensorList& grad_new_max_exp_avg_sqs, at::TensorList params,
-                            at::TensorList grads, at::TensorList exp_avgs, at::TensorList exp_avg_sqs,
-                            at::TensorList max_exp_avg_sqs, int64_t step, double lr, double beta1, double beta2,
+                            const OptionalTensorList& grad_new_max_exp_avg_sqs, TensorListArg params,
+                            TensorListArg grads, TensorListArg exp_avgs, TensorListArg exp_avg_sqs,
+                            TensorListArg max_exp_avg_sqs, int64_t step, double lr, double beta1, double beta2,
                             double weight_decay, double eps, bool amsgrad, bool maximize, bool decoupled_weight_decay) {
   constexpr const char* op = "fused_optim::adam_update_backward";
   const auto hyper = MakeHyper(op, lr, beta1, beta2, weight_decay, eps, amsgrad, maximize, decoupled_weight_decay);
@@ -77,7 +76,7 @@ math::AdamDirectionHyper<double> MakeDirectionHyper(const char* op, int64_t step
   return {beta1, beta2, eps, eps_root, 1.0 - std::pow(beta1, s), 1.0 - std::pow(beta2, s), 1.0 - beta1, 1.0 - beta2};
 }
 
-Lists<3> AdamDirection(at::TensorList grads, at::TensorList exp_avgs, at::TensorList exp_avg_sqs, int64_t step,
+Lists<3> AdamDirection(TensorListArg grads, TensorListArg exp_avgs, TensorListArg exp_avg_sqs, int64_t step,
                        double beta1, double beta2, double eps, double eps_root) {
   constexpr const char* op = "fused_optim::adam_direction";
   const auto hyper = MakeDirectionHyper(op, step, beta1, beta2, eps, eps_root);
@@ -91,8 +90,8 @@ Lists<3> AdamDirection(at::TensorList grads, at::TensorList exp_avgs, at::Tensor
 }
 
 Lists<3> AdamDirectionBackward(const OptionalTensorList& grad_directions, const OptionalTensorList& grad_new_exp_avgs,
-                               const OptionalTensorList& grad_new_exp_avg_sqs, at::TensorList grads,
-                               at::TensorList exp_avgs, at::TensorList exp_avg_sqs, int64_t step, double beta1,
+                               const OptionalTensorList& grad_new_exp_avg_sqs, TensorListArg grads,
+                               TensorListArg exp_avgs, TensorListArg exp_avg_sqs, int64_t step, double beta1,
                                double beta2, double eps, double eps_root) {
   constexpr const char* op = "fused_optim::adam_direction_backward";
   const auto hyper = MakeDirectionHyper(op, step, beta1, beta2, eps, eps_root);
@@ -110,28 +109,23 @@ Lists<3> AdamDirectionBackward(const OptionalTensorList& grad_directions, const 
 
 // clang-format off
 FUSED_OPTIM_OPS(adam, op) {
-  op("adam_step_(Tensor(a!)[] params, Tensor(g!)[] grads, Tensor(b!)[] exp_avgs, Tensor(c!)[] exp_avg_sqs, "
+  op.Add<&AdamStepInPlace>("adam_step_(Tensor(a!)[] params, Tensor(g!)[] grads, Tensor(b!)[] exp_avgs, Tensor(c!)[] exp_avg_sqs, "
      "Tensor(d!)[] max_exp_avg_sqs, Tensor(e!)[] state_steps, *, float lr, float beta1, float beta2, "
      "float weight_decay, float eps, bool amsgrad, bool maximize, bool decoupled_weight_decay, "
-     FUSED_OPTIM_STEP_ARGS ") -> ()",
-     &AdamStepInPlace);
-  op("adam_update(Tensor[] params, Tensor[] grads, Tensor[] exp_avgs, Tensor[] exp_avg_sqs, "
+     FUSED_OPTIM_STEP_ARGS ") -> ()");
+  op.Add<&AdamUpdate>("adam_update(Tensor[] params, Tensor[] grads, Tensor[] exp_avgs, Tensor[] exp_avg_sqs, "
      "Tensor[] max_exp_avg_sqs, *, SymInt step, float lr, float beta1, float beta2, float weight_decay, float eps, "
-     "bool amsgrad, bool maximize, bool decoupled_weight_decay) -> (Tensor[], Tensor[], Tensor[], Tensor[])",
-     &AdamUpdate);
-  op("adam_update_backward(Tensor?[] grad_new_params, Tensor?[] grad_new_exp_avgs, "
+     "bool amsgrad, bool maximize, bool decoupled_weight_decay) -> (Tensor[], Tensor[], Tensor[], Tensor[])");
+  op.Add<&AdamUpdateBackward>("adam_update_backward(Tensor?[] grad_new_params, Tensor?[] grad_new_exp_avgs, "
      "Tensor?[] grad_new_exp_avg_sqs, Tensor?[] grad_new_max_exp_avg_sqs, Tensor[] params, Tensor[] grads, "
      "Tensor[] exp_avgs, Tensor[] exp_avg_sqs, Tensor[] max_exp_avg_sqs, *, SymInt step, float lr, float beta1, "
      "float beta2, float weight_decay, float eps, bool amsgrad, bool maximize, bool decoupled_weight_decay) "
-     "-> (Tensor[], Tensor[], Tensor[], Tensor[], Tensor[])",
-     &AdamUpdateBackward);
-  op("adam_direction(Tensor[] grads, Tensor[] exp_avgs, Tensor[] exp_avg_sqs, *, SymInt step, float beta1, "
-     "float beta2, float eps, float eps_root) -> (Tensor[], Tensor[], Tensor[])",
-     &AdamDirection);
-  op("adam_direction_backward(Tensor?[] grad_directions, Tensor?[] grad_new_exp_avgs, "
+     "-> (Tensor[], Tensor[], Tensor[], Tensor[], Tensor[])");
+  op.Add<&AdamDirection>("adam_direction(Tensor[] grads, Tensor[] exp_avgs, Tensor[] exp_avg_sqs, *, SymInt step, float beta1, "
+     "float beta2, float eps, float eps_root) -> (Tensor[], Tensor[], Tensor[])");
+  op.Add<&AdamDirectionBackward>("adam_direction_backward(Tensor?[] grad_directions, Tensor?[] grad_new_exp_avgs, "
      "Tensor?[] grad_new_exp_avg_sqs, Tensor[] grads, Tensor[] exp_avgs, Tensor[] exp_avg_sqs, *, SymInt step, "
-     "float beta1, float beta2, float eps, float eps_root) -> (Tensor[], Tensor[], Tensor[])",
-     &AdamDirectionBackward);
+     "float beta1, float beta2, float eps, float eps_root) -> (Tensor[], Tensor[], Tensor[])");
 }
 // clang-format on
 

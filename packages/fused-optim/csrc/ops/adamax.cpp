@@ -25,10 +25,10 @@ auto StepScalars(const math::AdamaxHyper<double>& hyper) {
                     [=](double step, double* row) { bind::AdamaxStep::StepRow(hyper, step, row); }};
 }
 
-void AdamaxStepInPlace(at::TensorList params, at::TensorList grads, at::TensorList exp_avgs, at::TensorList exp_infs,
-                       at::TensorList state_steps, double lr, double beta1, double beta2, double eps,
-                       double weight_decay, bool maximize, const std::optional<at::Tensor>& grad_scale,
-                       const std::optional<at::Tensor>& found_inf, bool capturable) {
+void AdamaxStepInPlace(TensorListArg params, TensorListArg grads, TensorListArg exp_avgs, TensorListArg exp_infs,
+                       TensorListArg state_steps, double lr, double beta1, double beta2, double eps,
+                       double weight_decay, bool maximize, const std::optional<Tensor>& grad_scale,
+                       const std::optional<Tensor>& found_inf, bool capturable) {
   constexpr const char* op = "fused_optim::adamax_step_";
   const auto hyper = MakeHyper(op, lr, beta1, beta2, eps, weight_decay, maximize);
   StepInPlace(op, FUSED_OPTIM_KERNEL(AdamaxStep), hyper, params, grads,
@@ -36,7 +36,7 @@ void AdamaxStepInPlace(at::TensorList params, at::TensorList grads, at::TensorLi
               StepScalars(hyper));
 }
 
-Lists<3> AdamaxUpdate(at::TensorList params, at::TensorList grads, at::TensorList exp_avgs, at::TensorList exp_infs,
+Lists<3> AdamaxUpdate(TensorListArg params, TensorListArg grads, TensorListArg exp_avgs, TensorListArg exp_infs,
                       int64_t step, double lr, double beta1, double beta2, double eps, double weight_decay,
                       bool maximize) {
   constexpr const char* op = "fused_optim::adamax_update";
@@ -46,8 +46,8 @@ Lists<3> AdamaxUpdate(at::TensorList params, at::TensorList grads, at::TensorLis
 }
 
 Lists<4> AdamaxUpdateBackward(const OptionalTensorList& grad_new_params, const OptionalTensorList& grad_new_exp_avgs,
-                              const OptionalTensorList& grad_new_exp_infs, at::TensorList params, at::TensorList grads,
-                              at::TensorList exp_avgs, at::TensorList exp_infs, int64_t step, double lr, double beta1,
+                              const OptionalTensorList& grad_new_exp_infs, TensorListArg params, TensorListArg grads,
+                              TensorListArg exp_avgs, TensorListArg exp_infs, int64_t step, double lr, double beta1,
                               double beta2, double eps, double weight_decay, bool maximize) {
   constexpr const char* op = "fused_optim::adamax_update_backward";
   const auto hyper = MakeHyper(op, lr, beta1, beta2, eps, weight_decay, maximize);
@@ -63,18 +63,15 @@ Lists<4> AdamaxUpdateBackward(const OptionalTensorList& grad_new_params, const O
 
 // clang-format off
 FUSED_OPTIM_OPS(adamax, op) {
-  op("adamax_step_(Tensor(a!)[] params, Tensor(g!)[] grads, Tensor(b!)[] exp_avgs, Tensor(c!)[] exp_infs, "
+  op.Add<&AdamaxStepInPlace>("adamax_step_(Tensor(a!)[] params, Tensor(g!)[] grads, Tensor(b!)[] exp_avgs, Tensor(c!)[] exp_infs, "
      "Tensor(d!)[] state_steps, *, float lr, float beta1, float beta2, float eps, float weight_decay, "
-     "bool maximize, " FUSED_OPTIM_STEP_ARGS ") -> ()",
-     &AdamaxStepInPlace);
-  op("adamax_update(Tensor[] params, Tensor[] grads, Tensor[] exp_avgs, Tensor[] exp_infs, *, SymInt step, "
+     "bool maximize, " FUSED_OPTIM_STEP_ARGS ") -> ()");
+  op.Add<&AdamaxUpdate>("adamax_update(Tensor[] params, Tensor[] grads, Tensor[] exp_avgs, Tensor[] exp_infs, *, SymInt step, "
      "float lr, float beta1, float beta2, float eps, float weight_decay, bool maximize) "
-     "-> (Tensor[], Tensor[], Tensor[])",
-     &AdamaxUpdate);
-  op("adamax_update_backward(Tensor?[] grad_new_params, Tensor?[] grad_new_exp_avgs, Tensor?[] grad_new_exp_infs, "
+     "-> (Tensor[], Tensor[], Tensor[])");
+  op.Add<&AdamaxUpdateBackward>("adamax_update_backward(Tensor?[] grad_new_params, Tensor?[] grad_new_exp_avgs, Tensor?[] grad_new_exp_infs, "
      "Tensor[] params, Tensor[] grads, Tensor[] exp_avgs, Tensor[] exp_infs, *, SymInt step, float lr, float beta1, "
-     "float beta2, float eps, float weight_decay, bool maximize) -> (Tensor[], Tensor[], Tensor[], Tensor[])",
-     &AdamaxUpdateBackward);
+     "float beta2, float eps, float weight_decay, bool maximize) -> (Tensor[], Tensor[], Tensor[], Tensor[])");
 }
 // clang-format on
 

@@ -30,11 +30,11 @@ auto StepScalars(const math::AdanHyper<double>& hyper) {
                     [=](double step, double* row) { bind::AdanStep::StepRow(hyper, step, row); }};
 }
 
-void AdanStepInPlace(at::TensorList params, at::TensorList grads, at::TensorList exp_avgs, at::TensorList exp_avg_diffs,
-                     at::TensorList exp_avg_sqs, at::TensorList prev_grads, at::TensorList state_steps, double lr,
+void AdanStepInPlace(TensorListArg params, TensorListArg grads, TensorListArg exp_avgs, TensorListArg exp_avg_diffs,
+                     TensorListArg exp_avg_sqs, TensorListArg prev_grads, TensorListArg state_steps, double lr,
                      double beta1, double beta2, double beta3, double eps, double weight_decay, bool no_prox,
-                     bool maximize, const std::optional<at::Tensor>& grad_scale,
-                     const std::optional<at::Tensor>& found_inf, bool capturable) {
+                     bool maximize, const std::optional<Tensor>& grad_scale, const std::optional<Tensor>& found_inf,
+                     bool capturable) {
   constexpr const char* op = "fused_optim::adan_step_";
   const auto hyper = MakeHyper(op, lr, beta1, beta2, beta3, eps, weight_decay, no_prox, maximize);
   StepInPlace(op, FUSED_OPTIM_KERNEL(AdanStep), hyper, params, grads,
@@ -45,8 +45,8 @@ void AdanStepInPlace(at::TensorList params, at::TensorList grads, at::TensorList
               state_steps, {grad_scale, found_inf}, capturable, StepScalars(hyper));
 }
 
-Lists<5> AdanUpdate(at::TensorList params, at::TensorList grads, at::TensorList exp_avgs, at::TensorList exp_avg_diffs,
-                    at::TensorList exp_avg_sqs, at::TensorList prev_grads, int64_t step, double lr, double beta1,
+Lists<5> AdanUpdate(TensorListArg params, TensorListArg grads, TensorListArg exp_avgs, TensorListArg exp_avg_diffs,
+                    TensorListArg exp_avg_sqs, TensorListArg prev_grads, int64_t step, double lr, double beta1,
                     double beta2, double beta3, double eps, double weight_decay, bool no_prox, bool maximize) {
   constexpr const char* op = "fused_optim::adan_update";
   const auto hyper = MakeHyper(op, lr, beta1, beta2, beta3, eps, weight_decay, no_prox, maximize);
@@ -61,10 +61,10 @@ Lists<5> AdanUpdate(at::TensorList params, at::TensorList grads, at::TensorList 
 Lists<6> AdanUpdateBackward(const OptionalTensorList& grad_new_params, const OptionalTensorList& grad_new_exp_avgs,
                             const OptionalTensorList& grad_new_exp_avg_diffs,
                             const OptionalTensorList& grad_new_exp_avg_sqs,
-                            const OptionalTensorList& grad_new_prev_grads, at::TensorList params, at::TensorList grads,
-                            at::TensorList exp_avgs, at::TensorList exp_avg_diffs, at::TensorList exp_avg_sqs,
-                            at::TensorList prev_grads, int64_t step, double lr, double beta1, double beta2,
-                            double beta3, double eps, double weight_decay, bool no_prox, bool maximize) {
+                            const OptionalTensorList& grad_new_prev_grads, TensorListArg params, TensorListArg grads,
+                            TensorListArg exp_avgs, TensorListArg exp_avg_diffs, TensorListArg exp_avg_sqs,
+                            TensorListArg prev_grads, int64_t step, double lr, double beta1, double beta2, double beta3,
+                            double eps, double weight_decay, bool no_prox, bool maximize) {
   constexpr const char* op = "fused_optim::adan_update_backward";
   const auto hyper = MakeHyper(op, lr, beta1, beta2, beta3, eps, weight_decay, no_prox, maximize);
   return UpdateBackward<6>(op, FUSED_OPTIM_KERNEL(AdanBackward), hyper, params,
@@ -86,23 +86,20 @@ Lists<6> AdanUpdateBackward(const OptionalTensorList& grad_new_params, const Opt
 
 // clang-format off
 FUSED_OPTIM_OPS(adan, op) {
-  op("adan_step_(Tensor(a!)[] params, Tensor(g!)[] grads, Tensor(b!)[] exp_avgs, Tensor(c!)[] exp_avg_diffs, "
+  op.Add<&AdanStepInPlace>("adan_step_(Tensor(a!)[] params, Tensor(g!)[] grads, Tensor(b!)[] exp_avgs, Tensor(c!)[] exp_avg_diffs, "
      "Tensor(d!)[] exp_avg_sqs, Tensor(e!)[] prev_grads, Tensor(f!)[] state_steps, *, float lr, float beta1, "
      "float beta2, float beta3, float eps, float weight_decay, bool no_prox, bool maximize, "
-     FUSED_OPTIM_STEP_ARGS ") -> ()",
-     &AdanStepInPlace);
-  op("adan_update(Tensor[] params, Tensor[] grads, Tensor[] exp_avgs, Tensor[] exp_avg_diffs, "
+     FUSED_OPTIM_STEP_ARGS ") -> ()");
+  op.Add<&AdanUpdate>("adan_update(Tensor[] params, Tensor[] grads, Tensor[] exp_avgs, Tensor[] exp_avg_diffs, "
      "Tensor[] exp_avg_sqs, Tensor[] prev_grads, *, SymInt step, float lr, float beta1, float beta2, float beta3, "
      "float eps, float weight_decay, bool no_prox, bool maximize) "
-     "-> (Tensor[], Tensor[], Tensor[], Tensor[], Tensor[])",
-     &AdanUpdate);
-  op("adan_update_backward(Tensor?[] grad_new_params, Tensor?[] grad_new_exp_avgs, "
+     "-> (Tensor[], Tensor[], Tensor[], Tensor[], Tensor[])");
+  op.Add<&AdanUpdateBackward>("adan_update_backward(Tensor?[] grad_new_params, Tensor?[] grad_new_exp_avgs, "
      "Tensor?[] grad_new_exp_avg_diffs, Tensor?[] grad_new_exp_avg_sqs, Tensor?[] grad_new_prev_grads, "
      "Tensor[] params, Tensor[] grads, Tensor[] exp_avgs, Tensor[] exp_avg_diffs, Tensor[] exp_avg_sqs, "
      "Tensor[] prev_grads, *, SymInt step, float lr, float beta1, float beta2, float beta3, float eps, "
      "float weight_decay, bool no_prox, bool maximize) "
-     "-> (Tensor[], Tensor[], Tensor[], Tensor[], Tensor[], Tensor[])",
-     &AdanUpdateBackward);
+     "-> (Tensor[], Tensor[], Tensor[], Tensor[], Tensor[], Tensor[])");
 }
 // clang-format on
 

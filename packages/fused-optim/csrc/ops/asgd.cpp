@@ -1,6 +1,5 @@
 // ASGD ops: argument checks, outputs, and each parameter's eta, mu and step count handed to the
 // kernel as state scalars (math/asgd.h holds the element math and their schedule).
-#include <atomic>
 #include <cmath>
 #include <utility>
 #include <vector>
@@ -11,13 +10,8 @@
 namespace fused_optim {
 namespace {
 
-// Tests only (the op fused_optim::_asgd_foreach_eta): CPU calls compute the next eta as CUDA calls
-// do (torch's foreach formula), so that CPU tests reach that branch; returns the previous setting.
-std::atomic<bool> foreach_eta_on_cpu{false};
-bool SetForeachEtaOnCpu(bool enable) { return foreach_eta_on_cpu.exchange(enable); }
-
 math::AsgdHyper<double> MakeHyper(const char* op, double lambd, double weight_decay, bool maximize) {
-  TORCH_CHECK_VALUE(std::isfinite(lambd), op, ": lambd must be finite, got ", lambd);
+  FUSED_OPTIM_CHECK_VALUE(std::isfinite(lambd), op, ": lambd must be finite, got ", lambd);
   CheckNonNegative(op, "weight_decay", weight_decay);
   return {weight_decay, maximize, weight_decay != 0.0};
 }
@@ -38,14 +32,14 @@ auto ScheduleRows(double lr, double lambd, double alpha, double t0, std::vector<
                     std::move(given_state)};
 }
 
-void AsgdStepInPlace(at::TensorList params, at::TensorList grads, at::TensorList axs, at::TensorList etas,
-                     at::TensorList mus, at::TensorList state_steps, double lr, double lambd, double alpha, double t0,
-                     double weight_decay, bool maximize, const std::optional<at::Tensor>& grad_scale,
-                     const std::optional<at::Tensor>& found_inf, bool capturable) {
+void AsgdStepInPlace(TensorListArg params, TensorListArg grads, TensorListArg axs, TensorListArg etas,
+                     TensorListArg mus, TensorListArg state_steps, double lr, double lambd, double alpha, double t0,
+                     double weight_decay, bool maximize, const std::optional<Tensor>& grad_scale,
+                     const std::optional<Tensor>& found_inf, bool capturable) {
   constexpr const char* op = "fused_optim::asgd_step_";
   CheckNonNegative(op, "learning rate", lr);
-  TORCH_CHECK_VALUE(std::isfinite(alpha) && std::isfinite(t0), op, ": alpha and t0 must be finite, got alpha=", alpha,
-                    ", t0=", t0);
+  FUSED_OPTIM_CHECK_VALUE(std::isfinite(alpha) && std::isfinite(t0), op,
+                          ": alpha and t0 must be finite, got alpha=", alpha, ", t0=", t0);
   const auto hyper = MakeHyper(op, lambd, weight_decay, maximize);
   MultiTensorCall call(op, params, kInPlace);
   call.SetAmp({grad_scale, found_inf});
@@ -63,8 +57,7 @@ void AsgdStepInPlace(at::TensorList params, at::TensorList grads, at::TensorList
   if (call.ChecksOnly() || call.SkipStep(/*host_needs_answer=*/!capturable)) return;  // nothing is written yet
   // Each parameter's eta and mu are read, and with its step count advanced, where they live (on
   // the parameter's device, as torch.optim keeps them): no value crosses to the host.
-  call.SetStepScalars(ScheduleRows(lr, lambd, alpha, t0, {}, call.on_cuda() || foreach_eta_on_cpu.load()),
-                      call.Steps(0));
+  call.SetStepScalars(ScheduleRows(lr, lambd, alpha, t0, {}, call.on_cuda() || AsgdForeachEtaOnCpu()), call.Steps(0));
   call.SetStateScalars({etas, mus, state_steps});  // asgd_cols' state order
   call.Launch(FUSED_OPTIM_KERNEL(AsgdStep), hyper);
   call.FinishStateScalars<bind::AsgdStep>();
@@ -75,12 +68,12 @@ void AsgdStepInPlace(at::TensorList params, at::TensorList grads, at::TensorList
 auto GivenScalars(double eta, double mu, double lambd) { return ScheduleRows(0.0, lambd, 0.0, 0.0, {eta, mu, 0.0}); }
 
 void CheckEtaMu(const char* op, double eta, double mu) {
-  TORCH_CHECK_VALUE(std::isfinite(eta) && std::isfinite(mu), op, ": eta and mu must be finite, got eta=", eta,
-                    ", mu=", mu);
+  FUSED_OPTIM_CHECK_VALUE(std::isfinite(eta) && std::isfinite(mu), op, ": eta and mu must be finite, got eta=", eta,
+                          ", mu=", mu);
 }
 
-Lists<2> AsgdUpdate(at::TensorList params, at::TensorList grads, at::TensorList axs, double eta, double mu,
-                    double lambd, double weight_decay, bool maximize) {
+Lists<2> AsgdUpdate(TensorListArg params, TensorListArg grads, TensorListArg axs, double eta, double mu, double lambd,
+                    double weight_decay, bool maximize) {
   constexpr const char* op = "fused_optim::asgd_update";
   const auto hyper = MakeHyper(op, lambd, weight_decay, maximize);
   CheckEtaMu(op, eta, mu);
@@ -89,7 +82,7 @@ Lists<2> AsgdUpdate(at::TensorList params, at::TensorList grads, at::TensorList 
 }
 
 Lists<3> AsgdUpdateBackward(const OptionalTensorList& grad_new_params, const OptionalTensorList& grad_new_axs,
-                            at::TensorList params, double eta, double mu, double lambd, double weight_decay,
+                            TensorListArg params, double eta, double mu, double lambd, double weight_decay,
                             bool maximize) {
   constexpr const char* op = "fused_optim::asgd_update_backward";
   const auto hyper = MakeHyper(op, lambd, weight_decay, maximize);
@@ -102,19 +95,14 @@ Lists<3> AsgdUpdateBackward(const OptionalTensorList& grad_new_params, const Opt
 
 // clang-format off
 FUSED_OPTIM_OPS(asgd, op) {
-  op("asgd_step_(Tensor(a!)[] params, Tensor(g!)[] grads, Tensor(b!)[] axs, Tensor(c!)[] etas, Tensor(d!)[] mus, "
+  op.Add<&AsgdStepInPlace>("asgd_step_(Tensor(a!)[] params, Tensor(g!)[] grads, Tensor(b!)[] axs, Tensor(c!)[] etas, Tensor(d!)[] mus, "
      "Tensor(e!)[] state_steps, *, float lr, float lambd, float alpha, float t0, float weight_decay, "
-     "bool maximize, " FUSED_OPTIM_STEP_ARGS ") -> ()",
-     &AsgdStepInPlace);
-  op("asgd_update(Tensor[] params, Tensor[] grads, Tensor[] axs, *, float eta, float mu, float lambd, "
-     "float weight_decay, bool maximize) -> (Tensor[], Tensor[])",
-     &AsgdUpdate);
-  op("asgd_update_backward(Tensor?[] grad_new_params, Tensor?[] grad_new_axs, Tensor[] params, *, float eta, "
-     "float mu, float lambd, float weight_decay, bool maximize) -> (Tensor[], Tensor[], Tensor[])",
-     &AsgdUpdateBackward);
+     "bool maximize, " FUSED_OPTIM_STEP_ARGS ") -> ()");
+  op.Add<&AsgdUpdate>("asgd_update(Tensor[] params, Tensor[] grads, Tensor[] axs, *, float eta, float mu, float lambd, "
+     "float weight_decay, bool maximize) -> (Tensor[], Tensor[])");
+  op.Add<&AsgdUpdateBackward>("asgd_update_backward(Tensor?[] grad_new_params, Tensor?[] grad_new_axs, Tensor[] params, *, float eta, "
+     "float mu, float lambd, float weight_decay, bool maximize) -> (Tensor[], Tensor[], Tensor[])");
 }
 // clang-format on
-
-TORCH_LIBRARY_FRAGMENT(fused_optim, m) { m.def("_asgd_foreach_eta(bool enable) -> bool", &SetForeachEtaOnCpu); }
 
 }  // namespace fused_optim

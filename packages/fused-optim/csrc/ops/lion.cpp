@@ -18,17 +18,16 @@ math::LionHyper<double> MakeHyper(const char* op, double lr, double beta1, doubl
   return h;
 }
 
-void LionStepInPlace(at::TensorList params, at::TensorList grads, at::TensorList exp_avgs, at::TensorList state_steps,
+void LionStepInPlace(TensorListArg params, TensorListArg grads, TensorListArg exp_avgs, TensorListArg state_steps,
                      double lr, double beta1, double beta2, double weight_decay, bool maximize,
-                     const std::optional<at::Tensor>& grad_scale, const std::optional<at::Tensor>& found_inf,
-                     bool capturable) {
+                     const std::optional<Tensor>& grad_scale, const std::optional<Tensor>& found_inf, bool capturable) {
   constexpr const char* op = "fused_optim::lion_step_";
   // Lion reads no step count; its torch-style state keeps one all the same.
   StepInPlace(op, FUSED_OPTIM_KERNEL(LionStep), MakeHyper(op, lr, beta1, beta2, weight_decay, maximize), params, grads,
               {{"exp_avgs", exp_avgs}}, state_steps, {grad_scale, found_inf}, capturable);
 }
 
-Lists<2> LionUpdate(at::TensorList params, at::TensorList grads, at::TensorList exp_avgs, double lr, double beta1,
+Lists<2> LionUpdate(TensorListArg params, TensorListArg grads, TensorListArg exp_avgs, double lr, double beta1,
                     double beta2, double weight_decay, bool maximize) {
   constexpr const char* op = "fused_optim::lion_update";
   return Update(op, FUSED_OPTIM_KERNEL(LionStep), MakeHyper(op, lr, beta1, beta2, weight_decay, maximize), params,
@@ -36,7 +35,7 @@ Lists<2> LionUpdate(at::TensorList params, at::TensorList grads, at::TensorList 
 }
 
 Lists<3> LionUpdateBackward(const OptionalTensorList& grad_new_params, const OptionalTensorList& grad_new_exp_avgs,
-                            at::TensorList params, double lr, double beta1, double beta2, double weight_decay,
+                            TensorListArg params, double lr, double beta1, double beta2, double weight_decay,
                             bool maximize) {
   constexpr const char* op = "fused_optim::lion_update_backward";
   // params only give the shapes: the gradients do not depend on values
@@ -49,15 +48,12 @@ Lists<3> LionUpdateBackward(const OptionalTensorList& grad_new_params, const Opt
 
 // clang-format off
 FUSED_OPTIM_OPS(lion, op) {
-  op("lion_step_(Tensor(a!)[] params, Tensor(g!)[] grads, Tensor(b!)[] exp_avgs, Tensor(c!)[] state_steps, *, "
-     "float lr, float beta1, float beta2, float weight_decay, bool maximize, " FUSED_OPTIM_STEP_ARGS ") -> ()",
-     &LionStepInPlace);
-  op("lion_update(Tensor[] params, Tensor[] grads, Tensor[] exp_avgs, *, float lr, float beta1, float beta2, "
-     "float weight_decay, bool maximize) -> (Tensor[], Tensor[])",
-     &LionUpdate);
-  op("lion_update_backward(Tensor?[] grad_new_params, Tensor?[] grad_new_exp_avgs, Tensor[] params, *, "
-     "float lr, float beta1, float beta2, float weight_decay, bool maximize) -> (Tensor[], Tensor[], Tensor[])",
-     &LionUpdateBackward);
+  op.Add<&LionStepInPlace>("lion_step_(Tensor(a!)[] params, Tensor(g!)[] grads, Tensor(b!)[] exp_avgs, Tensor(c!)[] state_steps, *, "
+     "float lr, float beta1, float beta2, float weight_decay, bool maximize, " FUSED_OPTIM_STEP_ARGS ") -> ()");
+  op.Add<&LionUpdate>("lion_update(Tensor[] params, Tensor[] grads, Tensor[] exp_avgs, *, float lr, float beta1, float beta2, "
+     "float weight_decay, bool maximize) -> (Tensor[], Tensor[])");
+  op.Add<&LionUpdateBackward>("lion_update_backward(Tensor?[] grad_new_params, Tensor?[] grad_new_exp_avgs, Tensor[] params, *, "
+     "float lr, float beta1, float beta2, float weight_decay, bool maximize) -> (Tensor[], Tensor[], Tensor[])");
 }
 // clang-format on
 

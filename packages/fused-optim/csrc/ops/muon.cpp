@@ -18,14 +18,14 @@ math::MuonHyper<double> MakeHyper(const char* op, double momentum, bool nesterov
 
 // Muon updates matrices only: its orthogonalization and learning-rate adjustment need two
 // dimensions (the direction pass is element-wise and takes any shape, a vmap batch included).
-void CheckMatrices(const char* op, const char* name, at::TensorList list) {
+void CheckMatrices(const char* op, const char* name, TensorListArg list) {
   for (size_t i = 0; i < list.size(); ++i) {
-    TORCH_CHECK_VALUE(list[i].dim() == 2, op, ": Muon updates matrices only, but ", name, "[", i, "] has ",
-                      list[i].dim(), " dimensions (shape ", list[i].sizes(), ")");
+    FUSED_OPTIM_CHECK_VALUE(list[i].dim() == 2, op, ": Muon updates matrices only, but ", name, "[", i, "] has ",
+                            list[i].dim(), " dimensions (shape ", list[i].sizes(), ")");
   }
 }
 
-void MuonDirectionInPlace(at::TensorList grads, at::TensorList momentum_buffers, at::TensorList directions,
+void MuonDirectionInPlace(TensorListArg grads, TensorListArg momentum_buffers, TensorListArg directions,
                           double momentum, bool nesterov) {
   constexpr const char* op = "fused_optim::muon_direction_";
   const auto hyper = MakeHyper(op, momentum, nesterov);
@@ -37,7 +37,7 @@ void MuonDirectionInPlace(at::TensorList grads, at::TensorList momentum_buffers,
   call.Launch(FUSED_OPTIM_KERNEL(MuonDirection), hyper);
 }
 
-Lists<2> MuonDirectionUpdate(at::TensorList grads, at::TensorList momentum_buffers, double momentum, bool nesterov) {
+Lists<2> MuonDirectionUpdate(TensorListArg grads, TensorListArg momentum_buffers, double momentum, bool nesterov) {
   constexpr const char* op = "fused_optim::muon_direction";
   const auto hyper = MakeHyper(op, momentum, nesterov);
   MultiTensorCall call(op, grads);
@@ -49,7 +49,7 @@ Lists<2> MuonDirectionUpdate(at::TensorList grads, at::TensorList momentum_buffe
 }
 
 Lists<2> MuonDirectionBackward(const OptionalTensorList& grad_directions,
-                               const OptionalTensorList& grad_new_momentum_buffers, at::TensorList grads,
+                               const OptionalTensorList& grad_new_momentum_buffers, TensorListArg grads,
                                double momentum, bool nesterov) {
   constexpr const char* op = "fused_optim::muon_direction_backward";
   // grads only give the shapes: the direction is linear, its gradients do not depend on values
@@ -60,7 +60,7 @@ Lists<2> MuonDirectionBackward(const OptionalTensorList& grad_directions,
 
 // p <- p (1 - lr wd) - lr scale u, Adafactor's apply pass with the per-tensor coefficient -lr scale
 // (one call per shape: `scale` is the shape's learning-rate adjustment).
-void MuonApplyInPlace(at::TensorList params, at::TensorList updates, double lr, double weight_decay,
+void MuonApplyInPlace(TensorListArg params, TensorListArg updates, double lr, double weight_decay,
                       double update_scale) {
   constexpr const char* op = "fused_optim::muon_apply_";
   CheckNonNegative(op, {{"learning rate", lr}, {"weight_decay", weight_decay}, {"update_scale", update_scale}});
@@ -83,17 +83,13 @@ void MuonApplyInPlace(at::TensorList params, at::TensorList updates, double lr, 
 
 // clang-format off
 FUSED_OPTIM_OPS(muon, op) {
-  op("muon_direction_(Tensor[] grads, Tensor(a!)[] momentum_buffers, Tensor(b!)[] directions, *, float momentum, "
-     "bool nesterov) -> ()",
-     &MuonDirectionInPlace);
-  op("muon_direction(Tensor[] grads, Tensor[] momentum_buffers, *, float momentum, bool nesterov) "
-     "-> (Tensor[], Tensor[])",
-     &MuonDirectionUpdate);
-  op("muon_direction_backward(Tensor?[] grad_directions, Tensor?[] grad_new_momentum_buffers, Tensor[] grads, *, "
-     "float momentum, bool nesterov) -> (Tensor[], Tensor[])",
-     &MuonDirectionBackward);
-  op("muon_apply_(Tensor(a!)[] params, Tensor[] updates, *, float lr, float weight_decay, float update_scale) -> ()",
-     &MuonApplyInPlace);
+  op.Add<&MuonDirectionInPlace>("muon_direction_(Tensor[] grads, Tensor(a!)[] momentum_buffers, Tensor(b!)[] directions, *, float momentum, "
+     "bool nesterov) -> ()");
+  op.Add<&MuonDirectionUpdate>("muon_direction(Tensor[] grads, Tensor[] momentum_buffers, *, float momentum, bool nesterov) "
+     "-> (Tensor[], Tensor[])");
+  op.Add<&MuonDirectionBackward>("muon_direction_backward(Tensor?[] grad_directions, Tensor?[] grad_new_momentum_buffers, Tensor[] grads, *, "
+     "float momentum, bool nesterov) -> (Tensor[], Tensor[])");
+  op.Add<&MuonApplyInPlace>("muon_apply_(Tensor(a!)[] params, Tensor[] updates, *, float lr, float weight_decay, float update_scale) -> ()");
 }
 // clang-format on
 

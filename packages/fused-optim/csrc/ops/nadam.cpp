@@ -32,11 +32,11 @@ auto StepRows(const math::NadamHyper<double>& hyper, bool given_product, std::ve
                     std::move(given_state)};
 }
 
-void NadamStepInPlace(at::TensorList params, at::TensorList grads, at::TensorList exp_avgs, at::TensorList exp_avg_sqs,
-                      at::TensorList mu_products, at::TensorList state_steps, double lr, double beta1, double beta2,
+void NadamStepInPlace(TensorListArg params, TensorListArg grads, TensorListArg exp_avgs, TensorListArg exp_avg_sqs,
+                      TensorListArg mu_products, TensorListArg state_steps, double lr, double beta1, double beta2,
                       double eps, double weight_decay, double momentum_decay, bool decoupled_weight_decay,
-                      bool maximize, const std::optional<at::Tensor>& grad_scale,
-                      const std::optional<at::Tensor>& found_inf, bool capturable) {
+                      bool maximize, const std::optional<Tensor>& grad_scale, const std::optional<Tensor>& found_inf,
+                      bool capturable) {
   constexpr const char* op = "fused_optim::nadam_step_";
   const auto hyper =
       MakeHyper(op, lr, beta1, beta2, eps, weight_decay, momentum_decay, decoupled_weight_decay, maximize);
@@ -60,10 +60,11 @@ void NadamStepInPlace(at::TensorList params, at::TensorList grads, at::TensorLis
 
 // The functional ops take the momentum product through this step (prod_t = mu_1 ... mu_t).
 void CheckProduct(const char* op, double mu_product) {
-  TORCH_CHECK_VALUE(mu_product >= 0.0 && mu_product < 1.0, op,
-                    ": mu_product (the product of the momentum coefficients through this step) must be in [0, 1), "
-                    "got ",
-                    mu_product);
+  FUSED_OPTIM_CHECK_VALUE(
+      mu_product >= 0.0 && mu_product < 1.0, op,
+      ": mu_product (the product of the momentum coefficients through this step) must be in [0, 1), "
+      "got ",
+      mu_product);
 }
 
 // The functional ops' per-tensor scalars, at the momentum product `mu_product` through the step.
@@ -71,7 +72,7 @@ auto StepScalars(const math::NadamHyper<double>& hyper, double mu_product) {
   return StepRows(hyper, true, {mu_product});
 }
 
-Lists<3> NadamUpdate(at::TensorList params, at::TensorList grads, at::TensorList exp_avgs, at::TensorList exp_avg_sqs,
+Lists<3> NadamUpdate(TensorListArg params, TensorListArg grads, TensorListArg exp_avgs, TensorListArg exp_avg_sqs,
                      int64_t step, double mu_product, double lr, double beta1, double beta2, double eps,
                      double weight_decay, double momentum_decay, bool decoupled_weight_decay, bool maximize) {
   constexpr const char* op = "fused_optim::nadam_update";
@@ -83,9 +84,9 @@ Lists<3> NadamUpdate(at::TensorList params, at::TensorList grads, at::TensorList
 }
 
 Lists<4> NadamUpdateBackward(const OptionalTensorList& grad_new_params, const OptionalTensorList& grad_new_exp_avgs,
-                             const OptionalTensorList& grad_new_exp_avg_sqs, at::TensorList params,
-                             at::TensorList grads, at::TensorList exp_avgs, at::TensorList exp_avg_sqs, int64_t step,
-                             double mu_product, double lr, double beta1, double beta2, double eps, double weight_decay,
+                             const OptionalTensorList& grad_new_exp_avg_sqs, TensorListArg params, TensorListArg grads,
+                             TensorListArg exp_avgs, TensorListArg exp_avg_sqs, int64_t step, double mu_product,
+                             double lr, double beta1, double beta2, double eps, double weight_decay,
                              double momentum_decay, bool decoupled_weight_decay, bool maximize) {
   constexpr const char* op = "fused_optim::nadam_update_backward";
   const auto hyper =
@@ -103,20 +104,17 @@ Lists<4> NadamUpdateBackward(const OptionalTensorList& grad_new_params, const Op
 
 // clang-format off
 FUSED_OPTIM_OPS(nadam, op) {
-  op("nadam_step_(Tensor(a!)[] params, Tensor(g!)[] grads, Tensor(b!)[] exp_avgs, Tensor(c!)[] exp_avg_sqs, "
+  op.Add<&NadamStepInPlace>("nadam_step_(Tensor(a!)[] params, Tensor(g!)[] grads, Tensor(b!)[] exp_avgs, Tensor(c!)[] exp_avg_sqs, "
      "Tensor(d!)[] mu_products, Tensor(e!)[] state_steps, *, float lr, float beta1, float beta2, float eps, "
      "float weight_decay, float momentum_decay, bool decoupled_weight_decay, bool maximize, "
-     FUSED_OPTIM_STEP_ARGS ") -> ()",
-     &NadamStepInPlace);
-  op("nadam_update(Tensor[] params, Tensor[] grads, Tensor[] exp_avgs, Tensor[] exp_avg_sqs, *, SymInt step, "
+     FUSED_OPTIM_STEP_ARGS ") -> ()");
+  op.Add<&NadamUpdate>("nadam_update(Tensor[] params, Tensor[] grads, Tensor[] exp_avgs, Tensor[] exp_avg_sqs, *, SymInt step, "
      "float mu_product, float lr, float beta1, float beta2, float eps, float weight_decay, float momentum_decay, "
-     "bool decoupled_weight_decay, bool maximize) -> (Tensor[], Tensor[], Tensor[])",
-     &NadamUpdate);
-  op("nadam_update_backward(Tensor?[] grad_new_params, Tensor?[] grad_new_exp_avgs, Tensor?[] grad_new_exp_avg_sqs, "
+     "bool decoupled_weight_decay, bool maximize) -> (Tensor[], Tensor[], Tensor[])");
+  op.Add<&NadamUpdateBackward>("nadam_update_backward(Tensor?[] grad_new_params, Tensor?[] grad_new_exp_avgs, Tensor?[] grad_new_exp_avg_sqs, "
      "Tensor[] params, Tensor[] grads, Tensor[] exp_avgs, Tensor[] exp_avg_sqs, *, SymInt step, float mu_product, "
      "float lr, float beta1, float beta2, float eps, float weight_decay, float momentum_decay, "
-     "bool decoupled_weight_decay, bool maximize) -> (Tensor[], Tensor[], Tensor[], Tensor[])",
-     &NadamUpdateBackward);
+     "bool decoupled_weight_decay, bool maximize) -> (Tensor[], Tensor[], Tensor[], Tensor[])");
 }
 // clang-format on
 

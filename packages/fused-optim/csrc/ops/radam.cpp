@@ -20,11 +20,10 @@ auto StepScalars(const math::RadamHyper<double>& hyper) {
                     [=](double step, double* row) { bind::RadamStep::StepRow(hyper, step, row); }};
 }
 
-void RadamStepInPlace(at::TensorList params, at::TensorList grads, at::TensorList exp_avgs, at::TensorList exp_avg_sqs,
-                      at::TensorList state_steps, double lr, double beta1, double beta2, double eps,
-                      double weight_decay, bool decoupled_weight_decay, bool maximize,
-                      const std::optional<at::Tensor>& grad_scale, const std::optional<at::Tensor>& found_inf,
-                      bool capturable) {
+void RadamStepInPlace(TensorListArg params, TensorListArg grads, TensorListArg exp_avgs, TensorListArg exp_avg_sqs,
+                      TensorListArg state_steps, double lr, double beta1, double beta2, double eps, double weight_decay,
+                      bool decoupled_weight_decay, bool maximize, const std::optional<Tensor>& grad_scale,
+                      const std::optional<Tensor>& found_inf, bool capturable) {
   constexpr const char* op = "fused_optim::radam_step_";
   const auto hyper = MakeHyper(op, lr, beta1, beta2, eps, weight_decay, decoupled_weight_decay, maximize);
   StepInPlace(op, FUSED_OPTIM_KERNEL(RadamStep), hyper, params, grads,
@@ -32,7 +31,7 @@ void RadamStepInPlace(at::TensorList params, at::TensorList grads, at::TensorLis
               StepScalars(hyper));
 }
 
-Lists<3> RadamUpdate(at::TensorList params, at::TensorList grads, at::TensorList exp_avgs, at::TensorList exp_avg_sqs,
+Lists<3> RadamUpdate(TensorListArg params, TensorListArg grads, TensorListArg exp_avgs, TensorListArg exp_avg_sqs,
                      int64_t step, double lr, double beta1, double beta2, double eps, double weight_decay,
                      bool decoupled_weight_decay, bool maximize) {
   constexpr const char* op = "fused_optim::radam_update";
@@ -42,10 +41,10 @@ Lists<3> RadamUpdate(at::TensorList params, at::TensorList grads, at::TensorList
 }
 
 Lists<4> RadamUpdateBackward(const OptionalTensorList& grad_new_params, const OptionalTensorList& grad_new_exp_avgs,
-                             const OptionalTensorList& grad_new_exp_avg_sqs, at::TensorList params,
-                             at::TensorList grads, at::TensorList exp_avgs, at::TensorList exp_avg_sqs, int64_t step,
-                             double lr, double beta1, double beta2, double eps, double weight_decay,
-                             bool decoupled_weight_decay, bool maximize) {
+                             const OptionalTensorList& grad_new_exp_avg_sqs, TensorListArg params, TensorListArg grads,
+                             TensorListArg exp_avgs, TensorListArg exp_avg_sqs, int64_t step, double lr, double beta1,
+                             double beta2, double eps, double weight_decay, bool decoupled_weight_decay,
+                             bool maximize) {
   constexpr const char* op = "fused_optim::radam_update_backward";
   const auto hyper = MakeHyper(op, lr, beta1, beta2, eps, weight_decay, decoupled_weight_decay, maximize);
   return UpdateBackward<4>(op, FUSED_OPTIM_KERNEL(RadamBackward), hyper, params,
@@ -60,19 +59,16 @@ Lists<4> RadamUpdateBackward(const OptionalTensorList& grad_new_params, const Op
 
 // clang-format off
 FUSED_OPTIM_OPS(radam, op) {
-  op("radam_step_(Tensor(a!)[] params, Tensor(g!)[] grads, Tensor(b!)[] exp_avgs, Tensor(c!)[] exp_avg_sqs, "
+  op.Add<&RadamStepInPlace>("radam_step_(Tensor(a!)[] params, Tensor(g!)[] grads, Tensor(b!)[] exp_avgs, Tensor(c!)[] exp_avg_sqs, "
      "Tensor(d!)[] state_steps, *, float lr, float beta1, float beta2, float eps, float weight_decay, "
-     "bool decoupled_weight_decay, bool maximize, " FUSED_OPTIM_STEP_ARGS ") -> ()",
-     &RadamStepInPlace);
-  op("radam_update(Tensor[] params, Tensor[] grads, Tensor[] exp_avgs, Tensor[] exp_avg_sqs, *, SymInt step, "
+     "bool decoupled_weight_decay, bool maximize, " FUSED_OPTIM_STEP_ARGS ") -> ()");
+  op.Add<&RadamUpdate>("radam_update(Tensor[] params, Tensor[] grads, Tensor[] exp_avgs, Tensor[] exp_avg_sqs, *, SymInt step, "
      "float lr, float beta1, float beta2, float eps, float weight_decay, bool decoupled_weight_decay, "
-     "bool maximize) -> (Tensor[], Tensor[], Tensor[])",
-     &RadamUpdate);
-  op("radam_update_backward(Tensor?[] grad_new_params, Tensor?[] grad_new_exp_avgs, "
+     "bool maximize) -> (Tensor[], Tensor[], Tensor[])");
+  op.Add<&RadamUpdateBackward>("radam_update_backward(Tensor?[] grad_new_params, Tensor?[] grad_new_exp_avgs, "
      "Tensor?[] grad_new_exp_avg_sqs, Tensor[] params, Tensor[] grads, Tensor[] exp_avgs, Tensor[] exp_avg_sqs, "
      "*, SymInt step, float lr, float beta1, float beta2, float eps, float weight_decay, bool decoupled_weight_decay, "
-     "bool maximize) -> (Tensor[], Tensor[], Tensor[], Tensor[])",
-     &RadamUpdateBackward);
+     "bool maximize) -> (Tensor[], Tensor[], Tensor[], Tensor[])");
 }
 // clang-format on
 

@@ -25,11 +25,11 @@ math::RmspropHyper<double> MakeHyper(const char* op, double lr, double alpha, do
 constexpr const char* kNotCentered = "when centered=False";
 constexpr const char* kNoMomentum = "when momentum == 0";
 
-void RmspropStepInPlace(at::TensorList params, at::TensorList grads, at::TensorList square_avgs,
-                        at::TensorList grad_avgs, at::TensorList momentum_buffers, at::TensorList state_steps,
-                        double lr, double alpha, double eps, double weight_decay, double momentum, bool centered,
-                        bool maximize, const std::optional<at::Tensor>& grad_scale,
-                        const std::optional<at::Tensor>& found_inf, bool capturable) {
+void RmspropStepInPlace(TensorListArg params, TensorListArg grads, TensorListArg square_avgs, TensorListArg grad_avgs,
+                        TensorListArg momentum_buffers, TensorListArg state_steps, double lr, double alpha, double eps,
+                        double weight_decay, double momentum, bool centered, bool maximize,
+                        const std::optional<Tensor>& grad_scale, const std::optional<Tensor>& found_inf,
+                        bool capturable) {
   constexpr const char* op = "fused_optim::rmsprop_step_";
   const auto hyper = MakeHyper(op, lr, alpha, eps, weight_decay, momentum, centered, maximize);
   StepInPlace(op, FUSED_OPTIM_KERNEL(RmspropStep), hyper, params, grads,
@@ -39,9 +39,9 @@ void RmspropStepInPlace(at::TensorList params, at::TensorList grads, at::TensorL
               state_steps, {grad_scale, found_inf}, capturable);
 }
 
-Lists<4> RmspropUpdate(at::TensorList params, at::TensorList grads, at::TensorList square_avgs,
-                       at::TensorList grad_avgs, at::TensorList momentum_buffers, double lr, double alpha, double eps,
-                       double weight_decay, double momentum, bool centered, bool maximize) {
+Lists<4> RmspropUpdate(TensorListArg params, TensorListArg grads, TensorListArg square_avgs, TensorListArg grad_avgs,
+                       TensorListArg momentum_buffers, double lr, double alpha, double eps, double weight_decay,
+                       double momentum, bool centered, bool maximize) {
   constexpr const char* op = "fused_optim::rmsprop_update";
   const auto hyper = MakeHyper(op, lr, alpha, eps, weight_decay, momentum, centered, maximize);
   return Update(op, FUSED_OPTIM_KERNEL(RmspropStep), hyper, params, grads,
@@ -53,8 +53,8 @@ Lists<4> RmspropUpdate(at::TensorList params, at::TensorList grads, at::TensorLi
 Lists<5> RmspropUpdateBackward(const OptionalTensorList& grad_new_params,
                                const OptionalTensorList& grad_new_square_avgs,
                                const OptionalTensorList& grad_new_grad_avgs,
-                               const OptionalTensorList& grad_new_momentum_buffers, at::TensorList params,
-                               at::TensorList grads, at::TensorList square_avgs, at::TensorList grad_avgs, double lr,
+                               const OptionalTensorList& grad_new_momentum_buffers, TensorListArg params,
+                               TensorListArg grads, TensorListArg square_avgs, TensorListArg grad_avgs, double lr,
                                double alpha, double eps, double weight_decay, double momentum, bool centered,
                                bool maximize) {
   constexpr const char* op = "fused_optim::rmsprop_update_backward";
@@ -75,19 +75,16 @@ Lists<5> RmspropUpdateBackward(const OptionalTensorList& grad_new_params,
 
 // clang-format off
 FUSED_OPTIM_OPS(rmsprop, op) {
-  op("rmsprop_step_(Tensor(a!)[] params, Tensor(g!)[] grads, Tensor(b!)[] square_avgs, Tensor(c!)[] grad_avgs, "
+  op.Add<&RmspropStepInPlace>("rmsprop_step_(Tensor(a!)[] params, Tensor(g!)[] grads, Tensor(b!)[] square_avgs, Tensor(c!)[] grad_avgs, "
      "Tensor(d!)[] momentum_buffers, Tensor(e!)[] state_steps, *, float lr, float alpha, float eps, "
-     "float weight_decay, float momentum, bool centered, bool maximize, " FUSED_OPTIM_STEP_ARGS ") -> ()",
-     &RmspropStepInPlace);
-  op("rmsprop_update(Tensor[] params, Tensor[] grads, Tensor[] square_avgs, Tensor[] grad_avgs, "
+     "float weight_decay, float momentum, bool centered, bool maximize, " FUSED_OPTIM_STEP_ARGS ") -> ()");
+  op.Add<&RmspropUpdate>("rmsprop_update(Tensor[] params, Tensor[] grads, Tensor[] square_avgs, Tensor[] grad_avgs, "
      "Tensor[] momentum_buffers, *, float lr, float alpha, float eps, float weight_decay, float momentum, "
-     "bool centered, bool maximize) -> (Tensor[], Tensor[], Tensor[], Tensor[])",
-     &RmspropUpdate);
-  op("rmsprop_update_backward(Tensor?[] grad_new_params, Tensor?[] grad_new_square_avgs, "
+     "bool centered, bool maximize) -> (Tensor[], Tensor[], Tensor[], Tensor[])");
+  op.Add<&RmspropUpdateBackward>("rmsprop_update_backward(Tensor?[] grad_new_params, Tensor?[] grad_new_square_avgs, "
      "Tensor?[] grad_new_grad_avgs, Tensor?[] grad_new_momentum_buffers, Tensor[] params, Tensor[] grads, "
      "Tensor[] square_avgs, Tensor[] grad_avgs, *, float lr, float alpha, float eps, float weight_decay, "
-     "float momentum, bool centered, bool maximize) -> (Tensor[], Tensor[], Tensor[], Tensor[], Tensor[])",
-     &RmspropUpdateBackward);
+     "float momentum, bool centered, bool maximize) -> (Tensor[], Tensor[], Tensor[], Tensor[], Tensor[])");
 }
 // clang-format on
 

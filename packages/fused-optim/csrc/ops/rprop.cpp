@@ -8,18 +8,18 @@ namespace {
 
 math::RpropHyper<double> MakeHyper(const char* op, double etaminus, double etaplus, double step_size_min,
                                    double step_size_max, bool maximize) {
-  TORCH_CHECK_VALUE(0.0 < etaminus && etaminus < 1.0 && 1.0 < etaplus, op,
-                    ": the etas must satisfy 0 < etaminus < 1 < etaplus, got etaminus=", etaminus,
-                    ", etaplus=", etaplus);
-  TORCH_CHECK_VALUE(!std::isnan(step_size_min) && !std::isnan(step_size_max), op,
-                    ": step_size_min and step_size_max must not be NaN");
+  FUSED_OPTIM_CHECK_VALUE(0.0 < etaminus && etaminus < 1.0 && 1.0 < etaplus, op,
+                          ": the etas must satisfy 0 < etaminus < 1 < etaplus, got etaminus=", etaminus,
+                          ", etaplus=", etaplus);
+  FUSED_OPTIM_CHECK_VALUE(!std::isnan(step_size_min) && !std::isnan(step_size_max), op,
+                          ": step_size_min and step_size_max must not be NaN");
   return {etaminus, etaplus, step_size_min, step_size_max, maximize};
 }
 
-void RpropStepInPlace(at::TensorList params, at::TensorList grads, at::TensorList prevs, at::TensorList step_sizes,
-                      at::TensorList state_steps, double lr, double etaminus, double etaplus, double step_size_min,
-                      double step_size_max, bool maximize, const std::optional<at::Tensor>& grad_scale,
-                      const std::optional<at::Tensor>& found_inf, bool capturable) {
+void RpropStepInPlace(TensorListArg params, TensorListArg grads, TensorListArg prevs, TensorListArg step_sizes,
+                      TensorListArg state_steps, double lr, double etaminus, double etaplus, double step_size_min,
+                      double step_size_max, bool maximize, const std::optional<Tensor>& grad_scale,
+                      const std::optional<Tensor>& found_inf, bool capturable) {
   constexpr const char* op = "fused_optim::rprop_step_";
   CheckNonNegative(op, "learning rate", lr);  // it seeds new parameters' step sizes (done by the caller)
   StepInPlace(op, FUSED_OPTIM_KERNEL(RpropStep),
@@ -27,7 +27,7 @@ void RpropStepInPlace(at::TensorList params, at::TensorList grads, at::TensorLis
               {{"prevs", prevs}, {"step_sizes", step_sizes}}, state_steps, {grad_scale, found_inf}, capturable);
 }
 
-Lists<3> RpropUpdate(at::TensorList params, at::TensorList grads, at::TensorList prevs, at::TensorList step_sizes,
+Lists<3> RpropUpdate(TensorListArg params, TensorListArg grads, TensorListArg prevs, TensorListArg step_sizes,
                      double etaminus, double etaplus, double step_size_min, double step_size_max, bool maximize) {
   constexpr const char* op = "fused_optim::rprop_update";
   return Update(op, FUSED_OPTIM_KERNEL(RpropStep),
@@ -36,8 +36,8 @@ Lists<3> RpropUpdate(at::TensorList params, at::TensorList grads, at::TensorList
 }
 
 Lists<4> RpropUpdateBackward(const OptionalTensorList& grad_new_params, const OptionalTensorList& grad_new_prevs,
-                             const OptionalTensorList& grad_new_step_sizes, at::TensorList grads, at::TensorList prevs,
-                             at::TensorList step_sizes, double etaminus, double etaplus, double step_size_min,
+                             const OptionalTensorList& grad_new_step_sizes, TensorListArg grads, TensorListArg prevs,
+                             TensorListArg step_sizes, double etaminus, double etaplus, double step_size_min,
                              double step_size_max, bool maximize) {
   constexpr const char* op = "fused_optim::rprop_update_backward";
   return UpdateBackward<4>(op, FUSED_OPTIM_KERNEL(RpropBackward),
@@ -52,17 +52,14 @@ Lists<4> RpropUpdateBackward(const OptionalTensorList& grad_new_params, const Op
 
 // clang-format off
 FUSED_OPTIM_OPS(rprop, op) {
-  op("rprop_step_(Tensor(a!)[] params, Tensor(g!)[] grads, Tensor(b!)[] prevs, Tensor(c!)[] step_sizes, "
+  op.Add<&RpropStepInPlace>("rprop_step_(Tensor(a!)[] params, Tensor(g!)[] grads, Tensor(b!)[] prevs, Tensor(c!)[] step_sizes, "
      "Tensor(d!)[] state_steps, *, float lr, float etaminus, float etaplus, float step_size_min, "
-     "float step_size_max, bool maximize, " FUSED_OPTIM_STEP_ARGS ") -> ()",
-     &RpropStepInPlace);
-  op("rprop_update(Tensor[] params, Tensor[] grads, Tensor[] prevs, Tensor[] step_sizes, *, float etaminus, "
-     "float etaplus, float step_size_min, float step_size_max, bool maximize) -> (Tensor[], Tensor[], Tensor[])",
-     &RpropUpdate);
-  op("rprop_update_backward(Tensor?[] grad_new_params, Tensor?[] grad_new_prevs, Tensor?[] grad_new_step_sizes, "
+     "float step_size_max, bool maximize, " FUSED_OPTIM_STEP_ARGS ") -> ()");
+  op.Add<&RpropUpdate>("rprop_update(Tensor[] params, Tensor[] grads, Tensor[] prevs, Tensor[] step_sizes, *, float etaminus, "
+     "float etaplus, float step_size_min, float step_size_max, bool maximize) -> (Tensor[], Tensor[], Tensor[])");
+  op.Add<&RpropUpdateBackward>("rprop_update_backward(Tensor?[] grad_new_params, Tensor?[] grad_new_prevs, Tensor?[] grad_new_step_sizes, "
      "Tensor[] grads, Tensor[] prevs, Tensor[] step_sizes, *, float etaminus, float etaplus, float step_size_min, "
-     "float step_size_max, bool maximize) -> (Tensor[], Tensor[], Tensor[], Tensor[])",
-     &RpropUpdateBackward);
+     "float step_size_max, bool maximize) -> (Tensor[], Tensor[], Tensor[], Tensor[])");
 }
 // clang-format on
 

@@ -7,8 +7,8 @@ namespace {
 math::SgdHyper<double> MakeHyper(const char* op, double lr, double momentum, double dampening, double weight_decay,
                                  bool nesterov, bool maximize, bool first_step) {
   CheckNonNegative(op, {{"learning rate", lr}, {"momentum", momentum}, {"weight_decay", weight_decay}});
-  TORCH_CHECK_VALUE(!nesterov || (momentum > 0.0 && dampening == 0.0), op,
-                    ": Nesterov momentum requires a momentum and zero dampening");
+  FUSED_OPTIM_CHECK_VALUE(!nesterov || (momentum > 0.0 && dampening == 0.0), op,
+                          ": Nesterov momentum requires a momentum and zero dampening");
   math::SgdHyper<double> h{};
   h.lr = lr, h.momentum = momentum, h.dampening = dampening, h.weight_decay = weight_decay;
   h.one_minus_dampening = 1.0 - dampening;
@@ -21,10 +21,9 @@ math::SgdHyper<double> MakeHyper(const char* op, double lr, double momentum, dou
 
 constexpr const char* kNoMomentum = "when momentum == 0";
 
-void SgdStepInPlace(at::TensorList params, at::TensorList grads, at::TensorList momentum_buffers, double lr,
+void SgdStepInPlace(TensorListArg params, TensorListArg grads, TensorListArg momentum_buffers, double lr,
                     double momentum, double dampening, double weight_decay, bool nesterov, bool maximize,
-                    bool first_step, const std::optional<at::Tensor>& grad_scale,
-                    const std::optional<at::Tensor>& found_inf) {
+                    bool first_step, const std::optional<Tensor>& grad_scale, const std::optional<Tensor>& found_inf) {
   constexpr const char* op = "fused_optim::sgd_step_";
   const auto hyper = MakeHyper(op, lr, momentum, dampening, weight_decay, nesterov, maximize, first_step);
   MultiTensorCall call(op, params, kInPlace);
@@ -36,7 +35,7 @@ void SgdStepInPlace(at::TensorList params, at::TensorList grads, at::TensorList 
   call.Launch(FUSED_OPTIM_KERNEL(SgdStep), hyper);
 }
 
-Lists<2> SgdUpdate(at::TensorList params, at::TensorList grads, at::TensorList momentum_buffers, double lr,
+Lists<2> SgdUpdate(TensorListArg params, TensorListArg grads, TensorListArg momentum_buffers, double lr,
                    double momentum, double dampening, double weight_decay, bool nesterov, bool maximize,
                    bool first_step) {
   constexpr const char* op = "fused_optim::sgd_update";
@@ -46,8 +45,8 @@ Lists<2> SgdUpdate(at::TensorList params, at::TensorList grads, at::TensorList m
   call.AddInput("grads", grads);
   TensorVector new_buffers;
   if (hyper.has_momentum && first_step) {  // the buffers start as the gradient: no input
-    TORCH_CHECK_VALUE(momentum_buffers.empty(), op,
-                      ": momentum_buffers must be empty on the first step (the buffers start as the gradient)");
+    FUSED_OPTIM_CHECK_VALUE(momentum_buffers.empty(), op,
+                            ": momentum_buffers must be empty on the first step (the buffers start as the gradient)");
     new_buffers = call.AddOutput();
   } else {
     new_buffers = call.AddStateIf(hyper.has_momentum, "momentum_buffers", momentum_buffers, kNoMomentum);
@@ -57,7 +56,7 @@ Lists<2> SgdUpdate(at::TensorList params, at::TensorList grads, at::TensorList m
 }
 
 Lists<3> SgdUpdateBackward(const OptionalTensorList& grad_new_params,
-                           const OptionalTensorList& grad_new_momentum_buffers, at::TensorList params, double lr,
+                           const OptionalTensorList& grad_new_momentum_buffers, TensorListArg params, double lr,
                            double momentum, double dampening, double weight_decay, bool nesterov, bool maximize,
                            bool first_step) {
   constexpr const char* op = "fused_optim::sgd_update_backward";
@@ -72,17 +71,14 @@ Lists<3> SgdUpdateBackward(const OptionalTensorList& grad_new_params,
 
 // clang-format off
 FUSED_OPTIM_OPS(sgd, op) {
-  op("sgd_step_(Tensor(a!)[] params, Tensor(g!)[] grads, Tensor(b!)[] momentum_buffers, *, float lr, float momentum, "
+  op.Add<&SgdStepInPlace>("sgd_step_(Tensor(a!)[] params, Tensor(g!)[] grads, Tensor(b!)[] momentum_buffers, *, float lr, float momentum, "
      "float dampening, float weight_decay, bool nesterov, bool maximize, bool first_step, "
-     FUSED_OPTIM_AMP_ARGS ") -> ()",
-     &SgdStepInPlace);
-  op("sgd_update(Tensor[] params, Tensor[] grads, Tensor[] momentum_buffers, *, float lr, float momentum, "
-     "float dampening, float weight_decay, bool nesterov, bool maximize, bool first_step) -> (Tensor[], Tensor[])",
-     &SgdUpdate);
-  op("sgd_update_backward(Tensor?[] grad_new_params, Tensor?[] grad_new_momentum_buffers, Tensor[] params, *, "
+     FUSED_OPTIM_AMP_ARGS ") -> ()");
+  op.Add<&SgdUpdate>("sgd_update(Tensor[] params, Tensor[] grads, Tensor[] momentum_buffers, *, float lr, float momentum, "
+     "float dampening, float weight_decay, bool nesterov, bool maximize, bool first_step) -> (Tensor[], Tensor[])");
+  op.Add<&SgdUpdateBackward>("sgd_update_backward(Tensor?[] grad_new_params, Tensor?[] grad_new_momentum_buffers, Tensor[] params, *, "
      "float lr, float momentum, float dampening, float weight_decay, bool nesterov, bool maximize, "
-     "bool first_step) -> (Tensor[], Tensor[], Tensor[])",
-     &SgdUpdateBackward);
+     "bool first_step) -> (Tensor[], Tensor[], Tensor[])");
 }
 // clang-format on
 

@@ -19,14 +19,14 @@
     (tensor([ 0.9000, -1.1000]), ['momentum_buffer'])
 """
 
-# First, before anything loads _C: a torch release this build was not compiled for gets an
-# ImportError saying what to do (see _torch_abi.py), not an undefined-symbol error or a crash.
+# First, before anything loads _C: a torch older than the stable ABI it targets gets an ImportError
+# naming both versions (see _torch_abi.py), not an undefined-symbol error.
 from fused_optim._torch_abi import check_running_torch
 
 check_running_torch()
 
 from fused_optim import functional, ops  # noqa: E402
-from fused_optim._C import BUILD_INFO  # noqa: E402
+from fused_optim._native import BUILD_INFO  # noqa: E402
 from fused_optim.optim import (  # noqa: E402
     ASGD,
     SGD,

@@ -37,7 +37,7 @@ from torch.distributed.tensor import DTensor, Replicate
 from torch.distributed.tensor._dtensor_spec import DTensorSpec, TensorMeta
 from torch.distributed.tensor._redistribute import redistribute_local_tensor
 
-from fused_optim import _C
+from fused_optim import _native
 
 # The per-parameter 0-d lists, which stay plain tensors next to DTensor parameters (torch.optim's
 # state["step"] is a plain tensor for them; ASGD's eta and mu and NAdam's mu_product likewise).
@@ -133,8 +133,8 @@ def _scalar_local(where: str, name: str, t: Any) -> Any:
 
 def _run_local(op: torch._ops.OpOverload, lists: list[list[Any]], kwargs: dict[str, Any]) -> Any:
     """The op on plain tensors: its unboxed call where it takes them (see ``fused_optim.ops``)."""
-    result = _C._eager[op._schema.name.split("::")[1]](*lists, **kwargs)
-    return op(*lists, **kwargs) if result is NotImplemented else result
+    result = _native.EAGER[op._schema.name.split("::")[1]](*lists, **kwargs)
+    return _native.boxed(op)(*lists, **kwargs) if result is NotImplemented else result
 
 
 def _split_args(
@@ -260,7 +260,7 @@ def register() -> None:
     table: dict[Any, Any] = (
         DTensor._op_dispatcher._custom_op_handlers
     )  # (AttributeError: see the caller)
-    for name in _C._eager:
+    for name in _native.EAGER:
         if name.startswith("_"):
             continue
         handler = gathered_handler if name.startswith(_GATHERED_PREFIX) else elementwise_handler

@@ -1,25 +1,33 @@
-"""The torch release fused-optim's compiled ops load into: the wheel's pin and the import check.
+"""Which torch fused-optim's compiled parts load into: the wheel's requirement and the import checks.
 
-A compiled torch extension only loads into the torch release it was built against (torch's C++
-API and ABI change between minor releases; that is how TorchOpt 0.7.3's compiled op silently
-stopped loading under a newer torch). So the wheel requires that release (``torch==2.13.*``,
-torchvision's convention), and ``import fused_optim`` compares the running torch with the one the
-build recorded before the library loads, raising an ``ImportError`` that says what to do instead
-of an undefined-symbol message or a crash.
+fused-optim ships two compiled modules (csrc/torch_api.h):
 
-This module is also scikit-build-core's metadata provider for the wheel's ``dependencies``
-(``[[tool.dynamic-metadata]]`` in pyproject.toml), so the rule "same major.minor" is written once.
-It must stay importable without torch and without the compiled library.
+* ``fused_optim._C`` registers the ops through torch's stable C ABI, targeting torch 2.10: one
+  build loads into torch 2.10 and every later release, CPU or CUDA. So the wheel requires
+  ``torch>=2.10`` and ``import fused_optim`` refuses an older torch with an ``ImportError`` naming
+  both versions (instead of an undefined-symbol message).
+* ``fused_optim._eager``, the optional unboxed fast path, links torch's version-specific C++ and
+  Python API: it is imported only into the torch release (major.minor) it was compiled against.
+  Under any other torch the ops run through ``torch.ops`` (same results, more host time per call),
+  and ``BUILD_INFO['eager']`` says which path runs.
+
+The wheel's requirement (pyproject.toml's ``dependencies``) says ``torch>=MIN_TORCH``; a test
+keeps the two equal. This module must stay importable without torch and the compiled library.
 """
 
 from __future__ import annotations
 
-from typing import Any
+__all__ = [
+    "MIN_TORCH",
+    "check_running_torch",
+    "check_torch",
+    "eager_matches",
+    "torch_release",
+    "torch_requirement",
+]
 
-__all__ = ["check_running_torch", "check_torch", "torch_release", "torch_requirement"]
-
-_REBUILD = ("pip install --force-reinstall --no-deps --no-build-isolation "
-            "--no-binary fused-optim fused-optim=={version}")
+# The oldest torch whose stable ABI has what _C uses (TORCH_TARGET_VERSION in CMakeLists.txt).
+MIN_TORCH = "2.10"
 
 
 def torch_release(version: str) -> str:
@@ -27,44 +35,34 @@ def torch_release(version: str) -> str:
     return ".".join(version.split("+", 1)[0].split(".")[:2])
 
 
-def torch_requirement(version: str) -> str:
-    """The requirement a wheel built against torch ``version`` declares: ``"torch==2.13.*"``."""
-    return f"torch=={torch_release(version)}.*"
+def _as_tuple(release: str) -> tuple[int, ...]:
+    return tuple(int("".join(c for c in part if c.isdigit()) or 0) for part in release.split("."))
 
 
-def check_torch(built: str, running: str, fused_optim_version: str) -> None:
-    """Raise ``ImportError`` unless ``running`` is the torch release ``built`` was compiled for."""
-    if torch_release(built) == torch_release(running):
+def torch_requirement() -> str:
+    """The requirement every fused-optim wheel declares: ``"torch>=2.10"``."""
+    return f"torch>={MIN_TORCH}"
+
+
+def check_torch(running: str, fused_optim_version: str) -> None:
+    """Raise ``ImportError`` if torch ``running`` is older than the stable ABI _C targets."""
+    if _as_tuple(torch_release(running)) >= _as_tuple(MIN_TORCH):
         return
     raise ImportError(
-        f"fused-optim {fused_optim_version} was compiled against torch {built}, but torch "
-        f"{running} is running. Its compiled ops load only into the torch release they were built "
-        f"for (C++ ABI). Install that release (pip install '{torch_requirement(built)}'), or "
-        f"rebuild fused-optim against the running torch: "
-        f"{_REBUILD.format(version=fused_optim_version)}  (from a source checkout: "
-        f"pip install --force-reinstall --no-deps --no-build-isolation packages/fused-optim)")
+        f"fused-optim {fused_optim_version} needs torch {MIN_TORCH} or later (its ops use torch's "
+        f"stable C ABI, which took its present form in torch {MIN_TORCH}), but torch {running} is "
+        f"running: pip install 'torch>={MIN_TORCH}'")
+
+
+def eager_matches(built: str, running: str) -> bool:
+    """Whether the fast path compiled against torch ``built`` may load into torch ``running``."""
+    return torch_release(built) == torch_release(running)
 
 
 def check_running_torch() -> None:
-    """The import-time check: the running torch against the version this build recorded."""
+    """The import-time check of the running torch."""
     import torch
 
-    from fused_optim._built_against import TORCH_VERSION  # written by CMakeLists.txt
     from fused_optim.version import __version__
 
-    check_torch(TORCH_VERSION, torch.__version__, __version__)
-
-
-# scikit-build-core dynamic-metadata hooks (build time; the torch imported is the one compiled
-# against: the build environment's, or the installed one with --no-build-isolation).
-def dynamic_metadata(settings: dict[str, Any], project: dict[str, Any]) -> dict[str, list[str]]:
-    if settings:
-        raise RuntimeError(f"fused-optim's torch pin takes no settings, got {sorted(settings)}")
-    import torch
-
-    return {"dependencies": [torch_requirement(torch.__version__)]}
-
-
-def dynamic_wheel(settings: dict[str, Any]) -> dict[str, bool]:
-    # The sdist does not know which torch its wheels will be built against.
-    return {"dependencies": True}
+    check_torch(torch.__version__, __version__)

@@ -17,7 +17,7 @@ Each algorithm's schemas live in its ``csrc/ops/<algo>.cpp``. This module
   once on the local shards (:mod:`fused_optim._dtensor`).
 
 Eager callers (the drop-in ``step()``, :func:`apply_functional`, the nodes' forward and backward)
-take each op's unboxed call (``fused_optim._C._eager``, csrc/eager_call.h) where the dispatcher
+take each op's unboxed call (``fused_optim._native.EAGER``, csrc/eager_call.h) where the dispatcher
 would only reach the kernel, and ``torch.ops`` everywhere else (see :func:`_eager_or_boxed`).
 
 The in-place ``*_step_`` ops mutate their arguments and therefore get no autograd (torch forbids
@@ -41,7 +41,7 @@ from typing import Any, NamedTuple
 
 import torch
 
-from fused_optim import _C
+from fused_optim import _native
 
 __all__ = [
     "FUNCTIONAL_OPS",
@@ -80,14 +80,14 @@ _lib = torch.ops.fused_optim
 def _eager_or_boxed(name: str) -> Callable[..., Any]:
     """``torch.ops.fused_optim.<name>`` for eager callers, taking the op's unboxed call when it may.
 
-    The unboxed call (``fused_optim._C._eager.<name>``, csrc/eager_call.h) converts the Python
+    The unboxed call (``fused_optim._native.EAGER[name]``, csrc/eager_call.h) converts the Python
     arguments straight to the C++ implementation's types, skipping the boxed ``torch.ops`` path
     that costs more than a small tensor's update; it answers ``NotImplemented`` whenever a layer
     above the kernel has something to do (autograd, a mode or transform, a subclass, a profiler,
     arguments of another type), and the op then goes through ``torch.ops`` as before. Under
     ``torch.compile`` the op itself is called, so that it lands in the graph.
     """
-    eager, boxed = _C._eager[name], getattr(_lib, name).default
+    eager, boxed = _native.EAGER[name], _native.boxed(getattr(_lib, name).default)
 
     def call(*args: Any, **kwargs: Any) -> Any:
         if not torch.compiler.is_compiling():
@@ -101,7 +101,7 @@ def _eager_or_boxed(name: str) -> Callable[..., Any]:
 
 
 # Every op of every csrc/ops/<algo>.cpp, by name: what this package's eager callers run.
-_eager: Any = type("_EagerOps", (), {name: staticmethod(_eager_or_boxed(name)) for name in _C._eager})
+_eager: Any = type("_EagerOps", (), {name: staticmethod(_eager_or_boxed(name)) for name in _native.EAGER})
 
 # The in-place ops' optional keyword arguments of torch.amp.GradScaler's protocol, as torch's fused
 # optimizers take them: each a one-element float32 tensor on the params' device. Where
@@ -529,14 +529,15 @@ def _make_node(spec: FunctionalOpSpec, node_name: str) -> type[torch.autograd.Fu
       order and a :class:`_Plan`; the methods then call the unboxed ops positionally.
 
     On small tensors this glue, not the kernel, is the node's cost (benchmarks/RESULTS.md,
-    issue 15): hence the plan, the lists cut and joined in C++ (``_C._split_flat``,
-    ``_C._flatten_lists``) instead of Python loops, and no work that the unboxed call does itself.
+    issue 15): hence the plan, the lists cut and joined in C++ (``_native.split_flat``,
+    ``_native.flatten_lists``) instead of Python loops, and no work that the unboxed call does itself.
     """
 
     # The node's methods close over plain values only (ops, tuples, functions): Dynamo traces them
     # when a compiled function applies the node, and it cannot wrap a FunctionalOpSpec.
     op, backward_op, name = spec.op, spec.backward_op, spec.name
-    eager_op, eager_backward_op = _C._eager[name], _C._eager[name + "_backward"]
+    eager_op, eager_backward_op = _native.EAGER[name], _native.EAGER[name + "_backward"]
+    boxed_op, boxed_backward_op = _native.boxed(op), _native.boxed(backward_op)
     hyper_names = _hyper_names(op)
     if _hyper_names(backward_op) != hyper_names:
         raise AssertionError(f"{name}: the backward op's keyword arguments differ from the op's")
@@ -551,7 +552,7 @@ def _make_node(spec: FunctionalOpSpec, node_name: str) -> type[torch.autograd.Fu
     below_autograd = torch._C._AutoDispatchBelowAutograd
     transforms_active = torch._C._are_functorch_transforms_active
     is_grad_enabled = torch.is_grad_enabled
-    split_flat = _C._split_flat
+    split_flat = _native.split_flat
 
     def forward(hyper, layout, *flat):  # type: ignore[no-untyped-def]
         if type(layout) is _Plan:  # the eager runner's: the unboxed call, positionally
@@ -559,7 +560,7 @@ def _make_node(spec: FunctionalOpSpec, node_name: str) -> type[torch.autograd.Fu
             results = eager_op(*lists, *hyper)
             if results is NotImplemented:  # a layer above the kernel has work (a profiler...)
                 with below_autograd():
-                    results = op(*lists, **dict(zip(hyper_names, hyper)))
+                    results = boxed_op(*lists, **dict(zip(hyper_names, hyper)))
             return _flat(results)
         lists = [flat[s] for s in _slices(layout[0])]
         if transforms_active() or torch.compiler.is_compiling():
@@ -571,7 +572,7 @@ def _make_node(spec: FunctionalOpSpec, node_name: str) -> type[torch.autograd.Fu
         results = eager_op(*lists, **hyper)
         if results is NotImplemented:
             with below_autograd():
-                results = op(*lists, **hyper)
+                results = boxed_op(*lists, **hyper)
         return tuple(chain(results))
 
     def setup_context(ctx, inputs, output):  # type: ignore[no-untyped-def]
@@ -605,7 +606,8 @@ def _make_node(spec: FunctionalOpSpec, node_name: str) -> type[torch.autograd.Fu
                 *grad_lists, *saved, **hyper)
         if results is NotImplemented:
             with torch.no_grad():
-                results = backward_op(*grad_lists, *saved, **hyper)
+                results = (backward_op if torch.compiler.is_compiling() else boxed_backward_op)(
+                    *grad_lists, *saved, **hyper)
         if is_grad_enabled():
             results = _guard_second_order(node_name, results, [*saved_flat, *grads])
         if tuple(map(len, results)) != sizes:  # an absent state's gradient: nothing to return
@@ -633,7 +635,7 @@ def _make_node(spec: FunctionalOpSpec, node_name: str) -> type[torch.autograd.Fu
 
 def _flat(lists: Sequence[Sequence[torch.Tensor]]) -> tuple[torch.Tensor, ...]:
     """The tensors of ``lists`` in one tuple: by the C++ pass where they are plain tensors."""
-    flattened = _C._flatten_lists(lists)
+    flattened = _native.flatten_lists(lists)
     return tuple(itertools.chain.from_iterable(lists)) if flattened is None else flattened[0]
 
 
@@ -678,7 +680,7 @@ def tensor_list(name: str, value: Any) -> list[torch.Tensor]:
 
     The check of every tensor-list argument of the functional API: :mod:`fused_optim.functional`
     calls it on its optional lists, and :func:`apply_functional` on the op's lists wherever its
-    C++ pass (``_C._flatten_lists``) did not find lists of plain tensors.
+    C++ pass (``_native.flatten_lists``) did not find lists of plain tensors.
 
     Args:
         name: the argument's name, for the error message.
@@ -713,7 +715,7 @@ def _make_runner(op_name: str, node: str | None) -> Callable[[Sequence[Sequence[
     Eager calls are what a meta-learning loop makes step after step, usually with small tensors,
     where the call's Python costs more than the kernel (benchmarks/RESULTS.md, issue 15). The
     runner therefore does per call only what depends on the call: one C++ pass over the lists
-    (``_C._flatten_lists``: the type test, the lengths, the gradient test, the flat arguments), one
+    (``_native.flatten_lists``: the type test, the lengths, the gradient test, the flat arguments), one
     lookup of the call structure's :class:`_Plan`, the hyper-parameters picked in schema order
     (the unboxed call takes them positionally) and the C++ ``apply`` of the node (what
     ``Function.apply`` does outside the transforms, without its per-call argument binding).
@@ -736,7 +738,7 @@ def _make_runner(op_name: str, node: str | None) -> Callable[[Sequence[Sequence[
     saved = (spec.saved[0], spec.saved[-1] + 1)
     plans: dict[Any, _Plan] = {}
     transforms_active = torch._C._are_functorch_transforms_active
-    flatten_lists, split_flat = _C._flatten_lists, _C._split_flat
+    flatten_lists, split_flat = _native.flatten_lists, _native.split_flat
 
     def general(lists: Sequence[Sequence[torch.Tensor]], kwargs: dict[str, Any]) -> tuple[list[torch.Tensor], ...]:
         """Under torch.compile, with other sequences or tensors, or a mistake in ``kwargs``."""

@@ -11,7 +11,7 @@ import torch
 from torch import Tensor
 from torch.optim.optimizer import _get_scalar_dtype
 
-from fused_optim import _C, ops
+from fused_optim import _native, ops
 
 __all__ = ["STEP", "FusedStep", "Slot", "StepPlan", "bucket_lists", "check_capture", "option", "run_closure", "scalar",
            "scalar_state", "torch_path_needed", "zeros"]
@@ -193,7 +193,7 @@ class StepPlan:
 
     def run(self) -> bool:
         """Runs the calls, every one checked first where there are several; returns False, having
-        written nothing, where an unboxed call (``_C._eager``, see :class:`_Gathered`) declined.
+        written nothing, where an unboxed call (``_native.EAGER``, see :class:`_Gathered`) declined.
 
         A later call cannot decline what the check pass accepted (the same arguments); if one did,
         the calls before it have written, so this raises instead of letting the step run twice.
@@ -344,10 +344,10 @@ class _Gathered:
         # parameters the call through the dispatcher instead (fused_optim._dtensor's handler, which
         # checks each step's gradients' placements and runs the kernel once on the local shards).
         dtensor = any(call is not None and hasattr(call[1][0], "_local_tensor") for *_, call, _ in entries)
-        if self.op not in _C._eager:  # a step that is a Python sequence of ops (Muon's): its own call
+        if self.op not in _native.EAGER:  # a step that is a Python sequence of ops (Muon's): its own call
             self.call = getattr(ops, self.op)
         else:
-            self.call = getattr(ops._eager, self.op) if dtensor else _C._eager[self.op]
+            self.call = getattr(ops._eager, self.op) if dtensor else _native.EAGER[self.op]
 
     def step(self, optimizer: FusedStep, amp: Amp | None) -> bool:
         """Runs the step's op calls on the kept lists with this step's gradients; returns False,
@@ -363,7 +363,7 @@ class _Gathered:
                 or not _same(optimizer.param_groups, self.groups) or not _same_state(self.state, self.state_values)):
             return False
         unboxed = self.call
-        declines = self.op in _C._eager and unboxed is _C._eager[self.op]
+        declines = self.op in _native.EAGER and unboxed is _native.EAGER[self.op]
         calls = []
         for group, (params, options, no_grad, call, kwargs) in zip(self.groups, self.entries):
             group_params = group["params"]

@@ -1,0 +1,311 @@
+// The one place where fused-optim's two builds of its op glue (csrc/ops/*.cpp, multi_tensor.cpp)
+// differ. The glue is compiled twice from the same sources:
+//   - FUSED_OPTIM_STABLE_ABI defined: against torch's stable C ABI (torch/csrc/stable, targeting
+//     torch 2.10), into fused_optim._C, which registers the ops and loads into every torch from
+//     2.10 on;
+//   - otherwise: against ATen, into the optional module fused_optim._eager (eager_call.h), the
+//     unboxed fast path, loaded only into the torch release it was compiled against.
+// Everything the glue needs from torch goes through the names below, so the glue reads the same in
+// both builds. What the stable ABI cannot do (bump a version counter, read requires_grad or
+// is_inference) the stable build leaves to its Python caller (fused_optim.ops._checked_boxed).
+#pragma once
+
+#include <algorithm>
+#include <array>
+#include <cstdint>
+#include <optional>
+#include <ostream>
+#include <span>
+#include <sstream>
+#include <stdexcept>
+#include <string>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#ifdef FUSED_OPTIM_STABLE_ABI
+#include <torch/csrc/inductor/aoti_torch/c/shim.h>
+#include <torch/csrc/stable/accelerator.h>
+#include <torch/csrc/stable/library.h>
+#include <torch/csrc/stable/ops.h>
+#include <torch/csrc/stable/tensor.h>
+#include <torch/headeronly/core/Layout.h>
+#include <torch/headeronly/core/MemoryFormat.h>
+#include <torch/headeronly/core/ScalarType.h>
+#include <torch/headeronly/util/HeaderOnlyArrayRef.h>
+#else
+#include <ATen/core/Tensor.h>
+#include <ATen/core/dispatch/Dispatcher.h>
+#include <ATen/core/grad_mode.h>
+#include <ATen/ops/empty.h>
+#include <ATen/ops/full.h>
+#include <ATen/ops/sub.h>
+#include <c10/core/DefaultDtype.h>
+#include <c10/core/DeviceGuard.h>
+#include <c10/core/InferenceMode.h>
+#include <c10/util/Exception.h>
+#endif
+
+namespace fused_optim {
+
+#ifdef FUSED_OPTIM_STABLE_ABI
+using Tensor = torch::stable::Tensor;
+using ScalarType = torch::headeronly::ScalarType;
+using Layout = torch::headeronly::Layout;
+using Device = torch::stable::Device;
+using IntArrayRef = torch::headeronly::IntHeaderOnlyArrayRef;
+#else
+using Tensor = at::Tensor;
+using ScalarType = at::ScalarType;
+using Layout = at::Layout;
+using Device = at::Device;
+using IntArrayRef = at::IntArrayRef;
+#endif
+
+// Tensor lists: an op's own argument (what the stable ABI's boxing and the eager path hand over)
+// and the view the glue passes around.
+using TensorVector = std::vector<Tensor>;
+using TensorListArg = const TensorVector&;
+using TensorList = std::span<const Tensor>;
+using OptionalTensorList = std::vector<std::optional<Tensor>>;
+
+namespace api {
+
+inline constexpr ScalarType kFloat = ScalarType::Float;
+inline constexpr ScalarType kDouble = ScalarType::Double;
+inline constexpr ScalarType kHalf = ScalarType::Half;
+inline constexpr ScalarType kBFloat16 = ScalarType::BFloat16;
+inline constexpr ScalarType kLong = ScalarType::Long;
+inline constexpr ScalarType kInt = ScalarType::Int;
+inline constexpr Layout kStrided = Layout::Strided;
+
+inline bool IsComplex(ScalarType t) {
+  return t == ScalarType::ComplexHalf || t == ScalarType::ComplexFloat || t == ScalarType::ComplexDouble;
+}
+
+#ifdef FUSED_OPTIM_STABLE_ABI
+// Messages print what c10 prints, so both builds raise the same text.
+inline std::ostream& operator<<(std::ostream& s, const Device& d) {
+  s << (d.is_cuda() ? "cuda" : d.is_cpu() ? "cpu" : "device");
+  if (!d.is_cpu() && d.has_index()) s << ':' << static_cast<int>(d.index());
+  return s;
+}
+inline std::ostream& operator<<(std::ostream& s, Layout l) {
+  switch (l) {
+    case Layout::Strided:
+      return s << "Strided";
+    case Layout::Sparse:
+      return s << "Sparse";
+    case Layout::SparseCsr:
+      return s << "SparseCsr";
+    case Layout::Mkldnn:
+      return s << "Mkldnn";
+    case Layout::SparseCsc:
+      return s << "SparseCsc";
+    case Layout::SparseBsr:
+      return s << "SparseBsr";
+    case Layout::SparseBsc:
+      return s << "SparseBsc";
+    case Layout::Jagged:
+      return s << "Jagged";
+    default:
+      return s << "Layout(" << static_cast<int>(l) << ")";
+  }
+}
+inline std::ostream& operator<<(std::ostream& s, IntArrayRef sizes) {
+  s << '[';
+  for (size_t i = 0; i < sizes.size(); ++i) s << (i ? ", " : "") << sizes[i];
+  return s << ']';
+}
+using c10::operator<<;  // ScalarType
+#endif
+
+template <typename... A>
+std::string Str(const A&... a) {
+  std::ostringstream s;
+  (s << ... << a);
+  return s.str();
+}
+
+// The stable build's errors cross torch's C boundary as C++ standard exceptions, which torch's
+// Python binding turns into RuntimeError, or ValueError for std::invalid_argument. Python has no
+// standard C++ counterpart of TypeError: its message starts with "TypeError: ", which
+// fused_optim.ops turns back into a TypeError (kTypeErrorPrefix there).
+[[noreturn]] inline void FailRuntime(const std::string& msg) { throw std::runtime_error(msg); }
+[[noreturn]] inline void FailValue(const std::string& msg) { throw std::invalid_argument(msg); }
+[[noreturn]] inline void FailType(const std::string& msg) { throw std::runtime_error("TypeError: " + msg); }
+
+}  // namespace api
+
+#ifdef FUSED_OPTIM_STABLE_ABI
+#define FUSED_OPTIM_CHECK(cond, ...) \
+  if (!(cond)) ::fused_optim::api::FailRuntime(::fused_optim::api::Str(__VA_ARGS__))
+#define FUSED_OPTIM_CHECK_VALUE(cond, ...) \
+  if (!(cond)) ::fused_optim::api::FailValue(::fused_optim::api::Str(__VA_ARGS__))
+#define FUSED_OPTIM_CHECK_TYPE(cond, ...) \
+  if (!(cond)) ::fused_optim::api::FailType(::fused_optim::api::Str(__VA_ARGS__))
+#else
+#define FUSED_OPTIM_CHECK(cond, ...) TORCH_CHECK(cond, __VA_ARGS__)
+#define FUSED_OPTIM_CHECK_VALUE(cond, ...) TORCH_CHECK_VALUE(cond, __VA_ARGS__)
+#define FUSED_OPTIM_CHECK_TYPE(cond, ...) TORCH_CHECK_TYPE(cond, __VA_ARGS__)
+#endif
+
+namespace api {
+
+// Whether this build checks autograd's in-place rules (requires_grad under grad mode, inference
+// tensors) and bumps version counters itself; the stable build's caller does it in Python.
+#ifdef FUSED_OPTIM_STABLE_ABI
+inline constexpr bool kTracksAutograd = false;
+#else
+inline constexpr bool kTracksAutograd = true;
+#endif
+
+inline bool SameShape(const Tensor& a, const Tensor& b) { return a.sizes() == b.sizes(); }
+inline std::vector<int64_t> Shape(const Tensor& x) { return {x.sizes().begin(), x.sizes().end()}; }
+
+// A fresh contiguous tensor of `like`'s shape, dtype and device.
+inline Tensor EmptyLike(const Tensor& like) {
+#ifdef FUSED_OPTIM_STABLE_ABI
+  return torch::stable::empty(like.sizes(), like.scalar_type(), kStrided, like.device(), std::nullopt,
+                              torch::headeronly::MemoryFormat::Contiguous);
+#else
+  return at::empty(like.sizes(), like.options().memory_format(at::MemoryFormat::Contiguous));
+#endif
+}
+
+inline Tensor Contiguous(const Tensor& x) {
+#ifdef FUSED_OPTIM_STABLE_ABI
+  return torch::stable::contiguous(x);
+#else
+  return x.contiguous();
+#endif
+}
+
+inline void CopyInto(const Tensor& dst, const Tensor& src) {
+#ifdef FUSED_OPTIM_STABLE_ABI
+  Tensor d = dst;
+  torch::stable::copy_(d, src);
+#else
+  const_cast<Tensor&>(dst).copy_(src);
+#endif
+}
+
+inline void Fill(const Tensor& x, double value) {
+#ifdef FUSED_OPTIM_STABLE_ABI
+  torch::stable::fill_(x, value);
+#else
+  const_cast<Tensor&>(x).fill_(value);
+#endif
+}
+
+// A 0-d tensor of `value` in `like`'s dtype, on its device: the stable ABI's dispatcher calls take
+// no Scalar argument, so ATen ops are called with such a tensor where torch takes a number.
+inline Tensor Full0d(double value, const Tensor& like) {
+#ifdef FUSED_OPTIM_STABLE_ABI
+  return torch::stable::full({}, value, like.scalar_type(), kStrided, like.device());
+#else
+  return at::full({}, value, like.options());
+#endif
+}
+
+// self - alpha * other (ATen's sub, which the stable ABI offers with its Scalar).
+inline Tensor Subtract(const Tensor& self, const Tensor& other, double alpha) {
+#ifdef FUSED_OPTIM_STABLE_ABI
+  return torch::stable::subtract(self, other, alpha);
+#else
+  return at::sub(self, other, alpha);
+#endif
+}
+
+// A one-element tensor's value wherever it lives (a device tensor is copied: this waits for it).
+inline double Item(const Tensor& x) {
+#ifdef FUSED_OPTIM_STABLE_ABI
+  const Tensor host = torch::stable::to(x, kDouble, kStrided, Device(torch::headeronly::DeviceType::CPU), std::nullopt,
+                                        false, false, std::nullopt);
+  return *static_cast<const double*>(host.data_ptr());
+#else
+  return x.item<double>();
+#endif
+}
+
+inline void BumpVersion(const Tensor& x) {
+#ifdef FUSED_OPTIM_STABLE_ABI
+  (void)x;  // see kTracksAutograd
+#else
+  x.unsafeGetTensorImpl()->bump_version();
+#endif
+}
+
+inline bool GradModeEnabled() {
+#ifdef FUSED_OPTIM_STABLE_ABI
+  return aoti_torch_grad_mode_is_enabled();
+#else
+  return at::GradMode::is_enabled();
+#endif
+}
+
+// Autograd's rules for a tensor updated in place: a reason it may not be, or null. The stable
+// build cannot read these attributes (kTracksAutograd).
+inline const char* InPlaceRefusal(const Tensor& x) {
+#ifdef FUSED_OPTIM_STABLE_ABI
+  (void)x;
+#else
+  // Grad mode first: a thread-local flag, off in every optimizer step, where the tensor's autograd
+  // metadata (one more heap object per parameter) is then never read.
+  if (at::GradMode::is_enabled() && x.requires_grad())
+    return "requires grad and grad mode is enabled; an in-place step is not differentiable: call it under "
+           "torch.no_grad(), or use fused_optim.functional for a differentiable update";
+  if (x.is_inference() && !c10::InferenceMode::is_enabled())
+    return "is an inference tensor; an in-place update to an inference tensor outside InferenceMode is not "
+           "allowed (clone() it first)";
+#endif
+  return nullptr;
+}
+
+// torch's default floating dtype (torch.get_default_dtype()).
+inline ScalarType DefaultDtype() {
+#ifdef FUSED_OPTIM_STABLE_ABI
+  return torch::stable::empty({0}).scalar_type();
+#else
+  return c10::get_default_dtype_as_scalartype();
+#endif
+}
+
+// An ATen op called through torch's dispatcher by its name and overload, with every argument of its
+// schema in order, defaults included (int ones as int64_t, None as std::nullopt); R is what it
+// returns (void for none). No Scalar arguments: the stable ABI cannot pass them (take an overload
+// with a Tensor instead, see Full0d). The glue's few ATen computations (Adafactor's
+// reductions) are written once on it.
+template <typename R = Tensor, typename... A>
+R CallAten(const char* name, const char* overload, const A&... args) {
+#ifdef FUSED_OPTIM_STABLE_ABI
+  std::array<StableIValue, std::max<size_t>(sizeof...(A), 1)> stack{torch::stable::detail::from(args)...};
+  if (torch_call_dispatcher(name, overload, stack.data(), TORCH_ABI_VERSION) != AOTI_TORCH_SUCCESS)
+    FailRuntime(Str("fused_optim: the call of ", name, " failed"));
+  if constexpr (!std::is_void_v<R>) return torch::stable::detail::to<R>(stack[0]);
+#else
+  const c10::OperatorHandle op = c10::Dispatcher::singleton().findSchemaOrThrow(name, overload);
+  std::vector<c10::IValue> stack{c10::IValue(args)...};
+  op.callBoxed(stack);
+  if constexpr (!std::is_void_v<R>) return stack[0].to<R>();
+#endif
+}
+
+// The current CUDA stream of a device (as a cudaStream_t), from torch; defined in multi_tensor.cpp.
+void* CurrentCudaStream(int device_index);
+
+// Makes `device` current for the guard's lifetime.
+#ifdef FUSED_OPTIM_STABLE_ABI
+class DeviceGuard {
+ public:
+  explicit DeviceGuard(const Device& device) : guard_(device.index()) {}
+
+ private:
+  torch::stable::accelerator::DeviceGuard guard_;
+};
+#else
+using DeviceGuard = c10::DeviceGuard;
+#endif
+
+}  // namespace api
+}  // namespace fused_optim
