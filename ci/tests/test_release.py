@@ -1,13 +1,13 @@
 """The release artifacts in dist/ (ci/release.py, run by ci/setup.sh) are what a user can install
 anywhere they claim: manylinux-tagged compiled wheels, optree-core carrying its abseil,
-fused-optim leaving torch to torch and requiring the torch release it was built for."""
+fused-optim leaving torch to torch, requiring any torch from its stable ABI's target on, and
+carrying the CUDA kernels."""
 
 from __future__ import annotations
 
 import importlib.util
 import re
 import subprocess
-import tarfile
 import zipfile
 from pathlib import Path
 
@@ -45,17 +45,20 @@ def _pinned_torch() -> str:
 @pytest.mark.parametrize("package", release.COMPILED)
 def test_compiled_wheel_is_manylinux(package):
     wheel = _wheel(package)
-    assert re.search(r"-cp3\d+-cp3\d+-manylinux_2_\d+_x86_64\.whl$", wheel.name), wheel.name
+    # fused-optim's _C is a limited-API module: one abi3 wheel for every CPython from 3.10 on.
+    tag = r"-cp310-abi3-" if package == "fused-optim" else r"-cp3\d+-cp3\d+-"
+    assert re.search(tag + r"manylinux_2_\d+_x86_64\.whl$", wheel.name), wheel.name
     report = release.auditwheel_show(wheel)
     assert release.audit_problems(package, report) == []
     if package == "optree-core":  # self-contained: auditwheel show itself says manylinux
         assert report["overall_tag"].startswith("manylinux_2_"), report
         assert report["external_libs"] == {}, report
     else:  # only torch's own libraries stay outside (show cannot be told they are excluded)
-        # libtorch_python: the ops' unboxed eager calls (csrc/eager_call.cpp) take Python tensors.
+        # _C needs libtorch_cpu only (the stable ABI's C shim); the fast path (_eager) also
+        # libtorch_python, whose unboxed eager calls (csrc/eager_call.cpp) take Python tensors.
         assert set(report["external_libs"]) <= {"libc10.so", "libtorch.so", "libtorch_cpu.so", "libtorch_python.so",
-                                                "libgomp.so.1", "libtorch_cuda.so", "libc10_cuda.so"}
-        assert {"libc10.so", "libtorch_cpu.so"} <= set(report["external_libs"]), report
+                                                "libgomp.so.1"}
+        assert {"libtorch_cpu.so"} <= set(report["external_libs"]), report
 
 
 def test_optree_core_wheel_carries_its_abseil():
@@ -65,10 +68,14 @@ def test_optree_core_wheel_carries_its_abseil():
         assert any(Path(n).name.startswith(lib + "-") for n in vendored), (lib, vendored)
 
 
-def test_fused_optim_wheel_carries_no_torch_library():
+def test_fused_optim_wheel_carries_no_torch_library_and_its_cuda_kernels():
     with zipfile.ZipFile(_wheel("fused-optim")) as wheel:
         names = wheel.namelist()
-    assert not [n for n in names if ".libs/" in n or re.search(r"lib(torch|c10|gomp)", n)], names
+    assert not [n for n in names if re.search(r"lib(torch|c10|gomp|cudart)", n)], names
+    assert "fused_optim/_C.abi3.so" in names and [n for n in names if "_eager.cpython-311" in n], names
+    # The kernels' library (with the CUDA kernels where nvcc was there: CI has it) rides along.
+    kernels = [n for n in names if "libfused_optim_kernels" in n]
+    assert len(kernels) == 1, names
 
 
 def test_installed_optree_core_resolves_abseil_from_its_wheel_only():
@@ -88,12 +95,14 @@ def test_installed_optree_core_resolves_abseil_from_its_wheel_only():
 def test_installed_fused_optim_resolves_torch_from_the_torch_beside_it():
     site = _site_packages(".venv-fused-optim")
     assert release.extension_libraries_problems("fused-optim", site) == []
-    [extension] = (site / "fused_optim").glob("_C.*.so")
-    libs = release.ldd(extension)
     torch_lib = (site / "torch" / "lib").resolve()
-    for name in ("libc10.so", "libtorch_cpu.so", "libtorch.so", "libtorch_python.so", "libgomp.so.1"):
-        assert Path(libs[name]).resolve().parent == torch_lib, (name, libs[name])
-    assert not [n for n in libs if n.startswith("libabsl")]
+    for module, needed in (("_C.*.so", ("libc10.so", "libtorch_cpu.so")),
+                           ("_eager.*.so", ("libc10.so", "libtorch_cpu.so", "libtorch.so", "libtorch_python.so"))):
+        [extension] = (site / "fused_optim").glob(module)
+        libs = release.ldd(extension)
+        for name in needed:
+            assert Path(libs[name]).resolve().parent == torch_lib, (module, name, libs[name])
+        assert not [n for n in libs if n.startswith(("libabsl", "libcudart"))], libs
 
 
 def test_fused_optim_shares_torchs_openmp_runtime():
@@ -110,27 +119,23 @@ def test_fused_optim_shares_torchs_openmp_runtime():
     assert [Path(m).resolve().parent for m in mapped] == [torch_lib], mapped
 
 
-def test_fused_optim_requires_the_torch_it_was_built_against():
-    pinned = _pinned_torch()
-    release_of_pin = ".".join(pinned.split(".")[:2])
+def test_fused_optim_requires_the_stable_abis_target_and_records_the_torch_built_against():
     with zipfile.ZipFile(_wheel("fused-optim")) as wheel:
         meta = wheel.read(next(n for n in wheel.namelist() if n.endswith("dist-info/METADATA")))
         built = wheel.read("fused_optim/_built_against.py").decode()
     requires = re.findall(r"^Requires-Dist: (.+)$", meta.decode(), re.M)
-    assert requires == [f"torch=={release_of_pin}.*"]
+    assert requires == ["torch>=2.10"]
+    # The fast path (fused_optim._eager) serves the torch it was compiled against: CI's pin, which
+    # a build in isolation also compiles against (pyproject's build requirement).
+    pinned = _pinned_torch()
     assert f'TORCH_VERSION = "{pinned}' in built
-    # A build in isolation compiles against the same release (pyproject's build requirement).
     pyproject = (ROOT / "packages" / "fused-optim" / "pyproject.toml").read_text()
-    assert f'"torch=={release_of_pin}.*"' in pyproject
+    assert f'"torch=={".".join(pinned.split(".")[:2])}.*"' in pyproject
 
 
-def test_sdist_leaves_fused_optims_torch_requirement_to_the_wheel():
-    sdist = release.sdist_of("fused-optim")
-    if not sdist.exists():
-        pytest.skip("no release sdist: run ci/setup.sh first")
-    with tarfile.open(sdist) as archive:
-        pkg_info = archive.extractfile(f"{sdist.name[:-len('.tar.gz')]}/PKG-INFO").read().decode()
-    assert re.search(r"^Dynamic: Requires-Dist$", pkg_info, re.M | re.I), pkg_info
+def test_other_torch_is_on_this_machine_and_not_ci_s():
+    assert _pinned_torch() != release.OTHER_TORCH
+    assert release.FUSED_OPTIM_TESTS.is_dir()
 
 
 def test_ldd_parsing():

@@ -126,6 +126,13 @@ MultiTensorCall::MultiTensorCall(const char* op, TensorList params, bool in_plac
     FUSED_OPTIM_CHECK_VALUE(p.device() == device_, op_, ": mixed devices in one call: params[0] is on ", device_,
                             " but params[", t, "] is on ", p.device());
   }
+  FUSED_OPTIM_CHECK(device_.is_cpu() || device_.is_cuda(), op_, ": params are on ", device_,
+                    "; fused_optim has CPU and CUDA kernels only");
+#ifndef FUSED_OPTIM_WITH_CUDA
+  FUSED_OPTIM_CHECK(!device_.is_cuda(), op_,
+                    ": params are on CUDA, but this build of fused_optim has no CUDA kernels (it was built with "
+                    "FUSED_OPTIM_CUDA=OFF, or without nvcc; fused_optim.BUILD_INFO['cuda'])");
+#endif
 }
 
 void MultiTensorCall::CheckLike(const char* name, int64_t t, const Tensor& x) const {

@@ -386,12 +386,10 @@ void MultiTensorCall::Launch(const KernelBuilds<Hyper>& kernel, const Hyper& hyp
   KernelTable& table = Table();
   if (table.num_tensors > 0) {
     if (on_cuda()) {
-#ifdef FUSED_OPTIM_WITH_CUDA
+#ifdef FUSED_OPTIM_WITH_CUDA  // (a build without refuses CUDA tensors in the constructor)
       const api::DeviceGuard guard(device());
       table.stream = api::CurrentCudaStream(device().index());
       kernel.cuda(table, hyper);
-#else
-      api::FailRuntime("fused_optim was built without CUDA kernels (FUSED_OPTIM_CUDA=OFF or a CPU-only torch)");
 #endif
     } else if (CudaEmulation()) {
       kernel.cuda_emulation(table, hyper);
@@ -451,8 +449,7 @@ void MultiTensorCall::FinishStateScalars() {
 //   }
 //
 // In the stable build (fused_optim._C) each op.Add<fn>(schema) defines the schema in the
-// fused_optim library and registers fn, boxed by torch's stable ABI, for CPU, SparseCPU (sparse
-// inputs reach the same code, which rejects them with a clear error) and, in a CUDA build, CUDA.
+// fused_optim library and registers fn, boxed by torch's stable ABI, as its kernel.
 // In the ATen build (fused_optim._eager) the same function becomes the op's unboxed eager call
 // fused_optim._eager.<op> (eager_call.h). Its C++ argument types must be ones both convert
 // (TensorListArg, const OptionalTensorList&, const std::optional<Tensor>&, double, bool, int64_t).
@@ -482,29 +479,19 @@ class OpRegistrar {
   Kind kind_;
 };
 
-#ifdef FUSED_OPTIM_WITH_CUDA
-#define FUSED_OPTIM_IF_CUDA(...) __VA_ARGS__
-#else
-#define FUSED_OPTIM_IF_CUDA(...)
-#endif
+// One kernel for every backend (CompositeExplicitAutograd): the glue takes CPU and CUDA tensors
+// (and sparse ones, to reject them clearly) and refuses any other device itself, and a call whose
+// lists are all empty, which has no device to dispatch on, still runs its argument checks.
 #define FUSED_OPTIM_OPS(algo, op)                                                  \
   void Register_##algo(::fused_optim::OpRegistrar& op);                            \
   STABLE_TORCH_LIBRARY_FRAGMENT(fused_optim, m) {                                  \
     ::fused_optim::OpRegistrar r(m, ::fused_optim::OpRegistrar::Kind::kDefine);    \
     Register_##algo(r);                                                            \
   }                                                                                \
-  STABLE_TORCH_LIBRARY_IMPL(fused_optim, CPU, m) {                                 \
+  STABLE_TORCH_LIBRARY_IMPL(fused_optim, CompositeExplicitAutograd, m) {           \
     ::fused_optim::OpRegistrar r(m, ::fused_optim::OpRegistrar::Kind::kImplement); \
     Register_##algo(r);                                                            \
   }                                                                                \
-  STABLE_TORCH_LIBRARY_IMPL(fused_optim, SparseCPU, m) {                           \
-    ::fused_optim::OpRegistrar r(m, ::fused_optim::OpRegistrar::Kind::kImplement); \
-    Register_##algo(r);                                                            \
-  }                                                                                \
-  FUSED_OPTIM_IF_CUDA(STABLE_TORCH_LIBRARY_IMPL(fused_optim, CUDA, m) {            \
-    ::fused_optim::OpRegistrar r(m, ::fused_optim::OpRegistrar::Kind::kImplement); \
-    Register_##algo(r);                                                            \
-  })                                                                               \
   void Register_##algo(::fused_optim::OpRegistrar& op)
 #else
 class OpRegistrar {

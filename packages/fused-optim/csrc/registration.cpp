@@ -61,15 +61,10 @@ PyObject* MakeBuildInfo() {
 #else
   const bool cuda = false;
 #endif
-#ifdef _OPENMP
-  const bool openmp = true;
-#else
-  const bool openmp = false;
-#endif
   const bool ok = AddItem(info, "compiler", PyUnicode_FromString(kCompiler)) &&
                   AddItem(info, "cxx_standard", PyLong_FromLong(__cplusplus)) &&
                   AddItem(info, "cxx11_abi", PyBool_FromLong(_GLIBCXX_USE_CXX11_ABI)) &&
-                  AddItem(info, "cuda", PyBool_FromLong(cuda)) && AddItem(info, "openmp", PyBool_FromLong(openmp)) &&
+                  AddItem(info, "cuda", PyBool_FromLong(cuda)) &&
                   AddItem(info, "torch_version", PyUnicode_FromString(FUSED_OPTIM_TORCH_VERSION)) &&
                   AddItem(info, "torch_abi", PyUnicode_FromString("stable, torch >= 2.10"));
   if (!ok) {

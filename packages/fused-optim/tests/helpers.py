@@ -144,6 +144,14 @@ def op(name: str) -> Callable[..., Any]:
     return getattr(torch.ops.fused_optim, name).default
 
 
+def called(name: str) -> Callable[..., Any]:
+    """The op as fused-optim's Python side calls it through torch.ops (fused_optim._native.boxed):
+    with what the stable ABI leaves to Python (the autograd checks, version bumps, TypeError)."""
+    from fused_optim import _native
+
+    return _native.boxed(op(name))
+
+
 def step_args(name: str, dtype: torch.dtype = torch.float32, shapes: Sequence[tuple[int, ...]] = ((3,), (2, 2))
               ) -> tuple[tuple[list[torch.Tensor], ...], dict[str, Any]]:
     """Arguments of one call of the step op ``name``: its lists (one tensor per shape) and keyword

@@ -10,7 +10,10 @@ import pytest
 import torch
 from helpers import FUNCTIONAL_CASES, FunctionalCase, SeenOps, op
 
-from fused_optim import _C, _native, ops
+from fused_optim import _native, ops
+
+# The fast path exists only under the torch it was compiled against (fused_optim._native).
+pytestmark = pytest.mark.skipif(not _native.BUILD_INFO["eager"], reason=f"no fast path: {_native.EAGER_REASON}")
 
 ADAM = dict(lr=0.1, beta1=0.9, beta2=0.99, weight_decay=0.01, eps=1e-8, amsgrad=False, maximize=False,
             decoupled_weight_decay=False)

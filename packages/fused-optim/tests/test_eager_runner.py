@@ -16,6 +16,10 @@ from helpers import FUNCTIONAL_CASES, FunctionalCase, SeenOps
 import fused_optim.functional as F
 from fused_optim import _native, ops
 
+# The C++ helpers and plans of the fast path, which exists only under the torch it was compiled
+# against (fused_optim._native); without it the runner takes its general path, tested here too.
+needs_fast_path = pytest.mark.skipif(not _native.BUILD_INFO["eager"], reason=f"no fast path: {_native.EAGER_REASON}")
+
 
 class _Subclass(torch.Tensor):
     pass
@@ -40,6 +44,7 @@ def _grads(outputs: tuple[list[torch.Tensor], ...], lists: list[list[torch.Tenso
     return list(torch.autograd.grad(loss, [t for lst in lists for t in lst], allow_unused=True))
 
 
+@needs_fast_path
 def test_flatten_lists_one_pass():
     a, b = torch.ones(2), torch.zeros(3, requires_grad=True)
     flat, sizes, needs_grad = _native.flatten_lists([[a], (b, a), []])
@@ -54,6 +59,7 @@ def test_flatten_lists_one_pass():
         assert _native.flatten_lists(odd) is None
 
 
+@needs_fast_path
 def test_split_flat():
     a, b, c = torch.ones(1), torch.ones(2), torch.ones(3)
     assert _native.split_flat((a, b, c), (1, 0, 2)) == ([a], [], [b, c])
@@ -189,6 +195,7 @@ def test_a_tensor_escaping_a_transform_is_unwrapped():
     torch.testing.assert_close(grad, expected, rtol=0, atol=0)  # the same kernels on the same values
 
 
+@needs_fast_path
 def test_plans_are_cached_per_call_structure():
     case = next(c for c in FUNCTIONAL_CASES if c.op == "rmsprop_update")
     runner = ops._RUNNERS.get((case.op, None)) or ops._make_runner(case.op, None)

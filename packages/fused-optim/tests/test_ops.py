@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-from helpers import FUNCTIONAL_CASES, op, step_args
+from helpers import FUNCTIONAL_CASES, called, op, step_args
 
 from fused_optim.ops import FUNCTIONAL_OPS, STEP_OPS, validate_only
 
@@ -67,7 +67,7 @@ def _adam_call(params, grads, m, v, steps, **overrides):
     kwargs = dict(lr=0.1, beta1=0.9, beta2=0.999, weight_decay=0.0, eps=1e-8, amsgrad=False, maximize=False,
                   decoupled_weight_decay=False)
     kwargs.update(overrides)
-    op("adam_step_")(params, grads, m, v, [], steps, **kwargs)
+    called("adam_step_")(params, grads, m, v, [], steps, **kwargs)
 
 
 def _assert_rejected_untouched(args, error, match):
@@ -254,7 +254,7 @@ def test_interleaved_views_of_one_buffer_are_not_aliases():
 
 
 def _sgd_call(params, grads):
-    op("sgd_step_")(params, grads, [], lr=0.1, momentum=0.0, dampening=0.0, weight_decay=0.0, nesterov=False,
+    called("sgd_step_")(params, grads, [], lr=0.1, momentum=0.0, dampening=0.0, weight_decay=0.0, nesterov=False,
                     maximize=False, first_step=False)
 
 

@@ -1,14 +1,9 @@
-# The compiled module: it loads the ops (torch.ops.fused_optim.*), carries build metadata and
-# the ops' unboxed eager calls (csrc/eager_call.cpp), by op name.
-from collections.abc import Callable, Sequence
-from typing import Any
+# The compiled module on torch's stable ABI (csrc/registration.cpp): importing it registers the ops
+# (torch.ops.fused_optim.*); it carries build metadata and the names of the ops, in order.
+from collections.abc import Sequence
 
 BUILD_INFO: dict[str, str | int | bool]
-_eager: dict[str, Callable[..., Any]]
-
-# The eager runner's helpers (fused_optim.ops._make_runner; csrc/eager_call.cpp).
-def _flatten_lists(lists: Any) -> tuple[tuple[Any, ...], tuple[int, ...], bool] | None: ...
-def _split_flat(flat: tuple[Any, ...], sizes: tuple[int, ...]) -> tuple[list[Any], ...]: ...
+OPS: tuple[str, ...]
 
 # The CUDA launch plan (csrc/cuda/launch_plan.h), for tests: its limits, the launches of tensors of
 # given element counts (each a list of (tensor, first chunk, chunks)), and the test mode that runs

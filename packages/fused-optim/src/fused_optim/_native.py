@@ -40,7 +40,7 @@ def _load_eager() -> tuple[Any, str]:
     if not eager_matches(TORCH_VERSION, torch.__version__):
         return None, f"compiled against torch {TORCH_VERSION}, torch {torch.__version__} is running"
     try:
-        from fused_optim import _eager  # type: ignore[attr-defined]
+        from fused_optim import _eager
     except ImportError as e:  # not built (FUSED_OPTIM_EAGER=OFF), or built for another CPython
         return None, f"fused_optim._eager did not import: {e}"
     return _eager, ""
@@ -132,9 +132,13 @@ def boxed(op: torch._ops.OpOverload) -> Callable[..., Any]:
             result = op(*args, **kwargs)
         except RuntimeError as e:
             raise translated(e) from None
-        for _, tensors in targets:  # (an inference tensor has no counter: left as it is)
-            if tensors:
-                increment_version(tensors)
+        # Nothing was written where found_inf (on the CPU: readable without waiting, here without a
+        # dispatcher call either, as the C++ reads it) skipped the step.
+        found_inf = kwargs.get("found_inf")
+        if found_inf is None or found_inf.device.type != "cpu" or not found_inf.detach().numpy().any():
+            for _, tensors in targets:  # (an inference tensor has no counter: left as it is)
+                if tensors:
+                    increment_version(tensors)
         return result
 
     return call_in_place

@@ -87,13 +87,15 @@ def _eager_or_boxed(name: str) -> Callable[..., Any]:
     arguments of another type), and the op then goes through ``torch.ops`` as before. Under
     ``torch.compile`` the op itself is called, so that it lands in the graph.
     """
-    eager, boxed = _native.EAGER[name], _native.boxed(getattr(_lib, name).default)
+    op = getattr(_lib, name).default
+    eager, boxed = _native.EAGER[name], _native.boxed(op)
 
     def call(*args: Any, **kwargs: Any) -> Any:
-        if not torch.compiler.is_compiling():
-            result = eager(*args, **kwargs)
-            if result is not NotImplemented:
-                return result
+        if torch.compiler.is_compiling():  # the op itself, for the graph
+            return op(*args, **kwargs)
+        result = eager(*args, **kwargs)
+        if result is not NotImplemented:
+            return result
         return boxed(*args, **kwargs)
 
     call.__name__ = call.__qualname__ = name

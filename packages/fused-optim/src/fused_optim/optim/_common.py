@@ -347,7 +347,9 @@ class _Gathered:
         if self.op not in _native.EAGER:  # a step that is a Python sequence of ops (Muon's): its own call
             self.call = getattr(ops, self.op)
         else:
-            self.call = getattr(ops._eager, self.op) if dtensor else _native.EAGER[self.op]
+            # (Without the fast path, fused_optim._native's stand-in would decline every step.)
+            direct = not dtensor and _native.BUILD_INFO["eager"]
+            self.call = _native.EAGER[self.op] if direct else getattr(ops._eager, self.op)
 
     def step(self, optimizer: FusedStep, amp: Amp | None) -> bool:
         """Runs the step's op calls on the kept lists with this step's gradients; returns False,
@@ -379,6 +381,8 @@ class _Gathered:
                 grads = [g for g in grads if g is not None]
             elif not declines and any(map(is_, grads, repeat(None))):
                 return False  # (the dispatcher's call does not decline a None gradient)
+            if not declines and any(g.is_sparse for g in grads):
+                return False  # (nor a sparse one, which the full path names)
             if kwargs is None:
                 kwargs = optimizer._kwargs(group, variant)
             else:
