@@ -40,7 +40,7 @@ from pathlib import Path
 import torch
 
 import fused_optim.functional as F
-from fused_optim import _C, _reference, ops
+from fused_optim import _native, _reference, ops
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import bench_optim as workloads  # this folder's workloads (TorchOpt's contenders)
@@ -58,7 +58,7 @@ def _problem(size: int, tensors: int) -> dict[str, object]:
 
 
 def _leanest() -> type[torch.autograd.Function]:
-    eager, eager_backward = _C._eager["adam_direction"], _C._eager["adam_direction_backward"]
+    eager, eager_backward = _native.EAGER["adam_direction"], _native.EAGER["adam_direction_backward"]
 
     class Leanest(torch.autograd.Function):
         """One tensor of each kind, positional constants, no checks: the floor of Python glue."""
@@ -116,7 +116,7 @@ def _layers(p: dict[str, object], blocks: int, calls: int) -> None:
     plan = ops._Plan(sizes, sizes, (0, 3)) if hasattr(ops, "_Plan") else None  # (older builds: none)
     hyper = tuple(kwargs.values())
     flat = (*grads, *mus, *nus)
-    eager = _C._eager["adam_direction"]
+    eager = _native.EAGER["adam_direction"]
 
     def loss_of(directions):  # type: ignore[no-untyped-def]
         return sum((d * w).sum() for d, w in zip(directions, weights))

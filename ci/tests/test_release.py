@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import importlib.util
 import re
+import shutil
 import subprocess
 import zipfile
 from pathlib import Path
@@ -103,6 +104,19 @@ def test_installed_fused_optim_resolves_torch_from_the_torch_beside_it():
         for name in needed:
             assert Path(libs[name]).resolve().parent == torch_lib, (module, name, libs[name])
         assert not [n for n in libs if n.startswith(("libabsl", "libcudart"))], libs
+
+
+def test_fused_optim_wheel_has_cuda_kernels_where_ci_has_nvcc():
+    # BUILD_INFO["cuda"]: the kernels library carries the CUDA kernels (built by nvcc against CI's CPU
+    # torch); on this GPU-less machine they are only loaded, never run.
+    python = ROOT / ".venv-fused-optim" / "bin" / "python"
+    if not python.exists():
+        pytest.skip("no .venv-fused-optim: run ci/setup.sh first")
+    if shutil.which("nvcc") is None:
+        pytest.skip("no nvcc here: the wheel was built without CUDA kernels")
+    code = "import fused_optim; print(fused_optim.BUILD_INFO['cuda'], fused_optim.BUILD_INFO['torch_abi'])"
+    out = subprocess.run([python, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT / "ci").stdout
+    assert out.split() == ["True", "stable,", "torch", ">=", "2.10"], out
 
 
 def test_fused_optim_shares_torchs_openmp_runtime():

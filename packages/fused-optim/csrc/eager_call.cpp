@@ -1,5 +1,5 @@
 // The unboxed eager call path declared in eager_call.h: argument conversion, the check that the
-// dispatcher would only reach the kernel, and the Python functions fused_optim._C._eager.<op>.
+// dispatcher would only reach the kernel, and the functions of the module fused_optim._eager.
 #include "eager_call.h"
 
 #include <ATen/core/dispatch/Dispatcher.h>
