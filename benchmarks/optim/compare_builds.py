@@ -35,6 +35,8 @@ CHILD = r"""
 import json, sys, time, statistics
 import torch, fused_optim
 workloads = json.loads(sys.argv[1])
+if int(sys.argv[2]):
+    torch.set_num_threads(int(sys.argv[2]))
 out = {}
 for name, (cls, options, shapes, dtype) in workloads.items():
     g = torch.Generator().manual_seed(0)
@@ -62,6 +64,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--build", action="append", required=True, metavar="NAME=PATH[:VAR=VALUE...]")
     parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--threads", type=int, default=0, help="torch.set_num_threads in each process (0: torch's)")
     args = parser.parse_args()
     builds = []
     for spec in args.build:
@@ -73,7 +76,8 @@ def main() -> int:
         order = builds[r % len(builds):] + builds[:r % len(builds)]
         for name, path, settings in order:
             env = dict(os.environ, PYTHONPATH=path, **settings)
-            result = subprocess.run([sys.executable, "-c", CHILD, json.dumps(WORKLOADS)], env=env, capture_output=True,
+            result = subprocess.run([sys.executable, "-c", CHILD, json.dumps(WORKLOADS), str(args.threads)], env=env,
+                                    capture_output=True,
                                     text=True, check=True)
             got = json.loads(result.stdout.strip().splitlines()[-1])
             for w in WORKLOADS:
