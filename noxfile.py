@@ -185,13 +185,19 @@ def bump(session: nox.Session) -> None:
 
 
 def _see_main_venv(session: nox.Session) -> None:
-    """Our stack comes from the main venv through a .pth file; only peers are installed here."""
+    """Our stack comes from the main venv through a .pth file; only peers are installed here.
+
+    The file adds that site-packages with ``site.addsitedir``, not as a plain path line, so that
+    its own ``.pth`` files run too: an editable install (``pip install -e``) or the source-path
+    file of a development venv is only such a file, and a plain path line would leave ``diffopt``
+    and ``fused_optim`` unimportable here.
+    """
     venv_site = Path(os.environ.get("DIFFOPT_VENV", ROOT / ".venv"))
     site = next(venv_site.glob("lib/python*/site-packages"))
     own_site = Path(session.run(
         "python", "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])",
         silent=True).strip())
-    (own_site / "_diffopt_stack.pth").write_text(f"{site}\n")
+    (own_site / "_diffopt_stack.pth").write_text(f"import site; site.addsitedir({str(site)!r})\n")
 
 
 @nox.session(reuse_venv=True)
