@@ -55,10 +55,11 @@ def _signature(obj: object) -> str:
         return ""
 
 
-def _constant_text(obj: object) -> str:
-    """A constant's value; a long table is summarized by its keys."""
+def _constant_text(obj: object, name: str = "") -> str:
+    """A constant's value; a long table is summarized by its keys, as is a build's description
+    (``BUILD_INFO``, whose values differ between builds: the page must not depend on the build)."""
     text = _stable(repr(obj))
-    if len(text) <= 300:
+    if len(text) <= 300 and name != "BUILD_INFO":
         return f"Constant: `{text}`"
     if isinstance(obj, dict):
         keys = ", ".join(f"`{key}`" for key in obj)
@@ -201,7 +202,7 @@ def _render_entry(entry: Entry, heading: str) -> list[str]:
     if kind == "alias":
         return [f"{heading} `{entry.name}` (type alias)", "", f"`{_stable(repr(obj))}`", ""]
     if kind == "constant":
-        return [f"{heading} `{entry.name}`", "", _constant_text(obj), ""]
+        return [f"{heading} `{entry.name}`", "", _constant_text(obj, entry.name), ""]
     doc = inspect.getdoc(obj)
     return [f"{heading} `{entry.name}{_signature(obj)}` ({kind})", "",
             doc if doc else "(no docstring)", ""]
