@@ -7,7 +7,7 @@
 //     unboxed fast path, loaded only into the torch release it was compiled against.
 // Everything the glue needs from torch goes through the names below, so the glue reads the same in
 // both builds. What the stable ABI cannot do (bump a version counter, read requires_grad or
-// is_inference) the stable build leaves to its Python caller (fused_optim.ops._checked_boxed).
+// is_inference) the stable build leaves to its Python caller (fused_optim._native.boxed).
 #pragma once
 
 #include <algorithm>
@@ -130,7 +130,7 @@ std::string Str(const A&... a) {
 // The stable build's errors cross torch's C boundary as C++ standard exceptions, which torch's
 // Python binding turns into RuntimeError, or ValueError for std::invalid_argument. Python has no
 // standard C++ counterpart of TypeError: its message starts with "TypeError: ", which
-// fused_optim.ops turns back into a TypeError (kTypeErrorPrefix there).
+// fused_optim._native turns back into a TypeError (_TYPE_ERROR there).
 [[noreturn]] inline void FailRuntime(const std::string& msg) { throw std::runtime_error(msg); }
 [[noreturn]] inline void FailValue(const std::string& msg) { throw std::invalid_argument(msg); }
 [[noreturn]] inline void FailType(const std::string& msg) { throw std::runtime_error("TypeError: " + msg); }
@@ -151,14 +151,6 @@ std::string Str(const A&... a) {
 #endif
 
 namespace api {
-
-// Whether this build checks autograd's in-place rules (requires_grad under grad mode, inference
-// tensors) and bumps version counters itself; the stable build's caller does it in Python.
-#ifdef FUSED_OPTIM_STABLE_ABI
-inline constexpr bool kTracksAutograd = false;
-#else
-inline constexpr bool kTracksAutograd = true;
-#endif
 
 inline bool SameShape(const Tensor& a, const Tensor& b) { return a.sizes() == b.sizes(); }
 inline std::vector<int64_t> Shape(const Tensor& x) { return {x.sizes().begin(), x.sizes().end()}; }
@@ -230,22 +222,14 @@ inline double Item(const Tensor& x) {
 
 inline void BumpVersion(const Tensor& x) {
 #ifdef FUSED_OPTIM_STABLE_ABI
-  (void)x;  // see kTracksAutograd
+  (void)x;  // the stable ABI has no version counters: fused_optim._native.boxed bumps them
 #else
   x.unsafeGetTensorImpl()->bump_version();
 #endif
 }
 
-inline bool GradModeEnabled() {
-#ifdef FUSED_OPTIM_STABLE_ABI
-  return aoti_torch_grad_mode_is_enabled();
-#else
-  return at::GradMode::is_enabled();
-#endif
-}
-
 // Autograd's rules for a tensor updated in place: a reason it may not be, or null. The stable
-// build cannot read these attributes (kTracksAutograd).
+// build cannot read these attributes: fused_optim._native.boxed checks them.
 inline const char* InPlaceRefusal(const Tensor& x) {
 #ifdef FUSED_OPTIM_STABLE_ABI
   (void)x;

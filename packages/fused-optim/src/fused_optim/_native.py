@@ -10,7 +10,7 @@ declines: same results, more host time per call. ``EAGER_REASON`` says why the f
 the environment variable ``FUSED_OPTIM_EAGER=0`` turns it off.
 
 The stable ABI leaves three things of an in-place op to this side (csrc/torch_api.h,
-``kTracksAutograd``): refusing a tensor that requires grad under grad mode, refusing an inference
+``InPlaceRefusal`` and ``BumpVersion``): refusing a tensor that requires grad under grad mode, refusing an inference
 tensor outside inference mode, and bumping the version counters of what the op wrote. And type
 errors cross torch's C boundary as ``RuntimeError("TypeError: ...")``. :func:`boxed` wraps an op's
 ``torch.ops`` overload with all of that; fused-optim's own calls go through it.
@@ -18,6 +18,7 @@ errors cross torch's C boundary as ``RuntimeError("TypeError: ...")``. :func:`bo
 
 from __future__ import annotations
 
+import functools
 import os
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -95,6 +96,7 @@ def _written(op: torch._ops.OpOverload) -> list[tuple[int, str]]:
             if a.alias_info is not None and a.alias_info.is_write]
 
 
+@functools.cache  # one wrapper per op, whoever asks (the DTensor handler asks on every call)
 def boxed(op: torch._ops.OpOverload) -> Callable[..., Any]:
     """``op`` (a ``torch.ops.fused_optim`` overload) with what the stable ABI leaves to Python."""
     written = _written(op)
