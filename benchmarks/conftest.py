@@ -49,7 +49,9 @@ def pytest_configure(config: pytest.Config) -> None:
         _suite.QUICK = True
     _suite.ROUNDS = config.getoption("--rounds", default=None)
     json_path = config.getoption("benchmark_json", default=None)
-    if json_path:  # pytest-benchmark writes it at the very end, without making its folder
+    # pytest-benchmark writes it at the very end, without making its folder; some of its releases
+    # hand over the file already opened (argparse.FileType), whose folder then exists.
+    if isinstance(json_path, (str, os.PathLike)):
         Path(json_path).parent.mkdir(parents=True, exist_ok=True)
     config.stash[_STATE] = _State()
 

@@ -2,7 +2,8 @@
 # The stack on a machine with an NVIDIA GPU, in one run sized for a 15-minute device lease (about
 # 8 minutes of it): builds fused-optim's CUDA kernels for this GPU's architecture alone, runs the
 # CUDA tests of fused-optim and diffopt (pytest-xdist, 8 workers), then the optimizer benchmark on
-# the GPU under a time cap, and writes ONE report, OUT_DIR/gpu_report.md (device, versions, build
+# the GPU under a time cap (first two short probes: a step's host time, bench_host.py, and Muon,
+# bench_muon.py), and writes ONE report, OUT_DIR/gpu_report.md (device, versions, build
 # time, pass/fail counts per suite, the benchmark table), beside the full logs.
 # CI has no GPU: this is run by hand where one is lent. The GPU machine has no network and no
 # abseil, so optree-core (which diffopt needs) cannot be built there: build its wheel for that
@@ -176,6 +177,21 @@ $(count "$log" skipped) | $seconds | $result |")
 suite fused-optim 180  # diffopt and the benchmark after it
 suite diffopt 120
 
+# Two short probes of issue 23's and 26's GPU targets before the long table: the host time of a
+# step on many small tensors (bench_host.py) and Muon against torch.optim.Muon (bench_muon.py).
+probes=()
+probe() {  # probe <name> <seconds> <script args...>: its table goes into the report
+  local name=$1 cap=$2
+  shift 2
+  if [ "${GPU_CHECK_BENCH:-1}" = 0 ] || [ "$mode" = dry ]; then return 0; fi
+  echo "== $name"
+  timeout -s INT -k 10 "$cap" "$python" "$@" >"$out/$name.log" 2>&1 || { status=1; echo "   $name: exit $?"; }
+  probes+=("$name")
+}
+probe bench_host "$(left 200)" benchmarks/optim/bench_host.py --device cuda --steps 200 --rounds 5
+probe bench_muon "$(left 160)" benchmarks/optim/bench_muon.py --device cuda --repeats 10 \
+  --cases "64 x 256x256" "24 x 1024x1024" "transformer 4 x d512"
+
 bench_result=skipped
 if [ "${GPU_CHECK_BENCH:-1}" = 0 ]; then
   bench_result="skipped"
@@ -220,6 +236,12 @@ fi
   echo "## Benchmark: bench_optim.py --device cuda --rounds $rounds ($bench_result)"
   echo
   if [ -f "$out/bench_optim_cuda.md" ]; then cat "$out/bench_optim_cuda.md"; else echo "(no table)"; fi
+  for name in "${probes[@]}"; do
+    echo
+    echo "## $name"
+    echo
+    cat "$out/$name.log"
+  done
   if [ "${#notes[@]}" -gt 0 ]; then
     echo
     echo "## Notes"
