@@ -19,6 +19,7 @@ errors cross torch's C boundary as ``RuntimeError("TypeError: ...")``. :func:`bo
 from __future__ import annotations
 
 import functools
+import operator
 import os
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -102,6 +103,7 @@ def boxed(op: torch._ops.OpOverload) -> Callable[..., Any]:
     written = _written(op)
     where = str(op._schema.name)
     increment_version = torch._C._increment_version
+    requires_grad, is_inference = operator.attrgetter("requires_grad"), torch.Tensor.is_inference
 
     if not written:
         def call(*args: Any, **kwargs: Any) -> Any:
@@ -114,22 +116,34 @@ def boxed(op: torch._ops.OpOverload) -> Callable[..., Any]:
     def lists(args: tuple[Any, ...], kwargs: dict[str, Any]) -> list[tuple[str, Any]]:
         return [(name, args[i] if i < len(args) else kwargs.get(name, ())) for i, name in written]
 
+    def refuse(name: str, tensors: Any, grad_mode: bool, inference_mode: bool) -> None:
+        for t, x in enumerate(tensors):
+            if not isinstance(x, torch.Tensor):
+                continue  # the op names it
+            if grad_mode and x.requires_grad:
+                raise RuntimeError(
+                    f"{where}: {name}[{t}] requires grad and grad mode is enabled; an in-place step is not "
+                    "differentiable: call it under torch.no_grad(), or use fused_optim.functional for a "
+                    "differentiable update")
+            if not inference_mode and x.is_inference():
+                raise RuntimeError(
+                    f"{where}: {name}[{t}] is an inference tensor; an in-place update to an inference tensor "
+                    "outside InferenceMode is not allowed (clone() it first)")
+
     def call_in_place(*args: Any, **kwargs: Any) -> Any:
         targets = lists(args, kwargs)
         grad_mode, inference_mode = torch.is_grad_enabled(), torch.is_inference_mode_enabled()
-        for name, tensors in targets:
-            for t, x in enumerate(tensors):
-                if not isinstance(x, torch.Tensor):
-                    continue  # the op names it
-                if grad_mode and x.requires_grad:
-                    raise RuntimeError(
-                        f"{where}: {name}[{t}] requires grad and grad mode is enabled; an in-place step is not "
-                        "differentiable: call it under torch.no_grad(), or use fused_optim.functional for a "
-                        "differentiable update")
-                if not inference_mode and x.is_inference():
-                    raise RuntimeError(
-                        f"{where}: {name}[{t}] is an inference tensor; an in-place update to an inference tensor "
-                        "outside InferenceMode is not allowed (clone() it first)")
+        if grad_mode or not inference_mode:
+            # The common case (no offender) as C-level passes, no Python code per tensor (a step on
+            # hundreds of tensors spent most of its host time here); the loop finds the offender.
+            for name, tensors in targets:
+                try:
+                    clean = not ((grad_mode and any(map(requires_grad, tensors)))
+                                 or (not inference_mode and any(map(is_inference, tensors))))
+                except (TypeError, AttributeError):  # something not a tensor in the list
+                    clean = False
+                if not clean:
+                    refuse(name, tensors, grad_mode, inference_mode)
         try:
             result = op(*args, **kwargs)
         except RuntimeError as e:

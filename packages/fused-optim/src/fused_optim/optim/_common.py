@@ -257,6 +257,7 @@ def _original(t: Tensor) -> Tensor:
     return base if base is not None and base.is_complex() else t
 
 _grad = attrgetter("grad")
+_is_sparse = attrgetter("is_sparse")
 _UNCACHED_OPTIONS = ("params", "lr")  # lr changes every scheduled step and never shapes a row
 
 
@@ -381,7 +382,7 @@ class _Gathered:
                 grads = [g for g in grads if g is not None]
             elif not declines and any(map(is_, grads, repeat(None))):
                 return False  # (the dispatcher's call does not decline a None gradient)
-            if not declines and any(g.is_sparse for g in grads):
+            if not declines and any(map(_is_sparse, grads)):
                 return False  # (nor a sparse one, which the full path names)
             if kwargs is None:
                 kwargs = optimizer._kwargs(group, variant)
