@@ -44,3 +44,19 @@ def test_a_dry_run_collects_the_cuda_tests_and_writes_the_report(tmp_path):
 def test_a_bad_option_is_refused():
     result = subprocess.run(["bash", str(SCRIPT), "--bogus"], capture_output=True, text=True, check=False)
     assert result.returncode == 2 and "usage" in result.stderr
+
+
+def test_the_host_time_probe_runs_on_the_cpu():
+    # What gpu_check's first probe runs on the GPU, here for two short rounds: a row per candidate
+    # (SGD has no capturable variant), torch's fused step the unit of the last column.
+    pytest.importorskip("fused_optim")
+    result = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "optim" / "bench_host.py"), "--steps", "3",
+                             "--rounds", "2", "--optimizers", "Adam", "SGD"], cwd=ROOT, capture_output=True,
+                            text=True, check=False, timeout=300)
+    assert result.returncode == 0, result.stdout + result.stderr
+    rows = [line.split("|")[1:-1] for line in result.stdout.splitlines() if line.startswith(("| Adam", "| SGD"))]
+    assert [(r[0].strip(), r[1].strip()) for r in rows] == [
+        ("Adam", "fused_optim"), ("Adam", "fused_optim capturable"), ("Adam", "torch fused=True"),
+        ("Adam", "torch foreach"), ("SGD", "fused_optim"), ("SGD", "torch fused=True"), ("SGD", "torch foreach")]
+    assert all(float(r[2]) > 0 and float(r[3]) > 0 for r in rows)
+    assert all(r[4].strip() == "1.00x" for r in rows if r[1].strip() == "torch fused=True")
