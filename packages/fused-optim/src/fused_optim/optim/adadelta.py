@@ -10,7 +10,7 @@ __all__ = ["Adadelta"]
 
 
 class Adadelta(FusedStep, torch.optim.Adadelta):
-    """``torch.optim.Adadelta`` with a fused multi-tensor step (CPU OpenMP / CUDA kernel).
+    """``torch.optim.Adadelta`` with a fused multi-tensor step (CPU threads / CUDA kernel).
 
     Same constructor, state and ``state_dict()`` as ``torch.optim.Adadelta``.
 

@@ -18,7 +18,7 @@ def _initial_sum(p: Tensor, grad: Tensor, group: dict[str, Any]) -> Tensor:
 
 
 class Adagrad(FusedStep, torch.optim.Adagrad):
-    """``torch.optim.Adagrad`` with a fused multi-tensor step (CPU OpenMP / CUDA kernel).
+    """``torch.optim.Adagrad`` with a fused multi-tensor step (CPU threads / CUDA kernel).
 
     Same constructor (state is created eagerly, as torch does), state and ``state_dict()`` as
     ``torch.optim.Adagrad``. Sparse gradients, which torch's Adagrad supports, run torch's

@@ -10,7 +10,7 @@ __all__ = ["Adam"]
 
 
 class Adam(FusedStep, torch.optim.Adam):
-    """``torch.optim.Adam`` with a fused multi-tensor step (CPU OpenMP / CUDA kernel).
+    """``torch.optim.Adam`` with a fused multi-tensor step (CPU threads / CUDA kernel).
 
     Same constructor, state and ``state_dict()`` as ``torch.optim.Adam``.
 

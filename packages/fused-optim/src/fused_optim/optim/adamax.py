@@ -10,7 +10,7 @@ __all__ = ["Adamax"]
 
 
 class Adamax(FusedStep, torch.optim.Adamax):
-    """``torch.optim.Adamax`` with a fused multi-tensor step (CPU OpenMP / CUDA kernel).
+    """``torch.optim.Adamax`` with a fused multi-tensor step (CPU threads / CUDA kernel).
 
     Same constructor, state and ``state_dict()`` as ``torch.optim.Adamax``.
 

@@ -10,7 +10,7 @@ __all__ = ["Adan"]
 
 class Adan(FusedStep, _reference.Adan):
     r"""Adan (Xie et al., 2022/2024, "Adan: Adaptive Nesterov Momentum Algorithm") with a fused
-    multi-tensor step (CPU OpenMP / CUDA kernel).
+    multi-tensor step (CPU threads / CUDA kernel).
 
     Three moments per parameter: of the gradient (:math:`m`), of the gradient difference
     :math:`d = g' - g_{prev}` (:math:`v`) and of the squared Nesterov-corrected gradient

@@ -10,7 +10,7 @@ __all__ = ["ASGD"]
 
 
 class ASGD(FusedStep, torch.optim.ASGD):
-    """``torch.optim.ASGD`` with a fused multi-tensor step (CPU OpenMP / CUDA kernel).
+    """``torch.optim.ASGD`` with a fused multi-tensor step (CPU threads / CUDA kernel).
 
     Same constructor, state (``step``, ``eta``, ``mu``, ``ax``) and ``state_dict()`` as
     ``torch.optim.ASGD``. The averaged parameters are in each parameter's ``ax`` state.

@@ -10,7 +10,7 @@ __all__ = ["Lion"]
 
 class Lion(FusedStep, _reference.Lion):
     r"""Lion ("EvoLved Sign Momentum"; Chen et al., 2023, "Symbolic Discovery of Optimization
-    Algorithms") with a fused multi-tensor step (CPU OpenMP / CUDA kernel).
+    Algorithms") with a fused multi-tensor step (CPU threads / CUDA kernel).
 
     For each parameter, with :math:`g' = \pm g` and momentum :math:`m` (zeros at first):
 

@@ -10,7 +10,7 @@ __all__ = ["NAdam"]
 
 
 class NAdam(FusedStep, torch.optim.NAdam):
-    """``torch.optim.NAdam`` with a fused multi-tensor step (CPU OpenMP / CUDA kernel), including
+    """``torch.optim.NAdam`` with a fused multi-tensor step (CPU threads / CUDA kernel), including
     ``momentum_decay`` and ``decoupled_weight_decay``.
 
     Same constructor, state (``step``, ``mu_product``, ``exp_avg``, ``exp_avg_sq``) and

@@ -10,7 +10,7 @@ __all__ = ["RAdam"]
 
 
 class RAdam(FusedStep, torch.optim.RAdam):
-    """``torch.optim.RAdam`` with a fused multi-tensor step (CPU OpenMP / CUDA kernel), including
+    """``torch.optim.RAdam`` with a fused multi-tensor step (CPU threads / CUDA kernel), including
     ``decoupled_weight_decay``.
 
     Same constructor, state and ``state_dict()`` as ``torch.optim.RAdam``.

@@ -20,7 +20,7 @@ def _initial_step_size(p: Tensor, grad: Tensor, group: dict[str, Any]) -> Tensor
 
 
 class Rprop(FusedStep, torch.optim.Rprop):
-    """``torch.optim.Rprop`` with a fused multi-tensor step (CPU OpenMP / CUDA kernel).
+    """``torch.optim.Rprop`` with a fused multi-tensor step (CPU threads / CUDA kernel).
 
     Same constructor, state (``step``, ``prev``, ``step_size``) and ``state_dict()`` as
     ``torch.optim.Rprop``. As in torch, ``lr`` is only the initial step size of each element; later

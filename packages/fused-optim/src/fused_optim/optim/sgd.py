@@ -18,7 +18,7 @@ def _uninitialized(p: Tensor, grad: Tensor, group: dict[str, Any]) -> Tensor:
 
 
 class SGD(FusedStep, torch.optim.SGD):
-    """``torch.optim.SGD`` with a fused multi-tensor step (CPU OpenMP / CUDA kernel).
+    """``torch.optim.SGD`` with a fused multi-tensor step (CPU threads / CUDA kernel).
 
     Same constructor, state (``momentum_buffer``) and ``state_dict()`` as ``torch.optim.SGD``.
     Sparse gradients run torch's own implementation.
