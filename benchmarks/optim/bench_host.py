@@ -8,7 +8,9 @@ time per step (CUDA events around a burst of steps). Candidates: fused_optim (de
 ``capturable=True``) against torch.optim's ``fused=True`` and foreach paths, on 200 tensors of 1k
 elements (issue 23's target: fused_optim's host time at most 60 us, 9x under torch's fused).
 
-    python benchmarks/optim/bench_host.py [--device cuda] [--steps 200] [--optimizers Adam AdamW SGD]
+    python benchmarks/optim/bench_host.py [--device cuda] [--steps 200] [--numel 1000] [--optimizers Adam AdamW SGD]
+
+``--numel 1`` leaves the element work out on the CPU too, where a step is synchronous.
 
 Figures are medians over interleaved bursts; on the CPU "device time" is the same as host time.
 """
@@ -24,13 +26,13 @@ import torch
 import fused_optim
 from fused_optim import _native
 
-SHAPES = [(1000,)] * 200
+TENSORS = 200
 KWARGS = {"Adam": dict(lr=1e-3), "AdamW": dict(lr=1e-3), "SGD": dict(lr=1e-3, momentum=0.9)}
 
 
-def build(name: str, variant: str, device: str) -> torch.optim.Optimizer:
+def build(name: str, variant: str, device: str, numel: int) -> torch.optim.Optimizer:
     gen = torch.Generator().manual_seed(0)
-    params = [torch.randn(s, generator=gen).to(device) for s in SHAPES]
+    params = [torch.randn(numel, generator=gen).to(device) for _ in range(TENSORS)]
     for p in params:
         p.grad = torch.randn(p.shape, generator=gen).to(device)
     kwargs = dict(KWARGS[name])
@@ -69,6 +71,7 @@ def main() -> None:
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--steps", type=int, default=200)
     parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--numel", type=int, default=1000, help=f"elements per tensor ({TENSORS} tensors)")
     parser.add_argument("--optimizers", nargs="*", default=list(KWARGS))
     args = parser.parse_args()
     cuda = args.device == "cuda"
@@ -77,13 +80,13 @@ def main() -> None:
     print(f"torch {torch.__version__}, fused_optim {fused_optim.__version__} (fast path: {fast}"
           f"{'' if fast else '; ' + str(_native.EAGER_REASON)}), {args.device} ({where})")
     print()
-    print("| optimizer, 200 x 1k | variant | host us / step | device us / step | torch fused host / this host |")
+    print(f"| optimizer, {TENSORS} x {args.numel} | variant | host us / step | device us / step | torch fused host / this host |")
     print("|---|---|---|---|---|")
     variants = ["fused_optim", "fused_optim capturable", "torch fused=True", "torch foreach"]
     for name in args.optimizers:
         # torch.optim.SGD has no capturable option, and neither has fused_optim's.
         names = [v for v in variants if not (name == "SGD" and v.endswith("capturable"))]
-        opts = {v: build(name, v, args.device) for v in names}
+        opts = {v: build(name, v, args.device, args.numel) for v in names}
         for opt in opts.values():  # warm-up: state, plans, lazy inits
             for _ in range(5):
                 opt.step()

@@ -113,16 +113,16 @@ MultiTensorCall::MultiTensorCall(const char* op, TensorList params, bool in_plac
     FUSED_OPTIM_CHECK_VALUE(p.defined(), op_, ": params[", t, "] is None");
     FUSED_OPTIM_CHECK_VALUE(p.layout() == api::kStrided, op_, ": params[", t, "] has layout ", p.layout(),
                             "; only dense (strided) tensors are supported");
-    FUSED_OPTIM_CHECK_TYPE(!api::IsComplex(p.scalar_type()), op_, ": params[", t, "] is complex (", p.scalar_type(),
+    FUSED_OPTIM_CHECK_TYPE(!api::IsComplex(api::Dtype(p)), op_, ": params[", t, "] is complex (", api::Dtype(p),
                            "); pass torch.view_as_real(...) of it and of its gradient and state");
-    FUSED_OPTIM_CHECK_TYPE(IsSupportedFloating(p.scalar_type()), op_, ": params[", t, "] has dtype ", p.scalar_type(),
+    FUSED_OPTIM_CHECK_TYPE(IsSupportedFloating(api::Dtype(p)), op_, ": params[", t, "] has dtype ", api::Dtype(p),
                            "; expected float32, float64, float16 or bfloat16");
     if (t == 0) {
-      dtype_ = p.scalar_type();
+      dtype_ = api::Dtype(p);
       device_ = p.device();
     }
-    FUSED_OPTIM_CHECK_TYPE(p.scalar_type() == dtype_, op_, ": mixed dtypes in one call: params[0] is ", dtype_,
-                           " but params[", t, "] is ", p.scalar_type(), "; group tensors by dtype");
+    FUSED_OPTIM_CHECK_TYPE(api::Dtype(p) == dtype_, op_, ": mixed dtypes in one call: params[0] is ", dtype_,
+                           " but params[", t, "] is ", api::Dtype(p), "; group tensors by dtype");
     FUSED_OPTIM_CHECK_VALUE(p.device() == device_, op_, ": mixed devices in one call: params[0] is on ", device_,
                             " but params[", t, "] is on ", p.device());
   }
@@ -139,9 +139,9 @@ void MultiTensorCall::CheckLike(const char* name, int64_t t, const Tensor& x) co
   FUSED_OPTIM_CHECK_VALUE(x.defined(), op_, ": ", name, "[", t, "] is None");
   FUSED_OPTIM_CHECK_VALUE(x.layout() == api::kStrided, op_, ": ", name, "[", t, "] has layout ", x.layout(),
                           "; sparse gradients and states are not supported");
-  FUSED_OPTIM_CHECK_TYPE(!api::IsComplex(x.scalar_type()) || api::IsComplex(reference_[t].scalar_type()), op_, ": ",
-                         name, "[", t, "] is complex but params[", t, "] is not");
-  FUSED_OPTIM_CHECK_TYPE(x.scalar_type() == dtype_, op_, ": ", name, "[", t, "] has dtype ", x.scalar_type(),
+  FUSED_OPTIM_CHECK_TYPE(!api::IsComplex(api::Dtype(x)) || api::IsComplex(api::Dtype(reference_[t])), op_, ": ", name,
+                         "[", t, "] is complex but params[", t, "] is not");
+  FUSED_OPTIM_CHECK_TYPE(api::Dtype(x) == dtype_, op_, ": ", name, "[", t, "] has dtype ", api::Dtype(x),
                          " but params are ", dtype_);
   FUSED_OPTIM_CHECK_VALUE(x.device() == device_, op_, ": ", name, "[", t, "] is on ", x.device(), " but params are on ",
                           device_);
@@ -291,7 +291,7 @@ void MultiTensorCall::SetAmp(const Amp& amp) {
     if (!x.has_value() || !x->defined()) return nullptr;
     FUSED_OPTIM_CHECK_VALUE(x->layout() == api::kStrided && x->numel() == 1, op_, ": ", name,
                             " must be a dense one-element tensor (torch.amp.GradScaler's), got shape ", x->sizes());
-    FUSED_OPTIM_CHECK_TYPE(x->scalar_type() == api::kFloat, op_, ": ", name, " has dtype ", x->scalar_type(),
+    FUSED_OPTIM_CHECK_TYPE(api::Dtype(*x) == api::kFloat, op_, ": ", name, " has dtype ", api::Dtype(*x),
                            "; expected float32");
     FUSED_OPTIM_CHECK_VALUE(num_tensors_ == 0 || x->device() == device_, op_, ": ", name, " is on ", x->device(),
                             " but params are on ", device_, " (move it with .to(params[0].device))");
@@ -378,7 +378,7 @@ KernelTable& MultiTensorCall::Table() {
     table.steps.resize(num_tensors_);
     for (int64_t t = 0; t < num_tensors_; ++t) {
       const Tensor& s = (*device_steps_)[t];
-      table.steps[t] = {s.mutable_data_ptr(), ToStateDType(s.scalar_type())};
+      table.steps[t] = {s.mutable_data_ptr(), ToStateDType(api::Dtype(s))};
     }
   }
   return table;
@@ -414,7 +414,7 @@ void MultiTensorCall::SetStateScalars(std::initializer_list<TensorList> lists) {
     bool off_device = false;
     for (int k = 0; k < table.num_state; ++k) {
       const Tensor& s = state_lists_[k][t];
-      state[k].dtype = ToStateDType(s.scalar_type());
+      state[k].dtype = ToStateDType(api::Dtype(s));
       if (s.device() == device_ && (StateScalarsOnHost() >> k & 1) == 0) {
         state[k].ptr = s.mutable_data_ptr();
       } else {  // on another device than the parameters': read now
@@ -461,7 +461,7 @@ namespace {
 // ReadHostScalar; false for any other tensor (f not called).
 template <typename F>
 bool VisitHostScalar(const Tensor& s, void* data, F&& f) {
-  switch (s.scalar_type()) {
+  switch (api::Dtype(s)) {
     case api::kFloat:
       return f(static_cast<float*>(data)), true;
     case api::kDouble:
@@ -527,8 +527,8 @@ void CheckStepTensors(const char* op, TensorList steps, int64_t n) {
     FUSED_OPTIM_CHECK_VALUE(s.defined() && s.layout() == api::kStrided && s.numel() == 1, op, ": state_steps[", t,
                             "] must be a dense one-element tensor");
     FUSED_OPTIM_CHECK_TYPE(
-        IsSupportedFloating(s.scalar_type()) || s.scalar_type() == api::kLong || s.scalar_type() == api::kInt, op,
-        ": state_steps[", t, "] has dtype ", s.scalar_type(),
+        IsSupportedFloating(api::Dtype(s)) || api::Dtype(s) == api::kLong || api::Dtype(s) == api::kInt, op,
+        ": state_steps[", t, "] has dtype ", api::Dtype(s),
         "; a step counter must be float32, float64, float16, bfloat16, int64 or int32");
     CheckWritable(op, "state_steps", t, s);
     // Read through the data pointer on the CPU. A counter on a device is not read here: that
@@ -536,7 +536,7 @@ void CheckStepTensors(const char* op, TensorList steps, int64_t n) {
     if (const std::optional<double> value = ReadHostScalar(s)) {
       FUSED_OPTIM_CHECK_VALUE(std::isfinite(*value) && *value >= 0.0, op, ": state_steps[", t, "] is ", *value,
                               "; a step counter must be a finite count >= 0");
-      FUSED_OPTIM_CHECK_VALUE(s.scalar_type() != api::kInt || *value < std::numeric_limits<int32_t>::max(), op,
+      FUSED_OPTIM_CHECK_VALUE(api::Dtype(s) != api::kInt || *value < std::numeric_limits<int32_t>::max(), op,
                               ": state_steps[", t, "] is ", *value, " and would overflow int32 when incremented");
     }
     seen.push_back(s.const_data_ptr());

@@ -22,7 +22,9 @@
 #include "kernels.h"
 #include "modes.h"
 #include "torch_api.h"
-#ifndef FUSED_OPTIM_STABLE_ABI
+#ifdef FUSED_OPTIM_STABLE_ABI
+#include "kept_step.h"
+#else
 #include "eager_call.h"
 #endif
 
@@ -467,6 +469,9 @@ class OpRegistrar {
     } else {
       library_.impl(name.c_str(), TORCH_BOX(Fn));
     }
+    if constexpr (kept::Keep<Fn>::kKeepable) {
+      if (name.size() > 6 && name.compare(name.size() - 6, 6, "_step_") == 0) AddKeep<Fn>(name, schema);
+    }
   }
   // Every op defined, in registration order (fused_optim._C.OPS).
   static std::vector<std::string>& Names() {
@@ -475,6 +480,21 @@ class OpRegistrar {
   }
 
  private:
+  // An in-place step op's <name>keep (kept_step.h), which fused_optim.optim's step reuse calls.
+  template <auto Fn>
+  void AddKeep(const std::string& name, const char* schema) {
+    kept::Keep<Fn>::SlotsRef() = kept::SlotsOf(schema);
+    if (kind_ == Kind::kDefine) {
+      library_.def(Hold(kept::KeepSchema(schema)));
+    } else {
+      library_.impl(Hold(name + "keep"), TORCH_BOX(&kept::Keep<Fn>::Make));
+    }
+  }
+  // torch reads the strings during the call; held for the library's lifetime all the same.
+  static const char* Hold(std::string text) {
+    static std::deque<std::string> held;
+    return held.emplace_back(std::move(text)).c_str();
+  }
   torch::stable::detail::StableLibrary& library_;
   Kind kind_;
 };

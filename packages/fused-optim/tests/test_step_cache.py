@@ -1,6 +1,8 @@
 """The step's reuse of its gathered op lists: every change that must make a step gather afresh
 (gradients replaced or gone, groups and state replaced or edited, parameters swapped, settings
-changed), each checked step by step against torch.optim."""
+changed), each checked step by step against torch.optim. Every test runs twice: as built, and with
+the reused calls kept on the C++ side (_native.KeptStep), which is what runs without the fast path
+(a torch other than the build's)."""
 
 from __future__ import annotations
 
@@ -12,6 +14,14 @@ import pytest
 import torch
 
 import fused_optim
+from fused_optim import _native
+
+
+@pytest.fixture(autouse=True, params=["as built", "kept"])
+def path(request, monkeypatch):
+    if request.param == "kept":  # the step reuse then keeps its calls (fused_optim.optim._common._Gathered)
+        monkeypatch.setitem(_native.BUILD_INFO, "eager", False)
+    return request.param
 
 KWARGS = {"Adam": dict(lr=0.01, amsgrad=True), "SGD": dict(lr=0.05, momentum=0.9), "Adagrad": dict(lr=0.1),
           "RMSprop": dict(lr=0.01, centered=True, momentum=0.5), "NAdam": dict(lr=0.01)}

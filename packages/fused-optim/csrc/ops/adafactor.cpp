@@ -116,8 +116,8 @@ void CheckFactoredState(const char* op, const char* name, TensorListArg list, Te
     FUSED_OPTIM_CHECK_VALUE(s.defined() && s.layout() == api::kStrided && api::Shape(s) == shape, op, ": ", name, "[",
                             t, "] has shape ", s.defined() ? s.sizes() : IntArrayRef{}, ", expected ",
                             IntArrayRef(shape));
-    FUSED_OPTIM_CHECK_TYPE(s.scalar_type() == p.scalar_type(), op, ": ", name, "[", t, "] has dtype ", s.scalar_type(),
-                           " but params[", t, "] has ", p.scalar_type());
+    FUSED_OPTIM_CHECK_TYPE(api::Dtype(s) == api::Dtype(p), op, ": ", name, "[", t, "] has dtype ", api::Dtype(s),
+                           " but params[", t, "] has ", api::Dtype(p));
     FUSED_OPTIM_CHECK_VALUE(s.device() == p.device(), op, ": ", name, "[", t, "] is on ", s.device(), " but params[", t,
                             "] is on ", p.device());
     if (!in_place) continue;
@@ -316,8 +316,8 @@ void CheckIncoming(const char* op, const char* name, const OptionalTensorList& l
     if (!x.defined()) continue;
     FUSED_OPTIM_CHECK_VALUE(x.layout() == api::kStrided && api::SameShape(x, like[t]), op, ": ", name, "[", t,
                             "] has shape ", x.sizes(), ", expected ", like[t].sizes());
-    FUSED_OPTIM_CHECK_TYPE(x.scalar_type() == like[t].scalar_type(), op, ": ", name, "[", t, "] has dtype ",
-                           x.scalar_type(), ", expected ", like[t].scalar_type());
+    FUSED_OPTIM_CHECK_TYPE(api::Dtype(x) == api::Dtype(like[t]), op, ": ", name, "[", t, "] has dtype ", api::Dtype(x),
+                           ", expected ", api::Dtype(like[t]));
     FUSED_OPTIM_CHECK_VALUE(x.device() == like[t].device(), op, ": ", name, "[", t, "] is on ", x.device(),
                             ", expected ", like[t].device());
   }

@@ -21,6 +21,7 @@ from __future__ import annotations
 import functools
 import operator
 import os
+import weakref
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -29,7 +30,7 @@ import torch
 from fused_optim import _C
 from fused_optim._torch_abi import eager_matches
 
-__all__ = ["BUILD_INFO", "EAGER", "EAGER_REASON", "boxed", "flatten_lists", "split_flat"]
+__all__ = ["BUILD_INFO", "EAGER", "EAGER_REASON", "KeptStep", "boxed", "check_in_place", "flatten_lists", "split_flat"]
 
 
 def _load_eager() -> tuple[Any, str]:
@@ -97,13 +98,56 @@ def _written(op: torch._ops.OpOverload) -> list[tuple[int, str]]:
             if a.alias_info is not None and a.alias_info.is_write]
 
 
+def _refuse(where: str, name: str, tensors: Any, grad_mode: bool, inference_mode: bool) -> None:
+    """Raises for the first tensor of ``tensors`` an in-place step may not write."""
+    for t, x in enumerate(tensors):
+        if not isinstance(x, torch.Tensor):
+            continue  # the op names it
+        if grad_mode and x.requires_grad:
+            raise RuntimeError(
+                f"{where}: {name}[{t}] requires grad and grad mode is enabled; an in-place step is not "
+                "differentiable: call it under torch.no_grad(), or use fused_optim.functional for a "
+                "differentiable update")
+        if not inference_mode and x.is_inference():
+            raise RuntimeError(
+                f"{where}: {name}[{t}] is an inference tensor; an in-place update to an inference tensor "
+                "outside InferenceMode is not allowed (clone() it first)")
+
+
+_requires_grad, _is_inference = operator.attrgetter("requires_grad"), torch.Tensor.is_inference
+
+
+def check_in_place(where: str, targets: list[tuple[str, Any]]) -> None:
+    """The refusals torch makes for an in-place op, which the stable ABI leaves to Python: a list
+    to be written holds a tensor that requires grad (in grad mode) or an inference tensor (outside
+    inference mode). ``targets``: (argument name, tensors) of the lists the op writes."""
+    grad_mode, inference_mode = torch.is_grad_enabled(), torch.is_inference_mode_enabled()
+    if not grad_mode and inference_mode:
+        return
+    # The common case (no offender) as C-level passes, no Python code per tensor (a step on
+    # hundreds of tensors spent most of its host time here); the loop finds the offender.
+    for name, tensors in targets:
+        try:
+            clean = not ((grad_mode and any(map(_requires_grad, tensors)))
+                         or (not inference_mode and any(map(_is_inference, tensors))))
+        except (TypeError, AttributeError):  # something not a tensor in the list
+            clean = False
+        if not clean:
+            _refuse(where, name, tensors, grad_mode, inference_mode)
+
+
+def _written_unless_skipped(found_inf: torch.Tensor | None) -> bool:
+    """Whether a step with this ``found_inf`` may have written: not where a CPU flag (readable
+    without waiting, here without a dispatcher call either, as the C++ reads it) skipped it."""
+    return found_inf is None or found_inf.device.type != "cpu" or not found_inf.detach().numpy().any()
+
+
 @functools.cache  # one wrapper per op, whoever asks (the DTensor handler asks on every call)
 def boxed(op: torch._ops.OpOverload) -> Callable[..., Any]:
     """``op`` (a ``torch.ops.fused_optim`` overload) with what the stable ABI leaves to Python."""
     written = _written(op)
     where = str(op._schema.name)
     increment_version = torch._C._increment_version
-    requires_grad, is_inference = operator.attrgetter("requires_grad"), torch.Tensor.is_inference
 
     if not written:
         def call(*args: Any, **kwargs: Any) -> Any:
@@ -116,45 +160,86 @@ def boxed(op: torch._ops.OpOverload) -> Callable[..., Any]:
     def lists(args: tuple[Any, ...], kwargs: dict[str, Any]) -> list[tuple[str, Any]]:
         return [(name, args[i] if i < len(args) else kwargs.get(name, ())) for i, name in written]
 
-    def refuse(name: str, tensors: Any, grad_mode: bool, inference_mode: bool) -> None:
-        for t, x in enumerate(tensors):
-            if not isinstance(x, torch.Tensor):
-                continue  # the op names it
-            if grad_mode and x.requires_grad:
-                raise RuntimeError(
-                    f"{where}: {name}[{t}] requires grad and grad mode is enabled; an in-place step is not "
-                    "differentiable: call it under torch.no_grad(), or use fused_optim.functional for a "
-                    "differentiable update")
-            if not inference_mode and x.is_inference():
-                raise RuntimeError(
-                    f"{where}: {name}[{t}] is an inference tensor; an in-place update to an inference tensor "
-                    "outside InferenceMode is not allowed (clone() it first)")
-
     def call_in_place(*args: Any, **kwargs: Any) -> Any:
         targets = lists(args, kwargs)
-        grad_mode, inference_mode = torch.is_grad_enabled(), torch.is_inference_mode_enabled()
-        if grad_mode or not inference_mode:
-            # The common case (no offender) as C-level passes, no Python code per tensor (a step on
-            # hundreds of tensors spent most of its host time here); the loop finds the offender.
-            for name, tensors in targets:
-                try:
-                    clean = not ((grad_mode and any(map(requires_grad, tensors)))
-                                 or (not inference_mode and any(map(is_inference, tensors))))
-                except (TypeError, AttributeError):  # something not a tensor in the list
-                    clean = False
-                if not clean:
-                    refuse(name, tensors, grad_mode, inference_mode)
+        check_in_place(where, targets)
         try:
             result = op(*args, **kwargs)
         except RuntimeError as e:
             raise translated(e) from None
-        # Nothing was written where found_inf (on the CPU: readable without waiting, here without a
-        # dispatcher call either, as the C++ reads it) skipped the step.
-        found_inf = kwargs.get("found_inf")
-        if found_inf is None or found_inf.device.type != "cpu" or not found_inf.detach().numpy().any():
+        if _written_unless_skipped(kwargs.get("found_inf")):
             for _, tensors in targets:  # (an inference tensor has no counter: left as it is)
                 if tensors:
                     increment_version(tensors)
         return result
 
     return call_in_place
+
+
+class KeptStep:
+    """One in-place ``<algo>_step_`` call whose lists the C++ side keeps between steps
+    (csrc/kept_step.h; the stable build's ``<algo>_step_keep`` and ``kept_step_`` ops).
+
+    Each call then hands ``torch.ops`` the step's gradients, ``lr`` and AMP arguments only, not
+    every parameter and state list again (boxing them was most of a step's host time on many small
+    tensors). The caller vouches that everything else is what it was when kept: the same lists of
+    the same tensor objects and the same keyword arguments (fused_optim.optim's step reuse checks
+    exactly that before each step). The op still runs all its checks on every step, and the
+    in-place refusals and version bumps the stable ABI leaves to Python are made here as
+    :func:`boxed` makes them. The lists are freed with this object; a deep copy keeps nothing
+    (``None``: the copy's owner keeps its own lists afresh).
+    """
+
+    __slots__ = ("__weakref__", "id", "inference_mode", "op", "targets", "where")
+
+    @classmethod
+    def make(cls, name: str, lists: list[list[torch.Tensor]], kwargs: dict[str, Any]) -> KeptStep | None:
+        """A kept ``name`` call, or None while Dynamo traces (a frame of a compiled step, which the
+        op itself must reach, and which must not keep lists it would see as fakes)."""
+        if torch.compiler.is_compiling():
+            return None
+        return cls(name, lists, kwargs)
+
+    def __init__(self, name: str, lists: list[list[torch.Tensor]], kwargs: dict[str, Any]) -> None:
+        ops = torch.ops.fused_optim
+        op = self.op = getattr(ops, name).default
+        self.where = str(op._schema.name)
+        written = [(n, lists[i]) for i, n in _written(op) if i < len(lists)]
+        # (name, tensors) of each kept list the op writes: checked once (whether a tensor is an
+        # inference tensor never changes), the gradients on every step
+        self.targets = [(n, tensors) for n, tensors in written if n != "grads"]
+        self.inference_mode = torch.is_inference_mode_enabled()
+        check_in_place(self.where, written)
+        try:
+            # (not the gradients, which each step passes: the kept call must not keep them alive)
+            self.id = getattr(ops, name + "keep")(lists[0], [], *lists[2:], **kwargs)
+        except RuntimeError as e:
+            raise translated(e) from None
+        weakref.finalize(self, ops.kept_free, self.id)
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> None:
+        return None
+
+    def __call__(self, *lists: list[torch.Tensor], lr: float, grad_scale: torch.Tensor | None = None,
+                 found_inf: torch.Tensor | None = None, **kwargs: Any) -> None:
+        """One step with ``lists[1]`` as the gradients (``lists``: the op's lists as kept, the
+        gradients replaced; the other keyword arguments are the kept ones, passed only to the op
+        itself where Dynamo traces this call, so that the graph holds the op)."""
+        if torch.compiler.is_compiling():
+            self.op(*lists, lr=lr, grad_scale=grad_scale, found_inf=found_inf, **kwargs)
+            return
+        grads = lists[1]
+        # Only the new gradients, unless a mode changed (grad mode is off in a drop-in step)
+        again = torch.is_grad_enabled() or torch.is_inference_mode_enabled() != self.inference_mode
+        check_in_place(self.where, [("grads", grads), *self.targets] if again else [("grads", grads)])
+        try:
+            torch.ops.fused_optim.kept_step_(self.id, grads, lr=lr, grad_scale=grad_scale, found_inf=found_inf)
+        except RuntimeError as e:
+            raise translated(e) from None
+        if _written_unless_skipped(found_inf):
+            increment_version = torch._C._increment_version
+            if grads:
+                increment_version(grads)
+            for _, tensors in self.targets:
+                if tensors:
+                    increment_version(tensors)

@@ -331,7 +331,7 @@ class _Gathered:
     else takes the full path.
     """
 
-    __slots__ = ("call", "entries", "groups", "name", "op", "state", "state_values")
+    __slots__ = ("call", "entries", "groups", "kept", "name", "op", "state", "state_values")
 
     def __init__(self, optimizer: FusedStep, entries: list[tuple[Any, ...]]) -> None:
         self.state = optimizer.state
@@ -345,12 +345,17 @@ class _Gathered:
         # parameters the call through the dispatcher instead (fused_optim._dtensor's handler, which
         # checks each step's gradients' placements and runs the kernel once on the local shards).
         dtensor = any(call is not None and hasattr(call[1][0], "_local_tensor") for *_, call, _ in entries)
+        # Without the fast path, each group's call with plain settings is kept on the C++ side
+        # from the first reuse on (_native.KeptStep: one entry per group, made when first used).
+        self.kept: list[_native.KeptStep | None] | None = None
         if self.op not in _native.EAGER:  # a step that is a Python sequence of ops (Muon's): its own call
             self.call = getattr(ops, self.op)
         else:
             # (Without the fast path, fused_optim._native's stand-in would decline every step.)
             direct = not dtensor and _native.BUILD_INFO["eager"]
             self.call = _native.EAGER[self.op] if direct else getattr(ops._eager, self.op)
+            if not direct and not dtensor:
+                self.kept = [None] * len(entries)
 
     def step(self, optimizer: FusedStep, amp: Amp | None) -> bool:
         """Runs the step's op calls on the kept lists with this step's gradients; returns False,
@@ -368,7 +373,8 @@ class _Gathered:
         unboxed = self.call
         declines = self.op in _native.EAGER and unboxed is _native.EAGER[self.op]
         calls = []
-        for group, (params, options, no_grad, call, kwargs) in zip(self.groups, self.entries):
+        kept = self.kept
+        for i, (group, (params, options, no_grad, call, kwargs)) in enumerate(zip(self.groups, self.entries)):
             group_params = group["params"]
             if not _same(group_params, params) or not _same_options(group, options):
                 return False
@@ -384,11 +390,18 @@ class _Gathered:
                 return False  # (the dispatcher's call does not decline a None gradient)
             if not declines and any(map(_is_sparse, grads)):
                 return False  # (nor a sparse one, which the full path names)
+            lists = [with_grad, grads, *columns]
             if kwargs is None:
-                kwargs = optimizer._kwargs(group, variant)
-            else:
-                kwargs["lr"] = scalar(group["lr"])
-            calls.append((unboxed, [with_grad, grads, *columns], kwargs))
+                calls.append((unboxed, lists, optimizer._kwargs(group, variant)))
+                continue
+            kwargs["lr"] = scalar(group["lr"])
+            if kept is None:
+                calls.append((unboxed, lists, kwargs))
+                continue
+            step = kept[i]
+            if step is None:
+                step = kept[i] = _native.KeptStep.make(self.op, lists, kwargs)
+            calls.append((unboxed if step is None else step, lists, kwargs))
         return StepPlan(optimizer, self.name, calls, amp).run()  # type: ignore[arg-type]
 
 
