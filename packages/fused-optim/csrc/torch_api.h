@@ -86,7 +86,7 @@ inline bool IsComplex(ScalarType t) {
 // A tensor's dtype: what the glue asks for instead of scalar_type(). The stable Tensor's
 // scalar_type() maps the C shim's dtype code through a chain of exported-function calls, one per
 // dtype it might be (about 20, each behind an ABI-version check); the glue asks several times per
-// tensor per step (a third of a kept Adam step's host time on 200 tensors, measured with perf),
+// tensor per step (a kept Adam step on 200 tensors went from 169 to 130 us without it, measured),
 // so the codes of the dtypes it meets are read once.
 #ifdef FUSED_OPTIM_STABLE_ABI
 inline ScalarType Dtype(const Tensor& t) {

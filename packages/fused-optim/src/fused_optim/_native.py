@@ -142,12 +142,20 @@ def _written_unless_skipped(found_inf: torch.Tensor | None) -> bool:
     return found_inf is None or found_inf.device.type != "cpu" or not found_inf.detach().numpy().any()
 
 
+def _bump_versions(lists: Sequence[Sequence[torch.Tensor]]) -> None:
+    """Bumps the version counter of every tensor of ``lists`` (an op wrote them), as ATen's in-place
+    ops do, so that autograd notices a saved tensor changed. (An inference tensor has no counter:
+    left as it is.)"""
+    for tensors in lists:
+        if tensors:
+            torch._C._increment_version(tensors)
+
+
 @functools.cache  # one wrapper per op, whoever asks (the DTensor handler asks on every call)
 def boxed(op: torch._ops.OpOverload) -> Callable[..., Any]:
     """``op`` (a ``torch.ops.fused_optim`` overload) with what the stable ABI leaves to Python."""
     written = _written(op)
     where = str(op._schema.name)
-    increment_version = torch._C._increment_version
 
     if not written:
         def call(*args: Any, **kwargs: Any) -> Any:
@@ -168,9 +176,7 @@ def boxed(op: torch._ops.OpOverload) -> Callable[..., Any]:
         except RuntimeError as e:
             raise translated(e) from None
         if _written_unless_skipped(kwargs.get("found_inf")):
-            for _, tensors in targets:  # (an inference tensor has no counter: left as it is)
-                if tensors:
-                    increment_version(tensors)
+            _bump_versions([tensors for _, tensors in targets])
         return result
 
     return call_in_place
@@ -237,9 +243,4 @@ class KeptStep:
         except RuntimeError as e:
             raise translated(e) from None
         if _written_unless_skipped(found_inf):
-            increment_version = torch._C._increment_version
-            if grads:
-                increment_version(grads)
-            for _, tensors in self.targets:
-                if tensors:
-                    increment_version(tensors)
+            _bump_versions([grads, *(tensors for _, tensors in self.targets)])
