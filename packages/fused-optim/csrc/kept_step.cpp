@@ -1,6 +1,9 @@
-// Kept steps' registry and their two ops, kept_step_ and kept_free (see kept_step.h).
+// Kept steps' registry, their two ops kept_step_ and kept_free, and the kept tables' checks (see
+// kept_step.h).
 #include "kept_step.h"
 
+#include <algorithm>
+#include <atomic>
 #include <mutex>
 #include <unordered_map>
 #include <vector>
@@ -9,6 +12,24 @@
 
 namespace fused_optim::kept {
 namespace {
+
+thread_local KeptTable* current = nullptr;
+std::atomic<int64_t> table_steps{0};
+
+using Bytes = std::pair<std::uintptr_t, std::uintptr_t>;  // [lo, hi)
+
+Bytes BytesOf(const void* data, int64_t numel, int64_t element_size) {
+  const auto lo = reinterpret_cast<std::uintptr_t>(data);
+  return {lo, lo + static_cast<std::uintptr_t>(numel * element_size)};
+}
+
+// Whether `b` meets one of `sorted`, disjoint ranges in address order (the kept tensors written,
+// which the full path found disjoint).
+bool Meets(const std::vector<Bytes>& sorted, const Bytes& b) {
+  const auto after = std::upper_bound(sorted.begin(), sorted.end(), b.first,
+                                      [](std::uintptr_t lo, const Bytes& r) { return lo < r.second; });
+  return after != sorted.end() && after->first < b.second;
+}
 
 struct Registry {
   std::mutex mutex;
@@ -70,6 +91,102 @@ std::vector<std::string> Arguments(const std::string& schema) {
 }
 
 }  // namespace
+
+Fingerprint Fingerprint::Of(const Tensor& x) {
+  return {x.const_data_ptr(), x.numel(), api::Dtype(x), x.is_contiguous()};
+}
+
+KeptTable* Current() { return current; }
+int64_t TableSteps() { return table_steps.load(); }
+void CountTableStep() { table_steps.fetch_add(1, std::memory_order_relaxed); }
+
+CurrentScope::CurrentScope(KeptTable* table) : previous_(current) { current = table; }
+CurrentScope::~CurrentScope() { current = previous_; }
+
+bool KeptTable::Unchanged(std::span<const TensorList> lists, bool capturable) {
+  if (!valid_ || capturable != capturable_) return false;
+  size_t i = 0;
+  for (const TensorList list : lists) {
+    for (const Tensor& x : list) {
+      if (i == kept_.size() || !(Fingerprint::Of(x) == kept_[i])) return valid_ = false;
+      ++i;
+    }
+  }
+  return valid_ = i == kept_.size();
+}
+
+bool KeptTable::Fits(TensorList params, TensorList grads, const Tensor* grad_scale, const Tensor* found_inf) {
+  const int64_t n = table_.num_tensors;
+  if (static_cast<int64_t>(grads.size()) != n) return false;
+  grads_.clear();
+  for (int64_t t = 0; t < n; ++t) {
+    const Tensor& g = grads[t];
+    if (!g.defined() || g.layout() != api::kStrided || api::Dtype(g) != dtype_ || !(g.device() == device_) ||
+        !g.is_contiguous() || !api::SameShape(g, params[t])) {
+      return false;
+    }
+    const void* data = g.const_data_ptr();
+    if (table_.numel[t] > 0) {
+      const Bytes bytes = BytesOf(data, table_.numel[t], element_size_);
+      if (Meets(written_, bytes)) return false;
+      if (grad_scale != nullptr) grads_.push_back(bytes);  // written: the unscaled values are stored
+    }
+    const int64_t cell = t * table_.num_lists + table_.grad_col;
+    table_.src[cell] = data;
+    table_.dst[cell] = const_cast<void*>(data);
+  }
+  std::sort(grads_.begin(), grads_.end());
+  for (size_t k = 1; k < grads_.size(); ++k)
+    if (grads_[k - 1].second > grads_[k].first) return false;
+  for (const Tensor* amp : {grad_scale, found_inf}) {  // read only: no written tensor may overlap them
+    if (amp == nullptr) continue;
+    const Bytes bytes = BytesOf(amp->const_data_ptr(), 1, 4);
+    if (Meets(written_, bytes) || Meets(grads_, bytes)) return false;
+  }
+  for (Counter& c : counters_) {
+    c.value = *ReadHostScalarAt(c.dtype, c.data);
+    if (StepCountProblem(c.dtype, c.value) != nullptr) return false;
+  }
+  table_.grad_scale = grad_scale != nullptr ? grad_scale->const_data_ptr<float>() : nullptr;
+  table_.found_inf = found_inf != nullptr ? found_inf->const_data_ptr<float>() : nullptr;
+  return true;
+}
+
+std::vector<double> KeptTable::IncrementSteps() {
+  std::vector<double> steps(counters_.size());
+  for (size_t t = 0; t < counters_.size(); ++t)
+    steps[t] = *WriteHostScalarAt(counters_[t].dtype, counters_[t].data, counters_[t].value + 1.0);
+  return steps;
+}
+
+void KeptTable::Keep(const KernelTable& built, std::span<const TensorList> lists, TensorList host_counters,
+                     bool capturable) {
+  valid_ = false;
+  kept_.clear();
+  written_.clear();
+  counters_.clear();
+  for (const TensorList list : lists) {
+    for (const Tensor& x : list) {
+      kept_.push_back(Fingerprint::Of(x));
+      if (!kept_.back().contiguous) return;  // the full path stages it, a copy per step
+      if (x.numel() > 0) written_.push_back(BytesOf(x.const_data_ptr(), x.numel(), x.element_size()));
+    }
+  }
+  std::sort(written_.begin(), written_.end());
+  for (const Tensor& s : host_counters) {
+    if (!s.is_cpu()) return;  // read and filled through the dispatcher, which waits for the device
+    counters_.push_back({s.mutable_data_ptr(), api::Dtype(s), 0.0});
+  }
+  const TensorList params = lists.front();
+  if (!params.empty()) {
+    dtype_ = api::Dtype(params[0]);
+    device_ = params[0].device();
+    element_size_ = params[0].element_size();
+  }
+  table_ = built;
+  capturable_ = capturable;
+  valid_ = true;
+}
 
 int64_t Add(Run run) {
   Registry& r = TheRegistry();

@@ -10,18 +10,29 @@
 // `kept_step_(kept, grads, lr, grad_scale, found_inf)`: the op's own function with those four
 // replaced, its checks included (a tensor kept by identity may still have changed in place, e.g.
 // by `param.data = ...`). `kept_free(kept)` drops the lists (Python frees it with its owner).
+//
+// A kept step built on StepInPlace (multi_tensor.h: most algorithms) also keeps the KernelTable its
+// first step built (KeptTable): later steps then check each kept tensor's fingerprint (where its
+// elements are, how many, their dtype, dense or not: four C-shim calls instead of the ~30 of the
+// full checks) and the new gradients, and run the kept table with the gradients' pointers put in.
+// Anything else than an unchanged call with well-formed gradients takes the full path, which
+// raises what it raises, or builds and keeps the table afresh.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <optional>
+#include <span>
 #include <string>
 #include <tuple>
 #include <type_traits>
 #include <utility>
+#include <vector>
 
+#include "kernels.h"
 #include "torch_api.h"
 
 namespace fused_optim::kept {
@@ -43,6 +54,81 @@ Slots SlotsOf(const std::string& schema);
 // same arguments, none written (the keep op only holds them).
 std::string KeepSchema(const std::string& schema);
 
+// One tensor as a kept table relies on it. The table holds the tensor (so the memory stays), but
+// the Python object may since point elsewhere (`param.data = ...`, `resize_`, `set_`): a changed
+// fingerprint sends the step down the full path.
+struct Fingerprint {
+  const void* data = nullptr;
+  int64_t numel = 0;
+  ScalarType dtype = ScalarType::Undefined;
+  bool contiguous = false;
+  static Fingerprint Of(const Tensor& x);
+  bool operator==(const Fingerprint&) const = default;
+};
+
+// The KernelTable of a kept StepInPlace call and what its reuse checks; used by one replay at a time.
+class KeptTable {
+ public:
+  std::mutex mutex;
+
+  // Whether a table is kept for this call and the kept tensors (`lists`: the params, each state
+  // list, then the step counters, as the call passes them) still have their fingerprints. False:
+  // take the full path (a changed tensor also drops the table).
+  bool Unchanged(std::span<const TensorList> lists, bool capturable);
+  // The params' device, once Unchanged (where the AMP arguments must be).
+  const Device& device() const { return device_; }
+  // After Unchanged: whether this step's gradients and AMP arguments (checked by the caller) fit the
+  // params (dense, the params' dtype, device and shapes, no memory shared with a tensor written;
+  // with a grad_scale, which writes them, none with each other) and the step counters hold valid
+  // counts. Puts them into the table and reads the counters. False: take the full path, which
+  // names what is wrong (nothing is written here).
+  bool Fits(TensorList params, TensorList grads, const Tensor* grad_scale, const Tensor* found_inf);
+  // The table to launch, after Fits.
+  KernelTable& Table() { return table_; }
+  // The new step counts, after Fits (capturable=False): each counter Fits read, incremented through
+  // its data pointer as IncrementSteps (multi_tensor.h) does it.
+  std::vector<double> IncrementSteps();
+  // After a successful full-path call: keeps its table (`built`) with the fingerprints of `lists`
+  // (as for Unchanged); `host_counters`: the step counters the host reads and increments (none
+  // where the kernel advances them, capturable). A table is kept only where every kept tensor is
+  // dense and every host counter on the CPU; otherwise the next step takes the full path again.
+  void Keep(const KernelTable& built, std::span<const TensorList> lists, TensorList host_counters, bool capturable);
+
+ private:
+  struct Counter {
+    void* data;
+    ScalarType dtype;
+    double value;  // read by Ready
+  };
+  bool valid_ = false;
+  bool capturable_ = false;
+  KernelTable table_;
+  ScalarType dtype_ = ScalarType::Float;
+  Device device_{torch::headeronly::DeviceType::CPU};
+  int64_t element_size_ = 4;  // the params'
+  std::vector<Fingerprint> kept_;
+  std::vector<std::pair<std::uintptr_t, std::uintptr_t>> written_;  // byte ranges, sorted
+  std::vector<std::pair<std::uintptr_t, std::uintptr_t>> grads_;    // this step's (written ones)
+  std::vector<Counter> counters_;
+};
+
+// The kept table of the call replaying on this thread (Keep<Fn>'s), or null.
+KeptTable* Current();
+// Steps that ran a kept table so far (tests check that the reuse took effect); StepInPlace counts.
+int64_t TableSteps();
+void CountTableStep();
+// Makes `table` the current one for its lifetime (null: none).
+class CurrentScope {
+ public:
+  explicit CurrentScope(KeptTable* table);
+  ~CurrentScope();
+  CurrentScope(const CurrentScope&) = delete;
+  CurrentScope& operator=(const CurrentScope&) = delete;
+
+ private:
+  KeptTable* previous_;
+};
+
 // Only an op function returning nothing can be kept (the in-place steps); the others are not.
 template <auto Fn>
 struct Keep {
@@ -63,9 +149,13 @@ struct Keep<Fn> {
 
   static int64_t Make(A... args) {
     auto held = std::make_shared<Held>(args...);
+    auto table = std::make_shared<KeptTable>();
     const Slots slots = SlotsRef();
-    return Add([held, slots](TensorListArg grads, double lr, const std::optional<Tensor>& grad_scale,
-                             const std::optional<Tensor>& found_inf) {
+    return Add([held, table, slots](TensorListArg grads, double lr, const std::optional<Tensor>& grad_scale,
+                                    const std::optional<Tensor>& found_inf) {
+      // (Another thread replaying the same call meanwhile: this one takes the full path.)
+      std::unique_lock<std::mutex> lock(table->mutex, std::try_to_lock);
+      const CurrentScope scope(lock.owns_lock() ? table.get() : nullptr);
       Replay(*held, slots, grads, lr, grad_scale, found_inf, std::index_sequence_for<A...>{});
     });
   }

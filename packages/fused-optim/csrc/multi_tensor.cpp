@@ -286,26 +286,30 @@ void MultiTensorCall::AddGrads(TensorList grads) {
   }
 }
 
-void MultiTensorCall::SetAmp(const Amp& amp) {
-  const auto check = [&](const char* name, const std::optional<Tensor>& x) -> const Tensor* {
-    if (!x.has_value() || !x->defined()) return nullptr;
-    FUSED_OPTIM_CHECK_VALUE(x->layout() == api::kStrided && x->numel() == 1, op_, ": ", name,
-                            " must be a dense one-element tensor (torch.amp.GradScaler's), got shape ", x->sizes());
-    FUSED_OPTIM_CHECK_TYPE(api::Dtype(*x) == api::kFloat, op_, ": ", name, " has dtype ", api::Dtype(*x),
-                           "; expected float32");
-    FUSED_OPTIM_CHECK_VALUE(num_tensors_ == 0 || x->device() == device_, op_, ": ", name, " is on ", x->device(),
-                            " but params are on ", device_, " (move it with .to(params[0].device))");
-    Record(name, 0, *x, /*writes=*/false);  // no list written in place may overlap it
-    return &*x;
-  };
-  grad_scale_ = check("grad_scale", amp.grad_scale);
-  found_inf_ = check("found_inf", amp.found_inf);
+const Tensor* CheckAmpArgument(const char* op, const char* name, const std::optional<Tensor>& x, const Device& device,
+                               int64_t num_tensors) {
+  if (!x.has_value() || !x->defined()) return nullptr;
+  FUSED_OPTIM_CHECK_VALUE(x->layout() == api::kStrided && x->numel() == 1, op, ": ", name,
+                          " must be a dense one-element tensor (torch.amp.GradScaler's), got shape ", x->sizes());
+  FUSED_OPTIM_CHECK_TYPE(api::Dtype(*x) == api::kFloat, op, ": ", name, " has dtype ", api::Dtype(*x),
+                         "; expected float32");
+  FUSED_OPTIM_CHECK_VALUE(num_tensors == 0 || x->device() == device, op, ": ", name, " is on ", x->device(),
+                          " but params are on ", device, " (move it with .to(params[0].device))");
+  return &*x;
 }
 
-bool MultiTensorCall::SkipStep(bool host_needs_answer) const {
-  if (found_inf_ == nullptr || num_tensors_ == 0) return false;
-  if (found_inf_->is_cpu()) return *found_inf_->const_data_ptr<float>() != 0.0f;
-  return host_needs_answer && api::Item(*found_inf_) != 0.0;
+void MultiTensorCall::SetAmp(const Amp& amp) {
+  grad_scale_ = CheckAmpArgument(op_, "grad_scale", amp.grad_scale, device_, num_tensors_);
+  found_inf_ = CheckAmpArgument(op_, "found_inf", amp.found_inf, device_, num_tensors_);
+  // no list written in place may overlap them
+  if (grad_scale_ != nullptr) Record("grad_scale", 0, *grad_scale_, /*writes=*/false);
+  if (found_inf_ != nullptr) Record("found_inf", 0, *found_inf_, /*writes=*/false);
+}
+
+bool SkipsStep(const Tensor* found_inf, bool host_needs_answer) {
+  if (found_inf == nullptr) return false;
+  if (found_inf->is_cpu()) return *found_inf->const_data_ptr<float>() != 0.0f;
+  return host_needs_answer && api::Item(*found_inf) != 0.0;
 }
 
 void MultiTensorCall::Record(const char* name, int64_t t, const Tensor& x, bool writes) {
@@ -457,11 +461,11 @@ void MultiTensorCall::Finish() {
 
 namespace {
 
-// f(p) with p the tensor's data pointer `data` typed by its dtype, for the dtypes of
-// ReadHostScalar; false for any other tensor (f not called).
+// f(p) with p the data pointer `data` typed by `dtype`, for the dtypes of ReadHostScalar; false
+// for any other dtype (f not called).
 template <typename F>
-bool VisitHostScalar(const Tensor& s, void* data, F&& f) {
-  switch (api::Dtype(s)) {
+bool VisitHostScalar(ScalarType dtype, void* data, F&& f) {
+  switch (dtype) {
     case api::kFloat:
       return f(static_cast<float*>(data)), true;
     case api::kDouble:
@@ -487,8 +491,19 @@ constexpr bool kViaFloat = !std::is_floating_point_v<S> && !std::is_integral_v<S
 
 std::optional<double> ReadHostScalar(const Tensor& s) {
   if (!s.is_cpu()) return std::nullopt;
+  return ReadHostScalarAt(api::Dtype(s), s.const_data_ptr());
+}
+
+std::optional<double> WriteHostScalar(const Tensor& s, double value) {
+  if (!s.is_cpu()) return std::nullopt;
+  const std::optional<double> stored = WriteHostScalarAt(api::Dtype(s), s.mutable_data_ptr(), value);
+  if (stored) api::BumpVersion(s);
+  return stored;
+}
+
+std::optional<double> ReadHostScalarAt(ScalarType dtype, const void* data) {
   double value = 0.0;
-  const bool read = VisitHostScalar(s, const_cast<void*>(s.const_data_ptr()), [&](const auto* p) {
+  const bool read = VisitHostScalar(dtype, const_cast<void*>(data), [&](const auto* p) {
     using S = std::remove_cv_t<std::remove_pointer_t<decltype(p)>>;
     if constexpr (kViaFloat<S>) {
       value = static_cast<double>(static_cast<float>(*p));
@@ -499,10 +514,9 @@ std::optional<double> ReadHostScalar(const Tensor& s) {
   return read ? std::optional<double>(value) : std::nullopt;
 }
 
-std::optional<double> WriteHostScalar(const Tensor& s, double value) {
-  if (!s.is_cpu()) return std::nullopt;
+std::optional<double> WriteHostScalarAt(ScalarType dtype, void* data, double value) {
   double stored = 0.0;
-  const bool written = VisitHostScalar(s, s.mutable_data_ptr(), [&](auto* p) {
+  const bool written = VisitHostScalar(dtype, data, [&](auto* p) {
     using S = std::remove_pointer_t<decltype(p)>;
     if constexpr (kViaFloat<S>) {
       *p = static_cast<S>(static_cast<float>(value));
@@ -512,9 +526,7 @@ std::optional<double> WriteHostScalar(const Tensor& s, double value) {
       stored = static_cast<double>(*p);
     }
   });
-  if (!written) return std::nullopt;
-  api::BumpVersion(s);
-  return stored;
+  return written ? std::optional<double>(stored) : std::nullopt;
 }
 
 void CheckStepTensors(const char* op, TensorList steps, int64_t n) {
@@ -534,10 +546,8 @@ void CheckStepTensors(const char* op, TensorList steps, int64_t n) {
     // Read through the data pointer on the CPU. A counter on a device is not read here: that
     // would wait for the device on every step.
     if (const std::optional<double> value = ReadHostScalar(s)) {
-      FUSED_OPTIM_CHECK_VALUE(std::isfinite(*value) && *value >= 0.0, op, ": state_steps[", t, "] is ", *value,
-                              "; a step counter must be a finite count >= 0");
-      FUSED_OPTIM_CHECK_VALUE(api::Dtype(s) != api::kInt || *value < std::numeric_limits<int32_t>::max(), op,
-                              ": state_steps[", t, "] is ", *value, " and would overflow int32 when incremented");
+      const char* problem = StepCountProblem(api::Dtype(s), *value);
+      FUSED_OPTIM_CHECK_VALUE(problem == nullptr, op, ": state_steps[", t, "] is ", *value, problem);
     }
     seen.push_back(s.const_data_ptr());
   }
@@ -546,6 +556,14 @@ void CheckStepTensors(const char* op, TensorList steps, int64_t n) {
       std::adjacent_find(seen.begin(), seen.end()) == seen.end(), op,
       ": the same step counter appears twice in state_steps (each parameter needs its own; is a parameter "
       "listed twice?)");
+}
+
+const char* StepCountProblem(ScalarType dtype, double value) {
+  if (!std::isfinite(value) || value < 0.0) return "; a step counter must be a finite count >= 0";
+  if (dtype == api::kInt && value >= std::numeric_limits<int32_t>::max()) {
+    return " and would overflow int32 when incremented";
+  }
+  return nullptr;
 }
 
 std::vector<double> IncrementSteps(TensorList steps) {

@@ -79,6 +79,60 @@ struct Amp {
 // function takes (grad_scale, found_inf, capturable) last.
 #define FUSED_OPTIM_STEP_ARGS FUSED_OPTIM_AMP_ARGS ", bool capturable=False"
 
+// A table's per-tensor scalars: row(step, out) writes the `num` scalars of the tensor with step
+// count `step`, called for each tensor in order.
+template <typename Row>
+void FillScalars(KernelTable& table, int num, const std::vector<double>& steps, const Row& row) {
+  table.num_scalars = num;
+  table.scalars.resize(num * steps.size());
+  for (size_t t = 0; t < steps.size(); ++t) row(steps[t], table.scalars.data() + t * num);
+}
+// The same from ScalarRows (below), whose row depends on the step count alone: one row per run of
+// equal counts (usually one for the whole call; a row's std::pow calls cost more than a small
+// tensor's update), copied to the others.
+template <typename Rows>
+void FillStepScalars(KernelTable& table, const Rows& rows, const std::vector<double>& steps) {
+  size_t t = 0;
+  FillScalars(table, rows.num, steps, [&](double step, double* out) {
+    if (t > 0 && step == steps[t - 1]) {
+      std::copy(out - rows.num, out, out);
+    } else {
+      rows.row(step, out);
+    }
+    ++t;
+  });
+}
+
+// Runs the kernel over `table` on `device`: the CUDA launch, its emulation (a test mode), or the
+// widest CPU loops this machine runs.
+template <typename Hyper>
+void RunTable(const KernelBuilds<Hyper>& kernel, const Hyper& hyper, KernelTable& table, const Device& device) {
+  if (table.num_tensors == 0) return;
+  if (device.is_cuda()) {
+#ifdef FUSED_OPTIM_WITH_CUDA  // (a build without refuses CUDA tensors in MultiTensorCall's constructor)
+    const api::DeviceGuard guard(device);
+    table.stream = api::CurrentCudaStream(device.index());
+    kernel.cuda(table, hyper);
+#endif
+  } else if (CudaEmulation()) {
+    kernel.cuda_emulation(table, hyper);
+  } else if (kernel.cpu_avx512 != nullptr && SelectedCpuIsa() == CpuIsa::kAvx512) {
+    kernel.cpu_avx512(table, hyper);
+  } else if (kernel.cpu_avx2 != nullptr && SelectedCpuIsa() >= CpuIsa::kAvx2) {
+    kernel.cpu_avx2(table, hyper);
+  } else {
+    kernel.cpu(table, hyper);
+  }
+}
+
+// Whether found_inf (null: not given) skips the step, as MultiTensorCall::SkipStep says.
+bool SkipsStep(const Tensor* found_inf, bool host_needs_answer);
+
+// One of an in-place step's AMP arguments checked (None, or a one-element float32 tensor on the
+// params' device, `device`; any device where `num_tensors` is 0): null for None, else the tensor.
+const Tensor* CheckAmpArgument(const char* op, const char* name, const std::optional<Tensor>& x, const Device& device,
+                               int64_t num_tensors);
+
 class MultiTensorCall {
  public:
   // `reference` (the params, or the grads where an op has no params) is validated here and every
@@ -161,7 +215,7 @@ class MultiTensorCall {
   // on the CPU it is read through its data pointer; on CUDA it is read (found_inf.item(), which
   // waits for the device) only where `host_needs_answer`, for an op that also updates host-side
   // state (its step counters), and otherwise the kernel skips by itself.
-  bool SkipStep(bool host_needs_answer) const;
+  bool SkipStep(bool host_needs_answer) const { return num_tensors_ > 0 && SkipsStep(found_inf_, host_needs_answer); }
 
   int64_t size() const { return num_tensors_; }
   bool on_cuda() const { return device_.is_cuda(); }
@@ -175,26 +229,13 @@ class MultiTensorCall {
   // same count for every tensor.
   template <typename Row>
   void SetStepScalars(int num, const std::vector<double>& steps, const Row& row) {
-    KernelTable& table = Table();
-    table.num_scalars = num;
-    table.scalars.resize(num * steps.size());
-    for (size_t t = 0; t < steps.size(); ++t) row(steps[t], table.scalars.data() + t * num);
+    FillScalars(Table(), num, steps, row);
   }
-  // The same from ScalarRows, whose row depends on the step count alone: one row per run of equal
-  // counts (usually one for the whole call; a row's std::pow calls cost more than a small
-  // tensor's update), copied to the others; and the rows' given state scalars (SetStateValues).
+  // The same from ScalarRows (FillStepScalars), and the rows' given state scalars (SetStateValues).
   template <typename Rows>
   void SetStepScalars(const Rows& rows, const std::vector<double>& steps) {
     if (!rows.state.empty()) SetStateValues(rows.state);
-    size_t t = 0;
-    SetStepScalars(rows.num, steps, [&](double step, double* out) {
-      if (t > 0 && step == steps[t - 1]) {
-        std::copy(out - rows.num, out, out);
-      } else {
-        rows.row(step, out);
-      }
-      ++t;
-    });
+    FillStepScalars(Table(), rows, steps);
   }
   // Per-parameter one-element state that the kernel reads and advances where it lives (a binding
   // with K::kStateScalars, csrc/kernels.h): `lists` in the binding's order, one tensor per
@@ -280,12 +321,19 @@ inline constexpr bool kInPlace = true;  // MultiTensorCall's `in_place`
 // CPU, or of another dtype, both give nullopt, the write having done nothing.
 std::optional<double> ReadHostScalar(const Tensor& s);
 std::optional<double> WriteHostScalar(const Tensor& s, double value);
+// The same through a CPU tensor's data pointer and dtype, as a kept table holds them (no version
+// bump: the stable build's caller bumps).
+std::optional<double> ReadHostScalarAt(ScalarType dtype, const void* data);
+std::optional<double> WriteHostScalarAt(ScalarType dtype, void* data, double value);
 
 // Checks and increments torch.optim's per-parameter step counters (scalar float tensors on the
 // CPU) and returns the new step values. `Check` runs before any tensor is touched: each counter
 // must be a distinct, dense one-element tensor holding a finite count >= 0 that can be incremented.
 void CheckStepTensors(const char* op, TensorList steps, int64_t n);
 std::vector<double> IncrementSteps(TensorList steps);
+// What is wrong with step count `value` in a counter of `dtype` (the end of CheckStepTensors'
+// message), or null.
+const char* StepCountProblem(ScalarType dtype, double value);
 
 // What a tensor updated in place must satisfy, checked before anything is modified: autograd's
 // in-place rules (api::InPlaceRefusal) and no element stored twice (an expanded view), which the
@@ -323,23 +371,64 @@ inline auto NoScalarRows() {
 }
 
 // <algo>_step_: the step table (MultiTensorCall::AddStep) updated in place after the step
-// counters are checked and incremented; in validate-only mode, or where found_inf skips the step
-// (the counters then stay as they are, as torch's fused optimizers leave them), it returns before
-// its first write. `capturable`: the kernel reads and advances the counters on the params' device
-// (MultiTensorCall::UseDeviceSteps) and found_inf is read there too, so the step never waits for
-// the device and a CUDA graph may capture it.
+// counters (`counters`, null for an algorithm without) are checked and incremented; in
+// validate-only mode, or where found_inf skips the step (the counters then stay as they are, as
+// torch's fused optimizers leave them), it returns before its first write. `capturable`: the
+// kernel reads and advances the counters on the params' device (MultiTensorCall::UseDeviceSteps)
+// and found_inf is read there too, so the step never waits for the device and a CUDA graph may
+// capture it. (Without counters the host has nothing to skip: the kernel reads found_inf.)
+//
+// Replayed by a kept step (kept_step.h, stable build), it runs the table the kept call's first step
+// built and kept (kept::KeptTable) where the kept tensors are unchanged and the gradients fit.
+template <typename Hyper, size_t S, typename Rows>
+void StepInPlaceWith(const char* op, const KernelBuilds<Hyper>& kernel, const Hyper& hyper, TensorList params,
+                     TensorList grads, const MultiTensorCall::NamedList (&states)[S], const TensorList* counters,
+                     const Amp& amp, bool capturable, const Rows& rows) {
+  const bool host_counts = counters != nullptr && !capturable;  // the host reads and increments them
+#ifdef FUSED_OPTIM_STABLE_ABI
+  kept::KeptTable* kept = kept::Current();
+  std::array<TensorList, S + 2> lists{params};  // what a kept table keeps: params, states, counters
+  for (size_t i = 0; i < S; ++i) lists[i + 1] = states[i].present ? states[i].list : TensorList();
+  if (counters != nullptr) lists[S + 1] = *counters;
+  if (kept != nullptr && kept->Unchanged(lists, capturable)) {
+    const int64_t n = static_cast<int64_t>(params.size());
+    const Tensor* grad_scale = CheckAmpArgument(op, "grad_scale", amp.grad_scale, kept->device(), n);
+    const Tensor* found_inf = CheckAmpArgument(op, "found_inf", amp.found_inf, kept->device(), n);
+    if (kept->Fits(params, grads, grad_scale, found_inf)) {
+      if (ValidateOnly() || SkipsStep(found_inf, host_counts)) return;
+      KernelTable& table = kept->Table();
+      if (host_counts) FillStepScalars(table, rows, kept->IncrementSteps());  // first modification
+      RunTable(kernel, hyper, table, kept->device());
+      kept::CountTableStep();
+      return;
+    }
+  }
+#endif
+  MultiTensorCall call(op, params, kInPlace);
+  call.SetAmp(amp);
+  call.AddStep(params, grads, states);
+  if (counters != nullptr) CheckStepTensors(op, *counters, call.size());
+  if (counters != nullptr && capturable) call.UseDeviceSteps(*counters, rows.num);
+  if (call.ChecksOnly() || call.SkipStep(host_counts)) return;            // nothing is written yet
+  if (host_counts) call.SetStepScalars(rows, IncrementSteps(*counters));  // first modification
+  call.Launch(kernel, hyper);
+#ifdef FUSED_OPTIM_STABLE_ABI
+  if (kept != nullptr) kept->Keep(call.Table(), lists, host_counts ? *counters : TensorList(), capturable);
+#endif
+}
+
+// An algorithm's in-place step with torch.optim's per-parameter step counters `state_steps`.
 template <typename Hyper, size_t S, typename Rows = decltype(NoScalarRows())>
 void StepInPlace(const char* op, const KernelBuilds<Hyper>& kernel, const Hyper& hyper, TensorList params,
                  TensorList grads, const MultiTensorCall::NamedList (&states)[S], TensorList state_steps,
                  const Amp& amp, bool capturable, const Rows& rows = NoScalarRows()) {
-  MultiTensorCall call(op, params, kInPlace);
-  call.SetAmp(amp);
-  call.AddStep(params, grads, states);
-  CheckStepTensors(op, state_steps, call.size());
-  if (capturable) call.UseDeviceSteps(state_steps, rows.num);
-  if (call.ChecksOnly() || call.SkipStep(/*host_needs_answer=*/!capturable)) return;  // nothing is written yet
-  if (!capturable) call.SetStepScalars(rows, IncrementSteps(state_steps));            // first modification
-  call.Launch(kernel, hyper);
+  StepInPlaceWith(op, kernel, hyper, params, grads, states, &state_steps, amp, capturable, rows);
+}
+// One without step counters (SGD).
+template <typename Hyper, size_t S>
+void StepInPlace(const char* op, const KernelBuilds<Hyper>& kernel, const Hyper& hyper, TensorList params,
+                 TensorList grads, const MultiTensorCall::NamedList (&states)[S], const Amp& amp) {
+  StepInPlaceWith(op, kernel, hyper, params, grads, states, nullptr, amp, false, NoScalarRows());
 }
 
 // <algo>_update: the same step out of place, at the functional step count `step` (checked where
@@ -385,24 +474,7 @@ Lists<N> UpdateBackward(const char* op, const KernelBuilds<Hyper>& kernel, const
 
 template <typename Hyper>
 void MultiTensorCall::Launch(const KernelBuilds<Hyper>& kernel, const Hyper& hyper) {
-  KernelTable& table = Table();
-  if (table.num_tensors > 0) {
-    if (on_cuda()) {
-#ifdef FUSED_OPTIM_WITH_CUDA  // (a build without refuses CUDA tensors in the constructor)
-      const api::DeviceGuard guard(device());
-      table.stream = api::CurrentCudaStream(device().index());
-      kernel.cuda(table, hyper);
-#endif
-    } else if (CudaEmulation()) {
-      kernel.cuda_emulation(table, hyper);
-    } else if (kernel.cpu_avx512 != nullptr && SelectedCpuIsa() == CpuIsa::kAvx512) {
-      kernel.cpu_avx512(table, hyper);
-    } else if (kernel.cpu_avx2 != nullptr && SelectedCpuIsa() >= CpuIsa::kAvx2) {
-      kernel.cpu_avx2(table, hyper);
-    } else {
-      kernel.cpu(table, hyper);
-    }
-  }
+  RunTable(kernel, hyper, Table(), device());
   Finish();
 }
 

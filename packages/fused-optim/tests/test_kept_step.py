@@ -112,20 +112,34 @@ def test_a_deep_copy_steps_its_own_parameters(kept):
     assert all(not torch.equal(p.detach(), b) for p, b in zip(twin_params, before))
 
 
-def test_kept_steps_bump_versions_and_refuse_inference_gradients(kept):
+def test_kept_steps_bump_versions_and_refuse_inference_gradients_they_write(kept):
     params = _params()
     opt = fused_optim.Adam(params, lr=0.01)
     _warm(opt, params)
     versions = [p._version for p in params]
     state_versions = [opt.state[p]["exp_avg"]._version for p in params]
+    grad_versions = [p.grad._version for p in params]
     opt.step()
     assert all(p._version > v for p, v in zip(params, versions))
     assert all(opt.state[p]["exp_avg"]._version > v for p, v in zip(params, state_versions))
+    assert [p.grad._version for p in params] == grad_versions  # only read without a grad_scale
     with torch.inference_mode():
         inference_grad = torch.ones(5, dtype=torch.float64)
     params[2].grad = inference_grad
+    # Only read: accepted, as torch.optim and the fast path accept it
+    ref_params = [p.detach().clone().requires_grad_() for p in params]
+    ref = torch.optim.Adam(ref_params, lr=0.01)
+    ref.load_state_dict(copy.deepcopy(opt.state_dict()))  # (not sharing the state tensors)
+    for r, p in zip(ref_params, params):
+        r.grad = p.grad.clone()
+    opt.step()
+    ref.step()
+    torch.testing.assert_close([p.detach() for p in params], [r.detach() for r in ref_params], rtol=1e-12, atol=1e-14)
+    # Unscaled in place by a grad_scale: refused, before anything is written
+    before = [p.detach().clone() for p in params]
     with pytest.raises(RuntimeError, match=r"grads\[2\] is an inference tensor"):
-        opt.step()
+        opt.step(grad_scale=torch.tensor(2.0), found_inf=torch.tensor(0.0))
+    torch.testing.assert_close([p.detach() for p in params], before, rtol=0, atol=0)
 
 
 @pytest.mark.parametrize("skip", [False, True])
@@ -149,3 +163,191 @@ def test_kept_steps_take_amp_arguments(kept, skip):
 
 
 _eager = _native.BUILD_INFO["eager"]  # as imported, before any test's monkeypatch
+
+
+# --- kept tables (kept::KeptTable): the table of a kept StepInPlace call, run again -----------------
+
+from fused_optim import _C  # noqa: E402
+
+
+def _table_steps():
+    return _C._kept_table_steps()
+
+
+def _set_grads(params, step, scale=1.0):
+    for p, g in zip(params, _grads(params, step)):
+        p.grad = g * scale
+
+
+@pytest.mark.parametrize("name, kwargs", [
+    ("Adam", dict(lr=0.01)), ("Adam", dict(lr=0.01, amsgrad=True, weight_decay=0.1)), ("AdamW", dict(lr=0.01)),
+    ("Adagrad", dict(lr=0.1)), ("Adadelta", dict(lr=0.5)), ("Adamax", dict(lr=0.01)), ("RAdam", dict(lr=0.01)),
+    ("RMSprop", dict(lr=0.01, momentum=0.9, centered=True)), ("Rprop", dict(lr=0.01)),
+    ("SGD", dict(lr=0.05, momentum=0.9, nesterov=True)), ("SGD", dict(lr=0.05, weight_decay=0.1)),
+])
+def test_kept_tables_run_the_steps_after_the_first_kept_one(kept, name, kwargs):
+    ref_params, our_params = _params(), _params()
+    ref = getattr(torch.optim, name)(ref_params, **kwargs)
+    ours = getattr(fused_optim, name)(our_params, **kwargs)
+    ran = []
+    for step in range(7):
+        for ps in (ref_params, our_params):
+            _set_grads(ps, step)
+        ref.step()
+        before = _table_steps()
+        ours.step()
+        ran.append(_table_steps() - before)
+    for a, b in zip(ref_params, our_params):
+        torch.testing.assert_close(b, a, rtol=1e-12, atol=1e-14)
+    # The first steps gather (and create the state), the next keeps the call and its table, and
+    # every step after runs the table
+    assert ran[0] == 0 and ran[-4:] == [1, 1, 1, 1]
+
+
+def test_a_kept_table_follows_tensors_replaced_in_place(kept):
+    ref_params, our_params = _params(), _params()
+    ref, ours = torch.optim.Adam(ref_params, lr=0.01), fused_optim.Adam(our_params, lr=0.01)
+
+    def both(step, change=None):
+        for ps, opt in ((ref_params, ref), (our_params, ours)):
+            _set_grads(ps, step)
+            if change is not None:
+                change(ps, opt)
+            opt.step()
+        for a, b in zip(ref_params, our_params):
+            torch.testing.assert_close(b, a, rtol=1e-12, atol=1e-14)
+
+    for step in range(3):
+        both(step)
+    before = _table_steps()
+    # New memory behind the same objects: the table's pointers are stale, the full path runs
+    both(3, lambda ps, opt: setattr(ps[1], "data", ps[1].data.clone()))
+    both(4, lambda ps, opt: setattr(opt.state[ps[0]]["exp_avg"], "data", opt.state[ps[0]]["exp_avg"].data.clone()))
+    assert _table_steps() == before
+    both(5)  # (kept afresh by the full path)
+    both(6)
+    assert _table_steps() - before == 2
+
+
+def test_a_kept_table_refuses_a_parameter_made_another_dtype(kept):
+    params = _params()
+    opt = fused_optim.Adam(params, lr=0.01)
+    _warm(opt, params, steps=4)
+    params[0].data = params[0].data.float()
+    params[0].grad = torch.ones(3)
+    before = [p.detach().clone() for p in params]
+    with pytest.raises(TypeError, match=r"mixed dtypes|has dtype"):
+        opt.step()
+    for p, b in zip(params, before):
+        assert torch.equal(p.detach().double(), b.double())
+
+
+def test_gradients_a_kept_table_cannot_take_go_the_full_path(kept):
+    shapes = ((3,), (2, 4), (5,))
+    ref_params, our_params = _params(shapes=shapes), _params(shapes=shapes)
+    ref, ours = torch.optim.Adam(ref_params, lr=0.01), fused_optim.Adam(our_params, lr=0.01)
+    for step in range(3):
+        for ps, opt in ((ref_params, ref), (our_params, ours)):
+            _set_grads(ps, step)
+            opt.step()
+    before = _table_steps()
+    # a strided gradient (the full path stages a dense copy): still the same numbers
+    for ps, opt in ((ref_params, ref), (our_params, ours)):
+        _set_grads(ps, 3)
+        ps[1].grad = torch.randn(4, 2, generator=torch.Generator().manual_seed(7), dtype=torch.float64).t()
+        opt.step()
+    for a, b in zip(ref_params, our_params):
+        torch.testing.assert_close(b, a, rtol=1e-12, atol=1e-14)
+    assert _table_steps() == before
+    # wrong gradients are named by the full path, with nothing written
+    snapshot = [p.detach().clone() for p in our_params]
+    steps = [ours.state[p]["step"].item() for p in our_params]
+    # (A gradient of another shape or dtype, torch refuses to assign.)
+    bad = {"memory of a parameter": lambda: our_params[1].detach(),
+           "memory of a state": lambda: ours.state[our_params[1]]["exp_avg_sq"]}
+    for what, grad in bad.items():
+        _set_grads(our_params, 4)
+        our_params[1].grad = grad()
+        with pytest.raises(ValueError, match=r"grads\[1\] shares memory with|shares memory with grads\[1\]"):
+            ours.step()
+        for p, s in zip(our_params, snapshot):
+            assert torch.equal(p.detach(), s), what
+        assert [ours.state[p]["step"].item() for p in our_params] == steps, what
+    # and the table still runs the next good step
+    for ps, opt in ((ref_params, ref), (our_params, ours)):
+        _set_grads(ps, 5)
+        opt.step()
+    for a, b in zip(ref_params, our_params):
+        torch.testing.assert_close(b, a, rtol=1e-12, atol=1e-14)
+    assert _table_steps() == before + 1
+
+
+def test_a_kept_table_checks_the_step_counters(kept):
+    params = _params()
+    opt = fused_optim.Adam(params, lr=0.01)
+    _warm(opt, params, steps=4)
+    opt.state[params[2]]["step"].fill_(-1.0)
+    before = [p.detach().clone() for p in params]
+    with pytest.raises(ValueError, match=r"state_steps\[2\] is -1.*finite count >= 0"):
+        opt.step()
+    for p, b in zip(params, before):
+        assert torch.equal(p.detach(), b)
+    assert [opt.state[p]["step"].item() for p in params] == [4.0, 4.0, -1.0]
+
+
+@pytest.mark.parametrize("skip", [False, True])
+def test_a_kept_table_takes_amp_arguments(kept, skip):
+    ref_params, our_params = _params(), _params()
+    ref = torch.optim.Adam(ref_params, lr=0.01)
+    ours = fused_optim.Adam(our_params, lr=0.01)
+    for step in range(5):
+        if step == 3:
+            before = _table_steps()
+        _set_grads(ref_params, step)
+        _set_grads(our_params, step, scale=8.0)
+        found_inf = skip and step == 4
+        if not found_inf:
+            ref.step()
+        ours.step(grad_scale=torch.tensor(8.0), found_inf=torch.tensor(float(found_inf)))
+        if not found_inf:  # the gradients are left unscaled, as torch's fused optimizers leave them
+            torch.testing.assert_close([p.grad for p in our_params], [p.grad for p in ref_params], rtol=1e-15, atol=0)
+    for a, b in zip(ref_params, our_params):
+        torch.testing.assert_close(b, a, rtol=1e-12, atol=1e-14)
+    assert [ours.state[p]["step"].item() for p in our_params] == [4.0 if skip else 5.0] * 3
+    assert _table_steps() - before == (1 if skip else 2)  # steps 4 and 5 ran the table (a skip returns first)
+
+
+def test_a_kept_table_runs_the_emulated_cuda_launch(kept):
+    # The CUDA kernels' path (emulated on the host) from a kept table, as a GPU step takes it
+    ref_params, our_params = _params(shapes=((3000,), (5,), (4100,))), _params(shapes=((3000,), (5,), (4100,)))
+    ref, ours = torch.optim.Adam(ref_params, lr=0.01), fused_optim.Adam(our_params, lr=0.01, capturable=False)
+    previous = _C._emulate_cuda(True)
+    try:
+        launches, before = _C._emulated_launches(), _table_steps()
+        for step in range(5):
+            for ps, opt in ((ref_params, ref), (our_params, ours)):
+                _set_grads(ps, step)
+                opt.step()
+        assert _table_steps() - before == 2 and _C._emulated_launches() - launches == 5  # steps 4 and 5
+    finally:
+        _C._emulate_cuda(previous)
+    for a, b in zip(ref_params, our_params):
+        torch.testing.assert_close(b, a, rtol=1e-12, atol=1e-14)
+
+
+def test_a_kept_capturable_table_advances_the_counters_in_the_kernel(kept):
+    as_built, kept_params = _params(), _params()
+    ours = fused_optim.Adam(kept_params, lr=0.01, capturable=True)
+    before = _table_steps()
+    for step in range(5):
+        _set_grads(kept_params, step)
+        ours.step()
+    assert _table_steps() - before == 2  # steps 4 and 5
+    _native.BUILD_INFO["eager"] = _eager  # the same optimizer as built (the test's monkeypatch restores)
+    twin = fused_optim.Adam(as_built, lr=0.01, capturable=True)
+    for step in range(5):
+        _set_grads(as_built, step)
+        twin.step()
+    for a, b in zip(as_built, kept_params):
+        torch.testing.assert_close(b, a, rtol=1e-12, atol=1e-14)
+    assert [ours.state[p]["step"].item() for p in kept_params] == [5.0] * 3

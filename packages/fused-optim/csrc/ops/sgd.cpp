@@ -26,13 +26,9 @@ void SgdStepInPlace(TensorListArg params, TensorListArg grads, TensorListArg mom
                     bool first_step, const std::optional<Tensor>& grad_scale, const std::optional<Tensor>& found_inf) {
   constexpr const char* op = "fused_optim::sgd_step_";
   const auto hyper = MakeHyper(op, lr, momentum, dampening, weight_decay, nesterov, maximize, first_step);
-  MultiTensorCall call(op, params, kInPlace);
-  call.SetAmp({grad_scale, found_inf});
   // On the first step the buffers are overwritten (they start as the gradient).
-  call.AddStep(params, grads, {{"momentum_buffers", momentum_buffers, hyper.has_momentum, kNoMomentum}});
-  // Only the kernel writes: on CUDA it reads found_inf itself.
-  if (call.ChecksOnly() || call.SkipStep(/*host_needs_answer=*/false)) return;  // nothing is written yet
-  call.Launch(FUSED_OPTIM_KERNEL(SgdStep), hyper);
+  StepInPlace(op, FUSED_OPTIM_KERNEL(SgdStep), hyper, params, grads,
+              {{"momentum_buffers", momentum_buffers, hyper.has_momentum, kNoMomentum}}, {grad_scale, found_inf});
 }
 
 Lists<2> SgdUpdate(TensorListArg params, TensorListArg grads, TensorListArg momentum_buffers, double lr,

@@ -98,6 +98,13 @@ def _written(op: torch._ops.OpOverload) -> list[tuple[int, str]]:
             if a.alias_info is not None and a.alias_info.is_write]
 
 
+def _writes(name: str, grad_scale: Any) -> bool:
+    """Whether an in-place step writes its list ``name``: every list its schema marks as written,
+    but the gradients only where a ``grad_scale`` is given (the kernel stores them unscaled; without
+    one it only reads them, so an inference tensor or one that requires grad may be a gradient)."""
+    return name != "grads" or grad_scale is not None
+
+
 def _refuse(where: str, name: str, tensors: Any, grad_mode: bool, inference_mode: bool) -> None:
     """Raises for the first tensor of ``tensors`` an in-place step may not write."""
     for t, x in enumerate(tensors):
@@ -166,7 +173,9 @@ def boxed(op: torch._ops.OpOverload) -> Callable[..., Any]:
         return call
 
     def lists(args: tuple[Any, ...], kwargs: dict[str, Any]) -> list[tuple[str, Any]]:
-        return [(name, args[i] if i < len(args) else kwargs.get(name, ())) for i, name in written]
+        scale = kwargs.get("grad_scale")
+        return [(name, args[i] if i < len(args) else kwargs.get(name, ())) for i, name in written
+                if _writes(name, scale)]
 
     def call_in_place(*args: Any, **kwargs: Any) -> Any:
         targets = lists(args, kwargs)
@@ -210,12 +219,11 @@ class KeptStep:
         ops = torch.ops.fused_optim
         op = self.op = getattr(ops, name).default
         self.where = str(op._schema.name)
-        written = [(n, lists[i]) for i, n in _written(op) if i < len(lists)]
         # (name, tensors) of each kept list the op writes: checked once (whether a tensor is an
-        # inference tensor never changes), the gradients on every step
-        self.targets = [(n, tensors) for n, tensors in written if n != "grads"]
+        # inference tensor never changes), the gradients on every step that writes them
+        self.targets = [(n, lists[i]) for i, n in _written(op) if i < len(lists) and n != "grads"]
         self.inference_mode = torch.is_inference_mode_enabled()
-        check_in_place(self.where, written)
+        check_in_place(self.where, self.targets)
         try:
             # (not the gradients, which each step passes: the kept call must not keep them alive)
             self.id = getattr(ops, name + "keep")(lists[0], [], *lists[2:], **kwargs)
@@ -235,12 +243,14 @@ class KeptStep:
             self.op(*lists, lr=lr, grad_scale=grad_scale, found_inf=found_inf, **kwargs)
             return
         grads = lists[1]
-        # Only the new gradients, unless a mode changed (grad mode is off in a drop-in step)
+        # The kept lists again only where a mode changed (grad mode is off in a drop-in step); the
+        # gradients where this step writes them
         again = torch.is_grad_enabled() or torch.is_inference_mode_enabled() != self.inference_mode
-        check_in_place(self.where, [("grads", grads), *self.targets] if again else [("grads", grads)])
+        new = [("grads", grads)] if _writes("grads", grad_scale) else []
+        check_in_place(self.where, [*new, *self.targets] if again else new)
         try:
             torch.ops.fused_optim.kept_step_(self.id, grads, lr=lr, grad_scale=grad_scale, found_inf=found_inf)
         except RuntimeError as e:
             raise translated(e) from None
         if _written_unless_skipped(found_inf):
-            _bump_versions([grads, *(tensors for _, tensors in self.targets)])
+            _bump_versions([*(tensors for _, tensors in new), *(tensors for _, tensors in self.targets)])

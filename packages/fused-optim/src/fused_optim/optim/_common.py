@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from itertools import chain, repeat
 from operator import attrgetter, is_
 from typing import Any, NamedTuple
@@ -11,7 +11,7 @@ import torch
 from torch import Tensor
 from torch.optim.optimizer import _get_scalar_dtype
 
-from fused_optim import _native, ops
+from fused_optim import _C, _native, ops
 
 __all__ = ["STEP", "FusedStep", "Slot", "StepPlan", "bucket_lists", "check_capture", "option", "run_closure", "scalar",
            "scalar_state", "torch_path_needed", "zeros"]
@@ -266,29 +266,21 @@ def _same(objects: list[Any], kept: list[Any]) -> bool:
     return len(objects) == len(kept) and all(map(is_, objects, kept))
 
 
-_END = object()  # closes a kept list of state values, so that one pass compares the counts too
-
-
-def _walk(state: dict[Any, Any]) -> Iterator[Any]:
-    """Every value of every parameter's state, in order (TypeError if some state is not a dict)."""
-    return chain.from_iterable(map(dict.values, state.values()))
-
-
 def _state_values(state: dict[Any, Any]) -> list[Any] | None:
-    """The values of :func:`_walk`, then ``_END`` (None if some state is not a dict)."""
+    """Every value of every parameter's state, in order (None if the state or an entry of it is not
+    a dict)."""
+    if not isinstance(state, dict):
+        return None
     try:
-        return [*_walk(state), _END]
+        return [*chain.from_iterable(map(dict.values, state.values()))]
     except TypeError:
         return None
 
 
 def _same_state(state: dict[Any, Any], kept: list[Any]) -> bool:
-    """Whether every parameter's state holds the ``kept`` values themselves, in order: one pass,
-    in which a state with fewer or more values meets ``_END`` at the wrong place."""
-    try:
-        return all(map(is_, chain(_walk(state), (_END,)), kept))
-    except TypeError:  # a state that is not a dict
-        return False
+    """Whether every parameter's state holds the ``kept`` values themselves, in order (one C pass:
+    this runs on every step, over every state value)."""
+    return _C._same_state(state, kept)
 
 
 def _options(group: dict[str, Any]) -> dict[str, Any]:
