@@ -146,6 +146,13 @@ FUSED_OPTIM_ELEMENT void StorePack(void* p, int64_t first, const Pack<S>& pack) 
   *reinterpret_cast<Pack<S>*>(static_cast<S*>(p) + first) = pack;
 }
 
+// The column whose Load unscales torch.amp's gradients on the vector path: the gradients of a step
+// table, which MultiTensorCall::AddStep lays out as params, grads, states (the only tables with a
+// grad_scale). A constant, so that one column's Load carries the unscale, not every column's
+// (which took a third of the compile time and up to 50% more registers); a table with its
+// gradients elsewhere takes the scalar path.
+inline constexpr int kVectorGradCol = 1;
+
 // torch.amp's unscale of a pack, each element as BoundOp::operator() unscales it.
 template <typename S, typename T>
 FUSED_OPTIM_ELEMENT Pack<S> Unscaled(Pack<S> pack, T inv_scale) {
@@ -173,7 +180,7 @@ struct VectorIO {
       group.loaded[col] = true;
       const void* src = meta.src[col][slot];
       void* dst = meta.dst[col][slot];
-      const bool unscale = meta.grad_scale != nullptr && col == meta.grad_col;
+      const bool unscale = col == kVectorGradCol && meta.grad_scale != nullptr;  // meta.grad_col, see RunBlock
       if (unscale) group.unscaled = true;
       if (unscale && src == dst) {  // an in-place step: the unscaled values are read, and stored at the end
         group.values[col] = Unscaled(LoadPack<S>(dst, first), inv_scale);
@@ -250,7 +257,7 @@ struct BoundOp {
       if (group.written[c] && p) StorePack<S>(p, first, group.values[c]);
     }
     if (meta.grad_scale != nullptr && !group.unscaled) {  // a binding that does not read the gradient
-      void* grad = meta.dst[meta.grad_col][slot];
+      void* grad = meta.dst[kVectorGradCol][slot];
       StorePack<S>(grad, first, Unscaled(LoadPack<S>(grad, first), inv_scale));
     }
   }
@@ -294,7 +301,7 @@ FUSED_OPTIM_ELEMENT void RunBlock(const LaunchMeta<NL>& meta, const Op& op, int6
   const auto scalars = op.Scalars(meta, s);
   const auto inv_scale = op.InvScale(meta);
   int64_t scalar_begin = begin;
-  if (VectorAligned(meta, s)) {
+  if (VectorAligned(meta, s) && (meta.grad_scale == nullptr || meta.grad_col == kVectorGradCol)) {
     constexpr int kWidth = Op::kWidth;
     const int64_t groups = (end - begin) / kWidth;
     for (int64_t g = thread; g < groups; g += threads) {
