@@ -299,10 +299,15 @@ FUSED_OPTIM_FOR_EACH_KERNEL(FUSED_OPTIM_DECLARE_KERNEL)
 }
 namespace cuda_emulation {
 FUSED_OPTIM_FOR_EACH_KERNEL(FUSED_OPTIM_DECLARE_KERNEL)
-int64_t Launches();  // emulated launches so far (tests check that the mode took effect)
+int64_t Launches();      // emulated launches so far (tests check that the mode took effect)
+int64_t VectorGroups();  // groups that took the vector path so far (tests check which path ran)
 // Lowers the emulated grid's block limit (tests: small tensors then span launches); returns the
 // previous one.
 int64_t SetGridLimit(int64_t max_blocks);
+// Runs one of the test-only bindings of launch_emulation.cpp that break (or keep) the vector path's
+// invariants over a chunk and 7 elements; returns the sum of the result or throws the check's
+// std::logic_error.
+double BindingCheckProbe(const std::string& binding);
 }  // namespace cuda_emulation
 #undef FUSED_OPTIM_DECLARE_KERNEL
 

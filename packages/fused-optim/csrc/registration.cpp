@@ -89,6 +89,10 @@ PyObject* EmulatedLaunches(PyObject* /*self*/, PyObject* /*unused*/) {
   return PyLong_FromLongLong(fused_optim::cuda_emulation::Launches());
 }
 
+PyObject* EmulatedVectorGroups(PyObject* /*self*/, PyObject* /*unused*/) {
+  return PyLong_FromLongLong(fused_optim::cuda_emulation::VectorGroups());
+}
+
 // _same_state(state, kept): whether `state` (a dict of per-parameter dicts, torch.optim's) holds
 // exactly the `kept` values (a list), in order, by identity: fused_optim.optim's step reuse asks on
 // every step, and a C loop over a thousand values takes a fifth of the Python one's time.
@@ -123,6 +127,21 @@ PyObject* EmulatedGridLimit(PyObject* /*self*/, PyObject* arg) {
     PyErr_SetString(PyExc_ValueError, e.what());
     return nullptr;
   }
+}
+
+// _emulated_binding_check(name): runs a test-only binding through the emulated vector path, whose
+// invariant checks raise RuntimeError where it breaks them; returns the sum of its result.
+PyObject* EmulatedBindingCheck(PyObject* /*self*/, PyObject* arg) {
+  const char* name = PyUnicode_AsUTF8AndSize(arg, nullptr);
+  if (name == nullptr) return nullptr;
+  try {
+    return PyFloat_FromDouble(fused_optim::cuda_emulation::BindingCheckProbe(name));
+  } catch (const std::invalid_argument& e) {
+    PyErr_SetString(PyExc_ValueError, e.what());
+  } catch (const std::exception& e) {
+    PyErr_SetString(PyExc_RuntimeError, e.what());
+  }
+  return nullptr;
 }
 
 // _cuda_launch_plan(numel): the CUDA launches (csrc/cuda/launch_plan.h) of one call over tensors
@@ -174,6 +193,7 @@ PyObject* MakeCudaLaunchLimits() {
   if (limits == nullptr) return nullptr;
   const bool ok = AddItem(limits, "block_size", PyLong_FromLong(c::kBlockSize)) &&
                   AddItem(limits, "chunk_size", PyLong_FromLongLong(c::kChunkSize)) &&
+                  AddItem(limits, "vector_bytes", PyLong_FromLong(c::kVectorBytes)) &&
                   AddItem(limits, "tensors_per_launch", PyLong_FromLong(c::kTensorsPerLaunch)) &&
                   AddItem(limits, "max_grid_blocks", PyLong_FromLongLong(c::kMaxGridBlocks)) &&
                   AddItem(limits, "max_scalars", PyLong_FromLong(c::kMaxScalars)) &&
@@ -190,8 +210,12 @@ PyObject* MakeCudaLaunchLimits() {
 PyMethodDef kCudaPlanMethods[] = {
     {"_emulate_cuda", EmulateCuda, METH_VARARGS, "Switch the CUDA emulation test mode; returns the previous setting."},
     {"_emulated_launches", EmulatedLaunches, METH_NOARGS, "Emulated CUDA launches so far."},
+    {"_emulated_vector_groups", EmulatedVectorGroups, METH_NOARGS,
+     "Emulated groups of the CUDA kernels' vector path so far (tests)."},
     {"_emulated_grid_limit", EmulatedGridLimit, METH_O,
      "Set the emulated launches' block limit (tests); returns the previous one."},
+    {"_emulated_binding_check", EmulatedBindingCheck, METH_O,
+     "Run a test-only binding through the emulated vector path's invariant checks (tests)."},
     {"_cuda_launch_plan", CudaLaunchPlan, METH_O, "The CUDA launches of tensors with these element counts."},
     {"_kept_table_steps", KeptTableSteps, METH_NOARGS, "Steps that ran a kept table so far (kept_step.h)."},
     {"_same_state", SameState, METH_VARARGS, "Whether an optimizer state holds exactly these values, in order."},

@@ -10,10 +10,10 @@ from collections.abc import Iterator
 
 import pytest
 import torch
-from helpers import FUNCTIONAL_CASES, op
+from helpers import ANY, EMPTY, FUNCTIONAL_CASES, GRAD, PARAM, POS, UNIT, FunctionalCase, op
 from twins import run_both
 
-from fused_optim import _C
+from fused_optim import _C, ops
 from fused_optim.ops import FUNCTIONAL_OPS
 
 LIMITS = _C.CUDA_LAUNCH
@@ -194,3 +194,154 @@ def test_drop_in_steps_through_the_cuda_plan_match_torch(emulated, name, kwargs)
     _, _, ref_params, our_params = run_both(name, kwargs, torch.float64)
     for a, b in zip(ref_params, our_params, strict=True):
         torch.testing.assert_close(b, a, rtol=1e-12, atol=1e-14)
+
+
+# The kernel body's vector path (launch_plan.h's VectorIO): where every pointer of a tensor's slot
+# is 16-byte aligned, a thread takes W = 16 / itemsize consecutive elements of each column at once;
+# a tensor's last partial group, and a slot with an unaligned pointer, go one element at a time.
+VECTOR_BYTES = LIMITS["vector_bytes"]
+VECTOR_SIZES = [1, 7, 8, 2047, 2048, 2049, 4100]  # below, at and past W, a chunk and a few
+VECTOR_DTYPES = [torch.float32, torch.float64, torch.bfloat16, torch.float16]
+
+
+def _vector_lists(case: FunctionalCase, dtype: torch.dtype, misaligned: bool) -> list[list[torch.Tensor]]:
+    """The case's lists over VECTOR_SIZES in ``dtype``; ``misaligned``: every second tensor's
+    gradient (the case's second list) is a view at storage offset 1 of a larger tensor, so that
+    tensor's slot takes the scalar path and the others the vector path."""
+    lists = [[t.to(dtype) for t in lst] for lst in case.make(torch.float64, shapes=[(n,) for n in VECTOR_SIZES])]
+    if misaligned:
+        for t in range(1, len(VECTOR_SIZES), 2):
+            x = lists[1][t]
+            view = torch.empty(x.numel() + 1, dtype=dtype)[1:]
+            view.copy_(x)
+            assert view.data_ptr() % VECTOR_BYTES != 0
+            lists[1][t] = view
+    return lists
+
+
+def _vector_groups(dtype: torch.dtype, misaligned: bool) -> int:
+    """The groups the vector path runs for one call over VECTOR_SIZES (chunks hold whole groups)."""
+    width = VECTOR_BYTES // dtype.itemsize
+    return sum(n // width for t, n in enumerate(VECTOR_SIZES) if not (misaligned and t % 2))
+
+
+def _assert_same(got, expected, dtype: torch.dtype) -> None:  # type: ignore[no-untyped-def]
+    # Both sides run the same math header in the same math type and round each stored value to the
+    # storage type once (no FMA: -ffp-contract=off on the host, as the device's --fmad=false):
+    # they agree to one unit in the last place of the storage type, which a vectorized libm call of
+    # the CPU loops may change.
+    info = torch.finfo(dtype)
+    for a, b in zip(expected, got, strict=True):
+        assert len(a) == len(b)
+        for x, y in zip(a, b, strict=True):
+            torch.testing.assert_close(y, x, rtol=info.eps, atol=info.tiny)
+
+
+def _both_paths(fn, lists, in_place: bool, **kwargs):  # type: ignore[no-untyped-def]
+    """fn(*lists, **kwargs) through the CPU loops and through the emulated CUDA launches: each
+    side's results (an in-place op's lists, on copies that keep the storage offsets) and the
+    vector groups the emulation ran."""
+    def copies():  # type: ignore[no-untyped-def]
+        out = []
+        for lst in lists:
+            kept = []
+            for x in lst:
+                y = torch.empty(x.numel() + x.storage_offset(), dtype=x.dtype)[x.storage_offset():].view(x.shape)
+                kept.append(y.copy_(x))
+            out.append(kept)
+        return out
+
+    previous = _C._emulate_cuda(False)
+    try:
+        args = copies()
+        result = fn(*args, **kwargs)
+        expected = args if in_place else result
+        _C._emulate_cuda(True)
+        args = copies()
+        before = _C._emulated_vector_groups()
+        result = fn(*args, **kwargs)
+        groups = _C._emulated_vector_groups() - before
+        got = args if in_place else result
+    finally:
+        _C._emulate_cuda(previous)
+    return expected, got, groups
+
+
+def _steps() -> list[torch.Tensor]:
+    return [torch.tensor(3.0) for _ in VECTOR_SIZES]
+
+
+ADAM = dict(lr=0.01, beta1=0.9, beta2=0.99, weight_decay=0.1, eps=1e-3, maximize=False, decoupled_weight_decay=True)
+SGD = dict(lr=0.1, momentum=0.9, dampening=0.1, weight_decay=0.1, nesterov=False, maximize=True)
+RMSPROP = dict(lr=0.01, alpha=0.9, eps=1e-3, weight_decay=0.1, momentum=0.9, centered=True, maximize=False)
+# In-place steps: (the op, its lists' kinds, whether it takes step counters, its arguments).
+VECTOR_STEPS = {
+    "adam": (ops.adam_step_, (PARAM, GRAD, ANY, POS, EMPTY), True, dict(ADAM, amsgrad=False)),
+    "adam-amsgrad": (ops.adam_step_, (PARAM, GRAD, ANY, POS, POS), True, dict(ADAM, amsgrad=True)),
+    "sgd-first-step": (ops.sgd_step_, (PARAM, GRAD, ANY), False, dict(SGD, first_step=True)),
+    "sgd-later-step": (ops.sgd_step_, (PARAM, GRAD, ANY), False, dict(SGD, first_step=False)),
+    "rmsprop-centered-momentum": (ops.rmsprop_step_, (PARAM, GRAD, POS, UNIT, ANY), True, RMSPROP),
+}
+# torch.amp: gradients unscaled (stored back unscaled) before the step reads them, or a step skipped.
+AMP = {"no-amp": {}, "amp": dict(grad_scale=torch.tensor(8.0), found_inf=torch.tensor(0.0)),
+       "amp-skip": dict(grad_scale=torch.tensor(8.0), found_inf=torch.tensor(1.0))}
+
+
+@pytest.mark.parametrize("misaligned", [False, True], ids=["aligned", "misaligned"])
+@pytest.mark.parametrize("dtype", VECTOR_DTYPES, ids=str)
+@pytest.mark.parametrize("step, amp", [(s, a) for s in VECTOR_STEPS for a in AMP if a == "no-amp" or "adam" in s])
+def test_the_vector_path_of_in_place_steps_matches_the_cpu_loops(step, amp, dtype, misaligned):
+    fn, kinds, counters, kwargs = VECTOR_STEPS[step]
+    lists = _vector_lists(FunctionalCase(step, kinds, kwargs), dtype, misaligned)
+    if counters:
+        lists.append(_steps())
+    expected, got, groups = _both_paths(fn, lists, in_place=True, **kwargs, **AMP[amp])
+    _assert_same(got, expected, dtype)
+    if amp == "amp-skip":
+        _assert_same(got, lists, dtype)  # nothing written
+    assert groups == (0 if amp == "amp-skip" else _vector_groups(dtype, misaligned))
+
+
+def _functional_case(id_: str) -> FunctionalCase:
+    return next(c for c in FUNCTIONAL_CASES if c.id == id_)
+
+
+# Functional ops (each output a fresh tensor, each input read where the caller has it) and their
+# backward ops, the widest kernels (Adan's backward has 17 columns, RMSprop's 13).
+VECTOR_FUNCTIONAL = ["adam-aTrue-wd0.1-dFalse-mxTrue", "rmsprop-cTrue-m0.9", "adan-s3-wd0.1-npFalse"]
+
+
+@pytest.mark.parametrize("misaligned", [False, True], ids=["aligned", "misaligned"])
+@pytest.mark.parametrize("dtype", VECTOR_DTYPES, ids=str)
+@pytest.mark.parametrize("case", VECTOR_FUNCTIONAL)
+def test_the_vector_path_of_functional_and_backward_ops_matches_the_cpu_loops(case, dtype, misaligned):
+    c = _functional_case(case)
+    lists = _vector_lists(c, dtype, misaligned)
+    kept = [[x.clone() for x in lst] for lst in lists]
+    expected, got, groups = _both_paths(op(c.op), lists, in_place=False, **c.kwargs)
+    _assert_same(got, expected, dtype)
+    _assert_same(lists, kept, dtype)  # the inputs are read, not written
+    assert groups == _vector_groups(dtype, misaligned)
+    gen = torch.Generator().manual_seed(1)
+    cotangents = [[torch.randn(t.shape, generator=gen, dtype=torch.float64).to(dtype) for t in lst]
+                  for lst in expected]
+    saved = [lists[i] for i in FUNCTIONAL_OPS[c.op].saved]
+    expected, got, groups = _both_paths(op(c.op + "_backward"), [*cotangents, *saved], in_place=False, **c.kwargs)
+    _assert_same(got, expected, dtype)
+    assert groups == _vector_groups(dtype, misaligned)
+
+
+def test_the_emulation_checks_the_vector_paths_invariants():
+    # Each of W elements of a group must load and store the same columns (flags decide which, not
+    # data), and never load a column it has stored: the registers would then hold the wrong values.
+    # Test-only bindings over a chunk and 7 elements of float32 (W = 4): one keeps both rules, one
+    # stores only where its value is positive, one loads a column it stored.
+    n = CHUNK + 7
+    assert _C._emulated_binding_check("AddsOne") == sum(-1.0 if i % 3 == 0 else 1.0 for i in range(n)) + n
+    with pytest.raises(RuntimeError, match="StoresWherePositive stores column 0 for some elements of a 4-element "
+                                           "group and not others"):
+        _C._emulated_binding_check("StoresWherePositive")
+    with pytest.raises(RuntimeError, match="LoadsAfterStoring loads column 0 after storing it in the same element"):
+        _C._emulated_binding_check("LoadsAfterStoring")
+    with pytest.raises(ValueError, match="no probe binding"):
+        _C._emulated_binding_check("Adam")

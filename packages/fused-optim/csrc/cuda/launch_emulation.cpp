@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <stdexcept>
 #include <string>
+#include <utility>
 
 #include "cuda/launch_plan.h"
 #include "kernels.h"
@@ -20,6 +21,35 @@ namespace {
 
 std::atomic<int64_t> launches{0};
 std::atomic<int64_t> grid_limit{cuda::kMaxGridBlocks};
+std::atomic<int64_t> vector_groups{0};
+
+// The vector path's invariants of a binding (cuda::NoBindingCheck), checked here, where it costs
+// no GPU time: one bit per element of the group, per column.
+struct BindingCheck {
+  uint32_t loaded[cuda::kMaxLists] = {};
+  uint32_t stored[cuda::kMaxLists] = {};
+  void Load(int col, int j) {
+    if (stored[col] >> j & 1u) {
+      throw std::logic_error("loads column " + std::to_string(col) + " after storing it in the same element");
+    }
+    loaded[col] |= 1u << j;
+  }
+  void Store(int col, int j) { stored[col] |= 1u << j; }
+  void End(int width) const {
+    vector_groups.fetch_add(1, std::memory_order_relaxed);
+    const uint32_t all = (1u << width) - 1u;
+    for (int col = 0; col < cuda::kMaxLists; ++col) {
+      for (const auto& [mask, what] : {std::pair{loaded[col], "loads"}, std::pair{stored[col], "stores"}}) {
+        if (mask != 0 && mask != all) {
+          throw std::logic_error(std::string(what) + " column " + std::to_string(col) + " for some elements of a " +
+                                 std::to_string(width) +
+                                 "-element group and not others (it must depend on flags, "
+                                 "not on data)");
+        }
+      }
+    }
+  }
+};
 
 template <typename K>
 void RunKernel(const KernelTable& table, const typename K::template Hyper<double>& hyper, const char* what) {
@@ -29,10 +59,14 @@ void RunKernel(const KernelTable& table, const typename K::template Hyper<double
         table, what,
         [&](const cuda::LaunchMeta<K::kLists>& meta, int64_t blocks, int slots) {
           launches.fetch_add(1, std::memory_order_relaxed);
-          for (int64_t block = 0; block < blocks; ++block) {
-            for (int thread = 0; thread < cuda::kBlockSize; ++thread) {
-              cuda::RunBlock(meta, op, block, thread, cuda::kBlockSize);
+          try {
+            for (int64_t block = 0; block < blocks; ++block) {
+              for (int thread = 0; thread < cuda::kBlockSize; ++thread) {
+                cuda::RunBlock<BindingCheck>(meta, op, block, thread, cuda::kBlockSize);
+              }
             }
+          } catch (const std::logic_error& e) {
+            throw std::logic_error(std::string("fused_optim: the CUDA kernel of ") + what + " " + e.what());
           }
           if (table.advance_state || !table.steps.empty()) {
             for (int slot = 0; slot < cuda::kTensorsPerLaunch; ++slot) cuda::AdvanceSlot(meta, op, slot, slots);
@@ -42,9 +76,68 @@ void RunKernel(const KernelTable& table, const typename K::template Hyper<double
   });
 }
 
+// Test-only bindings that break the vector path's invariants, for BindingCheckProbe: one stores
+// only where its value is positive, one loads a column after storing it; one keeps both.
+struct ProbeHyper {
+  template <typename U>
+  ProbeHyper To() const {
+    return {};
+  }
+};
+struct ProbeBinding : bind::NoScalars {
+  template <typename T>
+  using Hyper = ProbeHyper;
+  static constexpr int kLists = 1;
+};
+struct StoresWherePositive : ProbeBinding {
+  template <typename T, typename IO>
+  static void Apply(const IO& io, const Hyper<T>& /*h*/, const Scalars<T>& /*s*/) {
+    const T x = io.Load(0);
+    if (x > T(0)) io.Store(0, x + T(1));
+  }
+};
+struct LoadsAfterStoring : ProbeBinding {
+  template <typename T, typename IO>
+  static void Apply(const IO& io, const Hyper<T>& /*h*/, const Scalars<T>& /*s*/) {
+    io.Store(0, io.Load(0) + T(1));
+    io.Store(0, io.Load(0) + T(1));
+  }
+};
+struct AddsOne : ProbeBinding {
+  template <typename T, typename IO>
+  static void Apply(const IO& io, const Hyper<T>& /*h*/, const Scalars<T>& /*s*/) {
+    io.Store(0, io.Load(0) + T(1));
+  }
+};
+
 }  // namespace
 
+double BindingCheckProbe(const std::string& binding) {
+  alignas(cuda::kVectorBytes) float data[2 * cuda::kChunkSize];  // a whole chunk and part of one
+  for (int i = 0; i < 2 * cuda::kChunkSize; ++i) data[i] = i % 3 == 0 ? -1.0f : 1.0f;
+  KernelTable table;
+  table.num_lists = 1;
+  table.num_tensors = 1;
+  table.dst = {data};
+  table.src = {data};
+  table.numel = {cuda::kChunkSize + 7};
+  if (binding == "StoresWherePositive") {
+    RunKernel<StoresWherePositive>(table, {}, "StoresWherePositive");
+  } else if (binding == "LoadsAfterStoring") {
+    RunKernel<LoadsAfterStoring>(table, {}, "LoadsAfterStoring");
+  } else if (binding == "AddsOne") {
+    RunKernel<AddsOne>(table, {}, "AddsOne");
+  } else {
+    throw std::invalid_argument("no probe binding named " + binding);
+  }
+  double sum = 0.0;
+  for (int64_t i = 0; i < table.numel[0]; ++i) sum += data[i];
+  return sum;
+}
+
 int64_t Launches() { return launches.load(); }
+
+int64_t VectorGroups() { return vector_groups.load(); }
 
 int64_t SetGridLimit(int64_t max_blocks) {
   if (max_blocks < 1 || max_blocks > cuda::kMaxGridBlocks) {

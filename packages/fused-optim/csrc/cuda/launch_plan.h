@@ -1,9 +1,11 @@
 // The CUDA launch plan of a multi-tensor kernel, as plain C++ that nvcc and the host compiler both
 // build: which tensors, chunks and per-tensor scalars of a KernelTable go into each launch
 // (LaunchMeta, the kernel's argument), the limits that bound it, and the kernel body (how a block
-// finds its tensor and chunk, and how a thread reads and writes an element). csrc/cuda/kernels.cu
-// launches it on the GPU; csrc/cuda/launch_emulation.cpp runs the same body on the host, block by
-// block, so that CPU tests (CI has no GPU) reach every index and limit of the CUDA path.
+// finds its tensor and chunk, and how a thread reads and writes its elements: 16 bytes of each
+// column at a time where the tensors are aligned, VectorIO, else one element at a time, ElementIO).
+// csrc/cuda/kernels.cu launches it on the GPU; csrc/cuda/launch_emulation.cpp runs the same body
+// on the host, block by block, so that CPU tests (CI has no GPU) reach every index and limit of the
+// CUDA path.
 #pragma once
 
 #include <algorithm>
@@ -20,9 +22,15 @@ namespace fused_optim::cuda {
 // Threads per block.
 inline constexpr int kBlockSize = 256;
 // Elements per block. Small chunks give many blocks, and many resident threads are what hides
-// memory latency here: an element's loads cannot be hoisted above the previous element's stores
-// (the lists may alias as far as the compiler knows), so each thread has one access in flight.
+// memory latency here: a group's loads cannot be hoisted above the previous group's stores (the
+// lists may alias as far as the compiler knows), so each thread has one group (kVectorBytes of
+// each column) in flight. A 16-bit chunk is one group per thread.
 inline constexpr int64_t kChunkSize = 2048;
+// Bytes of one column that a thread reads or writes at once on the vector path (VectorIO): the
+// widest access a thread has, 128 bits, for every binding. Its group then holds 16 bytes of each
+// column in registers; the widest, Adan's backward (17 columns, bf16), takes 116 registers and
+// spills nothing (nvcc 13.0, sm_90), so no binding needs a narrower group.
+inline constexpr int kVectorBytes = 16;
 // Tensors (slots) per launch: bounds the kernel argument and a block's search for its slot.
 inline constexpr int kTensorsPerLaunch = 32;
 // Blocks per launch (gridDim.x's limit); a tensor with more chunks continues in the next launch.
@@ -72,8 +80,8 @@ struct LaunchMeta {
   int grad_col;
 };
 
-// A binding's view of one element (see math/common.h): an absent column reads 0 and drops its
-// store. A functional op reads the caller's tensor (src) and writes a fresh one (dst).
+// A binding's view of one element on the scalar path (see math/common.h): an absent column reads 0
+// and drops its store. A functional op reads the caller's tensor (src) and writes a fresh one (dst).
 template <typename S, typename T, int NL>
 struct ElementIO {
   const LaunchMeta<NL>& meta;
@@ -89,10 +97,122 @@ struct ElementIO {
   }
 };
 
+// Full unrolling, where the group's registers need it: in device code (the host compiler, nvcc's
+// host pass included, warns on the pragma; the emulation runs the same loops rolled).
+#if defined(__CUDA_ARCH__)
+#define FUSED_OPTIM_UNROLL _Pragma("unroll")
+#else
+#define FUSED_OPTIM_UNROLL
+#endif
+
+// kVectorBytes of consecutive elements of storage type S: one access of the vector path. An
+// aggregate of S, so reading an S array through it is allowed, and 16-byte aligned, so nvcc
+// makes each copy from or to global memory one 128-bit access.
+template <typename S>
+struct alignas(kVectorBytes) Pack {
+  static constexpr int kWidth = kVectorBytes / static_cast<int>(sizeof(S));
+  S v[kWidth];
+};
+
+// The vector path's invariants of a binding's Apply, which hold for every binding today: which
+// columns an element loads and stores depends on hyper-parameter flags only, never on data (so the
+// W elements of a group load and store the same columns), and no element loads a column after
+// storing it (its register then holds the new value). The device build checks nothing (this type);
+// the host emulation passes a checking one (csrc/cuda/launch_emulation.cpp) whose calls throw
+// std::logic_error.
+struct NoBindingCheck {
+  FUSED_OPTIM_ELEMENT void Load(int /*col*/, int /*j*/) {}
+  FUSED_OPTIM_ELEMENT void Store(int /*col*/, int /*j*/) {}
+  FUSED_OPTIM_ELEMENT void End(int /*width*/) {}
+};
+
+// One thread's group of W consecutive elements on the vector path: every column's W values in
+// registers, in the storage type. A column is read with one 16-byte load on its first Load (a
+// binding reads some columns only under a flag, e.g. Adam's max_exp_avg_sq with amsgrad, so
+// loading every non-null column up front would waste bandwidth) and written with one 16-byte
+// store after the group's last element, where any element stored it.
+template <typename S, int NL, typename Check>
+struct VectorGroup {
+  Pack<S> values[NL];
+  bool loaded[NL];
+  bool written[NL];
+  bool unscaled;  // torch.amp's gradient column (VectorIO::Load)
+  Check check;
+};
+
+// 16-byte loads and stores of the pack of elements [first, first + W) of a column at p.
+template <typename S>
+FUSED_OPTIM_ELEMENT Pack<S> LoadPack(const void* p, int64_t first) {
+  return *reinterpret_cast<const Pack<S>*>(static_cast<const S*>(p) + first);
+}
+template <typename S>
+FUSED_OPTIM_ELEMENT void StorePack(void* p, int64_t first, const Pack<S>& pack) {
+  *reinterpret_cast<Pack<S>*>(static_cast<S*>(p) + first) = pack;
+}
+
+// The column whose Load unscales torch.amp's gradients on the vector path: the gradients of a step
+// table, which MultiTensorCall::AddStep lays out as params, grads, states (the only tables with a
+// grad_scale). A constant, so that one column's Load carries the unscale, not every column's
+// (which took a third of the compile time and up to 50% more registers); a table with its
+// gradients elsewhere takes the scalar path.
+inline constexpr int kVectorGradCol = 1;
+
+// torch.amp's unscale of a pack, each element as BoundOp::operator() unscales it.
+template <typename S, typename T>
+FUSED_OPTIM_ELEMENT Pack<S> Unscaled(Pack<S> pack, T inv_scale) {
+  FUSED_OPTIM_UNROLL
+  for (int k = 0; k < Pack<S>::kWidth; ++k) pack.v[k] = static_cast<S>(static_cast<T>(pack.v[k]) * inv_scale);
+  return pack;
+}
+
+// A binding's view of element j of a group (see VectorGroup), with the same semantics as
+// ElementIO: an absent column reads 0 and drops its store, each value is rounded to S as it is
+// stored, a functional op reads src and writes dst, and torch.amp's gradient column is unscaled,
+// stored back, and read unscaled. Every group member is indexed by the binding's constant column
+// numbers only (a runtime index, such as meta.grad_col's, would put the group in local memory).
+template <typename S, typename T, int NL, typename Check>
+struct VectorIO {
+  const LaunchMeta<NL>& meta;
+  VectorGroup<S, NL, Check>& group;
+  int slot;
+  int64_t first;
+  int j;
+  T inv_scale;
+  FUSED_OPTIM_ELEMENT T Load(int col) const {
+    group.check.Load(col, j);
+    if (!group.loaded[col]) {
+      group.loaded[col] = true;
+      const void* src = meta.src[col][slot];
+      void* dst = meta.dst[col][slot];
+      const bool unscale = col == kVectorGradCol && meta.grad_scale != nullptr;  // meta.grad_col, see RunBlock
+      if (unscale) group.unscaled = true;
+      if (unscale && src == dst) {  // an in-place step: the unscaled values are read, and stored at the end
+        group.values[col] = Unscaled(LoadPack<S>(dst, first), inv_scale);
+        group.written[col] = true;
+      } else {
+        if (unscale) StorePack<S>(dst, first, Unscaled(LoadPack<S>(dst, first), inv_scale));  // Apply reads src
+        if (src) {
+          group.values[col] = LoadPack<S>(src, first);
+        } else {
+          FUSED_OPTIM_UNROLL
+          for (int k = 0; k < Pack<S>::kWidth; ++k) group.values[col].v[k] = static_cast<S>(T(0));
+        }
+      }
+    }
+    return static_cast<T>(group.values[col].v[j]);
+  }
+  FUSED_OPTIM_ELEMENT void Store(int col, T value) const {
+    group.check.Store(col, j);
+    group.values[col].v[j] = static_cast<S>(value);
+    group.written[col] = true;
+  }
+};
+
 // Binding K with its hyper-parameters in math type T, over storage type S: the kernel's other
 // argument. Half and BFloat16 are the device's 16-bit types, which state scalars may have.
 template <typename K, typename S, typename T, typename Half, typename BFloat16>
 struct BoundOp {
+  static constexpr int kWidth = Pack<S>::kWidth;  // elements of a group on the vector path
   typename K::template Hyper<T> h;
   typename K::template Hyper<double> h_double;  // where StepRow reads them (device step counters)
   // The row slot `slot` reads: the host's, or the one of its device step counter in `buffer`.
@@ -121,6 +241,30 @@ struct BoundOp {
     }
     K::Apply(ElementIO<S, T, NL>{meta, slot, i}, h, s);
   }
+  // Elements [first, first + W) at once (the vector path): the same as operator() on each, where
+  // every non-null pointer of the slot is 16-byte aligned and `first` a multiple of W.
+  template <typename Check, int NL>
+  FUSED_OPTIM_ELEMENT void Group(const LaunchMeta<NL>& meta, int slot, int64_t first,
+                                 const typename K::template Scalars<T>& s, T inv_scale) const {
+    VectorGroup<S, NL, Check> group;
+    FUSED_OPTIM_UNROLL
+    for (int c = 0; c < NL; ++c) group.loaded[c] = group.written[c] = false;
+    group.unscaled = false;
+    FUSED_OPTIM_UNROLL
+    for (int j = 0; j < Pack<S>::kWidth; ++j) {
+      K::Apply(VectorIO<S, T, NL, Check>{meta, group, slot, first, j, inv_scale}, h, s);
+    }
+    group.check.End(Pack<S>::kWidth);
+    FUSED_OPTIM_UNROLL
+    for (int c = 0; c < NL; ++c) {
+      void* p = meta.dst[c][slot];
+      if (group.written[c] && p) StorePack<S>(p, first, group.values[c]);
+    }
+    if (meta.grad_scale != nullptr && !group.unscaled) {  // a binding that does not read the gradient
+      void* grad = meta.dst[kVectorGradCol][slot];
+      StorePack<S>(grad, first, Unscaled(LoadPack<S>(grad, first), inv_scale));
+    }
+  }
   // The state scalars' new values (K::Advance), then the device step counter's, once no block
   // reads them any more (the row first, from the counter before its advance).
   template <int NL>
@@ -132,9 +276,23 @@ struct BoundOp {
   }
 };
 
+// Whether every non-null pointer of the slot is 16-byte aligned (slots start at whole chunks of
+// their tensors, so the tensors' own addresses decide): its chunks then take the vector path.
+template <int NL>
+FUSED_OPTIM_ELEMENT bool VectorAligned(const LaunchMeta<NL>& meta, int slot) {
+  uintptr_t bits = 0;
+  FUSED_OPTIM_UNROLL
+  for (int l = 0; l < NL; ++l) {
+    bits |= reinterpret_cast<uintptr_t>(meta.src[l][slot]) | reinterpret_cast<uintptr_t>(meta.dst[l][slot]);
+  }
+  return bits % kVectorBytes == 0;
+}
+
 // The kernel body: thread `thread` of the `threads` of block `block` runs `op` on its share of the
-// block's chunk.
-template <int NL, typename Op>
+// block's chunk. Thread t takes the W-element groups t, t + threads, ... (consecutive threads read
+// consecutive 16 bytes), where the slot is aligned; the elements after the last whole group, and
+// an unaligned slot's, go one at a time. `Check`: see NoBindingCheck.
+template <typename Check = NoBindingCheck, int NL, typename Op>
 FUSED_OPTIM_ELEMENT void RunBlock(const LaunchMeta<NL>& meta, const Op& op, int64_t block, int64_t thread,
                                   int64_t threads) {
   if (meta.found_inf != nullptr && *meta.found_inf != 0.0f) return;  // torch.amp skips this step
@@ -146,7 +304,16 @@ FUSED_OPTIM_ELEMENT void RunBlock(const LaunchMeta<NL>& meta, const Op& op, int6
   // above the element loop's stores.
   const auto scalars = op.Scalars(meta, s);
   const auto inv_scale = op.InvScale(meta);
-  for (int64_t i = begin + thread; i < end; i += threads) op(meta, s, i, scalars, inv_scale);
+  int64_t scalar_begin = begin;
+  if (VectorAligned(meta, s) && (meta.grad_scale == nullptr || meta.grad_col == kVectorGradCol)) {
+    constexpr int kWidth = Op::kWidth;
+    const int64_t groups = (end - begin) / kWidth;
+    for (int64_t g = thread; g < groups; g += threads) {
+      op.template Group<Check>(meta, s, begin + g * kWidth, scalars, inv_scale);
+    }
+    scalar_begin = begin + groups * kWidth;
+  }
+  for (int64_t i = scalar_begin + thread; i < end; i += threads) op(meta, s, i, scalars, inv_scale);
 }
 
 // The advance kernel's body (after the launch's blocks, on the same stream): thread `slot`

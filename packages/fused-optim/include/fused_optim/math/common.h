@@ -169,8 +169,12 @@ FUSED_OPTIM_HOST_DEVICE inline AdamMomentGrads<T> UpdateMomentsBackward(T gp_new
 //                               which reads a column with io.Load(col) and writes one with
 //                               io.Store(col, value).
 //
-// An absent optional column loads as zero and a store to it is dropped. A backward binding derives
-// from its step's binding, whose Hyper, Scalars and Flags it shares.
+// An absent optional column loads as zero and a store to it is dropped. Which columns Apply loads
+// and stores depends on the flags alone, never on the data, and it never loads a column after
+// storing it: the CPU loops of 16-bit tensors ask Apply once which columns it uses, and the CUDA
+// kernel keeps a group of elements in registers (csrc/cuda/launch_plan.h; its emulation checks
+// both). A backward binding derives from its step's binding, whose Hyper, Scalars and Flags it
+// shares.
 
 // Element functions are always inlined into the loop that runs them: a call left in a CPU loop
 // stops it from vectorizing (and the loops are built for wider ISAs than this header, which
