@@ -57,8 +57,19 @@ def _problem(size: int, tensors: int) -> dict[str, object]:
     return {"grads": grads, "mus": mus, "nus": nus, "weights": weights, "leaves": grads + mus + nus}
 
 
+def _unboxed(name: str) -> Callable[..., object]:
+    """The op ``name`` called positionally: its unboxed call on the fast path, else through
+    ``torch.ops`` (any torch but the build's, e.g. a GPU machine's)."""
+    if _native.BUILD_INFO["eager"]:
+        return _native.EAGER[name]  # type: ignore[no-any-return]
+    op = getattr(torch.ops.fused_optim, name).default
+    keywords = [a.name for a in op._schema.arguments if a.kwarg_only]
+    lists = len(op._schema.arguments) - len(keywords)
+    return lambda *args: op(*args[:lists], **dict(zip(keywords, args[lists:])))
+
+
 def _leanest() -> type[torch.autograd.Function]:
-    eager, eager_backward = _native.EAGER["adam_direction"], _native.EAGER["adam_direction_backward"]
+    eager, eager_backward = _unboxed("adam_direction"), _unboxed("adam_direction_backward")
 
     class Leanest(torch.autograd.Function):
         """One tensor of each kind, positional constants, no checks: the floor of Python glue."""
@@ -116,7 +127,7 @@ def _layers(p: dict[str, object], blocks: int, calls: int) -> None:
     plan = ops._Plan(sizes, sizes, (0, 3)) if hasattr(ops, "_Plan") else None  # (older builds: none)
     hyper = tuple(kwargs.values())
     flat = (*grads, *mus, *nus)
-    eager = _native.EAGER["adam_direction"]
+    eager = _unboxed("adam_direction")
 
     def loss_of(directions):  # type: ignore[no-untyped-def]
         return sum((d * w).sum() for d, w in zip(directions, weights))
