@@ -351,3 +351,53 @@ def test_a_kept_capturable_table_advances_the_counters_in_the_kernel(kept):
     for a, b in zip(as_built, kept_params):
         torch.testing.assert_close(b, a, rtol=1e-12, atol=1e-14)
     assert [ours.state[p]["step"].item() for p in kept_params] == [5.0] * 3
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_kept_tables_follow_torch_through_random_changes(kept, seed):
+    # Steps interleaved with what users do between steps, each of which a kept table must notice
+    # or survive: lr changes, a gradient left None, memory replaced in place (a parameter's, a
+    # state's), a strided gradient, GradScaler's arguments, a state reloaded, a parameter frozen.
+    rng = torch.Generator().manual_seed(seed)
+    shapes = ((6,), (3, 4), (5,), (2, 3))
+    ref_params, our_params = _params(seed, shapes), _params(seed, shapes)
+    kwargs = dict(lr=0.01, weight_decay=0.05, amsgrad=bool(seed % 2))
+    ref, ours = torch.optim.AdamW(ref_params, **kwargs), fused_optim.AdamW(our_params, **kwargs)
+    changes = ["none", "lr", "no grad", "param data", "state data", "strided grad", "amp", "reload"]
+    before = _table_steps()
+    for step in range(24):
+        pick = int(torch.randint(2 * len(changes), (1,), generator=rng))  # half of the steps: no change
+        change = changes[pick] if step > 3 and pick < len(changes) else "none"
+        grads = _grads(ref_params, step)
+        for ps in (ref_params, our_params):
+            for p, g in zip(ps, grads):
+                p.grad = g.clone()
+        k = int(torch.randint(len(shapes), (1,), generator=rng))
+        if change == "lr":
+            for opt in (ref, ours):
+                opt.param_groups[0]["lr"] *= 0.7
+        elif change == "no grad":
+            ref_params[k].grad = our_params[k].grad = None
+        elif change == "param data":
+            for ps in (ref_params, our_params):
+                ps[k].data = ps[k].data.clone()
+        elif change == "state data":
+            for ps, opt in ((ref_params, ref), (our_params, ours)):
+                if ps[k] in opt.state:
+                    opt.state[ps[k]]["exp_avg_sq"].data = opt.state[ps[k]]["exp_avg_sq"].data.clone()
+        elif change == "strided grad" and our_params[k].dim() == 2:
+            for ps in (ref_params, our_params):
+                ps[k].grad = grads[k].t().contiguous().t()
+        elif change == "reload":
+            ours.load_state_dict(copy.deepcopy(ours.state_dict()))
+        if change == "amp":
+            for p in our_params:
+                if p.grad is not None:
+                    p.grad = p.grad * 4.0
+            ours.step(grad_scale=torch.tensor(4.0), found_inf=torch.tensor(0.0))
+        else:
+            ours.step()
+        ref.step()
+        for a, b in zip(ref_params, our_params):
+            torch.testing.assert_close(b, a, rtol=1e-12, atol=1e-14, msg=lambda m: f"step {step} ({change}): {m}")
+    assert _table_steps() - before >= 2  # the kept tables ran between the changes
