@@ -9,8 +9,9 @@
 # abseil, so optree-core (which diffopt needs) cannot be built there: build its wheel for that
 # machine's Python here first (--wheels) and carry the folder along.
 #
-#   bash ci/gpu_check.sh --wheels             # here: dist/gpu/optree_core-*-cp312-*.whl (needs python3.12)
-#                                             # and the fused-optim release wheel from dist/wheels
+#   bash ci/gpu_check.sh --wheels             # here: dist/gpu/optree_core-*-cp312-*.whl (needs python3.12),
+#                                             # the fused-optim release wheel from dist/wheels and
+#                                             # TorchOpt's wheels for the MAML probe (dist/gpu/peers)
 #   bash ci/gpu_check.sh [OUT_DIR]            # there (carry dist/gpu): report in OUT_DIR (default out/gpu)
 #   bash ci/gpu_check.sh --dry-run [OUT_DIR]  # anywhere: no GPU; checks the prerequisites and collects
 #                                             # the tests and benchmarks it would run
@@ -51,7 +52,13 @@ if [ "$mode" = wheels ]; then
   rm -f "$wheels"/fused_optim-*.whl
   cp dist/wheels/fused_optim-*.whl "$wheels"/ 2>/dev/null ||
     echo "no fused-optim release wheel in dist/wheels (run ci/setup.sh): the GPU machine will build one" >&2
-  ls -l "$wheels"
+  # TorchOpt 0.7.3 and what it imports, for the MAML probe (downloaded: the GPU machine has no
+  # network; optional, the probe is skipped without them).
+  mkdir -p "$wheels/peers"
+  "$venv/bin/pip" download -q --no-deps --only-binary=:all: --python-version 3.12 -d "$wheels/peers" \
+    torchopt==0.7.3 optree==0.20.0 graphviz typing-extensions ||
+    echo "could not download TorchOpt's wheels: the GPU check will skip the MAML probe" >&2
+  ls -l "$wheels" "$wheels/peers"
   exit 0
 fi
 
@@ -191,6 +198,21 @@ probe() {  # probe <name> <seconds> <script args...>: its table goes into the re
 probe bench_host "$(left 200)" benchmarks/optim/bench_host.py --device cuda --steps 200 --rounds 5
 probe bench_muon "$(left 160)" benchmarks/optim/bench_muon.py --device cuda --repeats 10 \
   --cases "64 x 256x256" "24 x 1024x1024" "transformer 4 x d512"
+# MAML outer steps against TorchOpt's same configurations (issue 23), where its wheels were carried:
+# installed apart, on the path of this probe only (the real optree beside optree-core).
+peer_wheels=$(find "$wheels/peers" -maxdepth 1 -name "*.whl" 2>/dev/null)
+if [ -n "$peer_wheels" ] && [ "$mode" = run ]; then
+  peers=$(mktemp -d)
+  # shellcheck disable=SC2086  # one word per wheel
+  if "$python" -m pip install -q --no-deps --no-index --no-compile --target "$peers" $peer_wheels; then
+    PYTHONPATH=$PYTHONPATH:$peers probe bench_maml "$(left 100)" benchmarks/maml/bench_maml.py --device cuda \
+      --rounds 3 -k "mlp and adam and 3"
+  else
+    say "TorchOpt's carried wheels did not install: no MAML probe"
+  fi
+elif [ "$mode" = run ]; then
+  say "no TorchOpt wheels in $wheels/peers (ci/gpu_check.sh --wheels): no MAML probe"
+fi
 
 bench_result=skipped
 if [ "${GPU_CHECK_BENCH:-1}" = 0 ]; then

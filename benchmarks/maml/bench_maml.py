@@ -377,7 +377,8 @@ def main(argv=None) -> int:
     import _suite
 
     threads = ["--threads", str(args.threads)] if args.threads else []
-    return _suite.run_suite(Path(__file__).with_name("test_maml.py"), [*threads, *rest])
+    # (--device is the suite's option too: it was parsed here for the workers, so pass it on)
+    return _suite.run_suite(Path(__file__).with_name("test_maml.py"), [*threads, "--device", args.device, *rest])
 
 
 if __name__ == "__main__":

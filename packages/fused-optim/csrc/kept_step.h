@@ -98,7 +98,7 @@ class KeptTable {
   struct Counter {
     void* data;
     ScalarType dtype;
-    double value;  // read by Ready
+    double value;  // read by Fits
   };
   bool valid_ = false;
   bool capturable_ = false;
