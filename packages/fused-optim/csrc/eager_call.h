@@ -103,6 +103,7 @@ struct Arg<int64_t> {
 
 // The results back to Python, as torch.ops returns them.
 PyObject* ToPython(std::vector<at::Tensor>&& list);
+inline PyObject* ToPython(int64_t value) { return PyLong_FromLongLong(value); }
 template <typename... L>
 PyObject* ToPython(std::tuple<L...>&& lists) {
   PyObject* out = PyTuple_New(sizeof...(L));

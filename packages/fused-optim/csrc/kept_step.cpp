@@ -3,7 +3,6 @@
 #include "kept_step.h"
 
 #include <algorithm>
-#include <atomic>
 #include <mutex>
 #include <unordered_map>
 #include <vector>
@@ -14,7 +13,6 @@ namespace fused_optim::kept {
 namespace {
 
 thread_local KeptTable* current = nullptr;
-std::atomic<int64_t> table_steps{0};
 
 using Bytes = std::pair<std::uintptr_t, std::uintptr_t>;  // [lo, hi)
 
@@ -52,23 +50,6 @@ std::shared_ptr<const Run> Find(const char* op, int64_t id) {
   return it->second;
 }
 
-void KeptStep(int64_t id, TensorListArg grads, double lr, const std::optional<Tensor>& grad_scale,
-              const std::optional<Tensor>& found_inf) {
-  // Run outside the lock: the step may raise, and another thread may keep or free meanwhile.
-  const std::shared_ptr<const Run> run = Find("fused_optim::kept_step_", id);
-  (*run)(grads, lr, grad_scale, found_inf);
-}
-
-void KeptFree(int64_t id) {
-  Registry& r = TheRegistry();
-  std::shared_ptr<const Run> run;  // released after the lock
-  std::lock_guard<std::mutex> lock(r.mutex);
-  const auto it = r.runs.find(id);
-  FUSED_OPTIM_CHECK_VALUE(it != r.runs.end(), "fused_optim::kept_free: no kept step has id ", id);
-  run = std::move(it->second);
-  r.runs.erase(it);
-}
-
 // The arguments of "name(args) -> ret", split at the top-level commas (no type has one).
 std::vector<std::string> Arguments(const std::string& schema) {
   const size_t open = schema.find('('), close = schema.rfind(") ->");
@@ -92,19 +73,34 @@ std::vector<std::string> Arguments(const std::string& schema) {
 
 }  // namespace
 
+void KeptStep(int64_t id, TensorListArg grads, double lr, const std::optional<Tensor>& grad_scale,
+              const std::optional<Tensor>& found_inf) {
+  // Run outside the lock: the step may raise, and another thread may keep or free meanwhile.
+  const std::shared_ptr<const Run> run = Find("fused_optim::kept_step_", id);
+  (*run)(grads, lr, grad_scale, found_inf);
+}
+
+void KeptFree(int64_t id) {
+  Registry& r = TheRegistry();
+  std::shared_ptr<const Run> run;  // released after the lock
+  std::lock_guard<std::mutex> lock(r.mutex);
+  const auto it = r.runs.find(id);
+  FUSED_OPTIM_CHECK_VALUE(it != r.runs.end(), "fused_optim::kept_free: no kept step has id ", id);
+  run = std::move(it->second);
+  r.runs.erase(it);
+}
+
 Fingerprint Fingerprint::Of(const Tensor& x) {
   return {x.const_data_ptr(), x.numel(), api::Dtype(x), x.is_contiguous()};
 }
 
 KeptTable* Current() { return current; }
-int64_t TableSteps() { return table_steps.load(); }
-void CountTableStep() { table_steps.fetch_add(1, std::memory_order_relaxed); }
 
 CurrentScope::CurrentScope(KeptTable* table) : previous_(current) { current = table; }
 CurrentScope::~CurrentScope() { current = previous_; }
 
 bool KeptTable::Unchanged(std::span<const TensorList> lists, bool capturable) {
-  if (!valid_ || capturable != capturable_) return false;
+  if (!valid_ || capturable != capturable_ || api::InPlaceMode() != mode_) return false;
   size_t i = 0;
   for (const TensorList list : lists) {
     for (const Tensor& x : list) {
@@ -125,6 +121,7 @@ bool KeptTable::Fits(TensorList params, TensorList grads, const Tensor* grad_sca
         !g.is_contiguous() || !api::SameShape(g, params[t])) {
       return false;
     }
+    if (grad_scale != nullptr && api::InPlaceRefusal(g) != nullptr) return false;  // written: the full path names it
     const void* data = g.const_data_ptr();
     if (table_.numel[t] > 0) {
       const Bytes bytes = BytesOf(data, table_.numel[t], element_size_);
@@ -164,12 +161,16 @@ void KeptTable::Keep(const KernelTable& built, std::span<const TensorList> lists
   valid_ = false;
   kept_.clear();
   written_.clear();
+  written_tensors_.clear();
   counters_.clear();
+  mode_ = api::InPlaceMode();
+  if (mode_ & api::kGradMode) return;
   for (const TensorList list : lists) {
     for (const Tensor& x : list) {
       kept_.push_back(Fingerprint::Of(x));
       if (!kept_.back().contiguous) return;  // the full path stages it, a copy per step
       if (x.numel() > 0) written_.push_back(BytesOf(x.const_data_ptr(), x.numel(), x.element_size()));
+      if (api::kVersionCounters) written_tensors_.push_back(x);
     }
   }
   std::sort(written_.begin(), written_.end());
@@ -186,6 +187,12 @@ void KeptTable::Keep(const KernelTable& built, std::span<const TensorList> lists
   table_ = built;
   capturable_ = capturable;
   valid_ = true;
+}
+
+void KeptTable::BumpVersions(TensorList grads, bool grads_written) const {
+  for (const Tensor& x : written_tensors_) api::BumpVersion(x);
+  if (grads_written)
+    for (const Tensor& g : grads) api::BumpVersion(g);
 }
 
 int64_t Add(Run run) {
@@ -231,6 +238,7 @@ std::string KeepSchema(const std::string& schema) {
 
 }  // namespace fused_optim::kept
 
+#ifdef FUSED_OPTIM_STABLE_ABI
 STABLE_TORCH_LIBRARY_FRAGMENT(fused_optim, m) {
   // One step of a kept call (<algo>_step_keep): its gradients, learning rate and AMP arguments.
   m.def("kept_step_(int kept, Tensor(a!)[] grads, *, float lr, " FUSED_OPTIM_AMP_ARGS ") -> ()");
@@ -241,3 +249,11 @@ STABLE_TORCH_LIBRARY_IMPL(fused_optim, CompositeExplicitAutograd, m) {
   m.impl("kept_step_", TORCH_BOX(&fused_optim::kept::KeptStep));
   m.impl("kept_free", TORCH_BOX(&fused_optim::kept::KeptFree));
 }
+#else
+// The fast path's unboxed calls of the same two ops (eager_call.h), on this build's registry.
+[[maybe_unused]] static const bool registered_kept = [] {
+  fused_optim::eager::Register("kept_step_", 5, fused_optim::eager::MakeInvoker(&fused_optim::kept::KeptStep));
+  fused_optim::eager::Register("kept_free", 1, fused_optim::eager::MakeInvoker(&fused_optim::kept::KeptFree));
+  return true;
+}();
+#endif

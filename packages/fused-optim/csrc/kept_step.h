@@ -1,6 +1,6 @@
-// Kept steps (stable build only): an in-place <algo>_step_ call whose lists stay on the C++ side
-// between steps, so that a drop-in optimizer's step passes torch.ops its gradients and learning
-// rate, not every parameter and state list again.
+// Kept steps: an in-place <algo>_step_ call whose lists stay on the C++ side between steps, so that
+// a drop-in optimizer's step passes torch.ops (or the fast path's unboxed call, in the ATen build)
+// its gradients and learning rate, not every parameter and state list again.
 //
 // Through torch.ops (the stable ABI's path) each tensor of a call is boxed and unboxed on every
 // step: with Adam on 200 tensors that is 1,200 tensors and ~300 us of host time per step, while
@@ -41,8 +41,17 @@ namespace fused_optim::kept {
 using Run = std::function<void(TensorListArg grads, double lr, const std::optional<Tensor>& grad_scale,
                                const std::optional<Tensor>& found_inf)>;
 
-// The registry (kept_step.cpp): an id for each kept call, until kept_free.
+// The registry (kept_step.cpp, one per build): an id for each kept call, until kept_free.
 int64_t Add(Run run);
+// The two ops on it: one step of a kept call, and its release.
+void KeptStep(int64_t id, TensorListArg grads, double lr, const std::optional<Tensor>& grad_scale,
+              const std::optional<Tensor>& found_inf);
+void KeptFree(int64_t id);
+
+// Whether op `name` is an in-place step (<algo>_step_), which the registrars also make keepable.
+inline bool IsStepOp(const std::string& name) {
+  return name.size() > 6 && name.compare(name.size() - 6, 6, "_step_") == 0;
+}
 
 // The positions, among an op's arguments, of what each step replaces (from its schema).
 struct Slots {
@@ -91,8 +100,13 @@ class KeptTable {
   // After a successful full-path call: keeps its table (`built`) with the fingerprints of `lists`
   // (as for Unchanged); `host_counters`: the step counters the host reads and increments (none
   // where the kernel advances them, capturable). A table is kept only where every kept tensor is
-  // dense and every host counter on the CPU; otherwise the next step takes the full path again.
+  // dense and every host counter on the CPU, and grad mode is off (where the in-place refusals,
+  // which the full path checks, could start to apply to a kept tensor); otherwise the next step
+  // takes the full path again.
   void Keep(const KernelTable& built, std::span<const TensorList> lists, TensorList host_counters, bool capturable);
+  // After a step on the table: the version counters of what it wrote (api::BumpVersion: the ATen
+  // build's; the stable build's Python caller bumps them), as the full path's Finish does.
+  void BumpVersions(TensorList grads, bool grads_written) const;
 
  private:
   struct Counter {
@@ -106,7 +120,9 @@ class KeptTable {
   ScalarType dtype_ = ScalarType::Float;
   Device device_{torch::headeronly::DeviceType::CPU};
   int64_t element_size_ = 4;  // the params'
+  int mode_ = 0;              // api::InPlaceMode() at Keep
   std::vector<Fingerprint> kept_;
+  std::vector<Tensor> written_tensors_;                             // (the ATen build bumps their versions)
   std::vector<std::pair<std::uintptr_t, std::uintptr_t>> written_;  // byte ranges, sorted
   std::vector<std::pair<std::uintptr_t, std::uintptr_t>> grads_;    // this step's (written ones)
   std::vector<Counter> counters_;
@@ -114,9 +130,6 @@ class KeptTable {
 
 // The kept table of the call replaying on this thread (Keep<Fn>'s), or null.
 KeptTable* Current();
-// Steps that ran a kept table so far (tests check that the reuse took effect); StepInPlace counts.
-int64_t TableSteps();
-void CountTableStep();
 // Makes `table` the current one for its lifetime (null: none).
 class CurrentScope {
  public:

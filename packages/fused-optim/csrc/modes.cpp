@@ -68,4 +68,12 @@ bool SetAsgdForeachEtaOnCpu(bool enable) { return asgd_foreach_eta_on_cpu.exchan
 
 bool AsgdForeachEtaOnCpu() { return asgd_foreach_eta_on_cpu.load(std::memory_order_relaxed); }
 
+namespace {
+std::atomic<int64_t> kept_table_steps{0};
+}  // namespace
+
+int64_t KeptTableSteps() { return kept_table_steps.load(); }
+
+void CountKeptTableStep() { kept_table_steps.fetch_add(1, std::memory_order_relaxed); }
+
 }  // namespace fused_optim

@@ -41,4 +41,9 @@ int64_t StateScalarsOnHost();
 bool SetAsgdForeachEtaOnCpu(bool enable);
 bool AsgdForeachEtaOnCpu();
 
+// Steps that ran a kept table (kept_step.h) so far, in either build: tests check that the reuse
+// took effect (fused_optim._C._kept_table_steps). StepInPlace counts.
+int64_t KeptTableSteps();
+void CountKeptTableStep();
+
 }  // namespace fused_optim

@@ -19,12 +19,11 @@
 #include <utility>
 #include <vector>
 
+#include "kept_step.h"
 #include "kernels.h"
 #include "modes.h"
 #include "torch_api.h"
-#ifdef FUSED_OPTIM_STABLE_ABI
-#include "kept_step.h"
-#else
+#ifndef FUSED_OPTIM_STABLE_ABI
 #include "eager_call.h"
 #endif
 
@@ -378,14 +377,13 @@ inline auto NoScalarRows() {
 // and found_inf is read there too, so the step never waits for the device and a CUDA graph may
 // capture it. (Without counters the host has nothing to skip: the kernel reads found_inf.)
 //
-// Replayed by a kept step (kept_step.h, stable build), it runs the table the kept call's first step
+// Replayed by a kept step (kept_step.h), it runs the table the kept call's first step
 // built and kept (kept::KeptTable) where the kept tensors are unchanged and the gradients fit.
 template <typename Hyper, size_t S, typename Rows>
 void StepInPlaceWith(const char* op, const KernelBuilds<Hyper>& kernel, const Hyper& hyper, TensorList params,
                      TensorList grads, const MultiTensorCall::NamedList (&states)[S], const TensorList* counters,
                      const Amp& amp, bool capturable, const Rows& rows) {
   const bool host_counts = counters != nullptr && !capturable;  // the host reads and increments them
-#ifdef FUSED_OPTIM_STABLE_ABI
   kept::KeptTable* kept = kept::Current();
   std::array<TensorList, S + 2> lists{params};  // what a kept table keeps: params, states, counters
   for (size_t i = 0; i < S; ++i) lists[i + 1] = states[i].present ? states[i].list : TensorList();
@@ -399,11 +397,11 @@ void StepInPlaceWith(const char* op, const KernelBuilds<Hyper>& kernel, const Hy
       KernelTable& table = kept->Table();
       if (host_counts) FillStepScalars(table, rows, kept->IncrementSteps());  // first modification
       RunTable(kernel, hyper, table, kept->device());
-      kept::CountTableStep();
+      kept->BumpVersions(grads, grad_scale != nullptr);
+      CountKeptTableStep();
       return;
     }
   }
-#endif
   MultiTensorCall call(op, params, kInPlace);
   call.SetAmp(amp);
   call.AddStep(params, grads, states);
@@ -412,9 +410,7 @@ void StepInPlaceWith(const char* op, const KernelBuilds<Hyper>& kernel, const Hy
   if (call.ChecksOnly() || call.SkipStep(host_counts)) return;            // nothing is written yet
   if (host_counts) call.SetStepScalars(rows, IncrementSteps(*counters));  // first modification
   call.Launch(kernel, hyper);
-#ifdef FUSED_OPTIM_STABLE_ABI
   if (kept != nullptr) kept->Keep(call.Table(), lists, host_counts ? *counters : TensorList(), capturable);
-#endif
 }
 
 // An algorithm's in-place step with torch.optim's per-parameter step counters `state_steps`.
@@ -542,7 +538,7 @@ class OpRegistrar {
       library_.impl(name.c_str(), TORCH_BOX(Fn));
     }
     if constexpr (kept::Keep<Fn>::kKeepable) {
-      if (name.size() > 6 && name.compare(name.size() - 6, 6, "_step_") == 0) AddKeep<Fn>(name, schema);
+      if (kept::IsStepOp(name)) AddKeep<Fn>(name, schema);
     }
   }
   // Every op defined, in registration order (fused_optim._C.OPS).
@@ -591,6 +587,13 @@ class OpRegistrar {
   template <auto Fn>
   void Add(const char* schema) {
     eager::Register(schema, ArgCount(Fn), eager::MakeInvoker(Fn));
+    if constexpr (kept::Keep<Fn>::kKeepable) {  // the fast path's <name>keep (the stable build defines it)
+      const std::string name(schema, std::string(schema).find('('));
+      if (kept::IsStepOp(name)) {
+        kept::Keep<Fn>::SlotsRef() = kept::SlotsOf(schema);
+        eager::Register((name + "keep").c_str(), ArgCount(Fn), eager::MakeInvoker(&kept::Keep<Fn>::Make));
+      }
+    }
   }
 
  private:

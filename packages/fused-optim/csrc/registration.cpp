@@ -115,7 +115,7 @@ PyObject* SameState(PyObject* /*self*/, PyObject* args) {
 }
 
 PyObject* KeptTableSteps(PyObject* /*self*/, PyObject* /*unused*/) {
-  return PyLong_FromLongLong(fused_optim::kept::TableSteps());
+  return PyLong_FromLongLong(fused_optim::KeptTableSteps());
 }
 
 PyObject* EmulatedGridLimit(PyObject* /*self*/, PyObject* arg) {

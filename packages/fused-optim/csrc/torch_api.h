@@ -273,6 +273,22 @@ inline const char* InPlaceRefusal(const Tensor& x) {
   return nullptr;
 }
 
+// Whether this build bumps version counters (BumpVersion is not a no-op).
+#ifdef FUSED_OPTIM_STABLE_ABI
+inline constexpr bool kVersionCounters = false;
+#else
+inline constexpr bool kVersionCounters = true;
+#endif
+// The thread's modes that InPlaceRefusal reads (kGradMode | kInferenceMode), which a kept table
+// compares with those it was kept under; always 0 in the stable build, which cannot read them.
+inline constexpr int kGradMode = 1, kInferenceMode = 2;
+inline int InPlaceMode() {
+#ifdef FUSED_OPTIM_STABLE_ABI
+  return 0;
+#else
+  return (at::GradMode::is_enabled() ? kGradMode : 0) | (c10::InferenceMode::is_enabled() ? kInferenceMode : 0);
+#endif
+}
 // torch's default floating dtype (torch.get_default_dtype()).
 inline ScalarType DefaultDtype() {
 #ifdef FUSED_OPTIM_STABLE_ABI

@@ -20,6 +20,17 @@ def kept(monkeypatch):
     monkeypatch.setitem(_native.BUILD_INFO, "eager", False)  # what a torch other than the build's gets
 
 
+@pytest.fixture(params=["torch.ops", "unboxed"])
+def any_kept(request, monkeypatch):
+    """Each kind of kept step: through torch.ops (what a torch other than the build's gets) and the
+    fast path's unboxed one (_native.UnboxedKeptStep)."""
+    if request.param == "torch.ops":
+        monkeypatch.setitem(_native.BUILD_INFO, "eager", False)
+    elif not _eager:
+        pytest.skip("no fast path under this torch")
+    return request.param
+
+
 def _params(seed=0, shapes=((3,), (2, 4), (5,))):
     gen = torch.Generator().manual_seed(seed)
     return [torch.randn(s, generator=gen, dtype=torch.float64).requires_grad_() for s in shapes]
@@ -46,7 +57,7 @@ def _kept_steps(opt):
 @pytest.mark.parametrize("name, kwargs", [("Adam", dict(lr=0.01, weight_decay=0.1)), ("SGD", dict(lr=0.05, momentum=0.9)),
                                           ("Adagrad", dict(lr=0.1)), ("ASGD", dict(lr=0.02, t0=2)),
                                           ("RMSprop", dict(lr=0.01, centered=True))])
-def test_kept_steps_follow_torch_with_two_groups_and_a_changing_lr(kept, name, kwargs):
+def test_kept_steps_follow_torch_with_two_groups_and_a_changing_lr(any_kept, name, kwargs):
     ref_params, our_params = _params(), _params()
     groups = lambda ps: [{"params": ps[:2]}, {"params": ps[2:], "lr": kwargs["lr"] / 2}]  # noqa: E731
     ref = getattr(torch.optim, name)(groups(ref_params), **kwargs)
@@ -75,7 +86,7 @@ def test_a_kept_step_passes_only_the_gradients(kept):
     assert "fused_optim::kept_step_" in names and "fused_optim::adam_step_" not in names
 
 
-def test_kept_lists_are_freed_with_their_owner(kept):
+def test_kept_lists_are_freed_with_their_owner(any_kept):
     params = _params()
     opt = fused_optim.Adam(params, lr=0.01)
     _warm(opt, params)
@@ -85,8 +96,9 @@ def test_kept_lists_are_freed_with_their_owner(kept):
     opt.load_state_dict(opt.state_dict())  # new state objects: the next step gathers afresh
     opt.step()
     gc.collect()
+    kept_step = torch.ops.fused_optim.kept_step_ if any_kept == "torch.ops" else _native.EAGER["kept_step_"]
     with pytest.raises(ValueError, match=f"no kept step has id {kept_id}"):
-        torch.ops.fused_optim.kept_step_(kept_id, [p.grad for p in params], lr=0.01)
+        kept_step(kept_id, [p.grad for p in params], lr=0.01)
 
 
 def test_an_unknown_kept_step_is_named():
@@ -96,7 +108,7 @@ def test_an_unknown_kept_step_is_named():
         torch.ops.fused_optim.kept_free(-5)
 
 
-def test_a_deep_copy_steps_its_own_parameters(kept):
+def test_a_deep_copy_steps_its_own_parameters(any_kept):
     params = _params()
     opt = fused_optim.Adam(params, lr=0.1)
     _warm(opt, params)
@@ -112,7 +124,7 @@ def test_a_deep_copy_steps_its_own_parameters(kept):
     assert all(not torch.equal(p.detach(), b) for p, b in zip(twin_params, before))
 
 
-def test_kept_steps_bump_versions_and_refuse_inference_gradients_they_write(kept):
+def test_kept_steps_bump_versions_and_refuse_inference_gradients_they_write(any_kept):
     params = _params()
     opt = fused_optim.Adam(params, lr=0.01)
     _warm(opt, params)
@@ -143,7 +155,7 @@ def test_kept_steps_bump_versions_and_refuse_inference_gradients_they_write(kept
 
 
 @pytest.mark.parametrize("skip", [False, True])
-def test_kept_steps_take_amp_arguments(kept, skip):
+def test_kept_steps_take_amp_arguments(any_kept, skip):
     # GradScaler's arguments reach the kept call: unscaled as the kernels read them, or skipped.
     results = []
     for path in ("kept", "as built"):
@@ -185,7 +197,7 @@ def _set_grads(params, step, scale=1.0):
     ("RMSprop", dict(lr=0.01, momentum=0.9, centered=True)), ("Rprop", dict(lr=0.01)),
     ("SGD", dict(lr=0.05, momentum=0.9, nesterov=True)), ("SGD", dict(lr=0.05, weight_decay=0.1)),
 ])
-def test_kept_tables_run_the_steps_after_the_first_kept_one(kept, name, kwargs):
+def test_kept_tables_run_the_steps_after_the_first_kept_one(any_kept, name, kwargs):
     ref_params, our_params = _params(), _params()
     ref = getattr(torch.optim, name)(ref_params, **kwargs)
     ours = getattr(fused_optim, name)(our_params, **kwargs)
@@ -204,7 +216,7 @@ def test_kept_tables_run_the_steps_after_the_first_kept_one(kept, name, kwargs):
     assert ran[0] == 0 and ran[-4:] == [1, 1, 1, 1]
 
 
-def test_a_kept_table_follows_tensors_replaced_in_place(kept):
+def test_a_kept_table_follows_tensors_replaced_in_place(any_kept):
     ref_params, our_params = _params(), _params()
     ref, ours = torch.optim.Adam(ref_params, lr=0.01), fused_optim.Adam(our_params, lr=0.01)
 
@@ -229,7 +241,7 @@ def test_a_kept_table_follows_tensors_replaced_in_place(kept):
     assert _table_steps() - before == 2
 
 
-def test_a_kept_table_refuses_a_parameter_made_another_dtype(kept):
+def test_a_kept_table_refuses_a_parameter_made_another_dtype(any_kept):
     params = _params()
     opt = fused_optim.Adam(params, lr=0.01)
     _warm(opt, params, steps=4)
@@ -242,7 +254,7 @@ def test_a_kept_table_refuses_a_parameter_made_another_dtype(kept):
         assert torch.equal(p.detach().double(), b.double())
 
 
-def test_gradients_a_kept_table_cannot_take_go_the_full_path(kept):
+def test_gradients_a_kept_table_cannot_take_go_the_full_path(any_kept):
     shapes = ((3,), (2, 4), (5,))
     ref_params, our_params = _params(shapes=shapes), _params(shapes=shapes)
     ref, ours = torch.optim.Adam(ref_params, lr=0.01), fused_optim.Adam(our_params, lr=0.01)
@@ -282,7 +294,7 @@ def test_gradients_a_kept_table_cannot_take_go_the_full_path(kept):
     assert _table_steps() == before + 1
 
 
-def test_a_kept_table_checks_the_step_counters(kept):
+def test_a_kept_table_checks_the_step_counters(any_kept):
     params = _params()
     opt = fused_optim.Adam(params, lr=0.01)
     _warm(opt, params, steps=4)
@@ -296,7 +308,7 @@ def test_a_kept_table_checks_the_step_counters(kept):
 
 
 @pytest.mark.parametrize("skip", [False, True])
-def test_a_kept_table_takes_amp_arguments(kept, skip):
+def test_a_kept_table_takes_amp_arguments(any_kept, skip):
     ref_params, our_params = _params(), _params()
     ref = torch.optim.Adam(ref_params, lr=0.01)
     ours = fused_optim.Adam(our_params, lr=0.01)
@@ -317,7 +329,7 @@ def test_a_kept_table_takes_amp_arguments(kept, skip):
     assert _table_steps() - before == (1 if skip else 2)  # steps 4 and 5 ran the table (a skip returns first)
 
 
-def test_a_kept_table_runs_the_emulated_cuda_launch(kept):
+def test_a_kept_table_runs_the_emulated_cuda_launch(any_kept):
     # The CUDA kernels' path (emulated on the host) from a kept table, as a GPU step takes it
     ref_params, our_params = _params(shapes=((3000,), (5,), (4100,))), _params(shapes=((3000,), (5,), (4100,)))
     ref, ours = torch.optim.Adam(ref_params, lr=0.01), fused_optim.Adam(our_params, lr=0.01, capturable=False)
@@ -335,7 +347,7 @@ def test_a_kept_table_runs_the_emulated_cuda_launch(kept):
         torch.testing.assert_close(b, a, rtol=1e-12, atol=1e-14)
 
 
-def test_a_kept_capturable_table_advances_the_counters_in_the_kernel(kept):
+def test_a_kept_capturable_table_advances_the_counters_in_the_kernel(any_kept):
     as_built, kept_params = _params(), _params()
     ours = fused_optim.Adam(kept_params, lr=0.01, capturable=True)
     before = _table_steps()
@@ -354,7 +366,7 @@ def test_a_kept_capturable_table_advances_the_counters_in_the_kernel(kept):
 
 
 @pytest.mark.parametrize("seed", range(6))
-def test_kept_tables_follow_torch_through_random_changes(kept, seed):
+def test_kept_tables_follow_torch_through_random_changes(any_kept, seed):
     # Steps interleaved with what users do between steps, each of which a kept table must notice
     # or survive: lr changes, a gradient left None, memory replaced in place (a parameter's, a
     # state's), a strided gradient, GradScaler's arguments, a state reloaded, a parameter frozen.
@@ -399,5 +411,6 @@ def test_kept_tables_follow_torch_through_random_changes(kept, seed):
             ours.step()
         ref.step()
         for a, b in zip(ref_params, our_params):
-            torch.testing.assert_close(b, a, rtol=1e-12, atol=1e-14, msg=lambda m: f"step {step} ({change}): {m}")
+            torch.testing.assert_close(b, a, rtol=1e-12, atol=1e-14,
+                                       msg=lambda m, where=f"step {step} ({change})": f"{where}: {m}")
     assert _table_steps() - before >= 2  # the kept tables ran between the changes

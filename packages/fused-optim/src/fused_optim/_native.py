@@ -30,7 +30,7 @@ import torch
 from fused_optim import _C
 from fused_optim._torch_abi import eager_matches
 
-__all__ = ["BUILD_INFO", "EAGER", "EAGER_REASON", "KeptStep", "boxed", "check_in_place", "flatten_lists", "split_flat"]
+__all__ = ["BUILD_INFO", "EAGER", "EAGER_REASON", "KeptStep", "UnboxedKeptStep", "boxed", "check_in_place", "flatten_lists", "split_flat"]
 
 
 def _load_eager() -> tuple[Any, str]:
@@ -208,11 +208,15 @@ class KeptStep:
     __slots__ = ("__weakref__", "id", "inference_mode", "op", "targets", "where")
 
     @classmethod
-    def make(cls, name: str, lists: list[list[torch.Tensor]], kwargs: dict[str, Any]) -> KeptStep | None:
-        """A kept ``name`` call, or None while Dynamo traces (a frame of a compiled step, which the
-        op itself must reach, and which must not keep lists it would see as fakes)."""
+    def make(cls, name: str, lists: list[list[torch.Tensor]], kwargs: dict[str, Any], *,
+             unboxed: bool = False) -> KeptStep | UnboxedKeptStep | None:
+        """A kept ``name`` call (``unboxed``: the fast path's, :class:`UnboxedKeptStep`), or None
+        while Dynamo traces (a frame of a compiled step, which the op itself must reach, and which
+        must not keep lists it would see as fakes)."""
         if torch.compiler.is_compiling():
             return None
+        if unboxed:
+            return UnboxedKeptStep.make(name, lists, kwargs)
         return cls(name, lists, kwargs)
 
     def __init__(self, name: str, lists: list[list[torch.Tensor]], kwargs: dict[str, Any]) -> None:
@@ -254,3 +258,37 @@ class KeptStep:
             raise translated(e) from None
         if _written_unless_skipped(found_inf):
             _bump_versions([*(tensors for _, tensors in new), *(tensors for _, tensors in self.targets)])
+
+
+class UnboxedKeptStep:
+    """The fast path's kept step: :class:`KeptStep` through the ATen build's unboxed
+    ``<algo>_step_keep`` and ``kept_step_`` (``EAGER``), whose C++ side makes the in-place refusals
+    and version bumps itself. A call returns NotImplemented, having done nothing, where the unboxed
+    call declines (as every unboxed call does: a None, sparse or subclass gradient, a mode or
+    profiler that the dispatcher must see); the caller then takes its full path.
+    """
+
+    __slots__ = ("__weakref__", "id", "op")
+
+    @classmethod
+    def make(cls, name: str, lists: list[list[torch.Tensor]], kwargs: dict[str, Any]) -> UnboxedKeptStep | None:
+        """A kept ``name`` call, or None where the unboxed keep declines."""
+        # (not the gradients, which each step passes: the kept call must not keep them alive)
+        kept = EAGER[name + "keep"](lists[0], [], *lists[2:], **kwargs)
+        return None if kept is NotImplemented else cls(kept, getattr(torch.ops.fused_optim, name).default)
+
+    def __init__(self, kept: int, op: torch._ops.OpOverload) -> None:
+        self.id, self.op = kept, op
+        weakref.finalize(self, EAGER["kept_free"], kept)
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> None:
+        return None
+
+    def __call__(self, *lists: list[torch.Tensor], lr: float, grad_scale: torch.Tensor | None = None,
+                 found_inf: torch.Tensor | None = None, **kwargs: Any) -> Any:
+        """One step with ``lists[1]`` as the gradients, as :meth:`KeptStep.__call__`; None, or
+        NotImplemented where the unboxed call declines."""
+        if torch.compiler.is_compiling():
+            self.op(*lists, lr=lr, grad_scale=grad_scale, found_inf=found_inf, **kwargs)
+            return None
+        return EAGER["kept_step_"](self.id, lists[1], lr=lr, grad_scale=grad_scale, found_inf=found_inf)

@@ -337,16 +337,17 @@ class _Gathered:
         # parameters the call through the dispatcher instead (fused_optim._dtensor's handler, which
         # checks each step's gradients' placements and runs the kernel once on the local shards).
         dtensor = any(call is not None and hasattr(call[1][0], "_local_tensor") for *_, call, _ in entries)
-        # Without the fast path, each group's call with plain settings is kept on the C++ side
-        # from the first reuse on (_native.KeptStep: one entry per group, made when first used).
-        self.kept: list[_native.KeptStep | None] | None = None
+        # Each group's call with plain settings is kept on the C++ side from the first reuse on
+        # (_native.KeptStep, or UnboxedKeptStep on the fast path: one entry per group, made when
+        # first used).
+        self.kept: list[_native.KeptStep | _native.UnboxedKeptStep | None] | None = None
         if self.op not in _native.EAGER:  # a step that is a Python sequence of ops (Muon's): its own call
             self.call = getattr(ops, self.op)
         else:
             # (Without the fast path, fused_optim._native's stand-in would decline every step.)
             direct = not dtensor and _native.BUILD_INFO["eager"]
             self.call = _native.EAGER[self.op] if direct else getattr(ops._eager, self.op)
-            if not direct and not dtensor:
+            if not dtensor:
                 self.kept = [None] * len(entries)
 
     def step(self, optimizer: FusedStep, amp: Amp | None) -> bool:
@@ -392,7 +393,7 @@ class _Gathered:
                 continue
             step = kept[i]
             if step is None:
-                step = kept[i] = _native.KeptStep.make(self.op, lists, kwargs)
+                step = kept[i] = _native.KeptStep.make(self.op, lists, kwargs, unboxed=declines)
             calls.append((unboxed if step is None else step, lists, kwargs))
         return StepPlan(optimizer, self.name, calls, amp).run()  # type: ignore[arg-type]
 
