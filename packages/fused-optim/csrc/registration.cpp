@@ -144,10 +144,14 @@ PyObject* EmulatedBindingCheck(PyObject* /*self*/, PyObject* arg) {
   return nullptr;
 }
 
-// _cuda_launch_plan(numel): the CUDA launches (csrc/cuda/launch_plan.h) of one call over tensors
-// with these element counts, each a list of its slots' (tensor, first chunk, chunks). Nothing is
-// allocated, so tests can plan any size.
-PyObject* CudaLaunchPlan(PyObject* /*self*/, PyObject* arg) {
+// _cuda_launch_plan(numel, slots): the CUDA launches (csrc/cuda/launch_plan.h) of one call over
+// tensors with these element counts, at most `slots` slots a launch (a binding's slots_per_launch),
+// each a list of its slots' (tensor, first chunk, chunks). Nothing is allocated, so tests can plan
+// any size.
+PyObject* CudaLaunchPlan(PyObject* /*self*/, PyObject* args) {
+  PyObject* arg = nullptr;
+  int max_slots = 0;
+  if (!PyArg_ParseTuple(args, "Oi", &arg, &max_slots)) return nullptr;
   const Py_ssize_t n = PySequence_Size(arg);
   if (n < 0) return nullptr;
   std::vector<int64_t> numel(n);
@@ -160,7 +164,7 @@ PyObject* CudaLaunchPlan(PyObject* /*self*/, PyObject* arg) {
   }
   std::vector<fused_optim::cuda::PlannedLaunch> launches;
   try {
-    fused_optim::cuda::PlanLaunches(numel.data(), static_cast<int64_t>(numel.size()),
+    fused_optim::cuda::PlanLaunches(numel.data(), static_cast<int64_t>(numel.size()), max_slots,
                                     [&](const fused_optim::cuda::PlannedLaunch& l) { launches.push_back(l); });
   } catch (const std::exception& e) {
     PyErr_SetString(PyExc_ValueError, e.what());
@@ -186,22 +190,34 @@ PyObject* CudaLaunchPlan(PyObject* /*self*/, PyObject* arg) {
   return out;
 }
 
-// CUDA_LAUNCH: the launch plan's limits, for tests.
+// CUDA_LAUNCH: the launch plan's limits, for tests; slots_per_launch and launch_meta_bytes map each
+// kernel's name (kernels.h) to its own.
 PyObject* MakeCudaLaunchLimits() {
   namespace c = fused_optim::cuda;
   PyObject* limits = PyDict_New();
-  if (limits == nullptr) return nullptr;
-  const bool ok = AddItem(limits, "block_size", PyLong_FromLong(c::kBlockSize)) &&
-                  AddItem(limits, "chunk_size", PyLong_FromLongLong(c::kChunkSize)) &&
-                  AddItem(limits, "vector_bytes", PyLong_FromLong(c::kVectorBytes)) &&
-                  AddItem(limits, "tensors_per_launch", PyLong_FromLong(c::kTensorsPerLaunch)) &&
-                  AddItem(limits, "max_grid_blocks", PyLong_FromLongLong(c::kMaxGridBlocks)) &&
-                  AddItem(limits, "max_scalars", PyLong_FromLong(c::kMaxScalars)) &&
-                  AddItem(limits, "max_lists", PyLong_FromLong(c::kMaxLists)) &&
-                  AddItem(limits, "max_kernel_param_bytes", PyLong_FromSize_t(c::kMaxKernelParamBytes)) &&
-                  AddItem(limits, "launch_meta_bytes", PyLong_FromSize_t(sizeof(c::LaunchMeta<c::kMaxLists>)));
+  PyObject* slots = PyDict_New();
+  PyObject* bytes = PyDict_New();
+  bool ok = limits != nullptr && slots != nullptr && bytes != nullptr;
+#define FUSED_OPTIM_ADD_KERNEL_LIMITS(name)                                                         \
+  ok = ok && AddItem(slots, #name, PyLong_FromLong(c::kSlotsPerLaunch<fused_optim::bind::name>)) && \
+       AddItem(bytes, #name, PyLong_FromSize_t(sizeof(c::LaunchMeta<fused_optim::bind::name>)));
+  FUSED_OPTIM_FOR_EACH_KERNEL(FUSED_OPTIM_ADD_KERNEL_LIMITS)
+#undef FUSED_OPTIM_ADD_KERNEL_LIMITS
+  ok = ok && AddItem(limits, "block_size", PyLong_FromLong(c::kBlockSize)) &&
+       AddItem(limits, "chunk_size", PyLong_FromLongLong(c::kChunkSize)) &&
+       AddItem(limits, "vector_bytes", PyLong_FromLong(c::kVectorBytes)) &&
+       AddItem(limits, "max_slots_per_launch", PyLong_FromLong(c::kMaxSlotsPerLaunch)) &&
+       AddItem(limits, "max_grid_blocks", PyLong_FromLongLong(c::kMaxGridBlocks)) &&
+       AddItem(limits, "max_lists", PyLong_FromLong(c::kMaxLists)) &&
+       AddItem(limits, "max_kernel_param_bytes", PyLong_FromSize_t(c::kMaxKernelParamBytes));
+  if (ok) {
+    ok = PyDict_SetItemString(limits, "slots_per_launch", slots) == 0 &&
+         PyDict_SetItemString(limits, "launch_meta_bytes", bytes) == 0;
+  }
+  Py_XDECREF(slots);
+  Py_XDECREF(bytes);
   if (!ok) {
-    Py_DECREF(limits);
+    Py_XDECREF(limits);
     return nullptr;
   }
   return limits;
@@ -216,7 +232,8 @@ PyMethodDef kCudaPlanMethods[] = {
      "Set the emulated launches' block limit (tests); returns the previous one."},
     {"_emulated_binding_check", EmulatedBindingCheck, METH_O,
      "Run a test-only binding through the emulated vector path's invariant checks (tests)."},
-    {"_cuda_launch_plan", CudaLaunchPlan, METH_O, "The CUDA launches of tensors with these element counts."},
+    {"_cuda_launch_plan", CudaLaunchPlan, METH_VARARGS,
+     "The CUDA launches of tensors with these element counts, at most this many slots a launch."},
     {"_kept_table_steps", KeptTableSteps, METH_NOARGS, "Steps that ran a kept table so far (kept_step.h)."},
     {"_same_state", SameState, METH_VARARGS, "Whether an optimizer state holds exactly these values, in order."},
     {nullptr, nullptr, 0, nullptr}};

@@ -13,12 +13,14 @@ import torch
 from helpers import ANY, EMPTY, FUNCTIONAL_CASES, GRAD, PARAM, POS, UNIT, FunctionalCase, op
 from twins import run_both
 
+import fused_optim
 from fused_optim import _C, ops
 from fused_optim.ops import FUNCTIONAL_OPS
 
 LIMITS = _C.CUDA_LAUNCH
 CHUNK = LIMITS["chunk_size"]
-PER_LAUNCH = LIMITS["tensors_per_launch"]
+SLOTS = LIMITS["slots_per_launch"]
+PER_LAUNCH = SLOTS["AdamStep"]  # the planner's limit in the plan tests below; any kernel's would do
 MAX_BLOCKS = LIMITS["max_grid_blocks"]
 
 
@@ -29,7 +31,7 @@ def chunks(n: int) -> int:
 def checked_plan(numel: list[int]) -> list[list[tuple[int, int, int]]]:
     """The plan for tensors of ``numel`` elements, checked: each launch within the limits, each
     tensor's chunks covered once, in order, and no slot for an empty tensor."""
-    plan = _C._cuda_launch_plan(numel)
+    plan = _C._cuda_launch_plan(numel, PER_LAUNCH)
     covered = [0] * len(numel)
     last = -1
     for launch in plan:
@@ -86,7 +88,24 @@ def test_random_calls_are_covered_within_the_limits():
 
 def test_a_negative_count_is_rejected():
     with pytest.raises(ValueError, match="negative"):
-        _C._cuda_launch_plan([3, -1])
+        _C._cuda_launch_plan([3, -1], PER_LAUNCH)
+
+
+def test_a_slot_limit_outside_the_planner_buffer_is_rejected():
+    for bad in (0, LIMITS["max_slots_per_launch"] + 1):
+        with pytest.raises(ValueError, match="slot limit"):
+            _C._cuda_launch_plan([3], bad)
+
+
+def test_every_kernel_fills_its_argument_within_the_parameter_limit():
+    # Each kernel's launch holds as many tensors as its argument fits: a step of a couple of hundred
+    # tensors (Adam's 200 x 1k) is one launch, and no kernel's argument passes CUDA's limit.
+    assert set(SLOTS) == set(LIMITS["launch_meta_bytes"]) and len(SLOTS) == 34
+    for name, slots in SLOTS.items():
+        assert 64 <= slots <= LIMITS["max_slots_per_launch"], name
+        assert LIMITS["max_kernel_param_bytes"] - 4096 < LIMITS["launch_meta_bytes"][name], name
+        assert LIMITS["launch_meta_bytes"][name] < LIMITS["max_kernel_param_bytes"], name
+    assert SLOTS["AdamStep"] >= 200 and SLOTS["SgdStep"] >= 200
 
 
 @pytest.fixture
@@ -99,12 +118,13 @@ def emulated() -> Iterator[None]:
 
 
 def test_the_switch_routes_cpu_calls_through_the_emulated_launches(emulated):
-    p, g = [torch.ones(3)] * (PER_LAUNCH + 1), [torch.ones(3)] * (PER_LAUNCH + 1)
+    n = SLOTS["SgdStep"] + 1
+    p, g = [torch.ones(3)] * n, [torch.ones(3)] * n
     kwargs = dict(lr=0.5, momentum=0.0, dampening=0.0, weight_decay=0.0, nesterov=False, maximize=False,
                   first_step=False)
     before = _C._emulated_launches()
     new_p, _ = op("sgd_update")(p, g, [], **kwargs)
-    assert _C._emulated_launches() - before == 2  # 33 tensors: two launches
+    assert _C._emulated_launches() - before == 2  # one tensor more than a launch holds: two launches
     assert all(torch.equal(x, torch.full((3,), 0.5)) for x in new_p)
     assert _C._emulate_cuda(False) is True
     op("sgd_update")(p, g, [], **kwargs)
@@ -112,8 +132,8 @@ def test_the_switch_routes_cpu_calls_through_the_emulated_launches(emulated):
     assert _C._emulate_cuda() is False  # no argument: only reads
 
 
-# 0-d, empty, several chunks, and enough tensors for two launches.
-SHAPES = [(), (0,), (7,), (3, 5), (2 * CHUNK + 3,)] + [(9,)] * PER_LAUNCH
+# 0-d, empty, several chunks, and more tensors than any kernel's launch holds.
+SHAPES = [(), (0,), (7,), (3, 5), (2 * CHUNK + 3,)] + [(9,)] * max(SLOTS.values())
 
 
 def _cpu_loops_and_emulated(fn, *args, **kwargs):  # type: ignore[no-untyped-def]
@@ -345,3 +365,23 @@ def test_the_emulation_checks_the_vector_paths_invariants():
         _C._emulated_binding_check("LoadsAfterStoring")
     with pytest.raises(ValueError, match="no probe binding"):
         _C._emulated_binding_check("Adam")
+
+
+def test_a_step_of_two_hundred_tensors_is_one_launch(emulated):
+    # Adam on 200 tensors (the host-time benchmark's shape): one kernel launch per step on a GPU,
+    # where each launch costs the host microseconds; the result still equals torch.optim's.
+    gen = torch.Generator().manual_seed(3)
+    ref = [torch.randn(1000, generator=gen, dtype=torch.float64).requires_grad_() for _ in range(200)]
+    ours = [p.detach().clone().requires_grad_() for p in ref]
+    ref_opt = torch.optim.Adam(ref, lr=0.01, weight_decay=0.1, foreach=False)
+    our_opt = fused_optim.Adam(ours, lr=0.01, weight_decay=0.1)
+    for _ in range(3):
+        for a, b in zip(ref, ours, strict=True):
+            a.grad = torch.randn(a.shape, generator=gen, dtype=torch.float64)
+            b.grad = a.grad.clone()
+        ref_opt.step()
+        before = _C._emulated_launches()
+        our_opt.step()
+        assert _C._emulated_launches() - before == 1
+    for a, b in zip(ref, ours, strict=True):
+        torch.testing.assert_close(b, a, rtol=1e-12, atol=1e-14)

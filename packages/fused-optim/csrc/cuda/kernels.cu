@@ -1,6 +1,6 @@
 // The CUDA side of every kernel: each binding (math/<algo>.h) runs over every element of a
 // KernelTable (csrc/kernels.h) in the launches that csrc/cuda/launch_plan.h plans (one block per
-// chunk of a tensor, up to kTensorsPerLaunch tensors a launch). This file only launches: the plan,
+// chunk of a tensor, as many tensors a launch as the kernel argument holds). This file only launches: the plan,
 // its limits and the kernel body are host-testable C++ in launch_plan.h.
 // Depends on the CUDA runtime only (no torch headers), so nvcc compiles it in seconds.
 #include <cuda_bf16.h>
@@ -16,17 +16,16 @@
 
 namespace fused_optim::cuda {
 
-template <int NL, typename Op>
-__global__ void __launch_bounds__(kBlockSize)
-    MultiTensorKernel(const __grid_constant__ LaunchMeta<NL> meta, const Op op) {
+template <typename Meta, typename Op>
+__global__ void __launch_bounds__(kBlockSize) MultiTensorKernel(const __grid_constant__ Meta meta, const Op op) {
   RunBlock(meta, op, blockIdx.x, threadIdx.x, blockDim.x);
 }
 
 // After MultiTensorKernel on the same stream (so no block still reads them): the state scalars and
 // device step counters of each slot that ends its tensor advance, one thread per slot.
-template <int NL, typename Op>
-__global__ void AdvanceKernel(const __grid_constant__ LaunchMeta<NL> meta, int slots, const Op op) {
-  AdvanceSlot(meta, op, static_cast<int>(threadIdx.x), slots);
+template <typename Meta, typename Op>
+__global__ void AdvanceKernel(const __grid_constant__ Meta meta, const Op op) {
+  AdvanceSlot(meta, op, static_cast<int>(threadIdx.x));
 }
 
 inline void CheckLaunch(const char* what) {
@@ -44,13 +43,13 @@ void RunKernel(const KernelTable& table, const typename K::template Hyper<double
   DispatchFloating<__half, __nv_bfloat16>(table.dtype, [&]<typename S, typename T>() {
     using Op = BoundOp<K, S, T, __half, __nv_bfloat16>;
     const Op op{hyper.template To<T>(), hyper};
-    ForEachLaunch<K>(table, what, [&](const LaunchMeta<K::kLists>& meta, int64_t blocks, int slots) {
+    ForEachLaunch<K>(table, what, [&](const LaunchMeta<K>& meta, int64_t blocks) {
       if (blocks > 0) {
-        MultiTensorKernel<K::kLists, Op><<<static_cast<unsigned>(blocks), kBlockSize, 0, stream>>>(meta, op);
+        MultiTensorKernel<LaunchMeta<K>, Op><<<static_cast<unsigned>(blocks), kBlockSize, 0, stream>>>(meta, op);
         CheckLaunch(what);
       }
       if (table.advance_state || !table.steps.empty()) {
-        AdvanceKernel<K::kLists, Op><<<1, kTensorsPerLaunch, 0, stream>>>(meta, slots, op);
+        AdvanceKernel<LaunchMeta<K>, Op><<<1, meta.num_slots, 0, stream>>>(meta, op);
         CheckLaunch(what);
       }
     });

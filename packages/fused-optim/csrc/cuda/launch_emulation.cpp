@@ -57,7 +57,7 @@ void RunKernel(const KernelTable& table, const typename K::template Hyper<double
     const cuda::BoundOp<K, S, T, c10::Half, c10::BFloat16> op{hyper.template To<T>(), hyper};
     cuda::ForEachLaunch<K>(
         table, what,
-        [&](const cuda::LaunchMeta<K::kLists>& meta, int64_t blocks, int slots) {
+        [&](const cuda::LaunchMeta<K>& meta, int64_t blocks) {
           launches.fetch_add(1, std::memory_order_relaxed);
           try {
             for (int64_t block = 0; block < blocks; ++block) {
@@ -69,7 +69,7 @@ void RunKernel(const KernelTable& table, const typename K::template Hyper<double
             throw std::logic_error(std::string("fused_optim: the CUDA kernel of ") + what + " " + e.what());
           }
           if (table.advance_state || !table.steps.empty()) {
-            for (int slot = 0; slot < cuda::kTensorsPerLaunch; ++slot) cuda::AdvanceSlot(meta, op, slot, slots);
+            for (int slot = 0; slot < meta.num_slots; ++slot) cuda::AdvanceSlot(meta, op, slot);
           }
         },
         grid_limit.load());

@@ -31,60 +31,82 @@ inline constexpr int64_t kChunkSize = 2048;
 // column in registers; the widest, Adan's backward (17 columns, bf16), takes 116 registers and
 // spills nothing (nvcc 13.0, sm_90), so no binding needs a narrower group.
 inline constexpr int kVectorBytes = 16;
-// Tensors (slots) per launch: bounds the kernel argument and a block's search for its slot.
-inline constexpr int kTensorsPerLaunch = 32;
+// Slots (tensors, or runs of a tensor's chunks) per launch, at most: bounds the advance kernel's
+// threads (one per slot) and the planner's buffer. Each binding's launch holds as many slots as its
+// kernel argument fits (kSlotsPerLaunch), from about 100 (Adan's backward, 17 columns) to this.
+inline constexpr int kMaxSlotsPerLaunch = 512;
 // Blocks per launch (gridDim.x's limit); a tensor with more chunks continues in the next launch.
 inline constexpr int64_t kMaxGridBlocks = 2147483647;
 // Bytes of kernel arguments (CUDA >= 12.1 on Volta and newer; LaunchMeta and the bound op travel
 // by value).
 inline constexpr size_t kMaxKernelParamBytes = 32764;
 
-// The most per-tensor scalars and lists of any binding (math/<algo>.h): LaunchMeta is sized from
-// these, so a binding with more scalars grows it instead of failing at run time on the GPU only.
-#define FUSED_OPTIM_NUM_SCALARS(name) bind::name::kNumScalars,
+// The most lists of any binding (math/<algo>.h): the emulation's per-column checks are sized from it.
 #define FUSED_OPTIM_NUM_LISTS(name) bind::name::kLists,
-#define FUSED_OPTIM_NUM_STATE(name) kStateScalarsOf<bind::name>,
-inline constexpr int kMaxScalars = std::max({FUSED_OPTIM_FOR_EACH_KERNEL(FUSED_OPTIM_NUM_SCALARS)});
 inline constexpr int kMaxLists = std::max({FUSED_OPTIM_FOR_EACH_KERNEL(FUSED_OPTIM_NUM_LISTS)});
-inline constexpr int kMaxState = std::max({FUSED_OPTIM_FOR_EACH_KERNEL(FUSED_OPTIM_NUM_STATE)});
-#undef FUSED_OPTIM_NUM_SCALARS
 #undef FUSED_OPTIM_NUM_LISTS
-#undef FUSED_OPTIM_NUM_STATE
 
-// The kernel's argument, passed by value: up to kTensorsPerLaunch slots, each a run of chunks of
-// one tensor (its pointers and element count start at the slot's first chunk). Everything the
-// kernel reads per tensor is an array indexed by slot, filled by FillLaunchMeta from the table
-// (add a per-tensor pointer array or a per-call value there); the parameter limit is checked for
-// every binding below, whatever is added.
-template <int NL>
-struct LaunchMeta {
-  void* dst[NL][kTensorsPerLaunch];
-  const void* src[NL][kTensorsPerLaunch];
-  int64_t numel[kTensorsPerLaunch];
-  double scalars[kTensorsPerLaunch][kMaxScalars];
+// The kernel's argument, passed by value: up to N slots, each a run of chunks of one tensor (its
+// pointers and element count start at the slot's first chunk), for a binding of NL lists, NS
+// per-tensor scalars and NSt state scalars (at least 1 each: C++ has no empty arrays). Everything
+// the kernel reads per tensor is an array indexed by slot, filled by FillLaunchMeta from the table
+// (add a per-tensor pointer array or a per-call value there); kSlotsPerLaunch sizes N so that every
+// binding's argument fits the parameter limit, whatever is added. The planner packs as many
+// tensors into a launch as fit, so a step of a few hundred tensors is one launch (each launch costs
+// the host a few microseconds, the most of a small step's host time).
+template <int NL, int NS, int NSt, int N>
+struct LaunchMetaN {
+  static constexpr int kLists = NL;
+  static constexpr int kSlots = N;
+  void* dst[NL][N];
+  const void* src[NL][N];
+  int64_t numel[N];
+  double scalars[N][NS];
   // The state scalars (KernelTable::state), read by each thread's set-up; `advance[s]`: the slot
   // holds its tensor's last chunk, so the advance kernel writes their new values after this launch.
-  StateScalar state[kTensorsPerLaunch][kMaxState > 0 ? kMaxState : 1];
+  StateScalar state[N][NSt];
   // capturable: each slot's step counter on the device (KernelTable::steps), from which every
   // thread computes the slot's per-tensor scalars and which the advance kernel increments;
   // `device_steps` false: `scalars` holds the host's rows.
-  StateScalar step[kTensorsPerLaunch];
+  StateScalar step[N];
+  // Block b works on the slot s with first_block[s] <= b < first_block[s + 1], s < num_slots.
+  int64_t first_block[N + 1];
+  int num_slots;
   bool device_steps;
-  bool advance[kTensorsPerLaunch];
+  bool advance[N];
   DType default_dtype;
-  // Block b works on the slot s with first_block[s] <= b < first_block[s + 1].
-  int64_t first_block[kTensorsPerLaunch + 1];
   // The table's AMP arguments (KernelTable::grad_scale), the same for every launch of a call.
   const float* grad_scale;
   const float* found_inf;
   int grad_col;
 };
 
+template <typename K, int N>
+using LaunchMetaFor = LaunchMetaN<K::kLists, std::max(K::kNumScalars, 1), std::max(kStateScalarsOf<K>, 1), N>;
+
+// Binding K's slots per launch: the most (a multiple of 8 plus 1, at most kMaxSlotsPerLaunch) for
+// which its kernel arguments, LaunchMeta and the bound op (two copies of its hyper-parameters at
+// most, plus slack for padding), fit the CUDA parameter limit. The argument grows by the same
+// bytes for every 8 slots (the bool array then fills whole words), so the size at N is exact, and
+// checked below.
+template <typename K>
+inline constexpr int kSlotsPerLaunch = [] {
+  constexpr size_t kOthers = 2 * sizeof(typename K::template Hyper<double>) + 16;
+  constexpr size_t kOne = sizeof(LaunchMetaFor<K, 1>);
+  constexpr size_t kPerEight = sizeof(LaunchMetaFor<K, 9>) - kOne;
+  static_assert(kOne + kOthers <= kMaxKernelParamBytes, "a binding's one-slot launch exceeds the parameter limit");
+  return static_cast<int>(
+      std::min<size_t>(1 + 8 * ((kMaxKernelParamBytes - kOthers - kOne) / kPerEight), kMaxSlotsPerLaunch));
+}();
+
+template <typename K>
+using LaunchMeta = LaunchMetaFor<K, kSlotsPerLaunch<K>>;
+
 // A binding's view of one element on the scalar path (see math/common.h): an absent column reads 0
 // and drops its store. A functional op reads the caller's tensor (src) and writes a fresh one (dst).
-template <typename S, typename T, int NL>
+template <typename S, typename T, typename Meta>
 struct ElementIO {
-  const LaunchMeta<NL>& meta;
+  const Meta& meta;
   int slot;
   int64_t i;
   FUSED_OPTIM_ELEMENT T Load(int col) const {
@@ -170,10 +192,10 @@ FUSED_OPTIM_ELEMENT Pack<S> Unscaled(Pack<S> pack, T inv_scale) {
 // stored, a functional op reads src and writes dst, and torch.amp's gradient column is unscaled,
 // stored back, and read unscaled. Every group member is indexed by the binding's constant column
 // numbers only (a runtime index, such as meta.grad_col's, would put the group in local memory).
-template <typename S, typename T, int NL, typename Check>
+template <typename S, typename T, typename Meta, typename Check>
 struct VectorIO {
-  const LaunchMeta<NL>& meta;
-  VectorGroup<S, NL, Check>& group;
+  const Meta& meta;
+  VectorGroup<S, Meta::kLists, Check>& group;
   int slot;
   int64_t first;
   int j;
@@ -216,43 +238,44 @@ struct BoundOp {
   typename K::template Hyper<T> h;
   typename K::template Hyper<double> h_double;  // where StepRow reads them (device step counters)
   // The row slot `slot` reads: the host's, or the one of its device step counter in `buffer`.
-  template <int NL>
-  FUSED_OPTIM_ELEMENT const double* Row(const LaunchMeta<NL>& meta, int slot, double* buffer) const {
+  template <typename Meta>
+  FUSED_OPTIM_ELEMENT const double* Row(const Meta& meta, int slot, double* buffer) const {
     return TensorRow<K, Half, BFloat16>(meta.scalars[slot], meta.device_steps ? &meta.step[slot] : nullptr, h_double,
                                         buffer);
   }
-  template <int NL>
-  FUSED_OPTIM_ELEMENT auto Scalars(const LaunchMeta<NL>& meta, int slot) const {
+  template <typename Meta>
+  FUSED_OPTIM_ELEMENT auto Scalars(const Meta& meta, int slot) const {
     double buffer[kRowBuffer<K>];
     return TensorScalars<K, T, Half, BFloat16>(Row(meta, slot, buffer), meta.state[slot], meta.default_dtype);
   }
   // torch.amp's 1 / grad_scale in the math type, as the CPU loops take it (1 without a scale):
   // once per thread, a load and a division the element loop would otherwise repeat.
-  template <int NL>
-  FUSED_OPTIM_ELEMENT T InvScale(const LaunchMeta<NL>& meta) const {
+  template <typename Meta>
+  FUSED_OPTIM_ELEMENT T InvScale(const Meta& meta) const {
     return meta.grad_scale != nullptr ? static_cast<T>(1) / static_cast<T>(*meta.grad_scale) : static_cast<T>(1);
   }
-  template <int NL>
-  FUSED_OPTIM_ELEMENT void operator()(const LaunchMeta<NL>& meta, int slot, int64_t i,
-                                      const typename K::template Scalars<T>& s, T inv_scale) const {
+  template <typename Meta>
+  FUSED_OPTIM_ELEMENT void operator()(const Meta& meta, int slot, int64_t i, const typename K::template Scalars<T>& s,
+                                      T inv_scale) const {
     if (meta.grad_scale != nullptr) {  // torch.amp's unscale, stored back before the step reads it
       S* grad = static_cast<S*>(meta.dst[meta.grad_col][slot]);
       grad[i] = static_cast<S>(static_cast<T>(grad[i]) * inv_scale);
     }
-    K::Apply(ElementIO<S, T, NL>{meta, slot, i}, h, s);
+    K::Apply(ElementIO<S, T, Meta>{meta, slot, i}, h, s);
   }
   // Elements [first, first + W) at once (the vector path): the same as operator() on each, where
   // every non-null pointer of the slot is 16-byte aligned and `first` a multiple of W.
-  template <typename Check, int NL>
-  FUSED_OPTIM_ELEMENT void Group(const LaunchMeta<NL>& meta, int slot, int64_t first,
-                                 const typename K::template Scalars<T>& s, T inv_scale) const {
+  template <typename Check, typename Meta>
+  FUSED_OPTIM_ELEMENT void Group(const Meta& meta, int slot, int64_t first, const typename K::template Scalars<T>& s,
+                                 T inv_scale) const {
+    constexpr int NL = Meta::kLists;
     VectorGroup<S, NL, Check> group;
     FUSED_OPTIM_UNROLL
     for (int c = 0; c < NL; ++c) group.loaded[c] = group.written[c] = false;
     group.unscaled = false;
     FUSED_OPTIM_UNROLL
     for (int j = 0; j < Pack<S>::kWidth; ++j) {
-      K::Apply(VectorIO<S, T, NL, Check>{meta, group, slot, first, j, inv_scale}, h, s);
+      K::Apply(VectorIO<S, T, Meta, Check>{meta, group, slot, first, j, inv_scale}, h, s);
     }
     group.check.End(Pack<S>::kWidth);
     FUSED_OPTIM_UNROLL
@@ -267,8 +290,8 @@ struct BoundOp {
   }
   // The state scalars' new values (K::Advance), then the device step counter's, once no block
   // reads them any more (the row first, from the counter before its advance).
-  template <int NL>
-  FUSED_OPTIM_ELEMENT void Advance(const LaunchMeta<NL>& meta, int slot) const {
+  template <typename Meta>
+  FUSED_OPTIM_ELEMENT void Advance(const Meta& meta, int slot) const {
     if (meta.found_inf != nullptr && *meta.found_inf != 0.0f) return;  // torch.amp skips this step
     double buffer[kRowBuffer<K>];
     AdvanceState<K, Half, BFloat16>(Row(meta, slot, buffer), meta.state[slot], meta.default_dtype);
@@ -278,26 +301,42 @@ struct BoundOp {
 
 // Whether every non-null pointer of the slot is 16-byte aligned (slots start at whole chunks of
 // their tensors, so the tensors' own addresses decide): its chunks then take the vector path.
-template <int NL>
-FUSED_OPTIM_ELEMENT bool VectorAligned(const LaunchMeta<NL>& meta, int slot) {
+template <typename Meta>
+FUSED_OPTIM_ELEMENT bool VectorAligned(const Meta& meta, int slot) {
   uintptr_t bits = 0;
   FUSED_OPTIM_UNROLL
-  for (int l = 0; l < NL; ++l) {
+  for (int l = 0; l < Meta::kLists; ++l) {
     bits |= reinterpret_cast<uintptr_t>(meta.src[l][slot]) | reinterpret_cast<uintptr_t>(meta.dst[l][slot]);
   }
   return bits % kVectorBytes == 0;
+}
+
+// The slot that block `block` works on: the last s < num_slots with first_block[s] <= block (a
+// slot of no chunks, an empty tensor's, shares its first_block with the next). A binary search:
+// a launch holds up to a few hundred slots, and every thread of a block finds the same one.
+template <typename Meta>
+FUSED_OPTIM_ELEMENT int SlotOf(const Meta& meta, int64_t block) {
+  int lo = 0;
+  int hi = meta.num_slots - 1;
+  while (lo < hi) {
+    const int mid = (lo + hi + 1) / 2;
+    if (meta.first_block[mid] <= block) {
+      lo = mid;
+    } else {
+      hi = mid - 1;
+    }
+  }
+  return lo;
 }
 
 // The kernel body: thread `thread` of the `threads` of block `block` runs `op` on its share of the
 // block's chunk. Thread t takes the W-element groups t, t + threads, ... (consecutive threads read
 // consecutive 16 bytes), where the slot is aligned; the elements after the last whole group, and
 // an unaligned slot's, go one at a time. `Check`: see NoBindingCheck.
-template <typename Check = NoBindingCheck, int NL, typename Op>
-FUSED_OPTIM_ELEMENT void RunBlock(const LaunchMeta<NL>& meta, const Op& op, int64_t block, int64_t thread,
-                                  int64_t threads) {
+template <typename Check = NoBindingCheck, typename Meta, typename Op>
+FUSED_OPTIM_ELEMENT void RunBlock(const Meta& meta, const Op& op, int64_t block, int64_t thread, int64_t threads) {
   if (meta.found_inf != nullptr && *meta.found_inf != 0.0f) return;  // torch.amp skips this step
-  int s = 0;
-  while (meta.first_block[s + 1] <= block) ++s;  // at most kTensorsPerLaunch steps, uniform per block
+  const int s = SlotOf(meta, block);
   const int64_t begin = (block - meta.first_block[s]) * kChunkSize;
   const int64_t end = meta.numel[s] - begin < kChunkSize ? meta.numel[s] : begin + kChunkSize;
   // The per-tensor scalars once per thread: state scalars are loads the compiler could not hoist
@@ -318,16 +357,15 @@ FUSED_OPTIM_ELEMENT void RunBlock(const LaunchMeta<NL>& meta, const Op& op, int6
 
 // The advance kernel's body (after the launch's blocks, on the same stream): thread `slot`
 // advances its slot's state scalars where the slot ends its tensor.
-template <int NL, typename Op>
-FUSED_OPTIM_ELEMENT void AdvanceSlot(const LaunchMeta<NL>& meta, const Op& op, int slot, int slots) {
-  if (slot < slots && meta.advance[slot]) op.Advance(meta, slot);
+template <typename Meta, typename Op>
+FUSED_OPTIM_ELEMENT void AdvanceSlot(const Meta& meta, const Op& op, int slot) {
+  if (slot < meta.num_slots && meta.advance[slot]) op.Advance(meta, slot);
 }
 
-// Every binding's kernel arguments fit the limit.
-#define FUSED_OPTIM_CHECK_KERNEL_PARAMS(name)                                                                 \
-  static_assert(                                                                                              \
-      sizeof(LaunchMeta<bind::name::kLists>) + 2 * sizeof(bind::name::Hyper<double>) <= kMaxKernelParamBytes, \
-      #name ": its LaunchMeta and hyper-parameters exceed the CUDA kernel parameter limit");
+// Every binding's kernel arguments fit the limit (kSlotsPerLaunch's arithmetic, checked).
+#define FUSED_OPTIM_CHECK_KERNEL_PARAMS(name)                                                                        \
+  static_assert(sizeof(LaunchMeta<bind::name>) + 2 * sizeof(bind::name::Hyper<double>) + 16 <= kMaxKernelParamBytes, \
+                #name ": its LaunchMeta and hyper-parameters exceed the CUDA kernel parameter limit");
 FUSED_OPTIM_FOR_EACH_KERNEL(FUSED_OPTIM_CHECK_KERNEL_PARAMS)
 #undef FUSED_OPTIM_CHECK_KERNEL_PARAMS
 
@@ -336,44 +374,44 @@ struct PlanSlot {
   int64_t tensor, first_chunk, chunks;
 };
 struct PlannedLaunch {
-  PlanSlot slots[kTensorsPerLaunch];
-  int num_slots;
-  int64_t blocks;  // one per chunk: the sum of the slots' chunks
+  PlanSlot slots[kMaxSlotsPerLaunch];
+  int num_slots = 0;
+  int64_t blocks = 0;  // one per chunk: the sum of the slots' chunks
 };
 
 // Splits the chunks of tensors with these element counts into launches, calling
 // on_launch(const PlannedLaunch&) for each in order: one block per chunk, tensors in order, an
-// empty tensor in none; a launch closes at kTensorsPerLaunch slots or `max_blocks` blocks (a
-// tensor's remaining chunks then continue in the next). Reads counts alone, so tests can plan
+// empty tensor in none; a launch closes at `max_slots` slots (the binding's kSlotsPerLaunch) or
+// `max_blocks` blocks (a tensor's remaining chunks then continue in the next). Reads counts alone, so tests can plan
 // sizes no machine could allocate; the emulation may lower `max_blocks` to split small tensors.
 // With `keep_empty` an empty tensor gets a slot of no chunks (its state scalars still advance).
 template <typename OnLaunch>
-void PlanLaunches(const int64_t* numel, int64_t num_tensors, OnLaunch&& on_launch, int64_t max_blocks = kMaxGridBlocks,
-                  bool keep_empty = false) {
+void PlanLaunches(const int64_t* numel, int64_t num_tensors, int max_slots, OnLaunch&& on_launch,
+                  int64_t max_blocks = kMaxGridBlocks, bool keep_empty = false) {
   if (max_blocks < 1 || max_blocks > kMaxGridBlocks) throw std::logic_error("fused_optim: bad CUDA grid limit");
-  PlannedLaunch launch{};
+  if (max_slots < 1 || max_slots > kMaxSlotsPerLaunch) throw std::logic_error("fused_optim: bad CUDA slot limit");
+  PlannedLaunch launch;
+  const auto close = [&] {
+    on_launch(static_cast<const PlannedLaunch&>(launch));
+    launch.num_slots = 0;
+    launch.blocks = 0;
+  };
   for (int64_t t = 0; t < num_tensors; ++t) {
     if (numel[t] < 0) throw std::logic_error("fused_optim: negative element count in a CUDA launch plan");
     const int64_t chunks = numel[t] / kChunkSize + (numel[t] % kChunkSize != 0);
     if (chunks == 0 && keep_empty) {
       launch.slots[launch.num_slots++] = PlanSlot{t, 0, 0};
-      if (launch.num_slots == kTensorsPerLaunch) {
-        on_launch(static_cast<const PlannedLaunch&>(launch));
-        launch = PlannedLaunch{};
-      }
+      if (launch.num_slots == max_slots) close();
     }
     for (int64_t done = 0; done < chunks;) {
       const int64_t take = std::min(chunks - done, max_blocks - launch.blocks);
       launch.slots[launch.num_slots++] = PlanSlot{t, done, take};
       launch.blocks += take;
       done += take;
-      if (launch.num_slots == kTensorsPerLaunch || launch.blocks == max_blocks) {
-        on_launch(static_cast<const PlannedLaunch&>(launch));
-        launch = PlannedLaunch{};
-      }
+      if (launch.num_slots == max_slots || launch.blocks == max_blocks) close();
     }
   }
-  if (launch.num_slots > 0) on_launch(static_cast<const PlannedLaunch&>(launch));
+  if (launch.num_slots > 0) close();
 }
 
 inline int64_t ElementSize(DType dtype) { return dtype == DType::kDouble ? 8 : dtype == DType::kFloat ? 4 : 2; }
@@ -387,9 +425,11 @@ P Advance(P p, int64_t bytes) {
 
 // One planned launch's kernel argument, from the table. A slot that continues a tensor from an
 // earlier launch starts at its first chunk: the kernel indexes every slot from 0.
-template <int NL>
-void FillLaunchMeta(const KernelTable& table, const PlannedLaunch& launch, LaunchMeta<NL>& meta) {
+template <typename Meta>
+void FillLaunchMeta(const KernelTable& table, const PlannedLaunch& launch, Meta& meta) {
+  constexpr int NL = Meta::kLists;
   int64_t blocks = 0;
+  meta.num_slots = launch.num_slots;
   meta.device_steps = !table.steps.empty();
   for (int s = 0; s < launch.num_slots; ++s) {
     const PlanSlot& slot = launch.slots[s];
@@ -416,12 +456,11 @@ void FillLaunchMeta(const KernelTable& table, const PlannedLaunch& launch, Launc
 }
 
 // Checks `table` against binding K (its list, scalar and state counts), then calls
-// launch(const LaunchMeta<K::kLists>&, int64_t blocks, int slots) for each launch of its plan (a
-// launch may have no blocks: its slots are empty tensors whose state scalars advance).
+// launch(const LaunchMeta<K>&, int64_t blocks) for each launch of its plan (a launch may have no
+// blocks: its slots are empty tensors whose state scalars advance).
 template <typename K, typename Launch>
 void ForEachLaunch(const KernelTable& table, const char* what, Launch&& launch, int64_t max_blocks = kMaxGridBlocks) {
   constexpr int kLists = K::kLists;
-  static_assert(K::kNumScalars <= kMaxScalars);
   if (table.num_lists != kLists) {
     throw std::logic_error(std::string("fused_optim: ") + what + " takes " + std::to_string(kLists) +
                            " lists, the table has " + std::to_string(table.num_lists));
@@ -435,12 +474,12 @@ void ForEachLaunch(const KernelTable& table, const char* what, Launch&& launch, 
                            " state scalars, the table has " + std::to_string(table.num_state));
   }
   CheckDeviceSteps<K>(table, what);
-  LaunchMeta<kLists> meta{};
+  LaunchMeta<K> meta{};  // up to 32 KiB, zeroed once per call (well under a microsecond)
   PlanLaunches(
-      table.numel.data(), table.num_tensors,
+      table.numel.data(), table.num_tensors, kSlotsPerLaunch<K>,
       [&](const PlannedLaunch& planned) {
         FillLaunchMeta(table, planned, meta);
-        launch(static_cast<const LaunchMeta<kLists>&>(meta), planned.blocks, planned.num_slots);
+        launch(static_cast<const LaunchMeta<K>&>(meta), planned.blocks);
       },
       max_blocks, table.advance_state || !table.steps.empty());
 }
