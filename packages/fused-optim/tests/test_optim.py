@@ -507,3 +507,34 @@ def test_capturable_cpu_groups_keep_the_fused_kernel():
         ours.step()
     for a, b in zip(ref_params, our_params):
         torch.testing.assert_close(b, a, **TOL[torch.float64])
+
+
+@pytest.mark.parametrize("name", ["SGD", "Adagrad"])
+def test_sparse_gradients_after_dense_steps_and_from_a_closure_go_to_torch(name):
+    # The sparse check runs off the reused step (which declines a sparse gradient) and after the
+    # closure, on the gradients the closure left: dense steps first (the step is reused by then),
+    # then sparse ones, the last made by a closure where the gradient was None before it.
+    ref_p = [torch.ones(5, dtype=torch.float64, requires_grad=True)]
+    our_p = [torch.ones(5, dtype=torch.float64, requires_grad=True)]
+    ref, ours = getattr(torch.optim, name)(ref_p, lr=0.1), getattr(fused_optim, name)(our_p, lr=0.1)
+    dense = torch.tensor([0.5, 1.0, -1.0, -2.0, 3.0], dtype=torch.float64)
+    for _ in range(3):
+        ref_p[0].grad, our_p[0].grad = dense.clone(), dense.clone()
+        ref.step()
+        ours.step()
+    assert "_gathered" in ours.__dict__
+    sparse = torch.tensor([0.0, 1.0, 0.0, -2.0, 0.0], dtype=torch.float64).to_sparse()
+    ref_p[0].grad, our_p[0].grad = sparse.clone(), sparse.clone()
+    ref.step()
+    ours.step()
+    for p in (*ref_p, *our_p):
+        p.grad = None
+
+    def closure(p: torch.Tensor) -> float:
+        p.grad = sparse.clone()
+        return 1.5
+
+    assert ref.step(lambda: closure(ref_p[0])) == 1.5
+    assert ours.step(lambda: closure(our_p[0])) == 1.5
+    torch.testing.assert_close(our_p[0], ref_p[0], rtol=1e-14, atol=1e-15)
+    assert not torch.equal(our_p[0].detach(), torch.ones(5, dtype=torch.float64))

@@ -609,8 +609,7 @@ class FusedStep:
         compiling = torch.compiler.is_compiling()
         if not compiling:
             check_capture(self)  # type: ignore[arg-type]
-        if torch_path_needed(self) or (self._sparse_to_torch and any(  # type: ignore[arg-type]
-                p.grad is not None and p.grad.is_sparse for g in self.param_groups for p in g["params"])):
+        if torch_path_needed(self):  # type: ignore[arg-type]
             return super_step(closure) if amp is None else self._torch_step_amp(super_step, closure, grad_scale,
                                                                                 found_inf)
         loss = run_closure(closure)
@@ -618,6 +617,16 @@ class FusedStep:
         cacheable = not compiling
         gathered = self.__dict__.get("_gathered") if cacheable else None
         if gathered is not None and gathered.step(self, amp):
+            return loss  # (a reused step takes no sparse gradient: see _Gathered.step)
+        # torch.optim's sparse update, where this class has one, on the gradients the closure left
+        # (checked only here, off the reused step: a per-parameter Python pass on every step of SGD
+        # and Adagrad once cost more host time than the whole kept step)
+        if self._sparse_to_torch and any(
+                p.grad is not None and p.grad.is_sparse for g in self.param_groups for p in g["params"]):
+            if amp is None:
+                super_step()
+            else:
+                self._torch_step_amp(super_step, None, grad_scale, found_inf)
             return loss
         with StepPlan(self, self._name, amp=amp) as plan:  # type: ignore[arg-type]
             if gathered is not None:
