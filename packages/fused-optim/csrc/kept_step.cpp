@@ -3,6 +3,7 @@
 #include "kept_step.h"
 
 #include <algorithm>
+#include <cmath>
 #include <mutex>
 #include <unordered_map>
 #include <vector>
@@ -144,6 +145,10 @@ bool KeptTable::Fits(TensorList params, TensorList grads, const Tensor* grad_sca
     c.value = *ReadHostScalarAt(c.dtype, c.data);
     if (StepCountProblem(c.dtype, c.value) != nullptr) return false;
   }
+  for (const Counter& c : checks_) {
+    const double value = *ReadHostScalarAt(c.dtype, c.data);
+    if (c.count ? StepCountProblem(c.dtype, value) != nullptr : !std::isfinite(value)) return false;
+  }
   table_.grad_scale = grad_scale != nullptr ? grad_scale->const_data_ptr<float>() : nullptr;
   table_.found_inf = found_inf != nullptr ? found_inf->const_data_ptr<float>() : nullptr;
   return true;
@@ -157,14 +162,18 @@ std::vector<double> KeptTable::IncrementSteps() {
 }
 
 void KeptTable::Keep(const KernelTable& built, std::span<const TensorList> lists, TensorList host_counters,
-                     bool capturable) {
+                     std::span<const Checked> checked, bool capturable) {
   valid_ = false;
   kept_.clear();
   written_.clear();
   written_tensors_.clear();
   counters_.clear();
+  checks_.clear();
   mode_ = api::InPlaceMode();
   if (mode_ & api::kGradMode) return;
+  for (const StateScalar& s : built.state) {
+    if (s.ptr == nullptr) return;  // read and written by the host on every step (FinishStateScalars)
+  }
   for (const TensorList list : lists) {
     for (const Tensor& x : list) {
       kept_.push_back(Fingerprint::Of(x));
@@ -177,6 +186,11 @@ void KeptTable::Keep(const KernelTable& built, std::span<const TensorList> lists
   for (const Tensor& s : host_counters) {
     if (!s.is_cpu()) return;  // read and filled through the dispatcher, which waits for the device
     counters_.push_back({s.mutable_data_ptr(), api::Dtype(s), 0.0});
+  }
+  for (const Checked& c : checked) {
+    for (const Tensor& s : c.list) {  // (one on a device is not read by the full path either)
+      if (s.is_cpu()) checks_.push_back({s.mutable_data_ptr(), api::Dtype(s), 0.0, c.count});
+    }
   }
   const TensorList params = lists.front();
   if (!params.empty()) {

@@ -89,21 +89,30 @@ class KeptTable {
   // After Unchanged: whether this step's gradients and AMP arguments (checked by the caller) fit the
   // params (dense, the params' dtype, device and shapes, no memory shared with a tensor written;
   // with a grad_scale, which writes them, none with each other) and the step counters hold valid
-  // counts. Puts them into the table and reads the counters. False: take the full path, which
-  // names what is wrong (nothing is written here).
+  // counts, and each checked state scalar (Keep) a valid value. Puts them into the table and reads
+  // the counters. False: take the full path, which names what is wrong (nothing is written here).
   bool Fits(TensorList params, TensorList grads, const Tensor* grad_scale, const Tensor* found_inf);
   // The table to launch, after Fits.
   KernelTable& Table() { return table_; }
   // The new step counts, after Fits (capturable=False): each counter Fits read, incremented through
   // its data pointer as IncrementSteps (multi_tensor.h) does it.
   std::vector<double> IncrementSteps();
+  // One-element tensors that the kernel reads and advances in place, whose values the full path
+  // checks on every step where they are on the CPU: step counters (`count`) or state scalars
+  // (finite); a kept step checks them again (Fits), through kept pointers.
+  struct Checked {
+    TensorList list;
+    bool count = false;
+  };
   // After a successful full-path call: keeps its table (`built`) with the fingerprints of `lists`
   // (as for Unchanged); `host_counters`: the step counters the host reads and increments (none
-  // where the kernel advances them, capturable). A table is kept only where every kept tensor is
-  // dense and every host counter on the CPU, and grad mode is off (where the in-place refusals,
-  // which the full path checks, could start to apply to a kept tensor); otherwise the next step
-  // takes the full path again.
-  void Keep(const KernelTable& built, std::span<const TensorList> lists, TensorList host_counters, bool capturable);
+  // where the kernel advances them, capturable); `checked`: see Checked. A table is kept only where
+  // every kept tensor is dense, every host counter on the CPU, every state scalar of the table on
+  // the call's device (no host share of its advance), and grad mode is off (where the in-place
+  // refusals, which the full path checks, could start to apply to a kept tensor); otherwise the
+  // next step takes the full path again.
+  void Keep(const KernelTable& built, std::span<const TensorList> lists, TensorList host_counters,
+            std::span<const Checked> checked, bool capturable);
   // After a step on the table: the version counters of what it wrote (api::BumpVersion: the ATen
   // build's; the stable build's Python caller bumps them), as the full path's Finish does.
   void BumpVersions(TensorList grads, bool grads_written) const;
@@ -112,7 +121,8 @@ class KeptTable {
   struct Counter {
     void* data;
     ScalarType dtype;
-    double value;  // read by Fits
+    double value;       // read by Fits
+    bool count = true;  // (checks_: a step count, or else a state scalar, finite)
   };
   bool valid_ = false;
   bool capturable_ = false;
@@ -126,6 +136,7 @@ class KeptTable {
   std::vector<std::pair<std::uintptr_t, std::uintptr_t>> written_;  // byte ranges, sorted
   std::vector<std::pair<std::uintptr_t, std::uintptr_t>> grads_;    // this step's (written ones)
   std::vector<Counter> counters_;
+  std::vector<Counter> checks_;  // the CPU tensors of Keep's `checked`
 };
 
 // The kept table of the call replaying on this thread (Keep<Fn>'s), or null.

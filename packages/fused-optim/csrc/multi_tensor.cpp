@@ -402,7 +402,7 @@ void MultiTensorCall::UseDeviceSteps(TensorList steps, int num_scalars) {
   device_step_scalars_ = num_scalars;
 }
 
-void MultiTensorCall::SetStateScalars(std::initializer_list<TensorList> lists) {
+void MultiTensorCall::SetStateScalars(std::span<const TensorList> lists) {
   KernelTable& table = Table();
   state_lists_.assign(lists.begin(), lists.end());
   table.num_state = static_cast<int>(lists.size());
@@ -556,6 +556,43 @@ void CheckStepTensors(const char* op, TensorList steps, int64_t n) {
       std::adjacent_find(seen.begin(), seen.end()) == seen.end(), op,
       ": the same step counter appears twice in state_steps (each parameter needs its own; is a parameter "
       "listed twice?)");
+}
+
+void CheckStateScalars(const char* op, const char* name, TensorList scalars, int64_t n) {
+  FUSED_OPTIM_CHECK_VALUE(static_cast<int64_t>(scalars.size()) == n, op, ": ", name, " has ", scalars.size(),
+                          " tensors but params has ", n);
+  std::vector<const void*> seen;
+  seen.reserve(n);
+  for (int64_t t = 0; t < n; ++t) {
+    const Tensor& s = scalars[t];
+    FUSED_OPTIM_CHECK_VALUE(s.defined() && s.layout() == api::kStrided && s.numel() == 1, op, ": ", name, "[", t,
+                            "] must be a dense one-element tensor");
+    const ScalarType dtype = s.scalar_type();
+    FUSED_OPTIM_CHECK_TYPE(
+        dtype == api::kFloat || dtype == api::kDouble || dtype == api::kHalf || dtype == api::kBFloat16, op, ": ", name,
+        "[", t, "] has dtype ", dtype, "; it must be float32, float64, float16 or bfloat16");
+    CheckWritable(op, name, t, s);
+    // Read through the data pointer on the CPU. A device value is not read here: that would wait
+    // for the device on every step, and a non-finite one reaches the parameters as NaN, as it
+    // does in torch.optim, which does not check it either.
+    const std::optional<double> value = ReadHostScalar(s);
+    FUSED_OPTIM_CHECK_VALUE(!value || std::isfinite(*value), op, ": ", name, "[", t, "] is ", *value,
+                            "; it must be finite");
+    seen.push_back(s.const_data_ptr());
+  }
+  std::sort(seen.begin(), seen.end());
+  FUSED_OPTIM_CHECK_VALUE(std::adjacent_find(seen.begin(), seen.end()) == seen.end(), op,
+                          ": the same tensor appears twice in ", name,
+                          " (each parameter needs its own; is a parameter listed twice?)");
+}
+
+void CheckStateScalarsOn(const char* op, const char* name, TensorList scalars, const Device& device) {
+  for (size_t t = 0; t < scalars.size(); ++t) {
+    FUSED_OPTIM_CHECK_VALUE(scalars[t].device() == device, op, ": capturable=True needs every one of ", name,
+                            " on the params' device, but ", name, "[", t, "] is on ", scalars[t].device(),
+                            " and params on ", device,
+                            " (a state loaded or made with capturable=False: move it with .to(param.device))");
+  }
 }
 
 const char* StepCountProblem(ScalarType dtype, double value) {

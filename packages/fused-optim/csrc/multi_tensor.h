@@ -13,6 +13,7 @@
 #include <deque>
 #include <initializer_list>
 #include <optional>
+#include <span>
 #include <string>
 #include <tuple>
 #include <type_traits>
@@ -240,7 +241,7 @@ class MultiTensorCall {
   // with K::kStateScalars, csrc/kernels.h): `lists` in the binding's order, one tensor per
   // parameter each, already checked (CheckStateScalars, CheckStepTensors). A tensor off the call's
   // device is read here (through its data pointer on the CPU) and written by FinishStateScalars.
-  void SetStateScalars(std::initializer_list<TensorList> lists);
+  void SetStateScalars(std::span<const TensorList> lists);
   // A functional op's state scalars, given as numbers: column k of every tensor holds values[k].
   void SetStateValues(const std::vector<double>& values);
   // After Launch of an in-place step with SetStateScalars: binding K's new values of the state
@@ -334,6 +335,17 @@ std::vector<double> IncrementSteps(TensorList steps);
 // message), or null.
 const char* StepCountProblem(ScalarType dtype, double value);
 
+// Per-parameter scalar state other than the step counters (NAdam's mu_products, ASGD's etas and
+// mus), which the kernels read and advance in their own dtype where they live, as torch.optim's
+// in-place updates of those 0-d tensors round them. Each of `n` must be a distinct, dense,
+// writable one-element floating tensor holding a finite value (on any device: torch.optim keeps
+// ASGD's on the parameter's device; a value on a device is not read, which would wait for it).
+void CheckStateScalars(const char* op, const char* name, TensorList scalars, int64_t n);
+// capturable=True: every one of them on the params' device, where the kernel reads and advances
+// it (one elsewhere would be read and written by the host at launch, which a captured step would
+// replay with the value of its capture).
+void CheckStateScalarsOn(const char* op, const char* name, TensorList scalars, const Device& device);
+
 // What a tensor updated in place must satisfy, checked before anything is modified: autograd's
 // in-place rules (api::InPlaceRefusal) and no element stored twice (an expanded view), which the
 // kernel would update once per alias and the copy-back of a staged view would reject.
@@ -369,33 +381,63 @@ inline auto NoScalarRows() {
   return ScalarRows{0, [](double /*step*/, double* /*row*/) {}};
 }
 
+// An in-place step's state scalars (CheckStateScalars), in its binding's state order: each list
+// named as the op names it; `count`: a step counter that the kernel advances (ASGD's), checked
+// as one (CheckStepTensors). `finish`: MultiTensorCall::FinishStateScalars<the binding>.
+struct StateScalarList {
+  const char* name;
+  TensorList list;
+  bool count = false;
+};
+inline constexpr size_t kMaxStateScalarLists = 3;
+struct StateScalarLists {
+  std::span<const StateScalarList> lists;
+  void (MultiTensorCall::*finish)() = nullptr;
+};
+
 // <algo>_step_: the step table (MultiTensorCall::AddStep) updated in place after the step
 // counters (`counters`, null for an algorithm without) are checked and incremented; in
 // validate-only mode, or where found_inf skips the step (the counters then stay as they are, as
 // torch's fused optimizers leave them), it returns before its first write. `capturable`: the
 // kernel reads and advances the counters on the params' device (MultiTensorCall::UseDeviceSteps)
 // and found_inf is read there too, so the step never waits for the device and a CUDA graph may
-// capture it. (Without counters the host has nothing to skip: the kernel reads found_inf.)
+// capture it. (Without counters or state scalars the host has nothing to skip: the kernel reads
+// found_inf.) `scalars`: the state scalars the kernel reads and advances (NAdam's, ASGD's). The
+// rows come from the incremented counts; without counters they do not depend on a step (ASGD's
+// schedule settings, lr among them) and are set on every call.
 //
 // Replayed by a kept step (kept_step.h), it runs the table the kept call's first step
 // built and kept (kept::KeptTable) where the kept tensors are unchanged and the gradients fit.
 template <typename Hyper, size_t S, typename Rows>
 void StepInPlaceWith(const char* op, const KernelBuilds<Hyper>& kernel, const Hyper& hyper, TensorList params,
                      TensorList grads, const MultiTensorCall::NamedList (&states)[S], const TensorList* counters,
-                     const Amp& amp, bool capturable, const Rows& rows) {
+                     const StateScalarLists& scalars, const Amp& amp, bool capturable, const Rows& rows) {
   const bool host_counts = counters != nullptr && !capturable;  // the host reads and increments them
+  // ... or may advance a state scalar off the params' device
+  const bool host_needs_answer = host_counts || (!scalars.lists.empty() && !capturable);
+  const bool rows_every_call = counters == nullptr && rows.num > 0;
+  FUSED_OPTIM_CHECK(scalars.lists.size() <= kMaxStateScalarLists, op, ": too many state scalar lists");
   kept::KeptTable* kept = kept::Current();
-  std::array<TensorList, S + 2> lists{params};  // what a kept table keeps: params, states, counters
+  // What a kept table keeps: params, states, counters, state scalars
+  std::array<TensorList, S + 2 + kMaxStateScalarLists> lists{params};
   for (size_t i = 0; i < S; ++i) lists[i + 1] = states[i].present ? states[i].list : TensorList();
   if (counters != nullptr) lists[S + 1] = *counters;
+  std::array<kept::KeptTable::Checked, kMaxStateScalarLists + 1> checked{};  // read on every kept step
+  size_t num_checked = 0;
+  for (size_t k = 0; k < scalars.lists.size(); ++k) {
+    lists[S + 2 + k] = scalars.lists[k].list;
+    checked[num_checked++] = {scalars.lists[k].list, scalars.lists[k].count};
+  }
+  if (counters != nullptr && capturable) checked[num_checked++] = {*counters, true};
   if (kept != nullptr && kept->Unchanged(lists, capturable)) {
     const int64_t n = static_cast<int64_t>(params.size());
     const Tensor* grad_scale = CheckAmpArgument(op, "grad_scale", amp.grad_scale, kept->device(), n);
     const Tensor* found_inf = CheckAmpArgument(op, "found_inf", amp.found_inf, kept->device(), n);
     if (kept->Fits(params, grads, grad_scale, found_inf)) {
-      if (ValidateOnly() || SkipsStep(found_inf, host_counts)) return;
+      if (ValidateOnly() || SkipsStep(found_inf, host_needs_answer)) return;
       KernelTable& table = kept->Table();
       if (host_counts) FillStepScalars(table, rows, kept->IncrementSteps());  // first modification
+      if (rows_every_call) FillStepScalars(table, rows, std::vector<double>(n, 0.0));
       RunTable(kernel, hyper, table, kept->device());
       kept->BumpVersions(grads, grad_scale != nullptr);
       CountKeptTableStep();
@@ -405,26 +447,45 @@ void StepInPlaceWith(const char* op, const KernelBuilds<Hyper>& kernel, const Hy
   MultiTensorCall call(op, params, kInPlace);
   call.SetAmp(amp);
   call.AddStep(params, grads, states);
+  for (const StateScalarList& s : scalars.lists) {
+    if (s.count) {
+      CheckStepTensors(op, s.list, call.size());
+    } else {
+      CheckStateScalars(op, s.name, s.list, call.size());
+    }
+  }
   if (counters != nullptr) CheckStepTensors(op, *counters, call.size());
+  if (capturable) {
+    for (const StateScalarList& s : scalars.lists) CheckStateScalarsOn(op, s.name, s.list, call.device());
+  }
   if (counters != nullptr && capturable) call.UseDeviceSteps(*counters, rows.num);
-  if (call.ChecksOnly() || call.SkipStep(host_counts)) return;            // nothing is written yet
+  if (call.ChecksOnly() || call.SkipStep(host_needs_answer)) return;      // nothing is written yet
   if (host_counts) call.SetStepScalars(rows, IncrementSteps(*counters));  // first modification
+  if (rows_every_call) call.SetStepScalars(rows, call.Steps(0));
+  if (!scalars.lists.empty())
+    call.SetStateScalars(std::span<const TensorList>(lists).subspan(S + 2, scalars.lists.size()));
   call.Launch(kernel, hyper);
-  if (kept != nullptr) kept->Keep(call.Table(), lists, host_counts ? *counters : TensorList(), capturable);
+  if (scalars.finish != nullptr) (call.*scalars.finish)();
+  if (kept != nullptr) {
+    kept->Keep(call.Table(), lists, host_counts ? *counters : TensorList(),
+               std::span<const kept::KeptTable::Checked>(checked.data(), num_checked), capturable);
+  }
 }
 
 // An algorithm's in-place step with torch.optim's per-parameter step counters `state_steps`.
 template <typename Hyper, size_t S, typename Rows = decltype(NoScalarRows())>
 void StepInPlace(const char* op, const KernelBuilds<Hyper>& kernel, const Hyper& hyper, TensorList params,
                  TensorList grads, const MultiTensorCall::NamedList (&states)[S], TensorList state_steps,
-                 const Amp& amp, bool capturable, const Rows& rows = NoScalarRows()) {
-  StepInPlaceWith(op, kernel, hyper, params, grads, states, &state_steps, amp, capturable, rows);
+                 const Amp& amp, bool capturable, const Rows& rows = NoScalarRows(),
+                 const StateScalarLists& scalars = {}) {
+  StepInPlaceWith(op, kernel, hyper, params, grads, states, &state_steps, scalars, amp, capturable, rows);
 }
-// One without step counters (SGD).
-template <typename Hyper, size_t S>
+// One without step counters (SGD; ASGD, whose counters are state scalars).
+template <typename Hyper, size_t S, typename Rows = decltype(NoScalarRows())>
 void StepInPlace(const char* op, const KernelBuilds<Hyper>& kernel, const Hyper& hyper, TensorList params,
-                 TensorList grads, const MultiTensorCall::NamedList (&states)[S], const Amp& amp) {
-  StepInPlaceWith(op, kernel, hyper, params, grads, states, nullptr, amp, false, NoScalarRows());
+                 TensorList grads, const MultiTensorCall::NamedList (&states)[S], const Amp& amp,
+                 bool capturable = false, const Rows& rows = NoScalarRows(), const StateScalarLists& scalars = {}) {
+  StepInPlaceWith(op, kernel, hyper, params, grads, states, nullptr, scalars, amp, capturable, rows);
 }
 
 // <algo>_update: the same step out of place, at the functional step count `step` (checked where

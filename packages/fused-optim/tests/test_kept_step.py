@@ -196,6 +196,9 @@ def _set_grads(params, step, scale=1.0):
     ("Adagrad", dict(lr=0.1)), ("Adadelta", dict(lr=0.5)), ("Adamax", dict(lr=0.01)), ("RAdam", dict(lr=0.01)),
     ("RMSprop", dict(lr=0.01, momentum=0.9, centered=True)), ("Rprop", dict(lr=0.01)),
     ("SGD", dict(lr=0.05, momentum=0.9, nesterov=True)), ("SGD", dict(lr=0.05, weight_decay=0.1)),
+    # state scalars (mu_product; eta, mu and ASGD's step count), read and advanced by the kernel
+    ("NAdam", dict(lr=0.01, momentum_decay=0.01, decoupled_weight_decay=True, weight_decay=0.1)),
+    ("ASGD", dict(lr=0.02, t0=2, weight_decay=0.1)),
 ])
 def test_kept_tables_run_the_steps_after_the_first_kept_one(any_kept, name, kwargs):
     ref_params, our_params = _params(), _params()
@@ -414,3 +417,105 @@ def test_kept_tables_follow_torch_through_random_changes(any_kept, seed):
             torch.testing.assert_close(b, a, rtol=1e-12, atol=1e-14,
                                        msg=lambda m, where=f"step {step} ({change})": f"{where}: {m}")
     assert _table_steps() - before >= 2  # the kept tables ran between the changes
+
+
+@pytest.mark.parametrize("name", ["Adam", "SGD"])
+def test_a_gradient_gone_none_or_sparse_after_the_keep_takes_the_full_path(any_kept, name):
+    # No Python pass over the gradients looks for them first: the kept call declines (unboxed) or
+    # refuses (torch.ops) before writing anything, and the full path then skips a None gradient or
+    # hands a sparse one to torch (SGD) or names it (Adam) as torch.optim does.
+    kwargs = dict(lr=0.05, momentum=0.9) if name == "SGD" else dict(lr=0.01)
+    ref_params, our_params = _params(), _params()
+    ref, ours = getattr(torch.optim, name)(ref_params, **kwargs), getattr(fused_optim, name)(our_params, **kwargs)
+    _warm(ref, ref_params)
+    _warm(ours, our_params)
+    assert _kept_steps(ours)
+    for ps in (ref_params, our_params):
+        for p, g in zip(ps, _grads(ps, 7)):
+            p.grad = g
+        ps[1].grad = None
+    ref.step()
+    ours.step()
+    for a, b in zip(ref_params, our_params):
+        torch.testing.assert_close(b, a, rtol=1e-12, atol=1e-14)
+    for ps in (ref_params, our_params):
+        for p, g in zip(ps, _grads(ps, 8)):
+            p.grad = g
+        ps[2].grad = ps[2].grad.to_sparse()
+    before = [p.detach().clone() for p in our_params]
+    if name == "Adam":
+        with pytest.raises(RuntimeError, match="Adam does not support sparse gradients"):
+            ours.step()
+        for a, b in zip(before, our_params):
+            assert torch.equal(a, b.detach())
+        return
+    ref.step()
+    ours.step()
+    for a, b in zip(ref_params, our_params):
+        torch.testing.assert_close(b, a, rtol=1e-12, atol=1e-14)
+
+
+@pytest.mark.parametrize("name, key, bad, match", [
+    ("NAdam", "mu_product", float("inf"), r"mu_products\[1\] is inf; it must be finite"),
+    ("ASGD", "eta", float("nan"), r"etas\[1\] is nan; it must be finite"),
+    ("ASGD", "step", -1.0, r"state_steps\[1\] is -1"),
+    ("Adam", "step", -3.0, r"state_steps\[1\] is -3"),  # a capturable one: the kernel advances it
+])
+def test_a_kept_table_checks_the_state_scalars_it_reads_in_place(any_kept, name, key, bad, match):
+    # A value the full path refuses, written into a state tensor in place (no fingerprint changes)
+    # between two steps on the kept table: named as the full path names it, nothing written.
+    kwargs = dict(lr=0.01, capturable=True) if name == "Adam" else dict(lr=0.01)
+    params = _params()
+    opt = getattr(fused_optim, name)(params, **kwargs)
+    before = _table_steps()
+    for step in range(5):
+        _set_grads(params, step)
+        opt.step()
+    assert _table_steps() - before == 2
+    opt.state[params[1]][key].fill_(bad)
+    snapshot = [p.detach().clone() for p in params]
+    _set_grads(params, 5)
+    with pytest.raises(ValueError, match=match):
+        opt.step()
+    for p, s in zip(params, snapshot):
+        assert torch.equal(p.detach(), s)
+
+
+def test_state_scalars_the_host_advances_keep_no_table(any_kept):
+    # NAdam's mu_product kept on the CPU beside CUDA parameters (torch.optim's default) is read and
+    # advanced by the host on every step (emulated here: the state column treated as off the
+    # parameters' device): no table is kept for it, and the steps still follow torch.
+    ref_params, our_params = _params(), _params()
+    ref, ours = torch.optim.NAdam(ref_params, lr=0.01), fused_optim.NAdam(our_params, lr=0.01)
+    previous = torch.ops.fused_optim._state_scalars_on_host(0b1)
+    try:
+        before = _table_steps()
+        for step in range(6):
+            for ps, opt in ((ref_params, ref), (our_params, ours)):
+                _set_grads(ps, step)
+                opt.step()
+        assert _table_steps() == before
+    finally:
+        torch.ops.fused_optim._state_scalars_on_host(previous)
+    for a, b in zip(ref_params, our_params):
+        torch.testing.assert_close(b, a, rtol=1e-12, atol=1e-14)
+
+
+@pytest.mark.parametrize("name, kwargs", [("ASGD", dict(lr=0.02, t0=2)), ("NAdam", dict(lr=0.01))])
+def test_a_kept_table_with_state_scalars_runs_the_emulated_cuda_launch(any_kept, name, kwargs):
+    # The CUDA path (emulated): the state scalars advanced by the advance kernel after the launch.
+    shapes = ((3000,), (5,), (4100,))
+    ref_params, our_params = _params(shapes=shapes), _params(shapes=shapes)
+    ref, ours = getattr(torch.optim, name)(ref_params, **kwargs), getattr(fused_optim, name)(our_params, **kwargs)
+    previous = _C._emulate_cuda(True)
+    try:
+        before = _table_steps()
+        for step in range(6):
+            for ps, opt in ((ref_params, ref), (our_params, ours)):
+                _set_grads(ps, step)
+                opt.step()
+        assert _table_steps() - before == 3
+    finally:
+        _C._emulate_cuda(previous)
+    for a, b in zip(ref_params, our_params):
+        torch.testing.assert_close(b, a, rtol=1e-12, atol=1e-14)

@@ -5,7 +5,6 @@
 #include <vector>
 
 #include "multi_tensor.h"
-#include "ops/state_scalars.h"
 
 namespace fused_optim {
 namespace {
@@ -41,26 +40,14 @@ void AsgdStepInPlace(TensorListArg params, TensorListArg grads, TensorListArg ax
   FUSED_OPTIM_CHECK_VALUE(std::isfinite(alpha) && std::isfinite(t0), op,
                           ": alpha and t0 must be finite, got alpha=", alpha, ", t0=", t0);
   const auto hyper = MakeHyper(op, lambd, weight_decay, maximize);
-  MultiTensorCall call(op, params, kInPlace);
-  call.SetAmp({grad_scale, found_inf});
-  call.AddStep(params, grads, {{"axs", axs}});
-  CheckStateScalars(op, "etas", etas, call.size());
-  CheckStateScalars(op, "mus", mus, call.size());
-  CheckStepTensors(op, state_steps, call.size());
-  // capturable=True: all three on the device, so that none is read or written by the host, and
-  // found_inf is read by the kernel alone.
-  if (capturable) {
-    CheckStateScalarsOn(op, "etas", etas, call.device());
-    CheckStateScalarsOn(op, "mus", mus, call.device());
-    CheckStateScalarsOn(op, "state_steps", state_steps, call.device());
-  }
-  if (call.ChecksOnly() || call.SkipStep(/*host_needs_answer=*/!capturable)) return;  // nothing is written yet
   // Each parameter's eta and mu are read, and with its step count advanced, where they live (on
-  // the parameter's device, as torch.optim keeps them): no value crosses to the host.
-  call.SetStepScalars(ScheduleRows(lr, lambd, alpha, t0, {}, call.on_cuda() || AsgdForeachEtaOnCpu()), call.Steps(0));
-  call.SetStateScalars({etas, mus, state_steps});  // asgd_cols' state order
-  call.Launch(FUSED_OPTIM_KERNEL(AsgdStep), hyper);
-  call.FinishStateScalars<bind::AsgdStep>();
+  // the parameter's device, as torch.optim keeps them): no value crosses to the host. With
+  // capturable=True all three must be there, so that found_inf is read by the kernel alone.
+  const StateScalarList scalars[] = {{"etas", etas}, {"mus", mus}, {"state_steps", state_steps, true}};  // asgd_cols'
+  const bool on_cuda = !params.empty() && params[0].defined() && params[0].device().is_cuda();
+  StepInPlace(op, FUSED_OPTIM_KERNEL(AsgdStep), hyper, params, grads, {{"axs", axs}}, {grad_scale, found_inf},
+              capturable, ScheduleRows(lr, lambd, alpha, t0, {}, on_cuda || AsgdForeachEtaOnCpu()),
+              {scalars, &MultiTensorCall::FinishStateScalars<bind::AsgdStep>});
 }
 
 // The functional ops' per-tensor scalars: eta and mu are given, so they read no step count (the

@@ -1,11 +1,11 @@
 // NAdam ops: argument checks, outputs, the per-tensor momentum-schedule terms and each
-// parameter's mu_product handed to the kernel as a state scalar; the element math is math/nadam.h.
+// parameter's mu_product handed to the kernel as a state scalar (StateScalarList, multi_tensor.h);
+// the element math is math/nadam.h.
 #include <cmath>
 #include <utility>
 #include <vector>
 
 #include "multi_tensor.h"
-#include "ops/state_scalars.h"
 
 namespace fused_optim {
 namespace {
@@ -40,22 +40,12 @@ void NadamStepInPlace(TensorListArg params, TensorListArg grads, TensorListArg e
   constexpr const char* op = "fused_optim::nadam_step_";
   const auto hyper =
       MakeHyper(op, lr, beta1, beta2, eps, weight_decay, momentum_decay, decoupled_weight_decay, maximize);
-  MultiTensorCall call(op, params, kInPlace);
-  call.SetAmp({grad_scale, found_inf});
-  call.AddStep(params, grads, {{"exp_avgs", exp_avgs}, {"exp_avg_sqs", exp_avg_sqs}});
-  CheckStateScalars(op, "mu_products", mu_products, call.size());
-  CheckStepTensors(op, state_steps, call.size());
-  if (capturable) {
-    CheckStateScalarsOn(op, "mu_products", mu_products, call.device());
-    call.UseDeviceSteps(state_steps, nadam_cols::kNumScalars);
-  }
-  if (call.ChecksOnly() || call.SkipStep(/*host_needs_answer=*/!capturable)) return;          // nothing is written yet
-  if (!capturable) call.SetStepScalars(StepRows(hyper, false), IncrementSteps(state_steps));  // first modification
   // Each parameter's mu_product is read, and advanced to prod_t, where it lives (on the CPU, or
   // on the parameter's device after load_state_dict or with capturable state).
-  call.SetStateScalars({mu_products});
-  call.Launch(FUSED_OPTIM_KERNEL(NadamStep), hyper);
-  call.FinishStateScalars<bind::NadamStep>();
+  const StateScalarList scalars[] = {{"mu_products", mu_products}};
+  StepInPlace(op, FUSED_OPTIM_KERNEL(NadamStep), hyper, params, grads,
+              {{"exp_avgs", exp_avgs}, {"exp_avg_sqs", exp_avg_sqs}}, state_steps, {grad_scale, found_inf}, capturable,
+              StepRows(hyper, false), {scalars, &MultiTensorCall::FinishStateScalars<bind::NadamStep>});
 }
 
 // The functional ops take the momentum product through this step (prod_t = mu_1 ... mu_t).

@@ -358,7 +358,10 @@ class _Gathered:
         Where every parameter of a group had a gradient, its gradients go to the op as they are
         read: the op's unboxed call declines (NotImplemented, before any check or write) a None
         or sparse gradient, as it declines anything it would leave to the dispatcher, and this
-        step then defers to the full path, which skips or names them.
+        step then defers to the full path, which skips or names them. The call through the
+        dispatcher (a kept step's, or the op's) refuses them instead (an exception, raised before
+        anything is written, as for any bad argument): that too defers to the full path, so that
+        no such step pays a Python pass over its gradients to find them first.
         """
         if (optimizer.state is not self.state or self.state_values is None
                 or not _same(optimizer.param_groups, self.groups) or not _same_state(self.state, self.state_values)):
@@ -367,6 +370,9 @@ class _Gathered:
         declines = self.op in _native.EAGER and unboxed is _native.EAGER[self.op]
         calls = []
         kept = self.kept
+        # Without kept steps (a Python sequence of ops, Muon's; DTensors) the gradients are screened
+        # here first: such a call is not known to refuse them before it writes.
+        screen = not declines and kept is None
         for i, (group, (params, options, no_grad, call, kwargs)) in enumerate(zip(self.groups, self.entries)):
             group_params = group["params"]
             if not _same(group_params, params) or not _same_options(group, options):
@@ -379,10 +385,10 @@ class _Gathered:
             variant, with_grad, columns = call
             if no_grad is not None:
                 grads = [g for g in grads if g is not None]
-            elif not declines and any(map(is_, grads, repeat(None))):
-                return False  # (the dispatcher's call does not decline a None gradient)
-            if not declines and any(map(_is_sparse, grads)):
-                return False  # (nor a sparse one, which the full path names)
+            elif screen and any(map(is_, grads, repeat(None))):
+                return False  # (a Python step, Muon's, or a DTensor's handler: see above)
+            if screen and any(map(_is_sparse, grads)):
+                return False
             lists = [with_grad, grads, *columns]
             if kwargs is None:
                 calls.append((unboxed, lists, optimizer._kwargs(group, variant)))
@@ -395,7 +401,12 @@ class _Gathered:
             if step is None:
                 step = kept[i] = _native.KeptStep.make(self.op, lists, kwargs, unboxed=declines)
             calls.append((unboxed if step is None else step, lists, kwargs))
-        return StepPlan(optimizer, self.name, calls, amp).run()  # type: ignore[arg-type]
+        try:
+            return StepPlan(optimizer, self.name, calls, amp).run()  # type: ignore[arg-type]
+        except (TypeError, ValueError, RuntimeError):
+            if not declines and not screen and any(g is None or g.is_sparse for _, lists, _ in calls for g in lists[1]):
+                return False  # a gradient gone None or sparse, refused before any write: see above
+            raise
 
 
 Init = Callable[[Tensor, Tensor, dict[str, Any]], Tensor]  # (param, grad, group) -> a fresh state value
