@@ -191,6 +191,17 @@ def _set_grads(params, step, scale=1.0):
         p.grad = g * scale
 
 
+def _step_both(ref, ours, ref_params, our_params, steps):
+    """``steps`` steps of both optimizers on the same gradients; returns how many of ours ran a kept
+    table."""
+    before = _table_steps()
+    for step in range(steps):
+        for ps, opt in ((ref_params, ref), (our_params, ours)):
+            _set_grads(ps, step)
+            opt.step()
+    return _table_steps() - before
+
+
 @pytest.mark.parametrize("name, kwargs", [
     ("Adam", dict(lr=0.01)), ("Adam", dict(lr=0.01, amsgrad=True, weight_decay=0.1)), ("AdamW", dict(lr=0.01)),
     ("Adagrad", dict(lr=0.1)), ("Adadelta", dict(lr=0.5)), ("Adamax", dict(lr=0.01)), ("RAdam", dict(lr=0.01)),
@@ -489,12 +500,7 @@ def test_state_scalars_the_host_advances_keep_no_table(any_kept):
     ref, ours = torch.optim.NAdam(ref_params, lr=0.01), fused_optim.NAdam(our_params, lr=0.01)
     previous = torch.ops.fused_optim._state_scalars_on_host(0b1)
     try:
-        before = _table_steps()
-        for step in range(6):
-            for ps, opt in ((ref_params, ref), (our_params, ours)):
-                _set_grads(ps, step)
-                opt.step()
-        assert _table_steps() == before
+        assert _step_both(ref, ours, ref_params, our_params, 6) == 0
     finally:
         torch.ops.fused_optim._state_scalars_on_host(previous)
     for a, b in zip(ref_params, our_params):
@@ -509,12 +515,7 @@ def test_a_kept_table_with_state_scalars_runs_the_emulated_cuda_launch(any_kept,
     ref, ours = getattr(torch.optim, name)(ref_params, **kwargs), getattr(fused_optim, name)(our_params, **kwargs)
     previous = _C._emulate_cuda(True)
     try:
-        before = _table_steps()
-        for step in range(6):
-            for ps, opt in ((ref_params, ref), (our_params, ours)):
-                _set_grads(ps, step)
-                opt.step()
-        assert _table_steps() - before == 3
+        assert _step_both(ref, ours, ref_params, our_params, 6) == 3
     finally:
         _C._emulate_cuda(previous)
     for a, b in zip(ref_params, our_params):
