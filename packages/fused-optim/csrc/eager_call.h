@@ -169,4 +169,11 @@ Invoker MakeInvoker(R (*fn)(A...)) {
   };
 }
 
+// Registers `fn` under `schema` (the op's name and arguments), its argument count taken from its
+// signature.
+template <typename R, typename... A>
+void Register(const char* schema, R (*fn)(A...)) {
+  Register(schema, static_cast<int>(sizeof...(A)), MakeInvoker(fn));
+}
+
 }  // namespace fused_optim::eager

@@ -176,9 +176,9 @@ void KeptTable::Keep(const KernelTable& built, std::span<const TensorList> lists
   }
   for (const TensorList list : lists) {
     for (const Tensor& x : list) {
-      kept_.push_back(Fingerprint::Of(x));
-      if (!kept_.back().contiguous) return;  // the full path stages it, a copy per step
-      if (x.numel() > 0) written_.push_back(BytesOf(x.const_data_ptr(), x.numel(), x.element_size()));
+      const Fingerprint& f = kept_.emplace_back(Fingerprint::Of(x));
+      if (!f.contiguous) return;  // the full path stages it, a copy per step
+      if (f.numel > 0) written_.push_back(BytesOf(f.data, f.numel, x.element_size()));
       if (api::kVersionCounters) written_tensors_.push_back(x);
     }
   }
@@ -266,8 +266,8 @@ STABLE_TORCH_LIBRARY_IMPL(fused_optim, CompositeExplicitAutograd, m) {
 #else
 // The fast path's unboxed calls of the same two ops (eager_call.h), on this build's registry.
 [[maybe_unused]] static const bool registered_kept = [] {
-  fused_optim::eager::Register("kept_step_", 5, fused_optim::eager::MakeInvoker(&fused_optim::kept::KeptStep));
-  fused_optim::eager::Register("kept_free", 1, fused_optim::eager::MakeInvoker(&fused_optim::kept::KeptFree));
+  fused_optim::eager::Register("kept_step_", &fused_optim::kept::KeptStep);
+  fused_optim::eager::Register("kept_free", &fused_optim::kept::KeptFree);
   return true;
 }();
 #endif

@@ -647,20 +647,14 @@ class OpRegistrar {
  public:
   template <auto Fn>
   void Add(const char* schema) {
-    eager::Register(schema, ArgCount(Fn), eager::MakeInvoker(Fn));
+    eager::Register(schema, Fn);
     if constexpr (kept::Keep<Fn>::kKeepable) {  // the fast path's <name>keep (the stable build defines it)
       const std::string name(schema, std::string(schema).find('('));
       if (kept::IsStepOp(name)) {
         kept::Keep<Fn>::SlotsRef() = kept::SlotsOf(schema);
-        eager::Register((name + "keep").c_str(), ArgCount(Fn), eager::MakeInvoker(&kept::Keep<Fn>::Make));
+        eager::Register((name + "keep").c_str(), &kept::Keep<Fn>::Make);
       }
     }
-  }
-
- private:
-  template <typename R, typename... A>
-  static int ArgCount(R (*)(A...)) {
-    return sizeof...(A);
   }
 };
 

@@ -191,7 +191,27 @@ def boxed(op: torch._ops.OpOverload) -> Callable[..., Any]:
     return call_in_place
 
 
-class KeptStep:
+class _Kept:
+    """What both kinds of kept step share (:class:`KeptStep`, :class:`UnboxedKeptStep`)."""
+
+    __slots__ = ("__weakref__", "id", "op")
+    op: torch._ops.OpOverload
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> None:
+        return None
+
+    def _traced(self, lists: tuple[list[torch.Tensor], ...], lr: float, grad_scale: torch.Tensor | None,
+                found_inf: torch.Tensor | None, kwargs: dict[str, Any]) -> bool:
+        """Where Dynamo traces the step: calls the op itself with the kept keyword arguments, so that
+        the graph holds the op (and no kept list is reached from a frame that sees fakes); says
+        whether it did."""
+        if not torch.compiler.is_compiling():
+            return False
+        self.op(*lists, lr=lr, grad_scale=grad_scale, found_inf=found_inf, **kwargs)
+        return True
+
+
+class KeptStep(_Kept):
     """One in-place ``<algo>_step_`` call whose lists the C++ side keeps between steps
     (csrc/kept_step.h; the stable build's ``<algo>_step_keep`` and ``kept_step_`` ops).
 
@@ -205,7 +225,7 @@ class KeptStep:
     (``None``: the copy's owner keeps its own lists afresh).
     """
 
-    __slots__ = ("__weakref__", "id", "inference_mode", "op", "targets", "where")
+    __slots__ = ("inference_mode", "targets", "where")
 
     @classmethod
     def make(cls, name: str, lists: list[list[torch.Tensor]], kwargs: dict[str, Any], *,
@@ -235,16 +255,12 @@ class KeptStep:
             raise translated(e) from None
         weakref.finalize(self, ops.kept_free, self.id)
 
-    def __deepcopy__(self, memo: dict[int, Any]) -> None:
-        return None
-
     def __call__(self, *lists: list[torch.Tensor], lr: float, grad_scale: torch.Tensor | None = None,
                  found_inf: torch.Tensor | None = None, **kwargs: Any) -> None:
         """One step with ``lists[1]`` as the gradients (``lists``: the op's lists as kept, the
         gradients replaced; the other keyword arguments are the kept ones, passed only to the op
         itself where Dynamo traces this call, so that the graph holds the op)."""
-        if torch.compiler.is_compiling():
-            self.op(*lists, lr=lr, grad_scale=grad_scale, found_inf=found_inf, **kwargs)
+        if self._traced(lists, lr, grad_scale, found_inf, kwargs):
             return
         grads = lists[1]
         # The kept lists again only where a mode changed (grad mode is off in a drop-in step); the
@@ -260,7 +276,7 @@ class KeptStep:
             _bump_versions([*(tensors for _, tensors in new), *(tensors for _, tensors in self.targets)])
 
 
-class UnboxedKeptStep:
+class UnboxedKeptStep(_Kept):
     """The fast path's kept step: :class:`KeptStep` through the ATen build's unboxed
     ``<algo>_step_keep`` and ``kept_step_`` (``EAGER``), whose C++ side makes the in-place refusals
     and version bumps itself. A call returns NotImplemented, having done nothing, where the unboxed
@@ -268,7 +284,7 @@ class UnboxedKeptStep:
     profiler that the dispatcher must see); the caller then takes its full path.
     """
 
-    __slots__ = ("__weakref__", "id", "op")
+    __slots__ = ()
 
     @classmethod
     def make(cls, name: str, lists: list[list[torch.Tensor]], kwargs: dict[str, Any]) -> UnboxedKeptStep | None:
@@ -281,14 +297,10 @@ class UnboxedKeptStep:
         self.id, self.op = kept, op
         weakref.finalize(self, EAGER["kept_free"], kept)
 
-    def __deepcopy__(self, memo: dict[int, Any]) -> None:
-        return None
-
     def __call__(self, *lists: list[torch.Tensor], lr: float, grad_scale: torch.Tensor | None = None,
                  found_inf: torch.Tensor | None = None, **kwargs: Any) -> Any:
         """One step with ``lists[1]`` as the gradients, as :meth:`KeptStep.__call__`; None, or
         NotImplemented where the unboxed call declines."""
-        if torch.compiler.is_compiling():
-            self.op(*lists, lr=lr, grad_scale=grad_scale, found_inf=found_inf, **kwargs)
+        if self._traced(lists, lr, grad_scale, found_inf, kwargs):
             return None
         return EAGER["kept_step_"](self.id, lists[1], lr=lr, grad_scale=grad_scale, found_inf=found_inf)
