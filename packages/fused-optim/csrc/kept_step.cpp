@@ -102,6 +102,8 @@ CurrentScope::~CurrentScope() { current = previous_; }
 
 bool KeptTable::Unchanged(std::span<const TensorList> lists, bool capturable) {
   if (!valid_ || capturable != capturable_ || api::InPlaceMode() != mode_) return false;
+  // (State scalars are stored in torch's default dtype, which the table holds: ASGD's eta and mu.)
+  if (table_.num_state > 0 && api::DefaultDtype() != default_dtype_) return valid_ = false;
   size_t i = 0;
   for (const TensorList list : lists) {
     for (const Tensor& x : list) {
@@ -199,8 +201,10 @@ void KeptTable::Keep(const KernelTable& built, std::span<const TensorList> lists
     element_size_ = params[0].element_size();
   }
   table_ = built;
+  default_dtype_ = api::DefaultDtype();
   capturable_ = capturable;
   valid_ = true;
+  CountKeptTableKeep();
 }
 
 void KeptTable::BumpVersions(TensorList grads, bool grads_written) const {

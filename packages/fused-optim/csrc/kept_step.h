@@ -81,8 +81,9 @@ class KeptTable {
   std::mutex mutex;
 
   // Whether a table is kept for this call and the kept tensors (`lists`: the params, each state
-  // list, then the step counters, as the call passes them) still have their fingerprints. False:
-  // take the full path (a changed tensor also drops the table).
+  // list, then the step counters, as the call passes them) still have their fingerprints (and the
+  // modes and, with state scalars, torch's default dtype are the same). False: take the full path
+  // (a changed tensor also drops the table).
   bool Unchanged(std::span<const TensorList> lists, bool capturable);
   // The params' device, once Unchanged (where the AMP arguments must be).
   const Device& device() const { return device_; }
@@ -129,8 +130,9 @@ class KeptTable {
   KernelTable table_;
   ScalarType dtype_ = ScalarType::Float;
   Device device_{torch::headeronly::DeviceType::CPU};
-  int64_t element_size_ = 4;  // the params'
-  int mode_ = 0;              // api::InPlaceMode() at Keep
+  int64_t element_size_ = 4;                      // the params'
+  int mode_ = 0;                                  // api::InPlaceMode() at Keep
+  ScalarType default_dtype_ = ScalarType::Float;  // torch's, at Keep
   std::vector<Fingerprint> kept_;
   std::vector<Tensor> written_tensors_;                             // (the ATen build bumps their versions)
   std::vector<std::pair<std::uintptr_t, std::uintptr_t>> written_;  // byte ranges, sorted

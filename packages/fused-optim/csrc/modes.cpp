@@ -70,10 +70,15 @@ bool AsgdForeachEtaOnCpu() { return asgd_foreach_eta_on_cpu.load(std::memory_ord
 
 namespace {
 std::atomic<int64_t> kept_table_steps{0};
+std::atomic<int64_t> kept_table_keeps{0};
 }  // namespace
 
 int64_t KeptTableSteps() { return kept_table_steps.load(); }
 
 void CountKeptTableStep() { kept_table_steps.fetch_add(1, std::memory_order_relaxed); }
+
+int64_t KeptTableKeeps() { return kept_table_keeps.load(); }
+
+void CountKeptTableKeep() { kept_table_keeps.fetch_add(1, std::memory_order_relaxed); }
 
 }  // namespace fused_optim

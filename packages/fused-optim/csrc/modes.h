@@ -41,9 +41,12 @@ int64_t StateScalarsOnHost();
 bool SetAsgdForeachEtaOnCpu(bool enable);
 bool AsgdForeachEtaOnCpu();
 
-// Steps that ran a kept table (kept_step.h) so far, in either build: tests check that the reuse
-// took effect (fused_optim._C._kept_table_steps). StepInPlace counts.
+// Steps that ran a kept table (kept_step.h) so far, and tables kept, in either build: tests check
+// that the reuse took effect (fused_optim._C._kept_table_steps, _kept_table_keeps). StepInPlace
+// and KeptTable::Keep count.
 int64_t KeptTableSteps();
 void CountKeptTableStep();
+int64_t KeptTableKeeps();
+void CountKeptTableKeep();
 
 }  // namespace fused_optim

@@ -429,7 +429,9 @@ void StepInPlaceWith(const char* op, const KernelBuilds<Hyper>& kernel, const Hy
     checked[num_checked++] = {scalars.lists[k].list, scalars.lists[k].count};
   }
   if (counters != nullptr && capturable) checked[num_checked++] = {*counters, true};
-  if (kept != nullptr && kept->Unchanged(lists, capturable)) {
+  // (Unchanged, but the gradients do not fit: the kept table stays valid for the next step's.)
+  const bool unchanged = kept != nullptr && kept->Unchanged(lists, capturable);
+  if (unchanged) {
     const int64_t n = static_cast<int64_t>(params.size());
     const Tensor* grad_scale = CheckAmpArgument(op, "grad_scale", amp.grad_scale, kept->device(), n);
     const Tensor* found_inf = CheckAmpArgument(op, "found_inf", amp.found_inf, kept->device(), n);
@@ -466,7 +468,7 @@ void StepInPlaceWith(const char* op, const KernelBuilds<Hyper>& kernel, const Hy
     call.SetStateScalars(std::span<const TensorList>(lists).subspan(S + 2, scalars.lists.size()));
   call.Launch(kernel, hyper);
   if (scalars.finish != nullptr) (call.*scalars.finish)();
-  if (kept != nullptr) {
+  if (kept != nullptr && !unchanged) {
     kept->Keep(call.Table(), lists, host_counts ? *counters : TensorList(),
                std::span<const kept::KeptTable::Checked>(checked.data(), num_checked), capturable);
   }

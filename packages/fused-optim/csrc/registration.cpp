@@ -118,6 +118,10 @@ PyObject* KeptTableSteps(PyObject* /*self*/, PyObject* /*unused*/) {
   return PyLong_FromLongLong(fused_optim::KeptTableSteps());
 }
 
+PyObject* KeptTableKeeps(PyObject* /*self*/, PyObject* /*unused*/) {
+  return PyLong_FromLongLong(fused_optim::KeptTableKeeps());
+}
+
 PyObject* EmulatedGridLimit(PyObject* /*self*/, PyObject* arg) {
   const long long limit = PyLong_AsLongLong(arg);
   if (limit == -1 && PyErr_Occurred()) return nullptr;
@@ -235,6 +239,7 @@ PyMethodDef kCudaPlanMethods[] = {
     {"_cuda_launch_plan", CudaLaunchPlan, METH_VARARGS,
      "The CUDA launches of tensors with these element counts, at most this many slots a launch."},
     {"_kept_table_steps", KeptTableSteps, METH_NOARGS, "Steps that ran a kept table so far (kept_step.h)."},
+    {"_kept_table_keeps", KeptTableKeeps, METH_NOARGS, "Kept tables kept (built afresh) so far (kept_step.h)."},
     {"_same_state", SameState, METH_VARARGS, "Whether an optimizer state holds exactly these values, in order."},
     {nullptr, nullptr, 0, nullptr}};
 

@@ -520,3 +520,48 @@ def test_a_kept_table_with_state_scalars_runs_the_emulated_cuda_launch(any_kept,
         _C._emulate_cuda(previous)
     for a, b in zip(ref_params, our_params):
         torch.testing.assert_close(b, a, rtol=1e-12, atol=1e-14)
+
+
+def test_gradients_that_never_fit_do_not_rebuild_the_table(any_kept):
+    # Strided gradients on every step take the full path (which stages them) but leave the kept
+    # table as it was: no table built afresh per step, and the next dense step runs the table.
+    ref_params, our_params = _params(shapes=((3, 4), (5,))), _params(shapes=((3, 4), (5,)))
+    ref, ours = torch.optim.Adam(ref_params, lr=0.01), fused_optim.Adam(our_params, lr=0.01)
+    _step_both(ref, ours, ref_params, our_params, 4)
+    keeps, steps = _C._kept_table_keeps(), _table_steps()
+    for step in range(4, 8):
+        for ps, opt in ((ref_params, ref), (our_params, ours)):
+            _set_grads(ps, step)
+            ps[0].grad = ps[0].grad.t().contiguous().t()
+            opt.step()
+    assert _C._kept_table_keeps() == keeps and _table_steps() == steps
+    for ps, opt in ((ref_params, ref), (our_params, ours)):
+        _set_grads(ps, 8)
+        opt.step()
+    assert _table_steps() == steps + 1 and _C._kept_table_keeps() == keeps
+    for a, b in zip(ref_params, our_params):
+        torch.testing.assert_close(b, a, rtol=1e-12, atol=1e-14)
+
+
+def test_a_default_dtype_change_takes_the_full_path_with_state_scalars(any_kept):
+    # ASGD stores eta and mu as tensors of torch's default dtype would hold them: a change of the
+    # default between steps must reach a kept table's rounding, as it reaches torch.optim's.
+    ref_params, our_params = _params(), _params()
+    ref, ours = torch.optim.ASGD(ref_params, lr=0.05, t0=1), fused_optim.ASGD(our_params, lr=0.05, t0=1)
+    _step_both(ref, ours, ref_params, our_params, 4)
+    previous = torch.get_default_dtype()
+    torch.set_default_dtype(torch.float64 if previous == torch.float32 else torch.float32)
+    try:
+        keeps, steps = _C._kept_table_keeps(), _table_steps()
+        for step in range(4, 7):
+            for ps, opt in ((ref_params, ref), (our_params, ours)):
+                _set_grads(ps, step)
+                opt.step()
+        assert _C._kept_table_keeps() == keeps + 1 and _table_steps() == steps + 2  # kept afresh once
+    finally:
+        torch.set_default_dtype(previous)
+    for a, b in zip(ref_params, our_params):
+        torch.testing.assert_close(b, a, rtol=1e-12, atol=1e-14)
+    for a, b in zip(ref.state.values(), ours.state.values()):
+        for key in ("eta", "mu"):
+            assert torch.equal(b[key], a[key]), key
