@@ -151,6 +151,8 @@ bool KeptTable::Fits(TensorList params, TensorList grads, const Tensor* grad_sca
     const double value = *ReadHostScalarAt(c.dtype, c.data);
     if (c.count ? StepCountProblem(c.dtype, value) != nullptr : !std::isfinite(value)) return false;
   }
+  for (const HostState& h : host_state_)
+    table_.state[h.t * table_.num_state + h.k].value = *ReadHostScalarAt(h.dtype, h.data);
   table_.grad_scale = grad_scale != nullptr ? grad_scale->const_data_ptr<float>() : nullptr;
   table_.found_inf = found_inf != nullptr ? found_inf->const_data_ptr<float>() : nullptr;
   return true;
@@ -164,17 +166,28 @@ std::vector<double> KeptTable::IncrementSteps() {
 }
 
 void KeptTable::Keep(const KernelTable& built, std::span<const TensorList> lists, TensorList host_counters,
-                     std::span<const Checked> checked, bool capturable) {
+                     std::span<const Checked> checked, std::span<const TensorList> state_lists, bool capturable) {
   valid_ = false;
   kept_.clear();
   written_.clear();
   written_tensors_.clear();
   counters_.clear();
   checks_.clear();
+  host_state_.clear();
   mode_ = api::InPlaceMode();
   if (mode_ & api::kGradMode) return;
-  for (const StateScalar& s : built.state) {
-    if (s.ptr == nullptr) return;  // read and written by the host on every step (FinishStateScalars)
+  for (int64_t t = 0; t < built.num_tensors && built.num_state > 0; ++t) {
+    const StateScalar* state = built.State(t);
+    const int on_host = static_cast<int>(
+        std::count_if(state, state + built.num_state, [](const StateScalar& s) { return s.ptr == nullptr; }));
+    if (on_host == 0) continue;
+    if (on_host != built.num_state) return;  // split: the host's share reads the device's values too
+    for (int k = 0; k < built.num_state; ++k) {
+      const Tensor& s = state_lists[k][t];
+      HostState h{t, k, s.is_cpu() ? s.mutable_data_ptr() : nullptr, api::Dtype(s)};
+      if (h.data == nullptr || !ReadHostScalarAt(h.dtype, h.data)) return;  // read through the dispatcher
+      host_state_.push_back(h);
+    }
   }
   for (const TensorList list : lists) {
     for (const Tensor& x : list) {

@@ -95,6 +95,17 @@ class KeptTable {
   bool Fits(TensorList params, TensorList grads, const Tensor* grad_scale, const Tensor* found_inf);
   // The table to launch, after Fits.
   KernelTable& Table() { return table_; }
+  // A state scalar the host reads before and advances after each kept step (one off the params'
+  // device, kept on the CPU: NAdam's mu_product beside CUDA parameters): tensor t's column k,
+  // through its data pointer. In order of t, every column of a tensor that has one (Keep keeps no
+  // table for a tensor whose state is split between the host and the device).
+  struct HostState {
+    int64_t t;
+    int k;
+    void* data;
+    ScalarType dtype;
+  };
+  const std::vector<HostState>& host_state() const { return host_state_; }
   // The new step counts, after Fits (capturable=False): each counter Fits read, incremented through
   // its data pointer as IncrementSteps (multi_tensor.h) does it.
   std::vector<double> IncrementSteps();
@@ -112,8 +123,10 @@ class KeptTable {
   // the call's device (no host share of its advance), and grad mode is off (where the in-place
   // refusals, which the full path checks, could start to apply to a kept tensor); otherwise the
   // next step takes the full path again.
+  // `state_lists`: the state scalars' lists, by column (the table's state), of which those off the
+  // params' device must be on the CPU.
   void Keep(const KernelTable& built, std::span<const TensorList> lists, TensorList host_counters,
-            std::span<const Checked> checked, bool capturable);
+            std::span<const Checked> checked, std::span<const TensorList> state_lists, bool capturable);
   // After a step on the table: the version counters of what it wrote (api::BumpVersion: the ATen
   // build's; the stable build's Python caller bumps them), as the full path's Finish does.
   void BumpVersions(TensorList grads, bool grads_written) const;
@@ -139,6 +152,7 @@ class KeptTable {
   std::vector<std::pair<std::uintptr_t, std::uintptr_t>> grads_;    // this step's (written ones)
   std::vector<Counter> counters_;
   std::vector<Counter> checks_;  // the CPU tensors of Keep's `checked`
+  std::vector<HostState> host_state_;
 };
 
 // The kept table of the call replaying on this thread (Keep<Fn>'s), or null.

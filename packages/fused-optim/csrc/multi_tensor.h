@@ -383,7 +383,8 @@ inline auto NoScalarRows() {
 
 // An in-place step's state scalars (CheckStateScalars), in its binding's state order: each list
 // named as the op names it; `count`: a step counter that the kernel advances (ASGD's), checked
-// as one (CheckStepTensors). `finish`: MultiTensorCall::FinishStateScalars<the binding>.
+// as one (CheckStepTensors). StateScalarsOf<K> pairs them with binding K's host share of their
+// advance, after a full step and after a kept one.
 struct StateScalarList {
   const char* name;
   TensorList list;
@@ -393,7 +394,14 @@ inline constexpr size_t kMaxStateScalarLists = 3;
 struct StateScalarLists {
   std::span<const StateScalarList> lists;
   void (MultiTensorCall::*finish)() = nullptr;
+  void (*finish_kept)(kept::KeptTable&) = nullptr;
 };
+template <typename K>
+void AdvanceKeptHostState(kept::KeptTable& kept);  // (below)
+template <typename K>
+StateScalarLists StateScalarsOf(std::span<const StateScalarList> lists) {
+  return {lists, &MultiTensorCall::FinishStateScalars<K>, &AdvanceKeptHostState<K>};
+}
 
 // <algo>_step_: the step table (MultiTensorCall::AddStep) updated in place after the step
 // counters (`counters`, null for an algorithm without) are checked and incremented; in
@@ -441,6 +449,7 @@ void StepInPlaceWith(const char* op, const KernelBuilds<Hyper>& kernel, const Hy
       if (host_counts) FillStepScalars(table, rows, kept->IncrementSteps());  // first modification
       if (rows_every_call) FillStepScalars(table, rows, std::vector<double>(n, 0.0));
       RunTable(kernel, hyper, table, kept->device());
+      if (scalars.finish_kept != nullptr) scalars.finish_kept(*kept);
       kept->BumpVersions(grads, grad_scale != nullptr);
       CountKeptTableStep();
       return;
@@ -464,13 +473,13 @@ void StepInPlaceWith(const char* op, const KernelBuilds<Hyper>& kernel, const Hy
   if (call.ChecksOnly() || call.SkipStep(host_needs_answer)) return;      // nothing is written yet
   if (host_counts) call.SetStepScalars(rows, IncrementSteps(*counters));  // first modification
   if (rows_every_call) call.SetStepScalars(rows, call.Steps(0));
-  if (!scalars.lists.empty())
-    call.SetStateScalars(std::span<const TensorList>(lists).subspan(S + 2, scalars.lists.size()));
+  const auto state_lists = std::span<const TensorList>(lists).subspan(S + 2, scalars.lists.size());
+  if (!scalars.lists.empty()) call.SetStateScalars(state_lists);
   call.Launch(kernel, hyper);
   if (scalars.finish != nullptr) (call.*scalars.finish)();
   if (kept != nullptr && !unchanged) {
     kept->Keep(call.Table(), lists, host_counts ? *counters : TensorList(),
-               std::span<const kept::KeptTable::Checked>(checked.data(), num_checked), capturable);
+               std::span<const kept::KeptTable::Checked>(checked.data(), num_checked), state_lists, capturable);
   }
 }
 
@@ -539,16 +548,15 @@ void MultiTensorCall::Launch(const KernelBuilds<Hyper>& kernel, const Hyper& hyp
 
 // A binding's view of one tensor's state scalars for the host's share of its Advance: every one's
 // value at launch (SetStateScalars read them all for a tensor with state off the call's device);
-// stores reach only those off the device, the kernel writes the others.
+// stores reach only those off the device, through write(k, value), the kernel writes the others.
+template <typename Write>
 struct HostStateIO {
   const StateScalar* state;
   DType default_dtype;
-  const std::vector<TensorList>& lists;
-  int64_t t;
+  Write write;
   double Load(int k) const { return state[k].value; }
   void Store(int k, double v) const {
-    const Tensor& s = lists[k][t];
-    if (state[k].ptr == nullptr && !WriteHostScalar(s, v)) api::Fill(s, v);
+    if (state[k].ptr == nullptr) write(k, v);
   }
   double Round(int k, double v) const { return RoundTo<c10::Half, c10::BFloat16>(state[k].dtype, v); }
   double RoundToDefault(double v) const { return RoundTo<c10::Half, c10::BFloat16>(default_dtype, v); }
@@ -568,9 +576,26 @@ void MultiTensorCall::FinishStateScalars() {
         api::BumpVersion(state_lists_[k][t]);
       }
     }
-    if (off_device)
-      K::Advance(table.scalars.data() + t * table.num_scalars,
-                 HostStateIO{state, table.default_dtype, state_lists_, t});
+    if (!off_device) continue;
+    const auto write = [&](int k, double v) {
+      const Tensor& s = state_lists_[k][t];
+      if (!WriteHostScalar(s, v)) api::Fill(s, v);
+    };
+    K::Advance(table.scalars.data() + t * table.num_scalars,
+               HostStateIO<decltype(write)>{state, table.default_dtype, write});
+  }
+}
+
+// The same after a kept step (kept::KeptTable::host_state: every state scalar of such a tensor
+// is on the CPU, read by Fits), through the kept data pointers.
+template <typename K>
+void AdvanceKeptHostState(kept::KeptTable& kept) {
+  const KernelTable& table = kept.Table();
+  const auto& host = kept.host_state();
+  for (size_t i = 0; i < host.size(); i += table.num_state) {  // a tensor's columns, in order
+    const auto write = [&](int k, double v) { WriteHostScalarAt(host[i + k].dtype, host[i + k].data, v); };
+    K::Advance(table.scalars.data() + host[i].t * table.num_scalars,
+               HostStateIO<decltype(write)>{table.State(host[i].t), table.default_dtype, write});
   }
 }
 

@@ -492,19 +492,27 @@ def test_a_kept_table_checks_the_state_scalars_it_reads_in_place(any_kept, name,
         assert torch.equal(p.detach(), s)
 
 
-def test_state_scalars_the_host_advances_keep_no_table(any_kept):
+@pytest.mark.parametrize("name, columns, tables", [("NAdam", 0b1, 3), ("ASGD", 0b111, 3), ("ASGD", 0b100, 0)],
+                         ids=["NAdam-mu_product", "ASGD-all", "ASGD-split"])
+def test_state_scalars_the_host_advances_on_a_kept_table(any_kept, name, columns, tables):
     # NAdam's mu_product kept on the CPU beside CUDA parameters (torch.optim's default) is read and
-    # advanced by the host on every step (emulated here: the state column treated as off the
-    # parameters' device): no table is kept for it, and the steps still follow torch.
+    # advanced by the host (emulated here: the state columns treated as off the parameters'
+    # device): a kept table reads and advances it through kept pointers, and the steps follow
+    # torch. A tensor whose state is split (ASGD's step on the host, eta and mu with the kernel)
+    # keeps no table: the host's share would need the device's values.
+    kwargs = dict(lr=0.02, t0=2) if name == "ASGD" else dict(lr=0.01)
     ref_params, our_params = _params(), _params()
-    ref, ours = torch.optim.NAdam(ref_params, lr=0.01), fused_optim.NAdam(our_params, lr=0.01)
-    previous = torch.ops.fused_optim._state_scalars_on_host(0b1)
+    ref, ours = getattr(torch.optim, name)(ref_params, **kwargs), getattr(fused_optim, name)(our_params, **kwargs)
+    previous = torch.ops.fused_optim._state_scalars_on_host(columns)
     try:
-        assert _step_both(ref, ours, ref_params, our_params, 6) == 0
+        assert _step_both(ref, ours, ref_params, our_params, 6) == tables
     finally:
         torch.ops.fused_optim._state_scalars_on_host(previous)
     for a, b in zip(ref_params, our_params):
         torch.testing.assert_close(b, a, rtol=1e-12, atol=1e-14)
+    for a, b in zip(ref.state.values(), ours.state.values()):
+        for key, value in a.items():
+            torch.testing.assert_close(b[key], value, rtol=1e-12, atol=1e-14, msg=key)
 
 
 @pytest.mark.parametrize("name, kwargs", [("ASGD", dict(lr=0.02, t0=2)), ("NAdam", dict(lr=0.01))])

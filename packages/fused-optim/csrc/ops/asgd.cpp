@@ -47,7 +47,7 @@ void AsgdStepInPlace(TensorListArg params, TensorListArg grads, TensorListArg ax
   const bool on_cuda = !params.empty() && params[0].defined() && params[0].device().is_cuda();
   StepInPlace(op, FUSED_OPTIM_KERNEL(AsgdStep), hyper, params, grads, {{"axs", axs}}, {grad_scale, found_inf},
               capturable, ScheduleRows(lr, lambd, alpha, t0, {}, on_cuda || AsgdForeachEtaOnCpu()),
-              {scalars, &MultiTensorCall::FinishStateScalars<bind::AsgdStep>});
+              StateScalarsOf<bind::AsgdStep>(scalars));
 }
 
 // The functional ops' per-tensor scalars: eta and mu are given, so they read no step count (the

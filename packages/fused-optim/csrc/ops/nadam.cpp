@@ -45,7 +45,7 @@ void NadamStepInPlace(TensorListArg params, TensorListArg grads, TensorListArg e
   const StateScalarList scalars[] = {{"mu_products", mu_products}};
   StepInPlace(op, FUSED_OPTIM_KERNEL(NadamStep), hyper, params, grads,
               {{"exp_avgs", exp_avgs}, {"exp_avg_sqs", exp_avg_sqs}}, state_steps, {grad_scale, found_inf}, capturable,
-              StepRows(hyper, false), {scalars, &MultiTensorCall::FinishStateScalars<bind::NadamStep>});
+              StepRows(hyper, false), StateScalarsOf<bind::NadamStep>(scalars));
 }
 
 // The functional ops take the momentum product through this step (prod_t = mu_1 ... mu_t).
