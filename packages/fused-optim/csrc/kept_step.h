@@ -118,13 +118,12 @@ class KeptTable {
   };
   // After a successful full-path call: keeps its table (`built`) with the fingerprints of `lists`
   // (as for Unchanged); `host_counters`: the step counters the host reads and increments (none
-  // where the kernel advances them, capturable); `checked`: see Checked. A table is kept only where
-  // every kept tensor is dense, every host counter on the CPU, every state scalar of the table on
-  // the call's device (no host share of its advance), and grad mode is off (where the in-place
-  // refusals, which the full path checks, could start to apply to a kept tensor); otherwise the
-  // next step takes the full path again.
-  // `state_lists`: the state scalars' lists, by column (the table's state), of which those off the
-  // params' device must be on the CPU.
+  // where the kernel advances them, capturable); `checked`: see Checked; `state_lists`: the state
+  // scalars' lists, by column (the table's state). A table is kept only where every kept tensor is
+  // dense, every host counter on the CPU, each tensor's state scalars all on the call's device or
+  // all off it on the CPU (see HostState), and grad mode is off (where the in-place refusals, which
+  // the full path checks, could start to apply to a kept tensor); otherwise the next step takes
+  // the full path again.
   void Keep(const KernelTable& built, std::span<const TensorList> lists, TensorList host_counters,
             std::span<const Checked> checked, std::span<const TensorList> state_lists, bool capturable);
   // After a step on the table: the version counters of what it wrote (api::BumpVersion: the ATen

@@ -430,13 +430,7 @@ void StepInPlaceWith(const char* op, const KernelBuilds<Hyper>& kernel, const Hy
   std::array<TensorList, S + 2 + kMaxStateScalarLists> lists{params};
   for (size_t i = 0; i < S; ++i) lists[i + 1] = states[i].present ? states[i].list : TensorList();
   if (counters != nullptr) lists[S + 1] = *counters;
-  std::array<kept::KeptTable::Checked, kMaxStateScalarLists + 1> checked{};  // read on every kept step
-  size_t num_checked = 0;
-  for (size_t k = 0; k < scalars.lists.size(); ++k) {
-    lists[S + 2 + k] = scalars.lists[k].list;
-    checked[num_checked++] = {scalars.lists[k].list, scalars.lists[k].count};
-  }
-  if (counters != nullptr && capturable) checked[num_checked++] = {*counters, true};
+  for (size_t k = 0; k < scalars.lists.size(); ++k) lists[S + 2 + k] = scalars.lists[k].list;
   // (Unchanged, but the gradients do not fit: the kept table stays valid for the next step's.)
   const bool unchanged = kept != nullptr && kept->Unchanged(lists, capturable);
   if (unchanged) {
@@ -478,6 +472,10 @@ void StepInPlaceWith(const char* op, const KernelBuilds<Hyper>& kernel, const Hy
   call.Launch(kernel, hyper);
   if (scalars.finish != nullptr) (call.*scalars.finish)();
   if (kept != nullptr && !unchanged) {
+    std::array<kept::KeptTable::Checked, kMaxStateScalarLists + 1> checked{};  // read on every kept step
+    size_t num_checked = 0;
+    for (const StateScalarList& s : scalars.lists) checked[num_checked++] = {s.list, s.count};
+    if (counters != nullptr && capturable) checked[num_checked++] = {*counters, true};
     kept->Keep(call.Table(), lists, host_counts ? *counters : TensorList(),
                std::span<const kept::KeptTable::Checked>(checked.data(), num_checked), state_lists, capturable);
   }

@@ -33,7 +33,7 @@ inline constexpr int64_t kChunkSize = 2048;
 inline constexpr int kVectorBytes = 16;
 // Slots (tensors, or runs of a tensor's chunks) per launch, at most: bounds the advance kernel's
 // threads (one per slot) and the planner's buffer. Each binding's launch holds as many slots as its
-// kernel argument fits (kSlotsPerLaunch), from about 100 (Adan's backward, 17 columns) to this.
+// kernel argument fits (kSlotsPerLaunch), from 81 (Adan's backward, 17 columns) to 265 (SGD's step).
 inline constexpr int kMaxSlotsPerLaunch = 512;
 // Blocks per launch (gridDim.x's limit); a tensor with more chunks continues in the next launch.
 inline constexpr int64_t kMaxGridBlocks = 2147483647;
@@ -234,27 +234,24 @@ struct VectorIO {
 // argument. Half and BFloat16 are the device's 16-bit types, which state scalars may have.
 template <typename K, typename S, typename T, typename Half, typename BFloat16>
 struct BoundOp {
+  using Meta = LaunchMeta<K>;                     // the kernel's argument
   static constexpr int kWidth = Pack<S>::kWidth;  // elements of a group on the vector path
   typename K::template Hyper<T> h;
   typename K::template Hyper<double> h_double;  // where StepRow reads them (device step counters)
   // The row slot `slot` reads: the host's, or the one of its device step counter in `buffer`.
-  template <typename Meta>
   FUSED_OPTIM_ELEMENT const double* Row(const Meta& meta, int slot, double* buffer) const {
     return TensorRow<K, Half, BFloat16>(meta.scalars[slot], meta.device_steps ? &meta.step[slot] : nullptr, h_double,
                                         buffer);
   }
-  template <typename Meta>
   FUSED_OPTIM_ELEMENT auto Scalars(const Meta& meta, int slot) const {
     double buffer[kRowBuffer<K>];
     return TensorScalars<K, T, Half, BFloat16>(Row(meta, slot, buffer), meta.state[slot], meta.default_dtype);
   }
   // torch.amp's 1 / grad_scale in the math type, as the CPU loops take it (1 without a scale):
   // once per thread, a load and a division the element loop would otherwise repeat.
-  template <typename Meta>
   FUSED_OPTIM_ELEMENT T InvScale(const Meta& meta) const {
     return meta.grad_scale != nullptr ? static_cast<T>(1) / static_cast<T>(*meta.grad_scale) : static_cast<T>(1);
   }
-  template <typename Meta>
   FUSED_OPTIM_ELEMENT void operator()(const Meta& meta, int slot, int64_t i, const typename K::template Scalars<T>& s,
                                       T inv_scale) const {
     if (meta.grad_scale != nullptr) {  // torch.amp's unscale, stored back before the step reads it
@@ -265,7 +262,7 @@ struct BoundOp {
   }
   // Elements [first, first + W) at once (the vector path): the same as operator() on each, where
   // every non-null pointer of the slot is 16-byte aligned and `first` a multiple of W.
-  template <typename Check, typename Meta>
+  template <typename Check>
   FUSED_OPTIM_ELEMENT void Group(const Meta& meta, int slot, int64_t first, const typename K::template Scalars<T>& s,
                                  T inv_scale) const {
     constexpr int NL = Meta::kLists;
@@ -290,7 +287,6 @@ struct BoundOp {
   }
   // The state scalars' new values (K::Advance), then the device step counter's, once no block
   // reads them any more (the row first, from the counter before its advance).
-  template <typename Meta>
   FUSED_OPTIM_ELEMENT void Advance(const Meta& meta, int slot) const {
     if (meta.found_inf != nullptr && *meta.found_inf != 0.0f) return;  // torch.amp skips this step
     double buffer[kRowBuffer<K>];
