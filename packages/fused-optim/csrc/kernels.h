@@ -264,10 +264,14 @@ FUSED_OPTIM_HOST_DEVICE inline typename K::template Scalars<T> TensorScalars(con
   }
 }
 
-// After the update: binding K's new values of one tensor's state scalars (nothing where K has none).
+// After the update: binding K's new values of one tensor's state scalars (nothing where K has none,
+// or only reads them: Adafactor's apply passes, whose state scalars are the op's norms).
 template <typename K, typename Half, typename BFloat16>
 FUSED_OPTIM_HOST_DEVICE inline void AdvanceState(const double* row, const StateScalar* state, DType default_dtype) {
-  if constexpr (kStateScalarsOf<K> > 0) K::Advance(row, StateIO<Half, BFloat16>{state, default_dtype});
+  using IO = StateIO<Half, BFloat16>;
+  if constexpr (requires(const double* r, const IO& io) { K::Advance(r, io); }) {
+    K::Advance(row, IO{state, default_dtype});
+  }
 }
 
 // Calls f.template operator()<storage type, math type>() for the table's dtype; each device names

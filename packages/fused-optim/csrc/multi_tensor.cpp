@@ -435,6 +435,16 @@ void MultiTensorCall::SetStateScalars(std::span<const TensorList> lists) {
   }
 }
 
+void MultiTensorCall::SetStateInputs(std::span<const TensorList> lists) {
+  for (const TensorList& list : lists) {
+    for (const Tensor& s : list) {
+      FUSED_OPTIM_CHECK(s.numel() == 1 && s.device() == device_, op_, ": a state input is not one value on ", device_);
+    }
+  }
+  SetStateScalars(lists);
+  Table().advance_state = false;
+}
+
 void MultiTensorCall::SetStateValues(const std::vector<double>& values) {
   KernelTable& table = Table();
   table.num_state = static_cast<int>(values.size());

@@ -242,6 +242,10 @@ class MultiTensorCall {
   // parameter each, already checked (CheckStateScalars, CheckStepTensors). A tensor off the call's
   // device is read here (through its data pointer on the CPU) and written by FinishStateScalars.
   void SetStateScalars(std::span<const TensorList> lists);
+  // Per-tensor values the kernel reads where they are and never advances (a binding without
+  // Advance): one-element tensors the op computed on the call's device (Adafactor's norms), so
+  // that none crosses to the host.
+  void SetStateInputs(std::span<const TensorList> lists);
   // A functional op's state scalars, given as numbers: column k of every tensor holds values[k].
   void SetStateValues(const std::vector<double>& values);
   // After Launch of an in-place step with SetStateScalars: binding K's new values of the state

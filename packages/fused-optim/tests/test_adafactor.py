@@ -78,6 +78,28 @@ def test_float32_matches_torch():
         torch.testing.assert_close(b, a, rtol=1e-5, atol=1e-6)
 
 
+def test_a_nan_parameter_norm_loses_to_eps2_as_in_torch():
+    # The kernel computes the step size from the norms where they are; a NaN in a parameter makes
+    # its RMS NaN, and max(eps2, NaN) keeps eps2 as Python's max in torch.optim does, so only the
+    # NaN entry itself stays NaN; an inf gradient entry clips the update to zero and NaN alike.
+    ref, ours, r, o = _pair([(3, 4), (5,)], dtype=torch.float32, lr=0.01)
+    with torch.no_grad():
+        for p in (ref[0], ours[0]):
+            p[1, 2] = float("nan")
+    gen = torch.Generator().manual_seed(3)
+    for step in range(3):
+        for a, b in zip(ref, ours):
+            g = torch.randn(a.shape, generator=gen)
+            if step == 2 and a.dim() == 1:
+                g[0] = float("inf")
+            a.grad, b.grad = g.clone(), g.clone()
+        r.step()
+        o.step()
+    assert torch.isnan(ours[0]).sum() == 1 and torch.isnan(ours[1]).any()
+    for a, b in zip(ref, ours):
+        torch.testing.assert_close(b, a, rtol=1e-5, atol=1e-6, equal_nan=True)
+
+
 # --- the differentiable functional update (fused_optim.functional.adafactor_update) -----------------
 
 _SHAPES = [(4, 3), (2, 3, 5), (6,), (), (1, 7)]

@@ -47,6 +47,40 @@ def test_a_step_reads_no_tensor_value_through_the_dispatcher(name, dtype, reload
     assert counts == [0, 0]
 
 
+def _adafactor_calls(dtype):
+    """The ATen calls of an Adafactor step and of its functional update's forward and backward,
+    on matrices and vectors, with the float64 conversions among them counted apart."""
+    gen = torch.Generator().manual_seed(0)
+    params = [torch.randn(shape, generator=gen, dtype=dtype).requires_grad_() for shape in [(4, 3), (2, 3, 5), (6,)]]
+    opt = fused_optim.Adafactor(params, lr=0.05, weight_decay=0.1)
+    for p in params:
+        p.grad = torch.randn(p.shape, generator=gen, dtype=dtype)
+    opt.step()
+    rows = [opt.state[p]["row_var"] if p.dim() > 1 else None for p in params]
+    cols = [opt.state[p]["col_var"] if p.dim() > 1 else None for p in params]
+    variances = [opt.state[p]["variance"] if p.dim() <= 1 else None for p in params]
+    inputs = [p.detach().clone().requires_grad_() for p in params]
+    with profile(activities=[ProfilerActivity.CPU], record_shapes=True) as prof:
+        opt.step()
+        new = fused_optim.functional.adafactor_update(inputs, [p.grad for p in params], rows, cols, variances, 2,
+                                                      lr=0.05, weight_decay=0.1)
+        sum(p.square().sum() for p in new.params).backward()
+    names = [e.name for e in prof.events()]
+    to_double = [e for e in prof.events() if e.name == "aten::_to_copy" and e.concrete_inputs[1:2] == [7]]
+    return names, len(to_double)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_adafactor_step_sizes_are_computed_where_the_norms_are(dtype):
+    # The parameter and update norms stay on the params' device: the apply kernel reads them there
+    # and computes each step size itself, so a CUDA step waits for nothing. What the CPU can show
+    # of a read-back: no norm stacked, converted to float64 (ScalarType 7) or read as a number.
+    names, to_double = _adafactor_calls(dtype)
+    assert "fused_optim::adafactor_step_" in names and "fused_optim::adafactor_update_backward" in names
+    assert not {"aten::stack", *READS} & set(names)
+    assert to_double == 0
+
+
 SCALARS = {"ASGD": ("eta", "mu"), "NAdam": ("mu_product",)}
 
 

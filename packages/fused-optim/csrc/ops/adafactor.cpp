@@ -1,14 +1,15 @@
 // Adafactor ops: argument checks and the step's passes. Between its element-wise passes
 // (math/adafactor.h) Adafactor reduces per tensor: the RMS of each parameter and of each update,
 // and for matrices the row and column means of g^2, from which the factored second-moment
-// estimate is built. Those reductions run as ATen ops (one multi-tensor norm per list; the
-// factored statistics as torch.optim.Adafactor computes them), on the call's device, called by name
-// through the dispatcher (api::CallAten, in both builds of torch_api.h):
+// estimate is built. Those reductions run as ATen ops (each tensor's norm; the factored statistics
+// as torch.optim.Adafactor computes them), on the call's device, called by name through the
+// dispatcher (api::CallAten, in both builds of torch_api.h):
 //   1. checks (then, in place, the step counters);
 //   2. the parameters' norms (before the weight decay);
 //   3. the direction pass: vectors update their second moment and write the update; matrices
 //      update their row/column averages and turn the estimate into the update;
-//   4. the updates' norms, then the apply pass (weight decay and the scaled update).
+//   4. the updates' norms, then the apply pass (weight decay and the scaled update), which reads
+//      both norms where they are and computes the step size itself: nothing waits for the device.
 // The in-place step and the functional update share these passes (in place they write the
 // caller's tensors, functional they return new ones). The functional backward recomputes 2-4 and
 // runs them in reverse: the apply pass's backward kernel, then the direction's (through the
@@ -68,21 +69,12 @@ Tensor Ge(const Tensor& x, double v) { return CallAten("aten::ge", "Tensor", x, 
 Tensor ZerosLike(const Tensor& x) { return CallAten("aten::zeros_like", "", x, None, None, None, None, None); }
 Tensor Reciprocal(const Tensor& x) { return CallAten("aten::reciprocal", "", x); }
 void ForeachMul_(TensorListArg xs, const Tensor& v) { CallAten<void>("aten::_foreach_mul_", "Tensor", xs, v); }
-// Per-tensor values (one-element tensors or a list's norms) on the host, in float64.
-std::vector<double> ToHost(const TensorVector& scalars) {
-  if (scalars.empty()) return {};
-  const Tensor stacked = CallAten("aten::stack", "", scalars, int64_t{0});
-  const Tensor host = CallAten("aten::_to_copy", "", stacked, std::optional<ScalarType>(api::kDouble), None,
-                               std::optional<Device>(Device(torch::headeronly::DeviceType::CPU)), None, false, None);
-  const double* v = static_cast<const double*>(host.const_data_ptr());
-  return std::vector<double>(v, v + scalars.size());
-}
-// Each tensor's L2 norm, on the host.
-std::vector<double> Norms(TensorListArg xs) {
+// Each tensor's L2 norm, a one-element tensor where the tensor is (the apply passes read it there).
+TensorVector Norms(TensorListArg xs) {
   TensorVector norms;
   norms.reserve(xs.size());
   for (const Tensor& x : xs) norms.push_back(Norm(x));
-  return ToHost(norms);
+  return norms;
 }
 }  // namespace aten
 
@@ -131,30 +123,29 @@ void CheckFactoredState(const char* op, const char* name, TensorListArg list, Te
                           ": the same tensor appears twice in ", name, " (is a parameter listed twice?)");
 }
 
-// The direction and apply passes' scalars: the second-moment weight t^c (with the form torch's
-// lerp takes for it), the step coefficient and, for the backward, the coefficients of u and p.
-void ScalarRow(double weight, double coef, double update_coef, double param_coef, double* row) {
+// The direction passes' scalars: the second-moment weight t^c (with the form torch's lerp takes
+// for it).
+void WeightRow(double weight, double* row) {
   using namespace adafactor_cols;
-  row[kWeight] = weight, row[kCoef] = coef, row[kUpdateCoef] = update_coef, row[kParamCoef] = param_coef;
+  row[kWeight] = weight;
   row[kSmall] = std::abs(weight) < 0.5 ? 1.0 : 0.0;
 }
 
-void WeightRow(double weight, double* row) { ScalarRow(weight, 0.0, 0.0, 0.0, row); }
-
-// One tensor's step size from the norms: coef = -alpha / denom with alpha = max(eps2, RMS(p)) rho
-// and denom = max(1, RMS(u) / d).
-struct StepSize {
-  double root_numel, param_rms, rho, alpha, update_ratio, denom;
-  StepSize(const AdafactorArgs& a, int64_t numel, double step, double param_norm, double update_norm) {
-    root_numel = std::sqrt(static_cast<double>(numel));
-    param_rms = param_norm / root_numel;
-    rho = std::min(a.lr, 1.0 / std::sqrt(step));
-    alpha = std::max(a.eps2, param_rms) * rho;
-    update_ratio = update_norm / (root_numel * a.d);
-    denom = std::max(1.0, update_ratio);
-  }
-  double coef() const { return -alpha / denom; }
-};
+// The apply passes': per tensor t, everything of its step size but the norms (the kernel
+// computes it from them where they are, AdafactorStepSizeOf). `steps`: each tensor's count.
+void SetApplyRows(MultiTensorCall& apply, TensorListArg params, const std::vector<double>& steps,
+                  const AdafactorArgs& a) {
+  std::vector<double> index(params.size());
+  for (size_t t = 0; t < params.size(); ++t) index[t] = static_cast<double>(t);
+  apply.SetStepScalars(adafactor_cols::kNumScalars, index, [&](double at, double* row) {
+    using namespace adafactor_cols;
+    const auto t = static_cast<size_t>(at);
+    row[kRho] = std::min(a.lr, 1.0 / std::sqrt(steps[t]));
+    row[kRootNumel] = std::sqrt(static_cast<double>(params[t].numel()));
+    row[kEps2] = a.eps2;
+    row[kClip] = a.d;
+  });
+}
 
 math::AdafactorHyper<double> MakeHyper(const AdafactorArgs& a, double weight_decay, bool maximize) {
   return {a.eps1 * a.eps1, 1.0 - a.lr * weight_decay, maximize, weight_decay != 0.0};
@@ -232,20 +223,18 @@ Lists<4> RunStep(const char* op, TensorListArg params, TensorListArg grads, Tens
   std::vector<double> weights(n);
   for (int64_t t = 0; t < n; ++t) weights[t] = std::pow(steps[t], args.beta2_decay);
   // 2. The parameters' norms, before the weight decay changes them.
-  const std::vector<double> param_norms = aten::Norms(params);
+  const TensorVector param_norms = aten::Norms(params);
   // 3. The direction pass.
   Direction dir = RunDirection(op, grads, row_vars, col_vars, variances, weights, args.eps1, hyper, factored, in_place,
                                /*keep_estimates=*/false);
   // 4. The updates' norms, then the apply pass.
-  const std::vector<double> update_norms = aten::Norms(dir.updates);
-  std::vector<double> coefs(n);
-  for (int64_t t = 0; t < n; ++t)
-    coefs[t] = StepSize(args, params[t].numel(), steps[t], param_norms[t], update_norms[t]).coef();
+  const TensorVector update_norms = aten::Norms(dir.updates);
   MultiTensorCall apply(op, params, in_place);
   TensorVector new_params = apply.AddState("params", params);
   apply.AddInput("updates", dir.updates);
-  apply.SetStepScalars(adafactor_cols::kNumScalars, coefs,
-                       [](double coef, double* row) { ScalarRow(0.0, coef, 0.0, 0.0, row); });
+  SetApplyRows(apply, params, steps, args);
+  const TensorList norms[] = {param_norms, update_norms};  // adafactor_cols' state order
+  apply.SetStateInputs(norms);
   apply.Launch(FUSED_OPTIM_KERNEL(AdafactorApply), hyper);
   return {std::move(new_params), std::move(dir.row_vars), std::move(dir.col_vars), std::move(dir.variances)};
 }
@@ -263,8 +252,9 @@ void AdafactorStepInPlace(TensorListArg params, TensorListArg grads, TensorListA
   checks.AddStep(params, grads, {{"variances", variances, !factored, "when factored=True"}});
   CheckLists(op, params, row_vars, col_vars, factored, kInPlace);
   CheckStepTensors(op, state_steps, checks.size());
-  // Its norms are read on the host anyway: found_inf is too, and the gradients are unscaled by
-  // one pass of their own, since ATen ops as well as the kernels read them.
+  // found_inf is read on the host (a wait for the device under AMP alone): the ATen reductions
+  // update the row/column averages, which no kernel could then skip. The gradients are unscaled
+  // by one pass of their own, since ATen ops as well as the kernels read them.
   if (checks.ChecksOnly() || checks.size() == 0 || checks.SkipStep(/*host_needs_answer=*/true)) return;
   if (grad_scale.has_value() && grad_scale->defined()) {  // first modification, as the kernels unscale
     aten::ForeachMul_(grads, aten::Reciprocal(*grad_scale));
@@ -347,38 +337,26 @@ Lists<5> AdafactorUpdateBackward(const OptionalTensorList& grad_new_params, cons
   const double weight = std::pow(static_cast<double>(step), beta2_decay);
   const std::vector<double> weights(n, weight);
   // The forward passes again, keeping the matrices' estimates.
-  const std::vector<double> param_norms = aten::Norms(params);
+  const TensorVector param_norms = aten::Norms(params);
   Direction dir = RunDirection(op, grads, row_vars, col_vars, variances, weights, eps1, hyper, factored,
                                /*in_place=*/false, /*keep_estimates=*/true);
-  const std::vector<double> update_norms = aten::Norms(dir.updates);
+  const TensorVector update_norms = aten::Norms(dir.updates);
   // coef = -alpha / denom is a function of p (through RMS(p), unless eps2 holds alpha) and of u
-  // (through RMS(u), unless 1 holds denom; torch's clamp passes ties): given dcoef = sum(gp' u),
-  // its gradient is update_coef u + param_coef p.
-  TensorVector dots;
+  // (through RMS(u), unless 1 holds denom): given dcoef = sum(gp' u), its gradient is
+  // update_coef u + param_coef p, which the kernel computes from the norms and dcoef.
+  TensorVector dcoefs;
   for (int64_t t = 0; t < n; ++t) {
     const Tensor gp = Incoming(grad_new_params, t);
-    dots.push_back(gp.defined() ? aten::Sum(aten::Mul(gp, dir.updates[t])) : aten::Sum(aten::ZerosLike(params[t])));
+    dcoefs.push_back(gp.defined() ? aten::Sum(aten::Mul(gp, dir.updates[t])) : aten::Num(0.0, params[t]));
   }
-  const std::vector<double> dcoef = aten::ToHost(dots);
-  std::vector<double> index(n);
-  for (int64_t t = 0; t < n; ++t) index[t] = static_cast<double>(t);
-  const auto apply_row = [&](double at, double* row) {
-    const int64_t t = static_cast<int64_t>(at);
-    const StepSize s(args, params[t].numel(), static_cast<double>(step), param_norms[t], update_norms[t]);
-    const double ddenom = dcoef[t] * s.alpha / (s.denom * s.denom);
-    const double dalpha = -dcoef[t] / s.denom;
-    const double update_coef =
-        s.update_ratio >= 1.0 && update_norms[t] > 0.0 ? ddenom / (update_norms[t] * s.root_numel * args.d) : 0.0;
-    const double param_coef =
-        s.param_rms >= args.eps2 && param_norms[t] > 0.0 ? dalpha * s.rho / (param_norms[t] * s.root_numel) : 0.0;
-    ScalarRow(weight, s.coef(), update_coef, param_coef, row);
-  };
   // The apply pass's backward: dp and du.
   MultiTensorCall apply(op, params);
   apply.AddOptionalInputs({{"grad_new_params", grad_new_params}});
   apply.AddInputs({{"params", params}, {"updates", dir.updates}});
   auto [grad_params, grad_updates] = apply.AddOutputs<2>();
-  apply.SetStepScalars(adafactor_cols::kNumScalars, index, apply_row);
+  SetApplyRows(apply, params, std::vector<double>(n, static_cast<double>(step)), args);
+  const TensorList norms_and_dcoefs[] = {param_norms, update_norms, dcoefs};  // adafactor_cols' state order
+  apply.SetStateInputs(norms_and_dcoefs);
   apply.Launch(FUSED_OPTIM_KERNEL(AdafactorApplyBackward), hyper);
   // The direction's backward, at every tensor's second-moment weight.
   const auto weight_rows =

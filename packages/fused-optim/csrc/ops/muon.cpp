@@ -58,8 +58,9 @@ Lists<2> MuonDirectionBackward(const OptionalTensorList& grad_directions,
       {{"grad_directions", grad_directions}, {"grad_new_momentum_buffers", grad_new_momentum_buffers}}, {});
 }
 
-// p <- p (1 - lr wd) - lr scale u, Adafactor's apply pass with the per-tensor coefficient -lr scale
-// (one call per shape: `scale` is the shape's learning-rate adjustment).
+// p <- p (1 - lr wd) - lr scale u, Adafactor's apply pass with the step size rho = lr scale alone
+// (one call per shape: `scale` is the shape's learning-rate adjustment): its norms given as 0, so
+// that eps2 = 1 holds max(eps2, RMS(p)) and 1 holds max(1, RMS(u) / d), the coefficient is -rho.
 void MuonApplyInPlace(TensorListArg params, TensorListArg updates, double lr, double weight_decay,
                       double update_scale) {
   constexpr const char* op = "fused_optim::muon_apply_";
@@ -71,11 +72,13 @@ void MuonApplyInPlace(TensorListArg params, TensorListArg updates, double lr, do
   if (call.ChecksOnly()) return;  // nothing is written yet
   math::AdafactorHyper<double> hyper{};
   hyper.decay = 1.0 - lr * weight_decay, hyper.has_decay = weight_decay != 0.0;
-  const double coef = -(lr * update_scale);
-  call.SetStepScalars(adafactor_cols::kNumScalars, call.Steps(0), [coef](double /*step*/, double* row) {
-    std::fill(row, row + adafactor_cols::kNumScalars, 0.0);
-    row[adafactor_cols::kCoef] = coef;
+  const double rho = lr * update_scale;
+  call.SetStepScalars(adafactor_cols::kNumScalars, call.Steps(0), [rho](double /*step*/, double* row) {
+    using namespace adafactor_cols;
+    std::fill(row, row + kNumScalars, 0.0);
+    row[kRho] = rho, row[kRootNumel] = 1.0, row[kEps2] = 1.0, row[kClip] = 1.0;
   });
+  call.SetStateValues({0.0, 0.0});  // RMS(p) and RMS(u), below eps2 and the clipping threshold
   call.Launch(FUSED_OPTIM_KERNEL(AdafactorApply), hyper);
 }
 

@@ -5,8 +5,10 @@
 //   direction  g' = ±g;  v <- lerp(v, g'^2, t^c) (vectors; matrices get their factored estimate
 //              from the op);  u = g' / sqrt(max(v, eps1^2))
 //   apply      p <- p (1 - lr wd) + coef u,  coef = -max(eps2, RMS(p)) min(lr, 1/sqrt(t)) / max(1, RMS(u) / d)
-// The functional op's backward runs the same passes in reverse; through the per-tensor reductions
-// its element-wise pieces take per-tensor coefficients the op computes from the norms (the
+// The apply pass reads the two norms where the reductions left them (state scalars, on the
+// parameters' device) and computes coef itself (AdafactorStepSizeOf), so no norm crosses to the
+// host. The functional op's backward runs the same passes in reverse; through the per-tensor
+// reductions its element-wise pieces take per-tensor coefficients computed the same way (the
 // gradient of coef with respect to u and p is a multiple of u and of p), and the factored
 // estimate's row/column sums are again ATen reductions in the op.
 #pragma once
@@ -41,6 +43,30 @@ template <typename T>
 struct AdafactorPair {
   T a, b;
 };
+
+// One tensor's step size and, for the backward, its gradient, in double wherever the apply
+// pass runs: from the norms of p and u (as the reductions computed them, in the tensor's dtype),
+// rho = min(lr, 1/sqrt(t)), sqrt(numel), eps2, the clipping threshold d and, for the backward,
+// dcoef = sum(gp' u). alpha = max(eps2, RMS(p)) rho, denom = max(1, RMS(u) / d), coef = -alpha / denom;
+// coef's gradient is update_coef u + param_coef p, zero through a max that eps2 or 1 holds. The
+// maxima keep their first argument unless the second is larger, as Python's max (torch.optim's)
+// does, so a NaN norm loses to eps2 or 1 there too.
+struct AdafactorStepSize {
+  double coef, update_coef, param_coef;
+};
+
+FUSED_OPTIM_HOST_DEVICE inline AdafactorStepSize AdafactorStepSizeOf(double param_norm, double update_norm,
+                                                                     double dcoef, double rho, double root_numel,
+                                                                     double eps2, double d) {
+  const double param_rms = param_norm / root_numel;
+  const double alpha = (eps2 < param_rms ? param_rms : eps2) * rho;
+  const double update_ratio = update_norm / (root_numel * d);
+  const double denom = 1.0 < update_ratio ? update_ratio : 1.0;
+  const double ddenom = dcoef * alpha / (denom * denom);
+  const double dalpha = -dcoef / denom;
+  return {-alpha / denom, update_ratio >= 1.0 && update_norm > 0.0 ? ddenom / (update_norm * root_numel * d) : 0.0,
+          param_rms >= eps2 && param_norm > 0.0 ? dalpha * rho / (param_norm * root_numel) : 0.0};
+}
 
 // The scaled update from a second-moment estimate (torch: clamp_min, rsqrt, times the gradient).
 template <typename T>
@@ -121,7 +147,12 @@ enum : int { kParam = 0, kApplyUpdate };   // AdafactorApply (its backward: the 
 // The direction passes' backward: incoming gradients, forward inputs, then outgoing gradients.
 enum : int { kGVarianceNew = 0, kDUpdate, kBGrad, kBVariance, kOutGrad, kOutVariance };  // ...VectorDirectionBackward
 enum : int { kFUpdate = 0, kFGrad, kFEstimate, kFOutGrad, kFOutEstimate };               // ...FactoredDirectionBackward
-enum : int { kWeight = 0, kCoef, kUpdateCoef, kParamCoef, kSmall, kNumScalars };         // per-tensor scalars
+// Per-tensor scalars: the direction passes' second-moment weight t^c (with its lerp form), the
+// apply passes' inputs of AdafactorStepSizeOf other than the norms.
+enum : int { kWeight = 0, kSmall, kRho, kRootNumel, kEps2, kClip, kNumScalars };
+// The apply passes' state scalars, which they read and never advance: the norms of p and u, and
+// the backward's dcoef = sum(gp' u).
+enum : int { kParamNorm = 0, kUpdateNorm, kStepSizeGrad, kNumState };
 }  // namespace adafactor_cols
 
 namespace bind {
@@ -133,9 +164,17 @@ struct Adafactor {
   template <typename T>
   using Scalars = math::AdafactorStepScalars<T>;
   template <typename T>
-  FUSED_OPTIM_HOST_DEVICE static Scalars<T> MakeScalars(const double* row) {
+  FUSED_OPTIM_HOST_DEVICE static Scalars<T> MakeScalars(const double* row) {  // the direction passes'
     using namespace adafactor_cols;
-    return {T(row[kWeight]), T(row[kCoef]), T(row[kUpdateCoef]), T(row[kParamCoef]), row[kSmall] != 0.0};
+    return {T(row[kWeight]), T(0), T(0), T(0), row[kSmall] != 0.0};
+  }
+  // The apply passes': the step size from the norms (and dcoef) where the reductions left them.
+  template <typename T, typename StateIO>
+  FUSED_OPTIM_HOST_DEVICE static Scalars<T> ApplyScalars(const double* row, const StateIO& state, double dcoef) {
+    using namespace adafactor_cols;
+    const math::AdafactorStepSize s = math::AdafactorStepSizeOf(state.Load(kParamNorm), state.Load(kUpdateNorm), dcoef,
+                                                                row[kRho], row[kRootNumel], row[kEps2], row[kClip]);
+    return {T(0), T(s.coef), T(s.update_coef), T(s.param_coef), false};
   }
   template <typename T>
   static auto Flags(Hyper<T>& h, Scalars<T>& s) {
@@ -169,6 +208,11 @@ struct AdafactorFactoredDirection : Adafactor {
 
 struct AdafactorApply : Adafactor {
   static constexpr int kLists = 2;
+  static constexpr int kStateScalars = adafactor_cols::kStepSizeGrad;  // the two norms
+  template <typename T, typename StateIO>
+  FUSED_OPTIM_HOST_DEVICE static Scalars<T> MakeScalars(const double* row, const StateIO& state) {
+    return ApplyScalars<T>(row, state, 0.0);
+  }
   template <typename T, typename IO>
   FUSED_OPTIM_ELEMENT static void Apply(const IO& io, const Hyper<T>& h, const Scalars<T>& s) {
     using namespace adafactor_cols;
@@ -180,6 +224,11 @@ struct AdafactorApply : Adafactor {
 struct AdafactorApplyBackward : Adafactor {
   using C = BackwardOf<AdafactorApply::kLists>;  // the standard layout
   static constexpr int kLists = C::kLists;
+  static constexpr int kStateScalars = adafactor_cols::kNumState;  // the norms and dcoef
+  template <typename T, typename StateIO>
+  FUSED_OPTIM_HOST_DEVICE static Scalars<T> MakeScalars(const double* row, const StateIO& state) {
+    return ApplyScalars<T>(row, state, state.Load(adafactor_cols::kStepSizeGrad));
+  }
   template <typename T, typename IO>
   FUSED_OPTIM_ELEMENT static void Apply(const IO& io, const Hyper<T>& h, const Scalars<T>& s) {
     using namespace adafactor_cols;

@@ -156,13 +156,14 @@ FUSED_OPTIM_HOST_DEVICE inline AdamMomentGrads<T> UpdateMomentsBackward(T gp_new
 //
 //   K::Hyper<T>                 the hyper-parameter struct (kernels receive it in double);
 //   K::Scalars<T>, MakeScalars  the per-tensor scalars (e.g. bias corrections) from a table row;
-//   K::kNumScalars              that row's length (the table's num_scalars; the CUDA launch sizes
-//                               its per-tensor scalar storage from the largest of all bindings);
+//   K::kNumScalars              that row's length (the table's num_scalars; with the lists and state
+//                               scalars, it sizes the binding's CUDA launch argument);
 //   K::kStateScalars            (optional) how many one-element state tensors per parameter (ASGD's
 //                               eta, mu and step) the kernels read and advance themselves, where
 //                               they live: MakeScalars(row, state) then reads them through
 //                               state.Load(k), and Advance(row, state) writes their new values after
-//                               the update (csrc/kernels.h's StateIO);
+//                               the update (csrc/kernels.h's StateIO); a binding without Advance
+//                               only reads them (Adafactor's apply passes: the op's norms);
 //   K::Flags(h, s)              the boolean options, as std::tie of references: the CPU loops
 //                               compile one loop per combination of them;
 //   K::kLists, K::Apply(io, h, s)  the column count and the element function (FUSED_OPTIM_ELEMENT),
