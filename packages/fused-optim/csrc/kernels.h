@@ -39,7 +39,7 @@
   X(NadamStep) X(NadamBackward)                                          \
   X(RpropStep) X(RpropBackward)                                          \
   X(AsgdStep) X(AsgdBackward)                                            \
-  X(AdafactorVectorDirection) X(AdafactorFactoredDirection) X(AdafactorApply)  \
+  X(AdafactorFactors) X(AdafactorVectorDirection) X(AdafactorFactoredDirection) X(AdafactorApply)  \
   X(AdafactorVectorDirectionBackward) X(AdafactorFactoredDirectionBackward)     \
   X(AdafactorApplyBackward)                                              \
   X(MuonDirection) X(MuonDirectionBackward)

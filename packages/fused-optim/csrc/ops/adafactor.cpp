@@ -7,7 +7,9 @@
 //   1. checks (then, in place, the step counters);
 //   2. the parameters' norms (before the weight decay);
 //   3. the direction pass: vectors update their second moment and write the update; matrices
-//      update their row/column averages and turn the estimate into the update;
+//      update their row/column averages (from the norms of g's rows and columns, one factors
+//      kernel for every matrix's rows and one for their columns) and turn the estimate into the
+//      update;
 //   4. the updates' norms, then the apply pass (weight decay and the scaled update), which reads
 //      both norms where they are and computes the step size itself: nothing waits for the device.
 // The in-place step and the functional update share these passes (in place they write the
@@ -33,15 +35,8 @@ Tensor Norm(const Tensor& x, int64_t dim) {  // the L2 norm along dim, kept (lin
   return CallAten("aten::linalg_norm", "", x, None, std::optional<Ints>(Ints{dim}), true, None);
 }
 Tensor Norm(const Tensor& x) { return CallAten("aten::linalg_norm", "", x, None, None, false, None); }
-Tensor Square_(const Tensor& x) { return CallAten("aten::square_", "", x); }
 Tensor Div_(const Tensor& x, const Tensor& y) { return CallAten("aten::div_", "Tensor", x, y); }
 Tensor Div_(const Tensor& x, double v) { return Div_(x, Num(v, x)); }
-Tensor Lerp_(const Tensor& x, const Tensor& end, double w) {
-  return CallAten("aten::lerp_", "Tensor", x, end, Num(w, x));
-}
-Tensor Lerp(const Tensor& x, const Tensor& end, double w) {
-  return CallAten("aten::lerp", "Tensor", x, end, Num(w, x));
-}
 Tensor Matmul(const Tensor& a, const Tensor& b) { return CallAten("aten::matmul", "", a, b); }
 Tensor Mean(const Tensor& x, int64_t dim) {  // kept
   return CallAten("aten::mean", "dim", x, std::optional<Ints>(Ints{dim}), true, None);
@@ -131,6 +126,31 @@ void WeightRow(double weight, double* row) {
   row[kSmall] = std::abs(weight) < 0.5 ? 1.0 : 0.0;
 }
 
+// The factors pass over one kind of factor of every matrix (rows: dim -1 reduced; columns: -2):
+// each average lerps toward its norm of g squared over the reduced length. In place, `factors`
+// are updated; functional, the new averages are returned.
+TensorVector UpdateFactors(const char* op, const char* name, TensorListArg factors, TensorListArg grads, int64_t dim,
+                           const std::vector<double>& weights, const math::AdafactorHyper<double>& hyper,
+                           bool in_place) {
+  TensorVector norms;
+  norms.reserve(grads.size());
+  std::vector<double> index(grads.size());
+  for (size_t t = 0; t < grads.size(); ++t) {
+    norms.push_back(aten::Norm(grads[t], dim));
+    index[t] = static_cast<double>(t);
+  }
+  MultiTensorCall call(op, factors, in_place);
+  TensorVector out = call.AddState(name, factors);
+  call.AddInput("norms", norms);
+  call.SetStepScalars(adafactor_cols::kNumScalars, index, [&](double at, double* row) {
+    const auto t = static_cast<size_t>(at);
+    WeightRow(weights[t], row);
+    row[adafactor_cols::kMeanOver] = static_cast<double>(grads[t].size(dim));
+  });
+  call.Launch(FUSED_OPTIM_KERNEL(AdafactorFactors), hyper);
+  return out;
+}
+
 // The apply passes': per tensor t, everything of its step size but the norms (the kernel
 // computes it from them where they are, AdafactorStepSizeOf). `steps`: each tensor's count.
 void SetApplyRows(MultiTensorCall& apply, TensorListArg params, const std::vector<double>& steps,
@@ -176,23 +196,16 @@ Direction RunDirection(const char* op, TensorListArg grads, TensorListArg row_va
                        TensorListArg variances, const std::vector<double>& weights, double eps1,
                        const math::AdafactorHyper<double>& hyper, bool factored, bool in_place, bool keep_estimates) {
   Direction out;
+  if (factored) {
+    out.row_vars = UpdateFactors(op, "row_vars", row_vars, grads, -1, weights, hyper, in_place);
+    out.col_vars = UpdateFactors(op, "col_vars", col_vars, grads, -2, weights, hyper, in_place);
+  }
   MultiTensorCall direction(op, grads, in_place);
   direction.AddInput("grads", grads);
   if (factored) {
     for (size_t t = 0; t < grads.size(); ++t) {
-      const Tensor& g = grads[t];
-      const Tensor row_mean = aten::Div_(aten::Square_(aten::Norm(g, -1)), static_cast<double>(g.size(-1)));
-      const Tensor col_mean = aten::Div_(aten::Square_(aten::Norm(g, -2)), static_cast<double>(g.size(-2)));
-      Tensor row, col;
-      if (in_place) {
-        row = aten::Lerp_(row_vars[t], row_mean, weights[t]);
-        col = aten::Lerp_(col_vars[t], col_mean, weights[t]);
-      } else {
-        row = aten::Lerp(row_vars[t], row_mean, weights[t]);
-        col = aten::Lerp(col_vars[t], col_mean, weights[t]);
-        out.row_vars.push_back(row);
-        out.col_vars.push_back(col);
-      }
+      const Tensor& row = in_place ? row_vars[t] : out.row_vars[t];
+      const Tensor& col = in_place ? col_vars[t] : out.col_vars[t];
       Tensor estimate = aten::Matmul(row, col);
       aten::Div_(estimate, aten::ClampMin_(aten::Mean(row, -2), eps1));
       out.estimates.push_back(std::move(estimate));

@@ -2,8 +2,10 @@
 // per-tensor reductions (the RMS of the parameter and of the update, and for matrices the row and
 // column means of g^2) between its element-wise passes; the op (csrc/ops/adafactor.cpp) runs the
 // reductions and these passes in turn:
+//   factors    matrices: r <- lerp(r, |g|_row^2 / cols, t^c), c <- lerp(c, |g|_col^2 / rows, t^c),
+//              from the norms of g's rows and columns (the op's reductions), all matrices at once
 //   direction  g' = ±g;  v <- lerp(v, g'^2, t^c) (vectors; matrices get their factored estimate
-//              from the op);  u = g' / sqrt(max(v, eps1^2))
+//              r c / max(mean(r), eps1) from the op);  u = g' / sqrt(max(v, eps1^2))
 //   apply      p <- p (1 - lr wd) + coef u,  coef = -max(eps2, RMS(p)) min(lr, 1/sqrt(t)) / max(1, RMS(u) / d)
 // The apply pass reads the two norms where the reductions left them (state scalars, on the
 // parameters' device) and computes coef itself (AdafactorStepSizeOf), so no norm crosses to the
@@ -34,6 +36,7 @@ struct AdafactorHyper {
 template <typename T>
 struct AdafactorStepScalars {
   T weight, coef, update_coef, param_coef;
+  T mean_over;  // the factors pass: the length of the dimension a norm reduced
   bool lerp_small;
 };
 
@@ -66,6 +69,13 @@ FUSED_OPTIM_HOST_DEVICE inline AdafactorStepSize AdafactorStepSizeOf(double para
   const double dalpha = -dcoef / denom;
   return {-alpha / denom, update_ratio >= 1.0 && update_norm > 0.0 ? ddenom / (update_norm * root_numel * d) : 0.0,
           param_rms >= eps2 && param_norm > 0.0 ? dalpha * rho / (param_norm * root_numel) : 0.0};
+}
+
+// A matrix's row (or column) average of g^2 from the norm of its row (column), the length of
+// which is mean_over, rounded as torch's square_ then div_: the new average.
+template <typename T>
+FUSED_OPTIM_HOST_DEVICE inline T AdafactorFactor(T factor, T norm, const AdafactorStepScalars<T>& s) {
+  return Lerp(factor, norm * norm / s.mean_over, s.weight, s.lerp_small);
 }
 
 // The scaled update from a second-moment estimate (torch: clamp_min, rsqrt, times the gradient).
@@ -144,12 +154,13 @@ namespace adafactor_cols {
 enum : int { kGrad, kVariance, kUpdate };  // AdafactorVectorDirection
 enum : int { kEstimate = 1 };              // AdafactorFactoredDirection: the estimate becomes the update
 enum : int { kParam = 0, kApplyUpdate };   // AdafactorApply (its backward: the standard layout)
+enum : int { kFactor = 0, kFactorNorm };   // AdafactorFactors: a row or column average, g's norm along it
 // The direction passes' backward: incoming gradients, forward inputs, then outgoing gradients.
 enum : int { kGVarianceNew = 0, kDUpdate, kBGrad, kBVariance, kOutGrad, kOutVariance };  // ...VectorDirectionBackward
 enum : int { kFUpdate = 0, kFGrad, kFEstimate, kFOutGrad, kFOutEstimate };               // ...FactoredDirectionBackward
-// Per-tensor scalars: the direction passes' second-moment weight t^c (with its lerp form), the
-// apply passes' inputs of AdafactorStepSizeOf other than the norms.
-enum : int { kWeight = 0, kSmall, kRho, kRootNumel, kEps2, kClip, kNumScalars };
+// Per-tensor scalars: the second-moment weight t^c (with its lerp form) and the length a factor's
+// norm reduced over; the apply passes' inputs of AdafactorStepSizeOf other than the norms.
+enum : int { kWeight = 0, kSmall, kMeanOver, kRho, kRootNumel, kEps2, kClip, kNumScalars };
 // The apply passes' state scalars, which they read and never advance: the norms of p and u, and
 // the backward's dcoef = sum(gp' u).
 enum : int { kParamNorm = 0, kUpdateNorm, kStepSizeGrad, kNumState };
@@ -166,7 +177,7 @@ struct Adafactor {
   template <typename T>
   FUSED_OPTIM_HOST_DEVICE static Scalars<T> MakeScalars(const double* row) {  // the direction passes'
     using namespace adafactor_cols;
-    return {T(row[kWeight]), T(0), T(0), T(0), row[kSmall] != 0.0};
+    return {T(row[kWeight]), T(0), T(0), T(0), T(row[kMeanOver]), row[kSmall] != 0.0};
   }
   // The apply passes': the step size from the norms (and dcoef) where the reductions left them.
   template <typename T, typename StateIO>
@@ -174,7 +185,7 @@ struct Adafactor {
     using namespace adafactor_cols;
     const math::AdafactorStepSize s = math::AdafactorStepSizeOf(state.Load(kParamNorm), state.Load(kUpdateNorm), dcoef,
                                                                 row[kRho], row[kRootNumel], row[kEps2], row[kClip]);
-    return {T(0), T(s.coef), T(s.update_coef), T(s.param_coef), false};
+    return {T(0), T(s.coef), T(s.update_coef), T(s.param_coef), T(0), false};
   }
   template <typename T>
   static auto Flags(Hyper<T>& h, Scalars<T>& s) {
@@ -185,6 +196,17 @@ struct Adafactor {
   FUSED_OPTIM_ELEMENT static void Store(const IO& io, int a, int b, const math::AdafactorPair<T>& r) {
     io.Store(a, r.a);
     io.Store(b, r.b);
+  }
+};
+
+// One table per kind of factor (the rows of every matrix, then the columns): the average in place,
+// the norm read.
+struct AdafactorFactors : Adafactor {
+  static constexpr int kLists = 2;
+  template <typename T, typename IO>
+  FUSED_OPTIM_ELEMENT static void Apply(const IO& io, const Hyper<T>& /*h*/, const Scalars<T>& s) {
+    using namespace adafactor_cols;
+    io.Store(kFactor, math::AdafactorFactor(io.Load(kFactor), io.Load(kFactorNorm), s));
   }
 };
 
