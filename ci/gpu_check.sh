@@ -196,6 +196,8 @@ probe() {  # probe <name> <seconds> <script args...>: its table goes into the re
   probes+=("$name")
 }
 probe bench_host "$(left 200)" benchmarks/optim/bench_host.py --device cuda --steps 200 --rounds 5
+probe bench_host_adafactor "$(left 170)" benchmarks/optim/bench_host.py --device cuda --steps 50 --rounds 3 \
+  --shape 32 32 --optimizers Adafactor
 probe bench_muon "$(left 160)" benchmarks/optim/bench_muon.py --device cuda --repeats 10 \
   --cases "64 x 256x256" "24 x 1024x1024" "transformer 4 x d512"
 # MAML outer steps against TorchOpt's same configurations (issue 23), where its wheels were carried:

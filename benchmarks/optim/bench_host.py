@@ -7,11 +7,13 @@ timed window, so the device runs behind and its time is not counted) and, separa
 time per step (CUDA events around a burst of steps). Candidates: fused_optim (default and
 ``capturable=True``) against torch.optim's ``fused=True`` and foreach paths, on 200 tensors of 1k
 elements (issue 23's target: fused_optim's host time at most 60 us, 9x under torch's fused).
-Where torch.optim has no fused step (NAdam, ASGD) its foreach one is the reference.
+Where torch.optim has no fused step (NAdam, ASGD, Adafactor) its foreach one is the reference.
 
     python benchmarks/optim/bench_host.py [--device cuda] [--steps 200] [--numel 1000] [--optimizers Adam AdamW SGD]
+    python benchmarks/optim/bench_host.py --shape 32 32 --optimizers Adafactor   # 200 matrices: factored
 
-``--numel 1`` leaves the element work out on the CPU too, where a step is synchronous.
+``--numel 1`` leaves the element work out on the CPU too, where a step is synchronous; ``--shape``
+gives each tensor a shape instead (Adafactor factors the second moment of 2-D ones).
 
 Figures are medians over interleaved bursts; on the CPU "device time" is the same as host time.
 """
@@ -29,14 +31,14 @@ from fused_optim import _native
 
 TENSORS = 200
 KWARGS = {"Adam": dict(lr=1e-3), "AdamW": dict(lr=1e-3), "SGD": dict(lr=1e-3, momentum=0.9),
-          "Adagrad": dict(lr=1e-3), "NAdam": dict(lr=1e-3), "ASGD": dict(lr=1e-3)}
+          "Adagrad": dict(lr=1e-3), "NAdam": dict(lr=1e-3), "ASGD": dict(lr=1e-3), "Adafactor": dict(lr=1e-2)}
 TORCH_FUSED = {"Adam", "AdamW", "SGD", "Adagrad"}  # torch.optim's fused=True steps
 CAPTURABLE = {"Adam", "AdamW", "NAdam", "ASGD"}  # (torch.optim's SGD and Adagrad have no capturable option)
 
 
-def build(name: str, variant: str, device: str, numel: int) -> torch.optim.Optimizer:
+def build(name: str, variant: str, device: str, shape: tuple[int, ...]) -> torch.optim.Optimizer:
     gen = torch.Generator().manual_seed(0)
-    params = [torch.randn(numel, generator=gen).to(device) for _ in range(TENSORS)]
+    params = [torch.randn(shape, generator=gen).to(device) for _ in range(TENSORS)]
     for p in params:
         p.grad = torch.randn(p.shape, generator=gen).to(device)
     kwargs = dict(KWARGS[name])
@@ -76,15 +78,17 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=200)
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--numel", type=int, default=1000, help=f"elements per tensor ({TENSORS} tensors)")
+    parser.add_argument("--shape", type=int, nargs="+", help="each tensor's shape (instead of --numel)")
     parser.add_argument("--optimizers", nargs="*", default=list(KWARGS))
     args = parser.parse_args()
+    shape = tuple(args.shape) if args.shape else (args.numel,)
     cuda = args.device == "cuda"
     where = torch.cuda.get_device_name() if cuda else f"{torch.get_num_threads()} threads"
     fast = _native.BUILD_INFO["eager"]
     print(f"torch {torch.__version__}, fused_optim {fused_optim.__version__} (fast path: {fast}"
           f"{'' if fast else '; ' + str(_native.EAGER_REASON)}), {args.device} ({where})")
     print()
-    print(f"| optimizer, {TENSORS} x {args.numel} | variant | host us / step | device us / step | "
+    print(f"| optimizer, {TENSORS} x {'x'.join(map(str, shape))} | variant | host us / step | device us / step | "
           "torch fused (else foreach) host / this host |")
     print("|---|---|---|---|---|")
     variants = ["fused_optim", "fused_optim capturable", "torch fused=True", "torch foreach"]
@@ -92,7 +96,7 @@ def main() -> None:
         names = [v for v in variants if (name in CAPTURABLE or not v.endswith("capturable"))
                  and (name in TORCH_FUSED or v != "torch fused=True")]
         reference = "torch fused=True" if name in TORCH_FUSED else "torch foreach"
-        opts = {v: build(name, v, args.device, args.numel) for v in names}
+        opts = {v: build(name, v, args.device, shape) for v in names}
         for opt in opts.values():  # warm-up: state, plans, lazy inits
             for _ in range(5):
                 opt.step()

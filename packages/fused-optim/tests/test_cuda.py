@@ -165,6 +165,49 @@ def test_state_dict_moves_between_cpu_and_cuda():
     torch.testing.assert_close(gpu[0].detach().cpu(), cpu[0].detach(), rtol=1e-6, atol=1e-7)
 
 
+@pytest.mark.parametrize("dtype", [torch.float64, torch.bfloat16])
+def test_adafactor_steps_and_its_differentiable_update_do_not_sync(dtype):
+    # Its norms stay on the device, where the apply kernels read them: a step, the functional
+    # update and its backward never wait for the GPU (sync debug mode raises on a synchronization),
+    # and they match the CPU's.
+    gen = torch.Generator().manual_seed(0)
+    shapes = [(5, 3), (2, 4, 6), (7,), (), (64, 33)]
+    cpu = [torch.randn(s, generator=gen, dtype=torch.float64).to(dtype).requires_grad_() for s in shapes]
+    gpu = [p.detach().cuda().requires_grad_() for p in cpu]
+    opts = [fused_optim.Adafactor(ps, lr=0.05, weight_decay=0.1) for ps in (cpu, gpu)]
+    for _ in range(3):
+        for a, b in zip(cpu, gpu):
+            a.grad = torch.randn(a.shape, generator=gen, dtype=torch.float64).to(dtype)
+            b.grad = a.grad.cuda()
+        opts[0].step()
+        torch.cuda.synchronize()
+        torch.cuda.set_sync_debug_mode("error")
+        try:
+            opts[1].step()
+        finally:
+            torch.cuda.set_sync_debug_mode("default")
+    tol = TOL[dtype] if dtype == torch.float64 else dict(rtol=2e-2, atol=2e-2)
+    for a, b in zip(cpu, gpu):
+        torch.testing.assert_close(b.detach().cpu(), a.detach(), **tol)
+    results = []
+    for ps, opt in zip((cpu, gpu), opts):
+        state = [opt.state[p] for p in ps]
+        inputs = [p.detach().clone().requires_grad_() for p in ps]
+        if ps is gpu:
+            torch.cuda.synchronize()
+            torch.cuda.set_sync_debug_mode("error")
+        try:
+            new = fused_optim.functional.adafactor_update(
+                inputs, [p.grad for p in ps], [s.get("row_var") for s in state], [s.get("col_var") for s in state],
+                [s.get("variance") for s in state], 4, lr=0.05, weight_decay=0.1)
+            grads = torch.autograd.grad(sum(p.float().square().sum() for p in new.params), inputs)
+        finally:
+            torch.cuda.set_sync_debug_mode("default")
+        results.append([*new.params, *grads])
+    for a, b in zip(*results):
+        torch.testing.assert_close(b.detach().cpu(), a.detach(), **tol)
+
+
 @pytest.mark.parametrize("name", ["ASGD", "NAdam"])
 def test_state_scalars_on_the_device_match_cpu_without_a_sync(name):
     # ASGD keeps eta, mu and step on the parameters' device; NAdam's mu_product gets there through
