@@ -231,6 +231,15 @@ class MultiTensorCall {
   void SetStepScalars(int num, const std::vector<double>& steps, const Row& row) {
     FillScalars(Table(), num, steps, row);
   }
+  // Per-tensor scalars that are not the step count's: row(t, out) writes tensor t's `num` (the
+  // others stay 0).
+  template <typename Row>
+  void SetTensorScalars(int num, const Row& row) {
+    KernelTable& table = Table();
+    table.num_scalars = num;
+    table.scalars.assign(static_cast<size_t>(num * num_tensors_), 0.0);
+    for (int64_t t = 0; t < num_tensors_; ++t) row(t, table.scalars.data() + t * num);
+  }
   // The same from ScalarRows (FillStepScalars), and the rows' given state scalars (SetStateValues).
   template <typename Rows>
   void SetStepScalars(const Rows& rows, const std::vector<double>& steps) {

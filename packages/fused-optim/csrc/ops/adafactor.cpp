@@ -42,7 +42,7 @@ Tensor Mean(const Tensor& x, int64_t dim) {  // kept
   return CallAten("aten::mean", "dim", x, std::optional<Ints>(Ints{dim}), true, None);
 }
 Tensor ClampMin(const Tensor& x, double v) { return CallAten("aten::clamp_min", "Tensor", x, Num(v, x)); }
-Tensor ClampMin_(const Tensor& x, double v) { return CallAten("aten::clamp_min_", "Tensor", x, Num(v, x)); }
+Tensor ClampMin_(const Tensor& x, const Tensor& v) { return CallAten("aten::clamp_min_", "Tensor", x, v); }
 Tensor Mul(const Tensor& a, const Tensor& b) { return CallAten("aten::mul", "Tensor", a, b); }
 Tensor Mul(const Tensor& a, double v) { return Mul(a, Num(v, a)); }
 Tensor Mul_(const Tensor& a, double v) { return CallAten("aten::mul_", "Tensor", a, Num(v, a)); }
@@ -134,16 +134,11 @@ TensorVector UpdateFactors(const char* op, const char* name, TensorListArg facto
                            bool in_place) {
   TensorVector norms;
   norms.reserve(grads.size());
-  std::vector<double> index(grads.size());
-  for (size_t t = 0; t < grads.size(); ++t) {
-    norms.push_back(aten::Norm(grads[t], dim));
-    index[t] = static_cast<double>(t);
-  }
+  for (const Tensor& g : grads) norms.push_back(aten::Norm(g, dim));
   MultiTensorCall call(op, factors, in_place);
   TensorVector out = call.AddState(name, factors);
   call.AddInput("norms", norms);
-  call.SetStepScalars(adafactor_cols::kNumScalars, index, [&](double at, double* row) {
-    const auto t = static_cast<size_t>(at);
+  call.SetTensorScalars(adafactor_cols::kNumScalars, [&](int64_t t, double* row) {
     WeightRow(weights[t], row);
     row[adafactor_cols::kMeanOver] = static_cast<double>(grads[t].size(dim));
   });
@@ -155,11 +150,8 @@ TensorVector UpdateFactors(const char* op, const char* name, TensorListArg facto
 // computes it from them where they are, AdafactorStepSizeOf). `steps`: each tensor's count.
 void SetApplyRows(MultiTensorCall& apply, TensorListArg params, const std::vector<double>& steps,
                   const AdafactorArgs& a) {
-  std::vector<double> index(params.size());
-  for (size_t t = 0; t < params.size(); ++t) index[t] = static_cast<double>(t);
-  apply.SetStepScalars(adafactor_cols::kNumScalars, index, [&](double at, double* row) {
+  apply.SetTensorScalars(adafactor_cols::kNumScalars, [&](int64_t t, double* row) {
     using namespace adafactor_cols;
-    const auto t = static_cast<size_t>(at);
     row[kRho] = std::min(a.lr, 1.0 / std::sqrt(steps[t]));
     row[kRootNumel] = std::sqrt(static_cast<double>(params[t].numel()));
     row[kEps2] = a.eps2;
@@ -203,11 +195,12 @@ Direction RunDirection(const char* op, TensorListArg grads, TensorListArg row_va
   MultiTensorCall direction(op, grads, in_place);
   direction.AddInput("grads", grads);
   if (factored) {
+    const Tensor floor = grads.empty() ? Tensor() : aten::Num(eps1, grads[0]);  // one for every matrix
     for (size_t t = 0; t < grads.size(); ++t) {
       const Tensor& row = in_place ? row_vars[t] : out.row_vars[t];
       const Tensor& col = in_place ? col_vars[t] : out.col_vars[t];
       Tensor estimate = aten::Matmul(row, col);
-      aten::Div_(estimate, aten::ClampMin_(aten::Mean(row, -2), eps1));
+      aten::Div_(estimate, aten::ClampMin_(aten::Mean(row, -2), floor));
       out.estimates.push_back(std::move(estimate));
     }
     if (keep_estimates) {

@@ -73,9 +73,8 @@ void MuonApplyInPlace(TensorListArg params, TensorListArg updates, double lr, do
   math::AdafactorHyper<double> hyper{};
   hyper.decay = 1.0 - lr * weight_decay, hyper.has_decay = weight_decay != 0.0;
   const double rho = lr * update_scale;
-  call.SetStepScalars(adafactor_cols::kNumScalars, call.Steps(0), [rho](double /*step*/, double* row) {
+  call.SetTensorScalars(adafactor_cols::kNumScalars, [rho](int64_t /*t*/, double* row) {
     using namespace adafactor_cols;
-    std::fill(row, row + kNumScalars, 0.0);
     row[kRho] = rho, row[kRootNumel] = 1.0, row[kEps2] = 1.0, row[kClip] = 1.0;
   });
   call.SetStateValues({0.0, 0.0});  // RMS(p) and RMS(u), below eps2 and the clipping threshold
