@@ -2,8 +2,8 @@
 # The stack on a machine with an NVIDIA GPU, in one run sized for a 15-minute device lease (about
 # 8 minutes of it): builds fused-optim's CUDA kernels for this GPU's architecture alone, runs the
 # CUDA tests of fused-optim and diffopt (pytest-xdist, 8 workers), then the optimizer benchmark on
-# the GPU under a time cap (first two short probes: a step's host time, bench_host.py, and Muon,
-# bench_muon.py), and writes ONE report, OUT_DIR/gpu_report.md (device, versions, build
+# the GPU under a time cap (first short probes: a step's host time, bench_host.py, on 200 x 1k and
+# on Adafactor's 200 x 32x32, and Muon, bench_muon.py), and writes ONE report, OUT_DIR/gpu_report.md (device, versions, build
 # time, pass/fail counts per suite, the benchmark table), beside the full logs.
 # CI has no GPU: this is run by hand where one is lent. The GPU machine has no network and no
 # abseil, so optree-core (which diffopt needs) cannot be built there: build its wheel for that
@@ -184,8 +184,9 @@ $(count "$log" skipped) | $seconds | $result |")
 suite fused-optim 180  # diffopt and the benchmark after it
 suite diffopt 120
 
-# Two short probes of issue 23's and 26's GPU targets before the long table: the host time of a
-# step on many small tensors (bench_host.py) and Muon against torch.optim.Muon (bench_muon.py).
+# Short probes of issue 23's and 26's GPU targets before the long table: the host time of a step
+# on many small tensors (bench_host.py; Adafactor's factored path apart) and Muon against
+# torch.optim.Muon (bench_muon.py).
 probes=()
 probe() {  # probe <name> <seconds> <script args...>: its table goes into the report
   local name=$1 cap=$2

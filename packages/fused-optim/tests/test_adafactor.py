@@ -100,6 +100,30 @@ def test_a_nan_parameter_norm_loses_to_eps2_as_in_torch():
         torch.testing.assert_close(b, a, rtol=1e-5, atol=1e-6, equal_nan=True)
 
 
+@pytest.mark.parametrize("scale", [1e-4, 1.0])
+def test_the_estimate_s_floor_and_a_nan_gradient_match_torch(scale):
+    # A 2-D matrix's estimate is divided by max(mean(r), eps1) in the direction kernel, a batch of
+    # matrices' by ATen: with small gradients (scale 1e-4) eps1 = 0.01 holds the divisor of every
+    # matrix; a NaN gradient entry makes its matrix's mean NaN, which the floor passes, as torch's
+    # clamp_min does, and the vector beside it is untouched.
+    ref, ours, r, o = _pair([(4, 3), (2, 3, 5), (6,)], lr=0.02, eps=(1e-2, 1e-3))
+    gen = torch.Generator().manual_seed(4)
+    for step in range(4):
+        for a, b in zip(ref, ours):
+            g = torch.randn(a.shape, generator=gen, dtype=a.dtype) * scale
+            if step == 3 and a.dim() == 2:
+                g[2, 1] = float("nan")
+            a.grad, b.grad = g.clone(), g.clone()
+        r.step()
+        o.step()
+        if step == 2:
+            for a, b in zip(ref, ours):
+                torch.testing.assert_close(b, a, rtol=1e-12, atol=1e-14)
+    assert torch.isnan(ours[0]).all() and not torch.isnan(ours[2]).any()
+    for a, b in zip(ref, ours):
+        torch.testing.assert_close(b, a, rtol=1e-12, atol=1e-14, equal_nan=True)
+
+
 # --- the differentiable functional update (fused_optim.functional.adafactor_update) -----------------
 
 _SHAPES = [(4, 3), (2, 3, 5), (6,), (), (1, 7)]

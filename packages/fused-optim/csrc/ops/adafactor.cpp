@@ -8,7 +8,8 @@
 //   2. the parameters' norms (before the weight decay);
 //   3. the direction pass: vectors update their second moment and write the update; matrices
 //      update their row/column averages (from the norms of g's rows and columns, one factors
-//      kernel for every matrix's rows and one for their columns) and turn the estimate into the
+//      kernel for every matrix's rows and one for their columns), then the product of the new
+//      averages, which the direction kernel divides by their floored mean and turns into the
 //      update;
 //   4. the updates' norms, then the apply pass (weight decay and the scaled update), which reads
 //      both norms where they are and computes the step size itself: nothing waits for the device.
@@ -195,12 +196,24 @@ Direction RunDirection(const char* op, TensorListArg grads, TensorListArg row_va
   MultiTensorCall direction(op, grads, in_place);
   direction.AddInput("grads", grads);
   if (factored) {
-    const Tensor floor = grads.empty() ? Tensor() : aten::Num(eps1, grads[0]);  // one for every matrix
+    // The estimate r c / max(mean(r), eps1): the kernel divides a 2-D matrix's product, from the
+    // sum of its row averages (a single value, read where it is); for a batch of matrices, or
+    // where the backward keeps the estimates, the division is ATen's here.
+    TensorVector row_sums;  // the kernel's state scalar, per tensor
+    Tensor floor, one;      // (made once, for every matrix that needs it)
+    std::vector<bool> divided(grads.size());
     for (size_t t = 0; t < grads.size(); ++t) {
       const Tensor& row = in_place ? row_vars[t] : out.row_vars[t];
       const Tensor& col = in_place ? col_vars[t] : out.col_vars[t];
       Tensor estimate = aten::Matmul(row, col);
-      aten::Div_(estimate, aten::ClampMin_(aten::Mean(row, -2), floor));
+      divided[t] = keep_estimates || row.dim() > 2;
+      if (divided[t]) {
+        if (!floor.defined()) floor = aten::Num(eps1, row), one = aten::Num(1.0, row);
+        aten::Div_(estimate, aten::ClampMin_(aten::Mean(row, -2), floor));
+        row_sums.push_back(one);
+      } else {
+        row_sums.push_back(aten::Sum(row, {-2}));
+      }
       out.estimates.push_back(std::move(estimate));
     }
     if (keep_estimates) {
@@ -210,7 +223,13 @@ Direction RunDirection(const char* op, TensorListArg grads, TensorListArg row_va
       out.updates = std::move(out.estimates);
       out.estimates.clear();
     }
-    direction.SetStepScalars(adafactor_cols::kNumScalars, weights, &WeightRow);
+    direction.SetTensorScalars(adafactor_cols::kNumScalars, [&](int64_t t, double* row) {
+      using namespace adafactor_cols;
+      row[kMeanOver] = divided[t] ? 1.0 : static_cast<double>(grads[t].size(-2));
+      row[kFloor] = divided[t] ? 0.0 : eps1;
+    });
+    const TensorList sums[] = {row_sums};
+    direction.SetStateInputs(sums);
     direction.Launch(FUSED_OPTIM_KERNEL(AdafactorFactoredDirection), hyper);
   } else {
     out.variances = direction.AddState("variances", variances);

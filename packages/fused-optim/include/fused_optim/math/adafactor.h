@@ -4,8 +4,9 @@
 // reductions and these passes in turn:
 //   factors    matrices: r <- lerp(r, |g|_row^2 / cols, t^c), c <- lerp(c, |g|_col^2 / rows, t^c),
 //              from the norms of g's rows and columns (the op's reductions), all matrices at once
-//   direction  g' = ±g;  v <- lerp(v, g'^2, t^c) (vectors; matrices get their factored estimate
-//              r c / max(mean(r), eps1) from the op);  u = g' / sqrt(max(v, eps1^2))
+//   direction  g' = ±g;  v <- lerp(v, g'^2, t^c) (vectors; matrices: v = r c / max(mean(r), eps1),
+//              r c from the op, and for a 2-D one mean(r) from the sum of r it gives, else the
+//              division done by the op);  u = g' / sqrt(max(v, eps1^2))
 //   apply      p <- p (1 - lr wd) + coef u,  coef = -max(eps2, RMS(p)) min(lr, 1/sqrt(t)) / max(1, RMS(u) / d)
 // The apply pass reads the two norms where the reductions left them (state scalars, on the
 // parameters' device) and computes coef itself (AdafactorStepSizeOf), so no norm crosses to the
@@ -37,6 +38,7 @@ template <typename T>
 struct AdafactorStepScalars {
   T weight, coef, update_coef, param_coef;
   T mean_over;  // the factors pass: the length of the dimension a norm reduced
+  T divisor;    // the factored direction: the estimate's max(mean(r), eps1) (1 where the op divided)
   bool lerp_small;
 };
 
@@ -93,10 +95,20 @@ FUSED_OPTIM_HOST_DEVICE inline AdafactorPair<T> AdafactorVectorDirection(T grad,
   return {v_new, AdafactorScaled(g, v_new, h)};
 }
 
-// Matrices: the update from the factored estimate the op built.
+// Matrices: the update from the op's product r c of the row and column averages, divided here
+// (torch: div_ of the product).
 template <typename T>
-FUSED_OPTIM_HOST_DEVICE inline T AdafactorFactoredDirection(T grad, T estimate, const AdafactorHyper<T>& h) {
-  return AdafactorScaled(MaximizeFlip(grad, h.maximize), estimate, h);
+FUSED_OPTIM_HOST_DEVICE inline T AdafactorFactoredDirection(T grad, T product, const AdafactorHyper<T>& h,
+                                                            const AdafactorStepScalars<T>& s) {
+  return AdafactorScaled(MaximizeFlip(grad, h.maximize), product / s.divisor, h);
+}
+
+// The divisor of a matrix's estimate from the sum of its row averages over `rows` of them: the mean
+// (torch: mean, then clamp_min_, whose NaN passes) floored at eps1.
+template <typename T>
+FUSED_OPTIM_HOST_DEVICE inline T AdafactorDivisor(T row_sum, T rows, T eps1) {
+  const T mean = row_sum / rows;
+  return mean < eps1 ? eps1 : mean;
 }
 
 // The new parameter.
@@ -158,9 +170,10 @@ enum : int { kFactor = 0, kFactorNorm };   // AdafactorFactors: a row or column 
 // The direction passes' backward: incoming gradients, forward inputs, then outgoing gradients.
 enum : int { kGVarianceNew = 0, kDUpdate, kBGrad, kBVariance, kOutGrad, kOutVariance };  // ...VectorDirectionBackward
 enum : int { kFUpdate = 0, kFGrad, kFEstimate, kFOutGrad, kFOutEstimate };               // ...FactoredDirectionBackward
-// Per-tensor scalars: the second-moment weight t^c (with its lerp form) and the length a factor's
-// norm reduced over; the apply passes' inputs of AdafactorStepSizeOf other than the norms.
-enum : int { kWeight = 0, kSmall, kMeanOver, kRho, kRootNumel, kEps2, kClip, kNumScalars };
+// Per-tensor scalars: the second-moment weight t^c (with its lerp form), the length a mean is over
+// (the factors pass: a factor's norm's; the factored direction: the rows') and the floor eps1 of
+// the estimate's divisor; the apply passes' inputs of AdafactorStepSizeOf other than the norms.
+enum : int { kWeight = 0, kSmall, kMeanOver, kFloor, kRho, kRootNumel, kEps2, kClip, kNumScalars };
 // The apply passes' state scalars, which they read and never advance: the norms of p and u, and
 // the backward's dcoef = sum(gp' u).
 enum : int { kParamNorm = 0, kUpdateNorm, kStepSizeGrad, kNumState };
@@ -177,7 +190,7 @@ struct Adafactor {
   template <typename T>
   FUSED_OPTIM_HOST_DEVICE static Scalars<T> MakeScalars(const double* row) {  // the direction passes'
     using namespace adafactor_cols;
-    return {T(row[kWeight]), T(0), T(0), T(0), T(row[kMeanOver]), row[kSmall] != 0.0};
+    return {T(row[kWeight]), T(0), T(0), T(0), T(row[kMeanOver]), T(1), row[kSmall] != 0.0};
   }
   // The apply passes': the step size from the norms (and dcoef) where the reductions left them.
   template <typename T, typename StateIO>
@@ -185,7 +198,7 @@ struct Adafactor {
     using namespace adafactor_cols;
     const math::AdafactorStepSize s = math::AdafactorStepSizeOf(state.Load(kParamNorm), state.Load(kUpdateNorm), dcoef,
                                                                 row[kRho], row[kRootNumel], row[kEps2], row[kClip]);
-    return {T(0), T(s.coef), T(s.update_coef), T(s.param_coef), T(0), false};
+    return {T(0), T(s.coef), T(s.update_coef), T(s.param_coef), T(0), T(1), false};
   }
   template <typename T>
   static auto Flags(Hyper<T>& h, Scalars<T>& s) {
@@ -219,12 +232,22 @@ struct AdafactorVectorDirection : Adafactor {
   }
 };
 
+// Its state scalar, read and never advanced: the sum of a 2-D matrix's row averages (the divisor
+// is then their mean floored at eps1), or 1 over mean_over 1 and floor 0 where the op divided.
 struct AdafactorFactoredDirection : Adafactor {
   static constexpr int kLists = 2;
-  template <typename T, typename IO>
-  FUSED_OPTIM_ELEMENT static void Apply(const IO& io, const Hyper<T>& h, const Scalars<T>& /*s*/) {
+  static constexpr int kStateScalars = 1;
+  template <typename T, typename StateIO>
+  FUSED_OPTIM_HOST_DEVICE static Scalars<T> MakeScalars(const double* row, const StateIO& state) {
     using namespace adafactor_cols;
-    io.Store(kEstimate, math::AdafactorFactoredDirection(io.Load(kGrad), io.Load(kEstimate), h));
+    Scalars<T> s = Adafactor::MakeScalars<T>(row);
+    s.divisor = math::AdafactorDivisor(T(state.Load(0)), T(row[kMeanOver]), T(row[kFloor]));
+    return s;
+  }
+  template <typename T, typename IO>
+  FUSED_OPTIM_ELEMENT static void Apply(const IO& io, const Hyper<T>& h, const Scalars<T>& s) {
+    using namespace adafactor_cols;
+    io.Store(kEstimate, math::AdafactorFactoredDirection(io.Load(kGrad), io.Load(kEstimate), h, s));
   }
 };
 
