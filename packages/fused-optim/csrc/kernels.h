@@ -50,9 +50,11 @@ namespace fused_optim {
 enum class DType : int { kFloat, kDouble, kHalf, kBFloat16, kInt, kLong };  // kInt, kLong: state scalars only
 
 // A one-element state tensor that a binding with state scalars (K::kStateScalars, e.g. ASGD's eta,
-// mu and step) reads in its per-tensor set-up and advances after the update: its data pointer on
-// the call's device, in its own dtype; or, with ptr null, `value` read on the host at launch (a
-// tensor off the call's device, or a functional op's given number), whose stores the kernel drops.
+// mu and step) reads in its per-tensor set-up and, where it has Advance, advances after the update
+// (Adafactor's apply and factored direction only read theirs, values the op computed): its data
+// pointer on the call's device, in its own dtype; or, with ptr null, `value` read on the host at
+// launch (a tensor off the call's device, or a functional op's given number), whose stores the
+// kernel drops.
 struct StateScalar {
   void* ptr = nullptr;
   DType dtype = DType::kDouble;
