@@ -16,6 +16,9 @@ from pathlib import Path
 import nox
 
 ROOT = Path(__file__).parent
+sys.path.insert(0, str(ROOT / "ci"))
+from release import PYTEST_WORKERS  # noqa: E402  (how CI's pytest runs use the cores)
+
 PACKAGES = ["optree-core", "fused-optim", "diffopt"]
 PEERS = ["optree", "jax[cpu]", "dm-tree", "torchopt", "higher", "pytest-benchmark[histogram]>=5.1,<6"]
 # The benchmark suite's areas (benchmarks/<area>/test_*.py), in the order `nox -s benchmarks` runs them.
@@ -71,11 +74,11 @@ def _pytest(session: nox.Session, package: str) -> None:
     for venv in SUITES[package]:
         session.log(f"{package} tests in {venv}")
         session.run(_python(venv), "-m", "pytest", str(tests), "-q", "-p", "no:cacheprovider",
-                    *session.posargs, external=True)
+                    *PYTEST_WORKERS, *session.posargs, external=True)
         if package == "fused-optim":
             session.log(f"{package} kernel tests through the emulated CUDA launches in {venv}")
             session.run(_python(venv), "-m", "pytest", *(str(tests / name) for name in EMULATED_CUDA_TESTS), "-q",
-                        "-p", "no:cacheprovider", *session.posargs, external=True,
+                        "-p", "no:cacheprovider", *PYTEST_WORKERS, *session.posargs, external=True,
                         env={"FUSED_OPTIM_EMULATE_CUDA": "1"})
 
 
@@ -91,7 +94,7 @@ def tests(session: nox.Session, package: str) -> None:
 @nox.session(name="tests_tooling", venv_backend="none")
 def tests_tooling(session: nox.Session) -> None:
     """Tests of the repository's own tooling (ci/)."""
-    session.run(sys.executable, "-m", "pytest", str(ROOT / "ci" / "tests"), "-q", *session.posargs)
+    session.run(sys.executable, "-m", "pytest", str(ROOT / "ci" / "tests"), "-q", *PYTEST_WORKERS, *session.posargs)
 
 
 @nox.session(name="isa_matrix", venv_backend="none")

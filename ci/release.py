@@ -57,7 +57,10 @@ EXTRA_PYTHONS = ("3.10", "3.12", "3.13")
 PYENV = Path(os.environ.get("PYENV_ROOT", Path.home() / ".pyenv")) / "versions"
 # optree-core's suite under each extra CPython: what its tests import (the integration tests skip
 # themselves where numpy, attrs or torch is absent; torch is left out, it is the CI's one build).
-SUITE_REQUIREMENTS = ("pytest>=8", "hypothesis>=6.100")
+SUITE_REQUIREMENTS = ("pytest>=8", "hypothesis>=6.100", "pytest-xdist>=3.5")
+# How CI's pytest runs spread a suite over the CPU: one worker per CPU the OS shows, at most four
+# (the tests themselves are mostly single-threaded Python; noxfile.py uses this too).
+PYTEST_WORKERS = ("-n", "logical", "--maxprocesses", "4")
 OPTREE_TESTS = ROOT / "packages" / "optree-core" / "tests"
 # The smoke subset: the core operations, for when the full suites outgrow CI's time budget.
 SMOKE_TESTS = ("test_pytree.py", "test_treespec.py", "test_build_info.py")
@@ -246,7 +249,7 @@ def suite_command(python: Path, suite: str) -> list[str | Path]:
     targets = [OPTREE_TESTS] if suite == "full" else [OPTREE_TESTS / t for t in SMOKE_TESTS]
     # The root pyproject.toml stays the rootdir (its markers and --strict-markers apply); the
     # cache plugin is off so a verify run writes nothing into the checkout.
-    return [python, "-m", "pytest", "-q", "-p", "no:cacheprovider", *targets]
+    return [python, "-m", "pytest", "-q", "-p", "no:cacheprovider", *PYTEST_WORKERS, *targets]
 
 
 def suite_in_fresh_venv(wheel: Path, workdir: Path, suite: str) -> list[str]:
@@ -298,8 +301,8 @@ def fused_optim_under_other_torch(workdir: Path) -> list[str]:
         return [f"fused-optim under torch {OTHER_TORCH}: import failed or not from the wheel: "
                 f"{where.stdout}{where.stderr}"]
     log(f"fused-optim: its suite under torch {OTHER_TORCH}")
-    result = run(python, "-m", "pytest", "-q", "-p", "no:cacheprovider", FUSED_OPTIM_TESTS, cwd=workdir,
-                 check=False)
+    result = run(python, "-m", "pytest", "-q", "-p", "no:cacheprovider", *PYTEST_WORKERS, FUSED_OPTIM_TESTS,
+                 cwd=workdir, check=False)
     return [f"fused-optim: its suite failed under torch {OTHER_TORCH}"] if result.returncode else []
 
 

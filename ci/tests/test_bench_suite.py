@@ -3,6 +3,7 @@ tables and verdict, and ratios against a recorded run."""
 
 import itertools
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -161,11 +162,14 @@ def test_the_race_fixture_feeds_pytest_benchmark_and_closes_with_the_ratio_table
     for name in ("conftest.py", "_suite.py", "_report.py"):
         shutil.copy(Path(_suite.__file__).with_name(name), bench / name)
     (bench / "area" / "test_area.py").write_text(AREA_MODULE)
+    # A session of its own: not an xdist worker, though this test may run in one (pytest-benchmark
+    # reads PYTEST_XDIST_WORKER from the environment and would then write no JSON).
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_XDIST")}
     out = subprocess.run(
         [sys.executable, "-m", "pytest", str(bench / "area"), "-p", "no:cacheprovider", "-q",
          f"--benchmark-json={tmp_path / 'results' / 'area.json'}",
          f"--bench-report={tmp_path / 'area.md'}"],
-        cwd=tmp_path, capture_output=True, text=True, timeout=300)
+        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stdout + out.stderr
     assert "5 passed, 2 skipped" in out.stdout
     run = json.loads((tmp_path / "results" / "area.json").read_text())
