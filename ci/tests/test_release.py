@@ -8,6 +8,7 @@ from __future__ import annotations
 import importlib.util
 import re
 import shutil
+import struct
 import subprocess
 import zipfile
 from pathlib import Path
@@ -77,6 +78,48 @@ def test_fused_optim_wheel_carries_no_torch_library_and_its_cuda_kernels():
     # The kernels' library (with the CUDA kernels where nvcc was there: CI has it) rides along.
     kernels = [n for n in names if "libfused_optim_kernels" in n]
     assert len(kernels) == 1, names
+
+
+def _fatbin_entries(library: Path, workdir: Path) -> list[tuple[str, int]]:
+    """(kind, sm) of each image in a library's .nv_fatbin section: "SASS" machine code or "PTX".
+
+    The section is a run of fat binaries, each a 16-byte header (magic 0xBA55ED50, version,
+    header size, payload size) followed by images, each with its own header: kind (1 PTX, 2
+    machine code), header size and padded payload size in its first 16 bytes, the SM number at
+    byte 28. (nvcc's layout, not a documented one: CI's nvcc is pinned.)"""
+    section = workdir / "nv_fatbin"
+    subprocess.run(["objcopy", "-O", "binary", "--only-section=.nv_fatbin", library, section], check=True)
+    data = section.read_bytes()
+    entries, pos = [], 0
+    while pos + 16 <= len(data):
+        magic, _, header, size = struct.unpack_from("<IHHQ", data, pos)
+        if magic != 0xBA55ED50:  # alignment padding between fat binaries
+            pos += 8
+            continue
+        image, end = pos + header, pos + header + size
+        while image < end:
+            kind, _, image_header, padded = struct.unpack_from("<HHIQ", data, image)
+            (sm,) = struct.unpack_from("<I", data, image + 28)
+            entries.append(({1: "PTX", 2: "SASS"}.get(kind, str(kind)), sm))
+            image += image_header + padded
+        pos = end
+    return entries
+
+
+def test_fused_optim_wheel_carries_code_for_each_listed_gpu(tmp_path):
+    # What the READMEs promise: machine code for each architecture of release.CUDA_ARCHS and PTX
+    # for those without "-real" (the newest, which later GPUs JIT-compile), and nothing else.
+    if shutil.which("nvcc") is None or shutil.which("objcopy") is None:
+        pytest.skip("no nvcc (the wheel has no CUDA kernels) or no objcopy here")
+    with zipfile.ZipFile(_wheel("fused-optim")) as wheel:
+        [name] = [n for n in wheel.namelist() if "libfused_optim_kernels" in n]
+        library = Path(wheel.extract(name, tmp_path))
+    archs = release.CUDA_ARCHS.split(";")
+    expected = {("SASS", int(a.removesuffix("-real"))) for a in archs}
+    expected |= {("PTX", int(a)) for a in archs if not a.endswith("-real")}
+    entries = _fatbin_entries(library, tmp_path)
+    assert sorted(set(entries)) == sorted(expected), entries
+    assert len(entries) == len(expected), entries  # one image of each
 
 
 def test_installed_optree_core_resolves_abseil_from_its_wheel_only():
