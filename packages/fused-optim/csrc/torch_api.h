@@ -185,8 +185,24 @@ inline std::vector<int64_t> Shape(const Tensor& x) { return {x.sizes().begin(), 
 // A fresh contiguous tensor of `like`'s shape, dtype and device.
 inline Tensor EmptyLike(const Tensor& like) {
 #ifdef FUSED_OPTIM_STABLE_ABI
-  return torch::stable::empty(like.sizes(), Dtype(like), kStrided, like.device(), std::nullopt,
-                              torch::headeronly::MemoryFormat::Contiguous);
+  // Through the C shim's allocator, which calls at::empty_strided: torch::stable::empty goes
+  // through the boxed dispatcher, looking aten::empty up by name and boxing its six arguments on
+  // every call, and a functional op allocates three or four outputs per tensor.
+  const auto sizes = like.sizes();
+  const int64_t dim = static_cast<int64_t>(sizes.size());
+  std::vector<int64_t> strides(dim);
+  for (int64_t d = dim - 1, stride = 1; d >= 0; --d) {  // contiguous, as empty() makes them
+    strides[d] = stride;
+    stride *= std::max<int64_t>(sizes[d], 1);
+  }
+  int32_t dtype = 0, device_type = 0, device_index = 0;
+  STABLE_TORCH_ERROR_CODE_CHECK(aoti_torch_get_dtype(like.get(), &dtype));
+  STABLE_TORCH_ERROR_CODE_CHECK(aoti_torch_get_device_type(like.get(), &device_type));
+  STABLE_TORCH_ERROR_CODE_CHECK(aoti_torch_get_device_index(like.get(), &device_index));
+  AtenTensorHandle out = nullptr;
+  STABLE_TORCH_ERROR_CODE_CHECK(
+      aoti_torch_empty_strided(dim, sizes.data(), strides.data(), dtype, device_type, device_index, &out));
+  return Tensor(out);
 #else
   return at::empty(like.sizes(), like.options().memory_format(at::MemoryFormat::Contiguous));
 #endif

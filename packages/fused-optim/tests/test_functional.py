@@ -241,6 +241,27 @@ def test_describe_node_of_the_aliases():
     assert describe_node(None) is None and describe_node(object()) is None
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_outputs_are_fresh_contiguous_tensors_like_the_params(dtype):
+    # The op allocates every output itself (torch.ops path: through torch's C shim): each is a new
+    # tensor of its parameter's shape, dtype and device, with the strides torch.empty gives that
+    # shape, whatever the inputs' layout (a transposed matrix, zero-size dimensions, a scalar).
+    gen = torch.Generator().manual_seed(0)
+    params = [torch.randn(4, 3, generator=gen).t(), torch.randn(0), torch.randn(2, 0, 3), torch.randn(()),
+              torch.randn(5, 1, 2, generator=gen)]
+    params = [p.to(dtype) for p in params]
+    lists = [params] + [[torch.rand(p.shape, generator=gen).to(dtype) for p in params] for _ in range(3)]
+    raw = op("adam_update")(*lists, [], step=2, lr=0.1, beta1=0.9, beta2=0.99, weight_decay=0.0, eps=1e-8,
+                            amsgrad=False, maximize=False, decoupled_weight_decay=False)
+    api = F.adam_update(*lists, 2, lr=0.1, betas=(0.9, 0.99))
+    for out in (raw, api):
+        for new_list in out[:3]:
+            for new, p, *old in zip(new_list, params, *lists[1:]):
+                assert (new.shape, new.dtype, new.device) == (p.shape, p.dtype, p.device)
+                assert new.stride() == torch.empty(p.shape).stride()
+                assert all(new.numel() == 0 or new.data_ptr() != x.data_ptr() for x in (p, *old))
+
+
 def test_no_graph_without_requires_grad():
     z = torch.zeros(2)
     out = F.adam_update([torch.ones(2)], [torch.ones(2)], [z], [z], 1)
