@@ -77,7 +77,7 @@ __all__ = [
 _lib = torch.ops.fused_optim
 
 
-def _eager_or_boxed(name: str) -> Callable[..., Any]:
+def _eager_or_boxed(name: str, *, below_autograd: bool = False) -> Callable[..., Any]:
     """``torch.ops.fused_optim.<name>`` for eager callers, taking the op's unboxed call when it may.
 
     The unboxed call (``fused_optim._native.EAGER[name]``, csrc/eager_call.h) converts the Python
@@ -86,9 +86,15 @@ def _eager_or_boxed(name: str) -> Callable[..., Any]:
     above the kernel has something to do (autograd, a mode or transform, a subclass, a profiler,
     arguments of another type), and the op then goes through ``torch.ops`` as before. Under
     ``torch.compile`` the op itself is called, so that it lands in the graph.
+
+    ``below_autograd``: for a caller that knows no input needs a gradient (a functional op's eager
+    runner outside the transforms): ``torch.ops`` is entered below autograd, skipping the op's own
+    Python autograd kernel, which would only hand every list back to the dispatcher (25 us of a
+    45 us call on one tensor, on the stable path).
     """
     op = getattr(_lib, name).default
     eager, boxed = _native.EAGER[name], _native.boxed(op)
+    dispatch_below_autograd = torch._C._AutoDispatchBelowAutograd
 
     def call(*args: Any, **kwargs: Any) -> Any:
         if torch.compiler.is_compiling():  # the op itself, for the graph
@@ -96,6 +102,9 @@ def _eager_or_boxed(name: str) -> Callable[..., Any]:
         result = eager(*args, **kwargs)
         if result is not NotImplemented:
             return result
+        if below_autograd:
+            with dispatch_below_autograd():
+                return boxed(*args, **kwargs)
         return boxed(*args, **kwargs)
 
     call.__name__ = call.__qualname__ = name
@@ -730,6 +739,7 @@ def _make_runner(op_name: str, node: str | None) -> Callable[[Sequence[Sequence[
         raise ValueError(f"node {node!r} does not run {op_name!r}")
     eager_apply = super(torch.autograd.Function, node_cls).apply  # type: ignore[misc]
     eager_call = getattr(_eager, op_name)
+    eager_call_without_autograd = _eager_or_boxed(op_name, below_autograd=True)  # (for calls without gradients)
     hyper_names = _hyper_names(spec.op)
     # (itemgetter of one name would give the value itself, not a 1-tuple)
     pick_hyper = operator.itemgetter(*hyper_names) if len(hyper_names) > 1 else (
@@ -755,7 +765,9 @@ def _make_runner(op_name: str, node: str | None) -> Callable[[Sequence[Sequence[
                 for t in x:
                     if t.requires_grad:
                         return _apply_node(node_cls, spec, args, kwargs)
-        return tuple(list(x) for x in eager_call(*args, **kwargs))
+        # (a transform's layers keep the dispatcher's usual path)
+        call = eager_call if transforms_active() else eager_call_without_autograd
+        return tuple(list(x) for x in call(*args, **kwargs))
 
     def run(lists: Sequence[Sequence[torch.Tensor]], kwargs: dict[str, Any]) -> tuple[list[torch.Tensor], ...]:
         if torch.compiler.is_compiling():  # Dynamo traces the general path (no C++ helpers)
@@ -771,7 +783,7 @@ def _make_runner(op_name: str, node: str | None) -> Callable[[Sequence[Sequence[
         if not sizes[0]:
             return tuple([] for _ in outputs)
         if not needs_grad:
-            return tuple(map(list, eager_call(*lists, **kwargs)))
+            return tuple(map(list, eager_call_without_autograd(*lists, **kwargs)))
         try:
             hyper = pick_hyper(kwargs)
         except KeyError:  # the op raises its own error for a missing argument
