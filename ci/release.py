@@ -69,10 +69,23 @@ CONSTRAINTS = ROOT / "ci" / "constraints.txt"
 # must pass its suite under another release too. This one lies on CI's disk (no download).
 OTHER_TORCH = "2.14.1"
 FUSED_OPTIM_TESTS = ROOT / "packages" / "fused-optim" / "tests"
+
+
+def _default_cuda_archs() -> str:
+    """fused-optim's CMakeLists.txt default CUDA architectures (for nvcc 13, CI's), read from the
+    one line that sets them, so that the build log and the wheel's tests name the list the build
+    uses without a second copy of it."""
+    cmake = (ROOT / "packages" / "fused-optim" / "CMakeLists.txt").read_text()
+    found = re.findall(r'^\s*set\(_default_archs "([^"]+)"\)', cmake, flags=re.MULTILINE)
+    if len(found) != 1:
+        raise SystemExit("release: expected one `set(_default_archs ...)` line in fused-optim's CMakeLists.txt, "
+                         f"found {len(found)}")
+    return found[0]
+
+
 # The release wheel carries the CUDA kernels for these GPUs (PTX of the last for newer ones), built
-# with the nvcc CI has; the CUDA runtime is linked statically (the wheel loads without CUDA). The
-# list is CMakeLists.txt's default, written out so the log names it.
-CUDA_ARCHS = "75-real;80-real;90-real;100"
+# with the nvcc CI has; the CUDA runtime is linked statically (the wheel loads without CUDA).
+CUDA_ARCHS = _default_cuda_archs()
 PACKAGES = {"optree-core": "optree_core", "fused-optim": "fused_optim", "diffopt": "diffopt"}
 COMPILED = ("optree-core", "fused-optim")
 
