@@ -12,6 +12,7 @@ import itertools
 import pytest
 import torch
 import twins
+from torch.optim.optimizer import register_optimizer_step_post_hook, register_optimizer_step_pre_hook
 from twins import RESEARCH, TOL, as_params, research_configs, twin
 
 import fused_optim
@@ -363,6 +364,74 @@ def test_step_hooks_run():
     p.grad = torch.ones(2)
     opt.step()
     assert calls == ["pre", "post"]
+
+
+class _CountingRecord:
+    """Stands in for torch.autograd.profiler.record_function: counts the ranges entered."""
+
+    names: list[str] = []
+
+    def __init__(self, name, args=None):
+        self.name = name
+
+    def __enter__(self):
+        _CountingRecord.names.append(self.name)
+
+    def __exit__(self, *exc):
+        return False
+
+
+def test_step_enters_no_profiler_range_when_nothing_observes_it(monkeypatch):
+    # torch.optim enters record_function on every step; the drop-in classes only where a profiler
+    # runs or a step hook is registered (the same wrapper then, see the tests below).
+    monkeypatch.setattr(torch.autograd.profiler, "record_function", _CountingRecord)
+    monkeypatch.setattr(_CountingRecord, "names", [])
+    p = torch.ones(2, requires_grad=True)
+    p.grad = torch.ones(2)
+    torch.optim.Adam([p]).step()  # the stand-in sees torch's range, so it can see ours
+    assert _CountingRecord.names == ["Optimizer.step#Adam.step"]
+    opt = fused_optim.Adam([p])
+    marks = []
+    opt._optimizer_step_code = lambda: marks.append(1)  # the profiler's marker, still called
+    opt.step()
+    opt.step()
+    assert _CountingRecord.names == ["Optimizer.step#Adam.step"] and marks == [1, 1]
+    assert opt.state[p]["step"].item() == 2
+
+
+def test_step_is_a_profiler_range_while_profiling():
+    p = torch.ones(2, requires_grad=True)
+    p.grad = torch.ones(2)
+    opt = fused_optim.SGD([p], lr=0.1)
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
+        opt.step()
+    names = [e.name for e in prof.events()]
+    assert names.count("Optimizer.step#SGD.step") == 1
+    torch.testing.assert_close(p.detach(), torch.full((2,), 0.9))
+
+
+def test_global_step_hooks_run_and_may_replace_the_arguments():
+    p = torch.ones(2, requires_grad=True)
+    p.grad = torch.ones(2)
+    opt = fused_optim.SGD([p], lr=0.1)
+    seen = []
+
+    def pre(optimizer, args, kwargs):
+        seen.append(("pre", optimizer is opt))
+        return args, {**kwargs, "closure": lambda: 7.0}  # the step then runs this closure
+
+    def post(optimizer, args, kwargs):
+        seen.append(("post", "closure" in kwargs))
+
+    handles = [register_optimizer_step_pre_hook(pre), register_optimizer_step_post_hook(post)]
+    try:
+        assert opt.step() == 7.0
+    finally:
+        for handle in handles:
+            handle.remove()
+    assert seen == [("pre", True), ("post", True)]
+    assert opt.step() is None  # hooks removed: the closure is ours again (none)
+    torch.testing.assert_close(p.detach(), torch.full((2,), 0.8))
 
 
 def _two_groups(name):
