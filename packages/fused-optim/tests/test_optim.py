@@ -8,11 +8,15 @@ from __future__ import annotations
 
 import copy
 import itertools
+from typing import ClassVar
 
 import pytest
 import torch
 import twins
-from torch.optim.optimizer import register_optimizer_step_post_hook, register_optimizer_step_pre_hook
+from torch.optim.optimizer import (
+    register_optimizer_step_post_hook,
+    register_optimizer_step_pre_hook,
+)
 from twins import RESEARCH, TOL, as_params, research_configs, twin
 
 import fused_optim
@@ -369,7 +373,7 @@ def test_step_hooks_run():
 class _CountingRecord:
     """Stands in for torch.autograd.profiler.record_function: counts the ranges entered."""
 
-    names: list[str] = []
+    names: ClassVar[list[str]] = []
 
     def __init__(self, name, args=None):
         self.name = name
@@ -399,15 +403,31 @@ def test_step_enters_no_profiler_range_when_nothing_observes_it(monkeypatch):
     assert opt.state[p]["step"].item() == 2
 
 
+def test_zero_grad_enters_no_profiler_range_when_no_profiler_runs(monkeypatch):
+    monkeypatch.setattr(torch.autograd.profiler, "record_function", _CountingRecord)
+    monkeypatch.setattr(_CountingRecord, "names", [])
+    a, b = torch.nn.Parameter(torch.ones(2)), torch.nn.Parameter(torch.ones(3))
+    opt = fused_optim.Adam([{"params": [a]}, {"params": [b]}])
+    a.grad = torch.ones(2)
+    opt.zero_grad()
+    assert a.grad is None and b.grad is None and _CountingRecord.names == []
+    a.grad = torch.ones(2)
+    opt.zero_grad(set_to_none=False)  # torch's own, range included
+    torch.testing.assert_close(a.grad, torch.zeros(2))
+    assert _CountingRecord.names == ["Optimizer.zero_grad#Adam.zero_grad"]
+
+
 def test_step_is_a_profiler_range_while_profiling():
     p = torch.ones(2, requires_grad=True)
     p.grad = torch.ones(2)
     opt = fused_optim.SGD([p], lr=0.1)
     with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
         opt.step()
+        opt.zero_grad()
     names = [e.name for e in prof.events()]
-    assert names.count("Optimizer.step#SGD.step") == 1
+    assert names.count("Optimizer.step#SGD.step") == 1 and names.count("Optimizer.zero_grad#SGD.zero_grad") == 1
     torch.testing.assert_close(p.detach(), torch.full((2,), 0.9))
+    assert p.grad is None
 
 
 def test_global_step_hooks_run_and_may_replace_the_arguments():

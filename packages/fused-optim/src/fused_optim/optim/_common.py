@@ -10,7 +10,11 @@ from typing import Any, NamedTuple
 
 import torch
 from torch import Tensor
-from torch.optim.optimizer import _get_scalar_dtype, _global_optimizer_post_hooks, _global_optimizer_pre_hooks
+from torch.optim.optimizer import (
+    _get_scalar_dtype,
+    _global_optimizer_post_hooks,
+    _global_optimizer_pre_hooks,
+)
 
 from fused_optim import _C, _native, ops
 
@@ -454,6 +458,12 @@ def option(name: str) -> Callable[[dict[str, Any], Any], bool]:
 STEP = scalar_state("step")  # the plain string "step" in a ``_state`` stands for this slot
 
 
+def _profiling() -> bool:
+    """Whether a torch profiler runs (torch's own cheap check, as its compiled code makes it, then
+    the profiler's state itself): torch.optim's step and zero_grad are its ranges then."""
+    return getattr(torch.autograd.profiler, "_is_profiler_enabled", True) or torch._C._autograd._profiler_enabled()
+
+
 class FusedStep:
     """The one ``step()`` of every drop-in class: a mixin listed before the torch.optim class.
 
@@ -540,13 +550,11 @@ class FusedStep:
         wrapper runs the step, so hooks and traces behave exactly as in torch.optim.
         """
         observed = torch.optim.Optimizer.profile_hook_step(func)
-        profiler = torch.autograd.profiler
 
         @functools.wraps(func)
         def step(*args: Any, **kwargs: Any) -> Any:
             self = args[0]
-            if (getattr(profiler, "_is_profiler_enabled", True) or torch._C._autograd._profiler_enabled()
-                    or _global_optimizer_pre_hooks or _global_optimizer_post_hooks
+            if (_profiling() or _global_optimizer_pre_hooks or _global_optimizer_post_hooks
                     or self._optimizer_step_pre_hooks or self._optimizer_step_post_hooks):
                 return observed(*args, **kwargs)
             out = func(*args, **kwargs)
@@ -554,6 +562,17 @@ class FusedStep:
             return out
 
         return step
+
+    def zero_grad(self, set_to_none: bool = True) -> None:
+        """``torch.optim.Optimizer.zero_grad``; the default (``set_to_none``) without its profiler
+        range where no profiler runs (see :meth:`profile_hook_step`)."""
+        if not set_to_none or _profiling():
+            super().zero_grad(set_to_none)  # type: ignore[misc]
+            return
+        for group in self.param_groups:
+            for p in group["params"]:
+                if p.grad is not None:
+                    p.grad = None
 
     def _kind(self, grad: Tensor) -> Any:
         """What besides the group decides which state entries a parameter has (``Slot.when``)."""
