@@ -1,5 +1,6 @@
 """ci/gpu_check.sh without a GPU: it parses, passes shellcheck where that is installed, and its dry
-run collects the CUDA tests it would run and writes the one report the GPU run writes."""
+run collects the CUDA tests it would run and writes the one report the GPU run writes; and the
+host-time probes it (and RESULTS.md) run, for a short round on the CPU."""
 
 from __future__ import annotations
 
@@ -60,3 +61,16 @@ def test_the_host_time_probe_runs_on_the_cpu():
         ("Adam", "torch foreach"), ("SGD", "fused_optim"), ("SGD", "torch fused=True"), ("SGD", "torch foreach")]
     assert all(float(r[2]) > 0 and float(r[3]) > 0 for r in rows)
     assert all(r[4].strip() == "1.00x" for r in rows if r[1].strip() == "torch fused=True")
+
+
+def test_the_wrapper_probe_runs_on_the_cpu():
+    # benchmarks/optim/bench_wrappers.py (RESULTS.md's wrapper table) for one short round: a row
+    # per optimizer, every figure positive.
+    pytest.importorskip("fused_optim")
+    result = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "optim" / "bench_wrappers.py"), "--tensors",
+                             "4", "--rounds", "1", "--calls", "2", "--optimizers", "SGD", "NAdam"], cwd=ROOT,
+                            capture_output=True, text=True, check=False, timeout=300)
+    assert result.returncode == 0, result.stdout + result.stderr
+    rows = [line.split("|")[1:-1] for line in result.stdout.splitlines() if line.startswith(("| SGD", "| NAdam"))]
+    assert [r[0].strip() for r in rows] == ["SGD", "NAdam"]
+    assert all(float(r[i]) > 0 for r in rows for i in (1, 2)) and "foreach=True" in rows[1][3]
