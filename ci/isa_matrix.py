@@ -41,6 +41,11 @@ FUSED_ISAS = ("baseline", "avx2", "avx512")  # FUSED_OPTIM_CPU_ISA, narrowest fi
 ATEN_CAPABILITIES = ("default", "avx2", "avx512")  # ATEN_CPU_CAPABILITY, narrowest first
 # The x86 feature each fused-optim build needs (SelectedCpuIsa in csrc/multi_tensor.cpp).
 FUSED_ISA_FLAG = {"baseline": None, "avx2": "avx2", "avx512": "avx512f"}
+# The x86 features torch's kernels of each capability use. torch takes ATEN_CPU_CAPABILITY at its
+# word, without asking the CPU (asked for avx512 on an AVX2-only CPU it reports AVX512, then dies of
+# SIGILL in its first vector kernel), so the CPU's flags decide here.
+ATEN_CAPABILITY_FLAGS = {"default": (), "avx2": ("avx2", "fma"),
+                         "avx512": ("avx512f", "avx512bw", "avx512vl", "avx512dq")}
 
 
 class Suite(NamedTuple):
@@ -107,6 +112,9 @@ def why_not(run: Run, flags: set[str], aten_runs: dict[str, str]) -> str | None:
     flag = FUSED_ISA_FLAG[run.fused_isa]
     if flag is not None and flag not in flags:
         return f"the CPU has no {flag}, fused-optim would run a narrower build than {run.fused_isa}"
+    missing = [f for f in ATEN_CAPABILITY_FLAGS[run.aten] if f not in flags]
+    if missing:
+        return f"the CPU has no {', '.join(missing)}, which torch's {run.aten} kernels use"
     if aten_runs[run.aten].lower() != run.aten:
         return f"torch runs {aten_runs[run.aten]} here when asked for {run.aten}"
     return None

@@ -10,7 +10,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import isa_matrix as m
 
 ROOT = Path(__file__).resolve().parents[2]
-EVERYTHING = {"avx2", "avx512f"}
+EVERYTHING = {"avx2", "fma", "avx512f", "avx512bw", "avx512vl", "avx512dq"}
 ATEN_ALL = {"default": "DEFAULT", "avx2": "AVX2", "avx512": "AVX512"}
 
 
@@ -48,7 +48,13 @@ def test_a_combination_the_cpu_cannot_run_is_skipped_with_the_reason():
     assert "no avx512f" in m.why_not(run, {"avx2"}, ATEN_ALL)
     # torch falls back silently to what the CPU has: asked for AVX-512 it may run AVX2
     run = next(r for r in m.RUNS if r.fused_isa == "baseline" and r.aten == "avx512")
-    assert m.why_not(run, set(), {**ATEN_ALL, "avx512": "AVX2"}) == "torch runs AVX2 here when asked for avx512"
+    assert m.why_not(run, EVERYTHING, {**ATEN_ALL, "avx512": "AVX2"}) == "torch runs AVX2 here when asked for avx512"
+    assert m.why_not(run, EVERYTHING, ATEN_ALL) is None
+    # torch also takes the variable at its word where the CPU lacks the instructions (then SIGILL):
+    # an AVX2-only CPU skips every avx512 capability, whatever fused-optim build it pairs with
+    assert m.why_not(run, {"avx2", "fma"}, ATEN_ALL) == (
+        "the CPU has no avx512f, avx512bw, avx512vl, avx512dq, which torch's avx512 kernels use")
+    run = next(r for r in m.RUNS if r.fused_isa == "baseline" and r.aten == "default")
     assert m.why_not(run, set(), ATEN_ALL) is None  # the baseline needs no flag
 
 
@@ -79,10 +85,10 @@ def test_a_failing_suite_fails_the_run_and_skipped_ones_are_reported(monkeypatch
         return subprocess.CompletedProcess(cmd, 1 if "--import-mode=importlib" in cmd else 0)
 
     monkeypatch.setattr(m.subprocess, "run", fake_run)
-    monkeypatch.setattr(m, "cpu_flags", lambda: {"avx2"})
+    monkeypatch.setattr(m, "cpu_flags", lambda: {"avx2", "fma"})
     assert m.main(["--jobs=2", "-x"]) == 1
     out = capsys.readouterr().out
-    # no fused avx512 build, and torch's avx512 request falls back to AVX2: both skipped
+    # no fused avx512 build, and no AVX-512 for torch's kernels either: both skipped
     assert {isa for isa, _ in calls} == {"baseline", "avx2"} and {a for _, a in calls} == {"default", "avx2"}
-    assert "skipped: the CPU has no avx512f" in out and "skipped: torch runs AVX2 here when asked for avx512" in out
+    assert "skipped: the CPU has no avx512f, fused-optim" in out and "which torch's avx512 kernels use" in out
     assert "doctests FAILED (pytest exit code 1)" in out
