@@ -4,6 +4,7 @@ host-time probes it (and RESULTS.md) run, for a short round on the CPU."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -74,3 +75,17 @@ def test_the_wrapper_probe_runs_on_the_cpu():
     rows = [line.split("|")[1:-1] for line in result.stdout.splitlines() if line.startswith(("| SGD", "| NAdam"))]
     assert [r[0].strip() for r in rows] == ["SGD", "NAdam"]
     assert all(float(r[i]) > 0 for r in rows for i in (1, 2)) and "foreach=True" in rows[1][3]
+
+
+def test_the_adafactor_probe_runs_on_the_cpu():
+    # benchmarks/optim/bench_adafactor.py (RESULTS.md's Adafactor-on-many-tensors table) for two
+    # rounds on small matrices in bfloat16: one JSON line, both medians positive, the ratio theirs.
+    pytest.importorskip("fused_optim")
+    result = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "optim" / "bench_adafactor.py"), "--shape",
+                             "3x4", "--tensors", "3", "--rounds", "2", "--dtype", "bfloat16"], cwd=ROOT,
+                            capture_output=True, text=True, check=False, timeout=300)
+    assert result.returncode == 0, result.stdout + result.stderr
+    row = json.loads(result.stdout)
+    assert row["case"] == "3 x 3x4 bfloat16, 1 thread(s)"
+    assert row["fused_optim_us"] > 0 and row["torch_foreach_us"] > 0
+    assert row["torch_foreach / fused_optim"] == pytest.approx(row["torch_foreach_us"] / row["fused_optim_us"], abs=0.02)

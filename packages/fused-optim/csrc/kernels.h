@@ -290,16 +290,29 @@ void DispatchFloating(DType dtype, F&& f) {
 // only; the widest the machine has runs), the CUDA launch, and that launch emulated on the host
 // (a test mode, csrc/cuda/launch_emulation.cpp). Hyper-parameters travel in double; each kernel
 // narrows them to its math type.
+//
+//
+// The CPU builds also reduce: SumsOfProducts(table, a, b, out) writes each tensor's sum of the
+// products of columns a and b (a == b: its sum of squares), from the values a launch would start
+// from (src, else dst; an absent column reads as zeros), to out[t], in double. Each chunk of the
+// loops keeps a fixed set of partial sums (element i into partial i % 16), which it adds in order,
+// and a tensor's chunks are added in order too, so the sums depend neither on the thread count
+// nor on the ISA build (-ffp-contract=off: no build fuses a multiply-add). Adafactor's norms and
+// its backward's sum(gp' u), where the CPU loops run its passes.
 #define FUSED_OPTIM_DECLARE_KERNEL(name) void name(const KernelTable& table, const bind::name::Hyper<double>& hyper);
+#define FUSED_OPTIM_DECLARE_CPU_REDUCTIONS void SumsOfProducts(const KernelTable& table, int a, int b, double* out);
 namespace cpu {
 FUSED_OPTIM_FOR_EACH_KERNEL(FUSED_OPTIM_DECLARE_KERNEL)
-}
+FUSED_OPTIM_DECLARE_CPU_REDUCTIONS
+}  // namespace cpu
 namespace cpu_avx2 {
 FUSED_OPTIM_FOR_EACH_KERNEL(FUSED_OPTIM_DECLARE_KERNEL)
-}
+FUSED_OPTIM_DECLARE_CPU_REDUCTIONS
+}  // namespace cpu_avx2
 namespace cpu_avx512 {
 FUSED_OPTIM_FOR_EACH_KERNEL(FUSED_OPTIM_DECLARE_KERNEL)
-}
+FUSED_OPTIM_DECLARE_CPU_REDUCTIONS
+}  // namespace cpu_avx512
 namespace cuda {
 FUSED_OPTIM_FOR_EACH_KERNEL(FUSED_OPTIM_DECLARE_KERNEL)
 }
@@ -316,5 +329,6 @@ int64_t SetGridLimit(int64_t max_blocks);
 double BindingCheckProbe(const std::string& binding);
 }  // namespace cuda_emulation
 #undef FUSED_OPTIM_DECLARE_KERNEL
+#undef FUSED_OPTIM_DECLARE_CPU_REDUCTIONS
 
 }  // namespace fused_optim

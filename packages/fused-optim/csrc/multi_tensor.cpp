@@ -435,14 +435,51 @@ void MultiTensorCall::SetStateScalars(std::span<const TensorList> lists) {
   }
 }
 
-void MultiTensorCall::SetStateInputs(std::span<const TensorList> lists) {
-  for (const TensorList& list : lists) {
-    for (const Tensor& s : list) {
+void MultiTensorCall::SetStateInputs(std::initializer_list<StateInput> columns) {
+  KernelTable& table = Table();
+  table.num_state = static_cast<int>(columns.size());
+  table.state.assign(num_tensors_ * table.num_state, StateScalar{});
+  table.advance_state = false;
+  table.default_dtype = ToDType(api::DefaultDtype());
+  int k = 0;
+  for (const StateInput& column : columns) {
+    const bool values = column.tensors.empty();
+    FUSED_OPTIM_CHECK(static_cast<int64_t>(values ? column.values.size() : column.tensors.size()) == num_tensors_, op_,
+                      ": a state input column has the wrong length (a fused-optim bug)");
+    for (int64_t t = 0; t < num_tensors_; ++t) {
+      StateScalar& state = table.state[t * table.num_state + k];
+      if (values) {
+        state.value = column.values[t];
+        continue;
+      }
+      const Tensor& s = column.tensors[t];
       FUSED_OPTIM_CHECK(s.numel() == 1 && s.device() == device_, op_, ": a state input is not one value on ", device_);
+      state.dtype = ToStateDType(api::Dtype(s));
+      if ((StateScalarsOnHost() >> k & 1) == 0) {
+        state.ptr = s.mutable_data_ptr();
+      } else {  // the test mode that reads state scalars on the host (SetStateScalars)
+        const std::optional<double> value = ReadHostScalar(s);
+        state.value = value ? *value : api::Item(s);
+      }
     }
+    ++k;
   }
-  SetStateScalars(lists);
-  Table().advance_state = false;
+}
+
+std::vector<double> MultiTensorCall::SumsOfProducts(int a, int b) {
+  FUSED_OPTIM_CHECK(on_cpu_loops(), op_, ": a host reduction of a call the CPU loops do not run (a fused-optim bug)");
+  const KernelTable& table = Table();
+  std::vector<double> sums(static_cast<size_t>(num_tensors_));
+  if (num_tensors_ > 0) {
+    WidestCpuBuild(&cpu::SumsOfProducts, FUSED_OPTIM_CPU_WIDE_KERNELS(SumsOfProducts))(table, a, b, sums.data());
+  }
+  return sums;
+}
+
+std::vector<double> MultiTensorCall::Norms(int column) {
+  std::vector<double> norms = SumsOfProducts(column, column);
+  for (double& norm : norms) norm = RoundTo<c10::Half, c10::BFloat16>(Table().dtype, std::sqrt(norm));
+  return norms;
 }
 
 void MultiTensorCall::SetStateValues(const std::vector<double>& values) {

@@ -103,6 +103,14 @@ void FillStepScalars(KernelTable& table, const Rows& rows, const std::vector<dou
   });
 }
 
+// The widest of a CPU function's builds this machine runs (a null build is skipped).
+template <typename Fn>
+Fn WidestCpuBuild(Fn baseline, std::type_identity_t<Fn> avx2, std::type_identity_t<Fn> avx512) {
+  if (avx512 != nullptr && SelectedCpuIsa() == CpuIsa::kAvx512) return avx512;
+  if (avx2 != nullptr && SelectedCpuIsa() >= CpuIsa::kAvx2) return avx2;
+  return baseline;
+}
+
 // Runs the kernel over `table` on `device`: the CUDA launch, its emulation (a test mode), or the
 // widest CPU loops this machine runs.
 template <typename Hyper>
@@ -116,12 +124,8 @@ void RunTable(const KernelBuilds<Hyper>& kernel, const Hyper& hyper, KernelTable
 #endif
   } else if (CudaEmulation()) {
     kernel.cuda_emulation(table, hyper);
-  } else if (kernel.cpu_avx512 != nullptr && SelectedCpuIsa() == CpuIsa::kAvx512) {
-    kernel.cpu_avx512(table, hyper);
-  } else if (kernel.cpu_avx2 != nullptr && SelectedCpuIsa() >= CpuIsa::kAvx2) {
-    kernel.cpu_avx2(table, hyper);
   } else {
-    kernel.cpu(table, hyper);
+    WidestCpuBuild(kernel.cpu, kernel.cpu_avx2, kernel.cpu_avx512)(table, hyper);
   }
 }
 
@@ -219,6 +223,8 @@ class MultiTensorCall {
 
   int64_t size() const { return num_tensors_; }
   bool on_cuda() const { return device_.is_cuda(); }
+  // Whether the CPU loops run this call (not CUDA, nor its emulation).
+  bool on_cpu_loops() const { return !device_.is_cuda() && !CudaEmulation(); }
   Device device() const { return device_; }
 
   // The kernel table, built once all lists are added; building it checks aliasing, the last check
@@ -251,10 +257,21 @@ class MultiTensorCall {
   // parameter each, already checked (CheckStateScalars, CheckStepTensors). A tensor off the call's
   // device is read here (through its data pointer on the CPU) and written by FinishStateScalars.
   void SetStateScalars(std::span<const TensorList> lists);
-  // Per-tensor values the kernel reads where they are and never advances (a binding without
-  // Advance): one-element tensors the op computed on the call's device (Adafactor's norms), so
-  // that none crosses to the host.
-  void SetStateInputs(std::span<const TensorList> lists);
+  // Per-tensor values the kernel reads and never advances (a binding without Advance), a column
+  // per state scalar: one-element tensors the op computed on the call's device, read where they
+  // are so that none crosses to the host, or numbers the host has, one per tensor (read at
+  // launch). Adafactor's norms and sums.
+  struct StateInput {
+    TensorList tensors;
+    std::span<const double> values;
+  };
+  void SetStateInputs(std::initializer_list<StateInput> columns);
+  // For a call the CPU loops run (on_cpu_loops), from the values its launch will start from
+  // (SumsOfProducts, csrc/kernels.h), with no tensor made: each tensor's sum of the products of
+  // lists a and b, in double; and each tensor's L2 norm of list `column`, rounded to the call's
+  // dtype as torch.linalg.vector_norm's result of that dtype is.
+  std::vector<double> SumsOfProducts(int a, int b);
+  std::vector<double> Norms(int column);
   // A functional op's state scalars, given as numbers: column k of every tensor holds values[k].
   void SetStateValues(const std::vector<double>& values);
   // After Launch of an in-place step with SetStateScalars: binding K's new values of the state

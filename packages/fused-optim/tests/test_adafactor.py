@@ -323,3 +323,77 @@ def test_compiled_update_keeps_the_fused_ops_and_equals_eager():
         assert targets.count(torch.ops.fused_optim.adafactor_update.default) == 2
         assert targets.count(torch.ops.fused_optim.adafactor_update_backward.default) == 2
     torch._dynamo.reset()
+
+
+def _aten_calls(fn) -> dict[str, int]:
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
+        fn()
+    return {e.key: e.count for e in prof.key_averages() if e.key.startswith("aten::")}
+
+
+@pytest.mark.parametrize("emulate_cuda", [False, True], ids=["cpu-loops", "cuda-path"])
+def test_the_cpu_loops_reduce_the_norms_without_an_aten_call_per_tensor(emulate_cuda):
+    # Where the CPU loops run the passes, the norms of p and u (and the backward's sum(gp' u)) are
+    # reduced on the host from the pass's own table: an ATen call per tensor remains only for the
+    # matrices' row and column statistics. The CUDA path (emulated here) keeps ATen's, on the device.
+    vectors, matrices = 12, 3
+    params = [torch.randn(50, requires_grad=True) for _ in range(vectors)]
+    params += [torch.randn(4, 6, requires_grad=True) for _ in range(matrices)]
+    for p in params:
+        p.grad = torch.randn_like(p)
+    opt = fused_optim.Adafactor(params, lr=0.01)
+    previous = fused_optim._C._emulate_cuda(emulate_cuda)
+    try:
+        step = _aten_calls(opt.step)
+        new = fused_optim.functional.adafactor_update(
+            params[:vectors], [p.grad for p in params[:vectors]], [None] * vectors, [None] * vectors,
+            [torch.zeros(50) for _ in range(vectors)], 1)
+        ones = [torch.ones_like(x) for x in new.params]
+        backward = _aten_calls(lambda: torch.autograd.backward(new.params, ones))
+    finally:
+        fused_optim._C._emulate_cuda(previous)
+    norms = step.get("aten::linalg_vector_norm", 0)
+    if emulate_cuda:
+        assert norms == 2 * (vectors + matrices) + 2 * matrices
+        assert backward.get("aten::sum", 0) >= vectors  # sum(gp' u), one per tensor
+    else:
+        assert norms == 2 * matrices  # g's row and column norms
+        assert "aten::linalg_vector_norm" not in backward and "aten::sum" not in backward
+    assert params[0].grad is not None and all(torch.isfinite(p).all() for p in params)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])
+def test_host_norms_are_float64_sums_whatever_the_thread_count(dtype):
+    # Three chunks and a tail, summed in double (each chunk's partials in a fixed order, then the
+    # chunks in order): the norm of a parameter of n equal entries x (0.7 in the dtype, whose square
+    # a float32 running sum would round at every step) is x sqrt(n) rounded once, and the step is the
+    # same bits on one thread and on two.
+    n = 3 * 16384 + 5
+    grad = (torch.arange(n) % 7 + 1) / 8.0 * (1 - 2 * (torch.arange(n) % 2))  # +-1/8 .. +-7/8
+    results = []
+    emulating = fused_optim._C._emulate_cuda(False)  # the CPU loops' reduction (the CUDA path: ATen's)
+    try:
+        for threads in (1, 2):
+            previous = torch.get_num_threads()
+            torch.set_num_threads(threads)
+            try:
+                p = torch.full((n,), 0.7, dtype=dtype, requires_grad=True)
+                p.grad = grad.to(dtype)
+                opt = fused_optim.Adafactor([p], lr=0.5, eps=(None, 1e-3))
+                opt.step()
+                results.append(p.detach().clone())
+            finally:
+                torch.set_num_threads(previous)
+    finally:
+        fused_optim._C._emulate_cuda(emulating)
+    assert torch.equal(results[0], results[1])
+    # On the first step v = g^2, so u = sign(g): p + coef sign(g), coef = -RMS(p) min(lr, 1/sqrt(1))
+    # / max(1, RMS(u)), from the norms x sqrt(n) and sqrt(n) rounded to the dtype, as torch's
+    # norms of that dtype are, then in float32, as the kernel works.
+    def rounded(norm: float) -> float:
+        return torch.tensor(norm, dtype=torch.float64).to(dtype).item()
+
+    x = torch.tensor(0.7, dtype=dtype).item()
+    coef = torch.tensor(-rounded(x * n**0.5) / n**0.5 * 0.5 / max(1.0, rounded(n**0.5) / n**0.5)).float()
+    expected = (torch.tensor(x).float() + coef * torch.sign(grad).float()).to(dtype)
+    torch.testing.assert_close(results[0], expected, rtol=0, atol=0)

@@ -161,6 +161,11 @@ def test_every_kernel_through_the_cuda_plan_matches_the_cpu_loops(case, dtype):
     expected, got = _cpu_loops_and_emulated(op(case.op), *lists, **case.kwargs)
     tol = {torch.float64: dict(rtol=1e-12, atol=1e-14), torch.float32: dict(rtol=1e-5, atol=1e-6)}.get(
         dtype, dict(rtol=1e-2, atol=1e-2))
+    if dtype == torch.float32 and not FUNCTIONAL_OPS[case.op].elementwise:
+        # Adafactor's norms: the CPU loops' host reduction (float64 sums) against ATen's on the
+        # CUDA path, a few float32 ulps apart, which its backward's cancelling sums (values of ~1
+        # down to ~1e-3) carry as a few 1e-6 on either side of the float64 result.
+        tol = dict(rtol=1e-5, atol=1e-5)
     for a, b in zip(expected, got, strict=True):
         for x, y in zip(a, b, strict=True):
             torch.testing.assert_close(y, x, **tol)

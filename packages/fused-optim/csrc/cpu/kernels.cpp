@@ -67,11 +67,13 @@ inline void CopyChunkInputs(const KernelTable& table, int64_t t, int64_t begin, 
   }
 }
 
-// body(t, begin, end) for chunks covering every tensor of the table (none where found_inf skips
-// the step).
+// The number of chunks of a tensor of n elements.
+inline int64_t ChunksOf(int64_t n) { return (n + kChunkSize - 1) / kChunkSize; }
+
+// body(c, t, begin, end) for chunks covering every tensor of the table, numbered c = 0, 1, ... in
+// order of tensor, then of position.
 template <typename Body>
-void ForEachChunk(const KernelTable& table, const Body& body) {
-  if (table.found_inf != nullptr && *table.found_inf != 0.0f) return;
+void ForEachNumberedChunk(const KernelTable& table, const Body& body) {
   std::vector<int64_t> chunk_tensor;
   std::vector<int64_t> chunk_begin;
   int64_t total = 0;
@@ -88,7 +90,7 @@ void ForEachChunk(const KernelTable& table, const Body& body) {
       const int64_t t = chunk_tensor[c];
       const int64_t begin = chunk_begin[c];
       const int64_t end = begin + kChunkSize < table.numel[t] ? begin + kChunkSize : table.numel[t];
-      body(t, begin, end);
+      body(c, t, begin, end);
     }
   };
   const int64_t num_chunks = static_cast<int64_t>(chunk_tensor.size());
@@ -97,6 +99,14 @@ void ForEachChunk(const KernelTable& table, const Body& body) {
   } else {
     torch::stable::parallel_for(0, num_chunks, 1, run);
   }
+}
+
+// body(t, begin, end) for chunks covering every tensor of the table (none where found_inf skips
+// the step).
+template <typename Body>
+void ForEachChunk(const KernelTable& table, const Body& body) {
+  if (table.found_inf != nullptr && *table.found_inf != 0.0f) return;
+  ForEachNumberedChunk(table, [&](int64_t /*c*/, int64_t t, int64_t begin, int64_t end) { body(t, begin, end); });
 }
 
 // Stand-ins for absent columns in the element loops (RunKernel below): an absent optional input
@@ -457,7 +467,77 @@ void RunKernel(const KernelTable& table, const typename K::template Hyper<double
   }
 }
 
+// One chunk's sum of products (SumsOfProducts in csrc/kernels.h): the product of element i of the
+// chunk's two columns goes into partial sum i % kLanes, in double (where a product of floats is
+// exact), and the partials are added in order at the end. The lanes are written out so that every
+// ISA build vectorizes the loop without reordering a single addition: each build gives the same sum.
+class ProductSums {
+ public:
+  static constexpr int kLanes = 16;
+  // n more elements of the chunk; only its last piece may leave a lane cycle unfinished.
+  template <typename T>
+  void Add(const T* x, const T* y, int64_t n) {
+    double acc[kLanes];  // a local copy: x and y (double columns) could otherwise alias the lanes
+    for (int j = 0; j < kLanes; ++j) acc[j] = lanes_[j];
+    int64_t i = 0;
+    for (; i + kLanes <= n; i += kLanes) {
+      for (int j = 0; j < kLanes; ++j) acc[j] += static_cast<double>(x[i + j]) * static_cast<double>(y[i + j]);
+    }
+    for (int j = 0; i + j < n; ++j) acc[j] += static_cast<double>(x[i + j]) * static_cast<double>(y[i + j]);
+    for (int j = 0; j < kLanes; ++j) lanes_[j] = acc[j];
+  }
+  double Total() const {
+    double total = 0.0;
+    for (const double lane : lanes_) total += lane;
+    return total;
+  }
+
+ private:
+  double lanes_[kLanes] = {};
+};
+static_assert(kWideBlock % ProductSums::kLanes == 0 && kChunkSize % kWideBlock == 0,
+              "a widened block must start a lane cycle");
+
 }  // namespace
+
+void SumsOfProducts(const KernelTable& table, int a, int b, double* out) {
+  int64_t num_chunks = 0;
+  for (int64_t t = 0; t < table.num_tensors; ++t) num_chunks += ChunksOf(table.numel[t]);
+  std::vector<double> partial(static_cast<size_t>(num_chunks), 0.0);
+  DispatchFloating<HalfBits, BFloat16Bits>(table.dtype, [&]<typename Storage, typename T>() {
+    constexpr bool kWide = !std::is_same_v<Storage, T>;
+    using Stored = std::conditional_t<kWide, uint16_t, T>;
+    const auto column = [&](int64_t t, int col) {  // where a launch would read it; null: absent (zeros)
+      const Stored* src = table.Src<Stored>(t, col);
+      return src != nullptr ? src : table.Dst<Stored>(t, col);
+    };
+    ForEachNumberedChunk(table, [&](int64_t c, int64_t t, int64_t begin, int64_t end) {
+      const Stored* x = column(t, a);
+      const Stored* y = column(t, b);
+      if (x == nullptr || y == nullptr) return;
+      ProductSums sums;
+      if constexpr (!kWide) {
+        sums.Add(x + begin, y + begin, end - begin);
+      } else {  // float16/bfloat16: widened a block at a time (once where both columns are one)
+        alignas(64) float x_block[kWideBlock];
+        alignas(64) float y_block[kWideBlock];
+        for (int64_t at = begin; at < end; at += kWideBlock) {
+          const int64_t n = end - at < kWideBlock ? end - at : kWideBlock;
+          Storage::Widen(x + at, x_block, n);
+          if (y != x) Storage::Widen(y + at, y_block, n);
+          sums.Add(x_block, y != x ? y_block : x_block, n);
+        }
+      }
+      partial[c] = sums.Total();
+    });
+  });
+  int64_t c = 0;
+  for (int64_t t = 0; t < table.num_tensors; ++t) {
+    double sum = 0.0;
+    for (int64_t k = ChunksOf(table.numel[t]); k > 0; --k) sum += partial[c++];
+    out[t] = sum;
+  }
+}
 
 #define FUSED_OPTIM_DEFINE_CPU_KERNEL(name)                                     \
   void name(const KernelTable& table, const bind::name::Hyper<double>& hyper) { \

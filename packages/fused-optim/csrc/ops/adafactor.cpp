@@ -1,20 +1,22 @@
 // Adafactor ops: argument checks and the step's passes. Between its element-wise passes
 // (math/adafactor.h) Adafactor reduces per tensor: the RMS of each parameter and of each update,
 // and for matrices the row and column means of g^2, from which the factored second-moment
-// estimate is built. Those reductions run as ATen ops (each tensor's norm; the factored statistics
-// as torch.optim.Adafactor computes them), on the call's device, called by name through the
-// dispatcher (api::CallAten, in both builds of torch_api.h):
+// estimate is built. The factored statistics run as ATen ops (as torch.optim.Adafactor computes
+// them), on the call's device, called by name through the dispatcher (api::CallAten, in both
+// builds of torch_api.h); so do the norms on CUDA, while where the CPU loops run the passes they
+// reduce the apply pass's own table into numbers on the host (PerTensor, SumsOfProducts in
+// csrc/kernels.h): no tensor and no dispatcher call per tensor.
 //   1. checks (then, in place, the step counters);
-//   2. the parameters' norms (before the weight decay);
-//   3. the direction pass: vectors update their second moment and write the update; matrices
+//   2. the direction pass: vectors update their second moment and write the update; matrices
 //      update their row/column averages (from the norms of g's rows and columns, one factors
 //      kernel for every matrix's rows and one for their columns), then the product of the new
 //      averages, which the direction kernel divides by their floored mean and turns into the
 //      update;
-//   4. the updates' norms, then the apply pass (weight decay and the scaled update), which reads
-//      both norms where they are and computes the step size itself: nothing waits for the device.
+//   3. the norms of the parameters (before the weight decay) and of the updates, then the apply
+//      pass (weight decay and the scaled update), which reads both norms where they are and
+//      computes the step size itself: nothing waits for the device.
 // The in-place step and the functional update share these passes (in place they write the
-// caller's tensors, functional they return new ones). The functional backward recomputes 2-4 and
+// caller's tensors, functional they return new ones). The functional backward recomputes 2-3 and
 // runs them in reverse: the apply pass's backward kernel, then the direction's (through the
 // floor of the estimate), then for matrices the row/column sums of the estimate's gradient.
 #include <algorithm>
@@ -53,7 +55,9 @@ Tensor Add_(const Tensor& a, const Tensor& b) {
   return a;
 }
 Tensor Neg_(const Tensor& x) { return CallAten("aten::neg_", "", x); }
-Tensor Sum(const Tensor& x) { return CallAten("aten::sum", "", x, None); }
+Tensor SumInDouble(const Tensor& x) {  // a float64 result, accumulated in float64
+  return CallAten("aten::sum", "", x, std::optional<ScalarType>(api::kDouble));
+}
 Tensor Sum(const Tensor& x, Ints dims) {  // kept
   return CallAten("aten::sum", "dim_IntList", x, std::optional<Ints>(std::move(dims)), true, None);
 }
@@ -65,14 +69,24 @@ Tensor Ge(const Tensor& x, double v) { return CallAten("aten::ge", "Tensor", x, 
 Tensor ZerosLike(const Tensor& x) { return CallAten("aten::zeros_like", "", x, None, None, None, None, None); }
 Tensor Reciprocal(const Tensor& x) { return CallAten("aten::reciprocal", "", x); }
 void ForeachMul_(TensorListArg xs, const Tensor& v) { CallAten<void>("aten::_foreach_mul_", "Tensor", xs, v); }
-// Each tensor's L2 norm, a one-element tensor where the tensor is (the apply passes read it there).
-TensorVector Norms(TensorListArg xs) {
-  TensorVector norms;
-  norms.reserve(xs.size());
-  for (const Tensor& x : xs) norms.push_back(Norm(x));
+}  // namespace aten
+
+// Per-tensor values an apply pass reads as a state input column (its norms, its backward's dcoef):
+// where the CPU loops run the pass, numbers the host reduced from the pass's own table (no tensor
+// made, no dispatcher call); elsewhere one-element ATen results on the call's device, read there.
+struct PerTensor {
+  TensorVector tensors;
+  std::vector<double> values;
+  MultiTensorCall::StateInput Column() const { return {tensors, values}; }
+};
+
+// Each tensor's L2 norm of list `column` of `pass` (`list`, as the pass reads it).
+PerTensor NormsOf(MultiTensorCall& pass, int column, TensorListArg list) {
+  if (pass.on_cpu_loops()) return {{}, pass.Norms(column)};
+  PerTensor norms;
+  for (const Tensor& x : list) norms.tensors.push_back(aten::Norm(x));
   return norms;
 }
-}  // namespace aten
 
 struct AdafactorArgs {
   double lr, beta2_decay, eps1, eps2, d;
@@ -228,8 +242,7 @@ Direction RunDirection(const char* op, TensorListArg grads, TensorListArg row_va
       row[kMeanOver] = divided[t] ? 1.0 : static_cast<double>(grads[t].size(-2));
       row[kFloor] = divided[t] ? 0.0 : eps1;
     });
-    const TensorList sums[] = {row_sums};
-    direction.SetStateInputs(sums);
+    direction.SetStateInputs({{row_sums}});
     direction.Launch(FUSED_OPTIM_KERNEL(AdafactorFactoredDirection), hyper);
   } else {
     out.variances = direction.AddState("variances", variances);
@@ -240,26 +253,25 @@ Direction RunDirection(const char* op, TensorListArg grads, TensorListArg row_va
   return out;
 }
 
-// Passes 2-4 of one step; returns the new params, row_vars, col_vars and variances (in place: empty).
+// Passes 2-3 of one step; returns the new params, row_vars, col_vars and variances (in place: empty).
 Lists<4> RunStep(const char* op, TensorListArg params, TensorListArg grads, TensorListArg row_vars,
                  TensorListArg col_vars, TensorListArg variances, const std::vector<double>& steps,
                  const AdafactorArgs& args, const math::AdafactorHyper<double>& hyper, bool factored, bool in_place) {
   const int64_t n = static_cast<int64_t>(params.size());
   std::vector<double> weights(n);
   for (int64_t t = 0; t < n; ++t) weights[t] = std::pow(steps[t], args.beta2_decay);
-  // 2. The parameters' norms, before the weight decay changes them.
-  const TensorVector param_norms = aten::Norms(params);
-  // 3. The direction pass.
+  // 2. The direction pass.
   Direction dir = RunDirection(op, grads, row_vars, col_vars, variances, weights, args.eps1, hyper, factored, in_place,
                                /*keep_estimates=*/false);
-  // 4. The updates' norms, then the apply pass.
-  const TensorVector update_norms = aten::Norms(dir.updates);
+  // 3. The norms of the parameters (which only the apply pass changes) and of the updates,
+  // then the apply pass.
   MultiTensorCall apply(op, params, in_place);
   TensorVector new_params = apply.AddState("params", params);
   apply.AddInput("updates", dir.updates);
   SetApplyRows(apply, params, steps, args);
-  const TensorList norms[] = {param_norms, update_norms};  // adafactor_cols' state order
-  apply.SetStateInputs(norms);
+  const PerTensor param_norms = NormsOf(apply, adafactor_cols::kParam, params);
+  const PerTensor update_norms = NormsOf(apply, adafactor_cols::kApplyUpdate, dir.updates);
+  apply.SetStateInputs({param_norms.Column(), update_norms.Column()});  // adafactor_cols' state order
   apply.Launch(FUSED_OPTIM_KERNEL(AdafactorApply), hyper);
   return {std::move(new_params), std::move(dir.row_vars), std::move(dir.col_vars), std::move(dir.variances)};
 }
@@ -362,26 +374,32 @@ Lists<5> AdafactorUpdateBackward(const OptionalTensorList& grad_new_params, cons
   const double weight = std::pow(static_cast<double>(step), beta2_decay);
   const std::vector<double> weights(n, weight);
   // The forward passes again, keeping the matrices' estimates.
-  const TensorVector param_norms = aten::Norms(params);
   Direction dir = RunDirection(op, grads, row_vars, col_vars, variances, weights, eps1, hyper, factored,
                                /*in_place=*/false, /*keep_estimates=*/true);
-  const TensorVector update_norms = aten::Norms(dir.updates);
-  // coef = -alpha / denom is a function of p (through RMS(p), unless eps2 holds alpha) and of u
-  // (through RMS(u), unless 1 holds denom): given dcoef = sum(gp' u), its gradient is
-  // update_coef u + param_coef p, which the kernel computes from the norms and dcoef.
-  TensorVector dcoefs;
-  for (int64_t t = 0; t < n; ++t) {
-    const Tensor gp = Incoming(grad_new_params, t);
-    dcoefs.push_back(gp.defined() ? aten::Sum(aten::Mul(gp, dir.updates[t])) : aten::Num(0.0, params[t]));
-  }
   // The apply pass's backward: dp and du.
+  using C = bind::AdafactorApplyBackward::C;
   MultiTensorCall apply(op, params);
   apply.AddOptionalInputs({{"grad_new_params", grad_new_params}});
   apply.AddInputs({{"params", params}, {"updates", dir.updates}});
   auto [grad_params, grad_updates] = apply.AddOutputs<2>();
   SetApplyRows(apply, params, std::vector<double>(n, static_cast<double>(step)), args);
-  const TensorList norms_and_dcoefs[] = {param_norms, update_norms, dcoefs};  // adafactor_cols' state order
-  apply.SetStateInputs(norms_and_dcoefs);
+  const PerTensor param_norms = NormsOf(apply, C::In(adafactor_cols::kParam), params);
+  const PerTensor update_norms = NormsOf(apply, C::In(adafactor_cols::kApplyUpdate), dir.updates);
+  // coef = -alpha / denom is a function of p (through RMS(p), unless eps2 holds alpha) and of u
+  // (through RMS(u), unless 1 holds denom): given dcoef = sum(gp' u), its gradient is
+  // update_coef u + param_coef p, which the kernel computes from the norms and dcoef.
+  PerTensor dcoefs;
+  if (apply.on_cpu_loops()) {
+    dcoefs.values = apply.SumsOfProducts(C::GradNew(adafactor_cols::kParam), C::In(adafactor_cols::kApplyUpdate));
+  } else {
+    for (int64_t t = 0; t < n; ++t) {
+      const Tensor gp = Incoming(grad_new_params, t);
+      // (in float64, as the CPU loops sum: the sum cancels, so its float32 rounding would show)
+      dcoefs.tensors.push_back(gp.defined() ? aten::SumInDouble(aten::Mul(gp, dir.updates[t]))
+                                            : aten::Num(0.0, params[t]));
+    }
+  }
+  apply.SetStateInputs({param_norms.Column(), update_norms.Column(), dcoefs.Column()});  // adafactor_cols' order
   apply.Launch(FUSED_OPTIM_KERNEL(AdafactorApplyBackward), hyper);
   // The direction's backward, at every tensor's second-moment weight.
   const auto weight_rows =
