@@ -55,9 +55,7 @@ Tensor Add_(const Tensor& a, const Tensor& b) {
   return a;
 }
 Tensor Neg_(const Tensor& x) { return CallAten("aten::neg_", "", x); }
-Tensor SumInDouble(const Tensor& x) {  // a float64 result, accumulated in float64
-  return CallAten("aten::sum", "", x, std::optional<ScalarType>(api::kDouble));
-}
+Tensor Sum(const Tensor& x) { return CallAten("aten::sum", "", x, None); }
 Tensor Sum(const Tensor& x, Ints dims) {  // kept
   return CallAten("aten::sum", "dim_IntList", x, std::optional<Ints>(std::move(dims)), true, None);
 }
@@ -394,9 +392,7 @@ Lists<5> AdafactorUpdateBackward(const OptionalTensorList& grad_new_params, cons
   } else {
     for (int64_t t = 0; t < n; ++t) {
       const Tensor gp = Incoming(grad_new_params, t);
-      // (in float64, as the CPU loops sum: the sum cancels, so its float32 rounding would show)
-      dcoefs.tensors.push_back(gp.defined() ? aten::SumInDouble(aten::Mul(gp, dir.updates[t]))
-                                            : aten::Num(0.0, params[t]));
+      dcoefs.tensors.push_back(gp.defined() ? aten::Sum(aten::Mul(gp, dir.updates[t])) : aten::Num(0.0, params[t]));
     }
   }
   apply.SetStateInputs({param_norms.Column(), update_norms.Column(), dcoefs.Column()});  // adafactor_cols' order
