@@ -291,7 +291,6 @@ void DispatchFloating(DType dtype, F&& f) {
 // (a test mode, csrc/cuda/launch_emulation.cpp). Hyper-parameters travel in double; each kernel
 // narrows them to its math type.
 //
-//
 // The CPU builds also reduce: SumsOfProducts(table, a, b, out) writes each tensor's sum of the
 // products of columns a and b (a == b: its sum of squares), from the values a launch would start
 // from (src, else dst; an absent column reads as zeros), to out[t], in double. Each chunk of the

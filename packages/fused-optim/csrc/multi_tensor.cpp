@@ -402,6 +402,14 @@ void MultiTensorCall::UseDeviceSteps(TensorList steps, int num_scalars) {
   device_step_scalars_ = num_scalars;
 }
 
+namespace {
+// A one-element state tensor's value on the host: through its data pointer on the CPU, else item().
+double ReadStateScalar(const Tensor& s) {
+  const std::optional<double> value = ReadHostScalar(s);
+  return value ? *value : api::Item(s);
+}
+}  // namespace
+
 void MultiTensorCall::SetStateScalars(std::span<const TensorList> lists) {
   KernelTable& table = Table();
   state_lists_.assign(lists.begin(), lists.end());
@@ -409,10 +417,6 @@ void MultiTensorCall::SetStateScalars(std::span<const TensorList> lists) {
   table.state.resize(num_tensors_ * table.num_state);
   table.advance_state = true;
   table.default_dtype = ToDType(api::DefaultDtype());
-  const auto read = [](const Tensor& s) {  // through the data pointer on the CPU
-    const std::optional<double> value = ReadHostScalar(s);
-    return value ? *value : api::Item(s);
-  };
   for (int64_t t = 0; t < num_tensors_; ++t) {
     StateScalar* state = table.state.data() + t * table.num_state;
     bool off_device = false;
@@ -422,7 +426,7 @@ void MultiTensorCall::SetStateScalars(std::span<const TensorList> lists) {
       if (s.device() == device_ && (StateScalarsOnHost() >> k & 1) == 0) {
         state[k].ptr = s.mutable_data_ptr();
       } else {  // on another device than the parameters': read now
-        state[k].value = read(s);
+        state[k].value = ReadStateScalar(s);
         off_device = true;
       }
     }
@@ -430,7 +434,7 @@ void MultiTensorCall::SetStateScalars(std::span<const TensorList> lists) {
     // kernel's, which may have advanced those on the device by then: read them now too (a state
     // split across devices; a read of one on a GPU waits for it).
     for (int k = 0; off_device && k < table.num_state; ++k) {
-      if (state[k].ptr != nullptr) state[k].value = read(state_lists_[k][t]);
+      if (state[k].ptr != nullptr) state[k].value = ReadStateScalar(state_lists_[k][t]);
     }
   }
 }
@@ -458,8 +462,7 @@ void MultiTensorCall::SetStateInputs(std::initializer_list<StateInput> columns) 
       if ((StateScalarsOnHost() >> k & 1) == 0) {
         state.ptr = s.mutable_data_ptr();
       } else {  // the test mode that reads state scalars on the host (SetStateScalars)
-        const std::optional<double> value = ReadHostScalar(s);
-        state.value = value ? *value : api::Item(s);
+        state.value = ReadStateScalar(s);
       }
     }
     ++k;
@@ -478,7 +481,8 @@ std::vector<double> MultiTensorCall::SumsOfProducts(int a, int b) {
 
 std::vector<double> MultiTensorCall::Norms(int column) {
   std::vector<double> norms = SumsOfProducts(column, column);
-  for (double& norm : norms) norm = RoundTo<c10::Half, c10::BFloat16>(Table().dtype, std::sqrt(norm));
+  const DType dtype = Table().dtype;
+  for (double& norm : norms) norm = RoundTo<c10::Half, c10::BFloat16>(dtype, std::sqrt(norm));
   return norms;
 }
 
