@@ -117,7 +117,7 @@ def tests_all(session: nox.Session) -> None:
 @nox.session(venv_backend="none")
 def lint(session: nox.Session) -> None:
     """ruff over every package, the benchmarks and the CI scripts."""
-    session.run(sys.executable, "-m", "ruff", "check", "packages", "benchmarks", "ci", "noxfile.py")
+    session.run(sys.executable, "-m", "ruff", "check", "packages", "benchmarks", "ci", "noxfile.py", "conftest.py")
 
 
 # The packages whose C++ `format` checks. optree-core's joins once the branches editing it now

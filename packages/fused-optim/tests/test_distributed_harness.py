@@ -31,8 +31,8 @@ def harness_scenario(offset: int) -> dict:
 
 
 @pytest.fixture(scope="module")
-def ranks():
-    return run_scenario(harness_scenario, 2, offset=10)
+def ranks(once_per_run):
+    return once_per_run(__name__, lambda: run_scenario(harness_scenario, 2, offset=10))
 
 
 def test_every_rank_runs_the_scenario_with_its_kwargs(ranks):

@@ -316,8 +316,8 @@ def dtensor_scenario() -> dict:
 
 
 @pytest.fixture(scope="module")
-def ranks() -> list[dict]:
-    return run_scenario(dtensor_scenario, 2)
+def ranks(once_per_run) -> list[dict]:
+    return once_per_run(__name__, lambda: run_scenario(dtensor_scenario, 2))
 
 
 TOL = tolerances(torch.float32)["atol"] * 10  # float32, the same arithmetic per element

@@ -15,19 +15,22 @@ NAMES = list(KWARGS)
 TOL = 1e-5  # float32 after 3 steps, against the unsharded twin (sums in other orders)
 
 
+# once_per_run (the checkout's conftest.py): one pytest-xdist worker runs each world's scenario.
 @pytest.fixture(scope="module")
-def world2(tmp_path_factory: pytest.TempPathFactory) -> dict:
+def world2(tmp_path_factory: pytest.TempPathFactory, once_per_run) -> dict:
     configs = [c for c, (world, _) in CONFIGS.items() if world == 2]
     path = str(tmp_path_factory.mktemp("dcp"))
-    return run_scenario(
+    return once_per_run(f"{__name__}.world2", lambda: run_scenario(
         scenario, 2, deadline_s=400.0, configs=configs, names=NAMES, checkpoint_dir=path
-    )[0]
+    )[0])
 
 
 @pytest.fixture(scope="module")
-def world4() -> dict:
+def world4(once_per_run) -> dict:
     configs = [c for c, (world, _) in CONFIGS.items() if world == 4]
-    return run_scenario(scenario, 4, deadline_s=400.0, configs=configs, names=NAMES)[0]
+    return once_per_run(f"{__name__}.world4", lambda: run_scenario(
+        scenario, 4, deadline_s=400.0, configs=configs, names=NAMES
+    )[0])
 
 
 def test_every_fused_optimizer_is_covered():

@@ -50,12 +50,18 @@ def run_torchrun(args: list[str], cwd: Path) -> tuple[int, str, str]:
     return rc, out, err
 
 
-@pytest.fixture(scope="module")
-def ddp_run(tmp_path_factory):
-    tmp = tmp_path_factory.mktemp("ddp")
-    rc, _, err = run_torchrun([str(HERE / "_ddp_scenario.py"), str(tmp / "result.json")], tmp)
+def scenario_result(tmp_path_factory, name: str) -> dict:
+    """``_{name}_scenario.py`` run under torchrun: the JSON it wrote."""
+    tmp = tmp_path_factory.mktemp(name)
+    rc, _, err = run_torchrun([str(HERE / f"_{name}_scenario.py"), str(tmp / "result.json")], tmp)
     assert rc == 0, err[-4000:]
     return json.loads((tmp / "result.json").read_text())
+
+
+@pytest.fixture(scope="module")
+def ddp_run(tmp_path_factory, once_per_run):
+    # once_per_run (the checkout's conftest.py): one pytest-xdist worker runs it for all of them.
+    return once_per_run(__name__, lambda: scenario_result(tmp_path_factory, "ddp"))
 
 
 @pytest.mark.parametrize("inner", ["meta-sgd", "meta-adam", "functional"])

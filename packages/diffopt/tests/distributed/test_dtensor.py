@@ -9,8 +9,6 @@ kernels through its DTensor handlers (one kernel call per update, on the local s
 
 from __future__ import annotations
 
-import json
-
 import pytest
 import torch.distributed as dist
 
@@ -20,7 +18,7 @@ if not dist.is_available() or not dist.is_gloo_available():
     pytest.skip("PyTorch built without torch.distributed / gloo", allow_module_level=True)
 
 from _dtensor_scenario import ALIASES, PLACEMENTS  # (imports torch.distributed.tensor)
-from test_ddp import HERE, run_torchrun
+from test_ddp import scenario_result
 
 pytestmark = pytest.mark.skipif(
     not diffopt.accelerated_op_available("cpu"), reason="fused-optim is not installed"
@@ -31,11 +29,8 @@ SIGN_BASED = {"lion", "rprop"}
 
 
 @pytest.fixture(scope="module")
-def dtensor_run(tmp_path_factory):
-    tmp = tmp_path_factory.mktemp("dtensor")
-    rc, _, err = run_torchrun([str(HERE / "_dtensor_scenario.py"), str(tmp / "result.json")], tmp)
-    assert rc == 0, err[-4000:]
-    return json.loads((tmp / "result.json").read_text())
+def dtensor_run(tmp_path_factory, once_per_run):
+    return once_per_run(__name__, lambda: scenario_result(tmp_path_factory, "dtensor"))
 
 
 @pytest.mark.parametrize("placement", list(PLACEMENTS))
