@@ -240,7 +240,7 @@ Direction RunDirection(const char* op, TensorListArg grads, TensorListArg row_va
       row[kMeanOver] = divided[t] ? 1.0 : static_cast<double>(grads[t].size(-2));
       row[kFloor] = divided[t] ? 0.0 : eps1;
     });
-    direction.SetStateInputs({{row_sums}});
+    direction.SetStateInputs({{row_sums, {}}});  // tensors, no host values
     direction.Launch(FUSED_OPTIM_KERNEL(AdafactorFactoredDirection), hyper);
   } else {
     out.variances = direction.AddState("variances", variances);

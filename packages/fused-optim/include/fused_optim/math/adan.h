@@ -58,9 +58,10 @@ struct AdanGrads {
 };
 
 // Gradients of the out-of-place step with respect to (p, grad, m, v, n, prev), given the gradients
-// flowing into (p', m', v', n', prev'). Recomputes the forward intermediates.
+// flowing into (p', m', v', n', prev'). Recomputes the forward intermediates (p' is linear in p, so
+// p itself is not needed).
 template <typename T>
-FUSED_OPTIM_HOST_DEVICE inline AdanGrads<T> AdanStepBackward(T gp_new, T gm_new, T gv_new, T gn_new, T gprev_new, T p,
+FUSED_OPTIM_HOST_DEVICE inline AdanGrads<T> AdanStepBackward(T gp_new, T gm_new, T gv_new, T gn_new, T gprev_new,
                                                              T grad, T m, T v, T n, T prev, const AdanHyper<T>& h,
                                                              const AdanStepScalars<T>& s) {
   const T g = MaximizeFlip(grad, h.maximize);
@@ -151,9 +152,8 @@ struct AdanBackward : AdanStep {           // the same hyper-parameters, scalars
     using namespace adan_cols;
     const math::AdanGrads<T> r = math::AdanStepBackward<T>(
         io.Load(C::GradNew(kParam)), io.Load(C::GradNew(kExpAvg)), io.Load(C::GradNew(kExpAvgDiff)),
-        io.Load(C::GradNew(kExpAvgSq)), io.Load(C::GradNew(kPrevGrad)), io.Load(C::In(kParam)), io.Load(C::In(kGrad)),
-        io.Load(C::In(kExpAvg)), io.Load(C::In(kExpAvgDiff)), io.Load(C::In(kExpAvgSq)), io.Load(C::In(kPrevGrad)), h,
-        s);
+        io.Load(C::GradNew(kExpAvgSq)), io.Load(C::GradNew(kPrevGrad)), io.Load(C::In(kGrad)), io.Load(C::In(kExpAvg)),
+        io.Load(C::In(kExpAvgDiff)), io.Load(C::In(kExpAvgSq)), io.Load(C::In(kPrevGrad)), h, s);
     io.Store(C::Out(kParam), r.p);
     io.Store(C::Out(kGrad), r.grad);
     io.Store(C::Out(kExpAvg), r.m);
