@@ -297,9 +297,18 @@ void DispatchFloating(DType dtype, F&& f) {
 // loops keeps a fixed set of partial sums (element i into partial i % 16), which it adds in order,
 // and a tensor's chunks are added in order too, so the sums depend neither on the thread count
 // nor on the ISA build (-ffp-contract=off: no build fuses a multiply-add). Adafactor's norms and
-// its backward's sum(gp' u), where the CPU loops run its passes.
+// its backward's sum(gp' u), where the CPU loops run its passes. SquaresAlongRowsAndColumns(dtype,
+// n, data, dims, row_sums, col_sums) takes n contiguous tensors of `dtype` viewed as batches of
+// matrices (dims: batch, rows, columns per tensor) and writes the sum of the squares of each
+// matrix's every row, then of its every column, to row_sums and col_sums (the matrices of one
+// tensor after another, in double), all in one pass over the data: Adafactor's factored
+// statistics. A row is summed as a chunk is; a column's sum adds its blocks of rows in order (the
+// blocks set by the shape alone), so these too are the same on any thread count and build.
 #define FUSED_OPTIM_DECLARE_KERNEL(name) void name(const KernelTable& table, const bind::name::Hyper<double>& hyper);
-#define FUSED_OPTIM_DECLARE_CPU_REDUCTIONS void SumsOfProducts(const KernelTable& table, int a, int b, double* out);
+#define FUSED_OPTIM_DECLARE_CPU_REDUCTIONS                                                                        \
+  void SumsOfProducts(const KernelTable& table, int a, int b, double* out);                                       \
+  void SquaresAlongRowsAndColumns(DType dtype, int64_t num_tensors, const void* const* data, const int64_t* dims, \
+                                  double* row_sums, double* col_sums);
 namespace cpu {
 FUSED_OPTIM_FOR_EACH_KERNEL(FUSED_OPTIM_DECLARE_KERNEL)
 FUSED_OPTIM_DECLARE_CPU_REDUCTIONS

@@ -215,6 +215,77 @@ void MultiTensorCall::AddAbsent() {
   dst_.emplace_back(num_tensors_, nullptr);
 }
 
+namespace {
+template <typename S>
+void StoreRounded(std::span<const double> values, void* out) {
+  S* o = static_cast<S*>(out);
+  for (size_t i = 0; i < values.size(); ++i) {
+    if constexpr (std::is_same_v<S, double>) {
+      o[i] = values[i];
+    } else {  // float16 and bfloat16 from float, as c10 converts
+      o[i] = S(static_cast<float>(values[i]));
+    }
+  }
+}
+}  // namespace
+
+void MultiTensorCall::AddHostValues(std::span<const double> values) {
+  FUSED_OPTIM_CHECK(on_cpu_loops(), op_, ": host values for a call the CPU loops do not run (a fused-optim bug)");
+  int64_t total = 0;
+  for (const Tensor& x : reference_) total += x.numel();
+  FUSED_OPTIM_CHECK(static_cast<int64_t>(values.size()) == total, op_, ": ", values.size(), " host values for ", total,
+                    " elements (a fused-optim bug)");
+  std::vector<double>& buffer = host_values_.emplace_back(values.size());  // room for every dtype's values
+  int64_t size = 8;
+  switch (dtype_) {
+    case api::kFloat:
+      StoreRounded<float>(values, buffer.data()), size = 4;
+      break;
+    case api::kHalf:
+      StoreRounded<c10::Half>(values, buffer.data()), size = 2;
+      break;
+    case api::kBFloat16:
+      StoreRounded<c10::BFloat16>(values, buffer.data()), size = 2;
+      break;
+    default:
+      StoreRounded<double>(values, buffer.data());
+  }
+  std::vector<const void*> src(num_tensors_);
+  const char* at = reinterpret_cast<const char*>(buffer.data());
+  for (int64_t t = 0; t < num_tensors_; ++t) {
+    src[t] = at;
+    at += reference_[t].numel() * size;
+  }
+  dst_.emplace_back(num_tensors_, nullptr);
+  for (int64_t t = 0; t < num_tensors_; ++t) dst_.back()[t] = const_cast<void*>(src[t]);
+  src_.push_back(std::move(src));
+}
+
+RowAndColumnSums SquaresAlongRowsAndColumns(TensorList list) {
+  RowAndColumnSums sums;
+  if (list.empty()) return sums;
+  std::vector<const void*> data;
+  std::vector<int64_t> dims;
+  int64_t rows = 0, cols = 0;
+  for (const Tensor& x : list) {
+    FUSED_OPTIM_CHECK(x.dim() >= 2 && x.is_contiguous() && MultiTensorCall::RunsOnCpuLoops(x.device()),
+                      "SquaresAlongRowsAndColumns takes contiguous matrices the CPU loops read (a fused-optim bug)");
+    const int64_t r = x.size(-2), c = x.size(-1);
+    int64_t batch = 1;  // (not numel / (r c): a matrix may be empty)
+    for (int64_t d = 0; d + 2 < x.dim(); ++d) batch *= x.size(d);
+    data.push_back(x.const_data_ptr());
+    dims.insert(dims.end(), {batch, r, c});
+    rows += batch * r;
+    cols += batch * c;
+  }
+  sums.rows.resize(rows);
+  sums.cols.resize(cols);
+  WidestCpuBuild(&cpu::SquaresAlongRowsAndColumns, FUSED_OPTIM_CPU_WIDE_KERNELS(SquaresAlongRowsAndColumns))(
+      ToDType(api::Dtype(list[0])), static_cast<int64_t>(list.size()), data.data(), dims.data(), sums.rows.data(),
+      sums.cols.data());
+  return sums;
+}
+
 std::vector<Tensor> MultiTensorCall::AddOutputFrom(const char* name, TensorList source) {
   AddInput(name, source);
   std::vector<Tensor> out;

@@ -137,6 +137,14 @@ bool SkipsStep(const Tensor* found_inf, bool host_needs_answer);
 const Tensor* CheckAmpArgument(const char* op, const char* name, const std::optional<Tensor>& x, const Device& device,
                                int64_t num_tensors);
 
+// Where the CPU loops run, each tensor of `list` (contiguous, 2+ dimensions, one floating dtype)
+// taken as a batch of matrices: the sums of the squares along every row of every matrix, then
+// along every column, in double (SquaresAlongRowsAndColumns in csrc/kernels.h, one pass over each).
+struct RowAndColumnSums {
+  std::vector<double> rows, cols;
+};
+RowAndColumnSums SquaresAlongRowsAndColumns(TensorList list);
+
 class MultiTensorCall {
  public:
   // `reference` (the params, or the grads where an op has no params) is validated here and every
@@ -153,6 +161,10 @@ class MultiTensorCall {
   void AddOptionalInput(const char* name, const OptionalTensorList& list);
   // A column the kernel skips (an unused optional state, e.g. max_exp_avg_sqs without amsgrad).
   void AddAbsent();
+  // A read-only column of numbers the host computed: `values` holds each tensor's numel values in
+  // turn, stored here in the call's dtype (rounded as a tensor of that dtype holds them). Only for
+  // a call the CPU loops run (on_cpu_loops), which read host memory.
+  void AddHostValues(std::span<const double> values);
   // A functional op's result computed from `source` (the matching input list): returns fresh
   // contiguous tensors and records `source` as where the kernel reads the starting values.
   std::vector<Tensor> AddOutputFrom(const char* name, TensorList source);
@@ -223,8 +235,9 @@ class MultiTensorCall {
 
   int64_t size() const { return num_tensors_; }
   bool on_cuda() const { return device_.is_cuda(); }
-  // Whether the CPU loops run this call (not CUDA, nor its emulation).
-  bool on_cpu_loops() const { return !device_.is_cuda() && !CudaEmulation(); }
+  // Whether the CPU loops run this call (not CUDA, nor its emulation); RunsOnCpuLoops: a call on `device`.
+  bool on_cpu_loops() const { return RunsOnCpuLoops(device_); }
+  static bool RunsOnCpuLoops(const Device& device) { return !device.is_cuda() && !CudaEmulation(); }
   Device device() const { return device_; }
 
   // The kernel table, built once all lists are added; building it checks aliasing, the last check
@@ -330,6 +343,8 @@ class MultiTensorCall {
   std::vector<Argument> arguments_;
   // Optional inputs arrive as copies; a deque keeps the addresses arguments_ points at stable.
   std::deque<Tensor> owned_;
+  // AddHostValues' columns, in the call's dtype (8-byte units: room for any of them).
+  std::deque<std::vector<double>> host_values_;
   std::optional<KernelTable> table_;
   bool in_place_;
   std::vector<TensorList> state_lists_;     // SetStateScalars's, by column

@@ -18,6 +18,7 @@
 #include <immintrin.h>
 #endif
 
+#include <algorithm>
 #include <bit>
 #include <cstdint>
 #include <cstring>
@@ -499,6 +500,73 @@ static_assert(kWideBlock % ProductSums::kLanes == 0 && kChunkSize % kWideBlock =
               "a widened block must start a lane cycle");
 
 }  // namespace
+
+void SquaresAlongRowsAndColumns(DType dtype, int64_t num_tensors, const void* const* data, const int64_t* dims,
+                                double* row_sums, double* col_sums) {
+  // One work item per block of a matrix's rows: its rows' sums are final, its columns' partial sums
+  // go to a slot of its own, added in block order below. The blocks depend on the shape alone.
+  struct Block {
+    int64_t t, matrix, row_begin, row_end, row_out, col_out, partial;
+  };
+  std::vector<Block> blocks;
+  int64_t row_at = 0, col_at = 0, partials = 0, total = 0;
+  for (int64_t t = 0; t < num_tensors; ++t) {
+    const int64_t batch = dims[3 * t], rows = dims[3 * t + 1], cols = dims[3 * t + 2];
+    const int64_t per_matrix = std::min<int64_t>(rows, std::max<int64_t>(1, rows * cols / kChunkSize));
+    const int64_t block_rows = rows > 0 ? (rows + per_matrix - 1) / per_matrix : 0;
+    for (int64_t m = 0; m < batch; ++m) {
+      for (int64_t r = 0; r < rows; r += block_rows) {
+        blocks.push_back({t, m, r, std::min(rows, r + block_rows), row_at + m * rows, col_at + m * cols, partials});
+        partials += cols;
+      }
+    }
+    row_at += batch * rows;
+    col_at += batch * cols;
+    total += batch * rows * cols;
+  }
+  std::vector<double> partial(static_cast<size_t>(partials), 0.0);
+  DispatchFloating<HalfBits, BFloat16Bits>(dtype, [&]<typename Storage, typename T>() {
+    constexpr bool kWide = !std::is_same_v<Storage, T>;
+    using Stored = std::conditional_t<kWide, uint16_t, T>;
+    const auto run = [&](int64_t lo, int64_t hi) {
+      alignas(64) float widened[kWideBlock];
+      for (int64_t k = lo; k < hi; ++k) {
+        const Block& b = blocks[k];
+        const int64_t rows = dims[3 * b.t + 1], cols = dims[3 * b.t + 2];
+        double* col = partial.data() + b.partial;
+        for (int64_t i = b.row_begin; i < b.row_end; ++i) {
+          const Stored* row = static_cast<const Stored*>(data[b.t]) + (b.matrix * rows + i) * cols;
+          ProductSums sums;
+          for (int64_t at = 0; at < cols; at += kWideBlock) {  // a piece of the row at a time
+            const int64_t n = std::min(kWideBlock, cols - at);
+            const auto* x = [&] {
+              if constexpr (kWide) {
+                Storage::Widen(row + at, widened, n);
+                return static_cast<const float*>(widened);
+              } else {
+                return row + at;
+              }
+            }();
+            sums.Add(x, x, n);
+            for (int64_t j = 0; j < n; ++j) col[at + j] += static_cast<double>(x[j]) * static_cast<double>(x[j]);
+          }
+          row_sums[b.row_out + i] = sums.Total();
+        }
+      }
+    };
+    const int64_t num_blocks = static_cast<int64_t>(blocks.size());
+    if (total < kSerialBelow) {
+      run(0, num_blocks);
+    } else {
+      torch::stable::parallel_for(0, num_blocks, 1, run);
+    }
+  });
+  for (int64_t j = 0; j < col_at; ++j) col_sums[j] = 0.0;
+  for (const Block& b : blocks) {  // in order: the same sums on any thread count
+    const int64_t cols = dims[3 * b.t + 2];
+    for (int64_t j = 0; j < cols; ++j) col_sums[b.col_out + j] += partial[b.partial + j];
+  }
+}
 
 void SumsOfProducts(const KernelTable& table, int a, int b, double* out) {
   int64_t num_chunks = 0;

@@ -1,11 +1,12 @@
 // Adafactor ops: argument checks and the step's passes. Between its element-wise passes
 // (math/adafactor.h) Adafactor reduces per tensor: the RMS of each parameter and of each update,
 // and for matrices the row and column means of g^2, from which the factored second-moment
-// estimate is built. The factored statistics run as ATen ops (as torch.optim.Adafactor computes
+// estimate is built. On CUDA these reductions run as ATen ops (as torch.optim.Adafactor computes
 // them), on the call's device, called by name through the dispatcher (api::CallAten, in both
-// builds of torch_api.h); so do the norms on CUDA, while where the CPU loops run the passes they
-// reduce the apply pass's own table into numbers on the host (PerTensor, SumsOfProducts in
-// csrc/kernels.h): no tensor and no dispatcher call per tensor.
+// builds of torch_api.h). Where the CPU loops run the passes, the norms are reduced into numbers
+// on the host instead (PerTensor and FactorNorms; SumsOfProducts and SquaresAlongRowsAndColumns in
+// csrc/kernels.h): no tensor and no dispatcher call per tensor. The product r c of the averages
+// (and, for a 2-D matrix, the sum of r) stays an ATen call per matrix on every device.
 //   1. checks (then, in place, the step counters);
 //   2. the direction pass: vectors update their second moment and write the update; matrices
 //      update their row/column averages (from the norms of g's rows and columns, one factors
@@ -122,6 +123,7 @@ void CheckFactoredState(const char* op, const char* name, TensorListArg list, Te
                             "] is on ", p.device());
     if (!in_place) continue;
     CheckWritable(op, name, t, s);
+    if (s.numel() == 0 || p.numel() == 0) continue;  // no memory to share (both data pointers may be null)
     FUSED_OPTIM_CHECK_VALUE(s.const_data_ptr() != p.const_data_ptr(), op, ": ", name, "[", t,
                             "] shares memory with params[", t, "]");
     seen.push_back(s.const_data_ptr());
@@ -139,18 +141,48 @@ void WeightRow(double weight, double* row) {
   row[kSmall] = std::abs(weight) < 0.5 ? 1.0 : 0.0;
 }
 
+// The norms of every g along its rows (dim -1) and along its columns (dim -2), which the factors
+// passes read: where the CPU loops run (and every g is contiguous), numbers from one host pass
+// over each g (no tensor made, no dispatcher call); elsewhere one ATen norm per matrix and dim, on
+// the call's device.
+struct FactorNorms {
+  TensorVector rows, cols;
+  std::vector<double> row_values, col_values;  // on the host, not yet rounded to the dtype
+  bool on_host = false;
+};
+
+FactorNorms FactorNormsOf(TensorListArg grads) {
+  FactorNorms norms;
+  norms.on_host = !grads.empty() && MultiTensorCall::RunsOnCpuLoops(grads[0].device()) &&
+                  std::all_of(grads.begin(), grads.end(), [](const Tensor& g) { return g.is_contiguous(); });
+  if (norms.on_host) {
+    RowAndColumnSums sums = SquaresAlongRowsAndColumns(grads);
+    for (double& x : sums.rows) x = std::sqrt(x);
+    for (double& x : sums.cols) x = std::sqrt(x);
+    norms.row_values = std::move(sums.rows);
+    norms.col_values = std::move(sums.cols);
+  } else {
+    for (const Tensor& g : grads) {
+      norms.rows.push_back(aten::Norm(g, -1));
+      norms.cols.push_back(aten::Norm(g, -2));
+    }
+  }
+  return norms;
+}
+
 // The factors pass over one kind of factor of every matrix (rows: dim -1 reduced; columns: -2):
 // each average lerps toward its norm of g squared over the reduced length. In place, `factors`
 // are updated; functional, the new averages are returned.
 TensorVector UpdateFactors(const char* op, const char* name, TensorListArg factors, TensorListArg grads, int64_t dim,
-                           const std::vector<double>& weights, const math::AdafactorHyper<double>& hyper,
-                           bool in_place) {
-  TensorVector norms;
-  norms.reserve(grads.size());
-  for (const Tensor& g : grads) norms.push_back(aten::Norm(g, dim));
+                           const FactorNorms& norms, const std::vector<double>& weights,
+                           const math::AdafactorHyper<double>& hyper, bool in_place) {
   MultiTensorCall call(op, factors, in_place);
   TensorVector out = call.AddState(name, factors);
-  call.AddInput("norms", norms);
+  if (norms.on_host) {
+    call.AddHostValues(dim == -1 ? norms.row_values : norms.col_values);
+  } else {
+    call.AddInput("norms", dim == -1 ? norms.rows : norms.cols);
+  }
   call.SetTensorScalars(adafactor_cols::kNumScalars, [&](int64_t t, double* row) {
     WeightRow(weights[t], row);
     row[adafactor_cols::kMeanOver] = static_cast<double>(grads[t].size(dim));
@@ -202,8 +234,9 @@ Direction RunDirection(const char* op, TensorListArg grads, TensorListArg row_va
                        const math::AdafactorHyper<double>& hyper, bool factored, bool in_place, bool keep_estimates) {
   Direction out;
   if (factored) {
-    out.row_vars = UpdateFactors(op, "row_vars", row_vars, grads, -1, weights, hyper, in_place);
-    out.col_vars = UpdateFactors(op, "col_vars", col_vars, grads, -2, weights, hyper, in_place);
+    const FactorNorms norms = FactorNormsOf(grads);
+    out.row_vars = UpdateFactors(op, "row_vars", row_vars, grads, -1, norms, weights, hyper, in_place);
+    out.col_vars = UpdateFactors(op, "col_vars", col_vars, grads, -2, norms, weights, hyper, in_place);
   }
   MultiTensorCall direction(op, grads, in_place);
   direction.AddInput("grads", grads);
