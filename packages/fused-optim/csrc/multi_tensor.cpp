@@ -215,41 +215,16 @@ void MultiTensorCall::AddAbsent() {
   dst_.emplace_back(num_tensors_, nullptr);
 }
 
-namespace {
-template <typename S>
-void StoreRounded(std::span<const double> values, void* out) {
-  S* o = static_cast<S*>(out);
-  for (size_t i = 0; i < values.size(); ++i) {
-    if constexpr (std::is_same_v<S, double>) {
-      o[i] = values[i];
-    } else {  // float16 and bfloat16 from float, as c10 converts
-      o[i] = S(static_cast<float>(values[i]));
-    }
-  }
-}
-}  // namespace
-
 void MultiTensorCall::AddHostValues(std::span<const double> values) {
   FUSED_OPTIM_CHECK(on_cpu_loops(), op_, ": host values for a call the CPU loops do not run (a fused-optim bug)");
   int64_t total = 0;
   for (const Tensor& x : reference_) total += x.numel();
   FUSED_OPTIM_CHECK(static_cast<int64_t>(values.size()) == total, op_, ": ", values.size(), " host values for ", total,
                     " elements (a fused-optim bug)");
-  std::vector<double>& buffer = host_values_.emplace_back(values.size());  // room for every dtype's values
-  int64_t size = 8;
-  switch (dtype_) {
-    case api::kFloat:
-      StoreRounded<float>(values, buffer.data()), size = 4;
-      break;
-    case api::kHalf:
-      StoreRounded<c10::Half>(values, buffer.data()), size = 2;
-      break;
-    case api::kBFloat16:
-      StoreRounded<c10::BFloat16>(values, buffer.data()), size = 2;
-      break;
-    default:
-      StoreRounded<double>(values, buffer.data());
-  }
+  std::vector<double>& buffer = host_values_.emplace_back(values.size());  // 8 bytes a value: room for any dtype
+  const int64_t size = num_tensors_ > 0 ? reference_[0].element_size() : 0;
+  char* out = reinterpret_cast<char*>(buffer.data());
+  for (size_t i = 0; i < values.size(); ++i) WriteHostScalarAt(dtype_, out + i * size, values[i]);
   std::vector<const void*> src(num_tensors_);
   const char* at = reinterpret_cast<const char*>(buffer.data());
   for (int64_t t = 0; t < num_tensors_; ++t) {

@@ -5,8 +5,8 @@
 // them), on the call's device, called by name through the dispatcher (api::CallAten, in both
 // builds of torch_api.h). Where the CPU loops run the passes, the norms are reduced into numbers
 // on the host instead (PerTensor and FactorNorms; SumsOfProducts and SquaresAlongRowsAndColumns in
-// csrc/kernels.h): no tensor and no dispatcher call per tensor. The product r c of the averages
-// (and, for a 2-D matrix, the sum of r) stays an ATen call per matrix on every device.
+// csrc/kernels.h; a 2-D matrix's sum of row averages, SumOnHost): no tensor and no dispatcher
+// call per tensor. The product r c of the averages stays an ATen call per matrix on every device.
 //   1. checks (then, in place, the step counters);
 //   2. the direction pass: vectors update their second moment and write the update; matrices
 //      update their row/column averages (from the norms of g's rows and columns, one factors
@@ -141,6 +141,17 @@ void WeightRow(double weight, double* row) {
   row[kSmall] = std::abs(weight) < 0.5 ? 1.0 : 0.0;
 }
 
+// The sum of a contiguous CPU tensor's elements, in double, rounded to its dtype (as ATen's sum of
+// that dtype is rounded once).
+double SumOnHost(const Tensor& x) {
+  const ScalarType dtype = api::Dtype(x);
+  const char* data = static_cast<const char*>(x.const_data_ptr());
+  double sum = 0.0;
+  for (int64_t i = 0; i < x.numel(); ++i) sum += *ReadHostScalarAt(dtype, data + i * x.element_size());
+  double stored = 0.0;  // 8 bytes: room for any dtype
+  return *WriteHostScalarAt(dtype, &stored, sum);
+}
+
 // The norms of every g along its rows (dim -1) and along its columns (dim -2), which the factors
 // passes read: where the CPU loops run (and every g is contiguous), numbers from one host pass
 // over each g (no tensor made, no dispatcher call); elsewhere one ATen norm per matrix and dim, on
@@ -244,20 +255,31 @@ Direction RunDirection(const char* op, TensorListArg grads, TensorListArg row_va
     // The estimate r c / max(mean(r), eps1): the kernel divides a 2-D matrix's product, from the
     // sum of its row averages (a single value, read where it is); for a batch of matrices, or
     // where the backward keeps the estimates, the division is ATen's here.
-    TensorVector row_sums;  // the kernel's state scalar, per tensor
-    Tensor floor, one;      // (made once, for every matrix that needs it)
+    const TensorVector& rows = in_place ? row_vars : out.row_vars;
+    const TensorVector& cols = in_place ? col_vars : out.col_vars;
+    // The kernel's state scalar, per tensor: ATen's sums on the call's device, or where the CPU
+    // loops run, sums of the row averages the host reads (no tensor, no dispatcher call).
+    TensorVector row_sums;
+    std::vector<double> host_row_sums;
+    const bool on_host = direction.on_cpu_loops() &&
+                         std::all_of(rows.begin(), rows.end(), [](const Tensor& r) { return r.is_contiguous(); });
+    Tensor floor, one;  // (made once, for every matrix that needs it)
     std::vector<bool> divided(grads.size());
     for (size_t t = 0; t < grads.size(); ++t) {
-      const Tensor& row = in_place ? row_vars[t] : out.row_vars[t];
-      const Tensor& col = in_place ? col_vars[t] : out.col_vars[t];
-      Tensor estimate = aten::Matmul(row, col);
-      divided[t] = keep_estimates || row.dim() > 2;
+      Tensor estimate = aten::Matmul(rows[t], cols[t]);
+      divided[t] = keep_estimates || rows[t].dim() > 2;
       if (divided[t]) {
-        if (!floor.defined()) floor = aten::Num(eps1, row), one = aten::Num(1.0, row);
-        aten::Div_(estimate, aten::ClampMin_(aten::Mean(row, -2), floor));
-        row_sums.push_back(one);
+        if (!floor.defined()) floor = aten::Num(eps1, rows[t]), one = aten::Num(1.0, rows[t]);
+        aten::Div_(estimate, aten::ClampMin_(aten::Mean(rows[t], -2), floor));
+        if (on_host) {
+          host_row_sums.push_back(1.0);
+        } else {
+          row_sums.push_back(one);
+        }
+      } else if (on_host) {
+        host_row_sums.push_back(SumOnHost(rows[t]));
       } else {
-        row_sums.push_back(aten::Sum(row, {-2}));
+        row_sums.push_back(aten::Sum(rows[t], {-2}));
       }
       out.estimates.push_back(std::move(estimate));
     }
@@ -273,7 +295,7 @@ Direction RunDirection(const char* op, TensorListArg grads, TensorListArg row_va
       row[kMeanOver] = divided[t] ? 1.0 : static_cast<double>(grads[t].size(-2));
       row[kFloor] = divided[t] ? 0.0 : eps1;
     });
-    direction.SetStateInputs({{row_sums, {}}});  // tensors, no host values
+    direction.SetStateInputs({{row_sums, host_row_sums}});  // one of them
     direction.Launch(FUSED_OPTIM_KERNEL(AdafactorFactoredDirection), hyper);
   } else {
     out.variances = direction.AddState("variances", variances);
