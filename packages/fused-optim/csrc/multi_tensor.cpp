@@ -149,6 +149,17 @@ void MultiTensorCall::CheckLike(const char* name, int64_t t, const Tensor& x) co
                           " but params[", t, "] has shape ", reference_[t].sizes());
 }
 
+namespace {
+// A read-only column (AddInput, AddOptionalInput, AddHostValues): the kernel reads `src`, and its
+// dst is the same pointer, as KernelTable says of read-only inputs.
+void PushReadOnly(std::vector<std::vector<const void*>>& src_columns, std::vector<std::vector<void*>>& dst_columns,
+                  std::vector<const void*> src) {
+  std::vector<void*>& dst = dst_columns.emplace_back(src.size(), nullptr);
+  for (size_t t = 0; t < src.size(); ++t) dst[t] = const_cast<void*>(src[t]);
+  src_columns.push_back(std::move(src));
+}
+}  // namespace
+
 void MultiTensorCall::AddInput(const char* name, TensorList list) {
   FUSED_OPTIM_CHECK_VALUE(static_cast<int64_t>(list.size()) == num_tensors_, op_, ": ", name, " has ", list.size(),
                           " tensors but params has ", num_tensors_);
@@ -159,9 +170,7 @@ void MultiTensorCall::AddInput(const char* name, TensorList list) {
     Record(name, t, x, /*writes=*/false);
     src[t] = ReadPointer(x);
   }
-  dst_.emplace_back(src.size(), nullptr);
-  for (int64_t t = 0; t < num_tensors_; ++t) dst_.back()[t] = const_cast<void*>(src[t]);
-  src_.push_back(std::move(src));
+  PushReadOnly(src_, dst_, std::move(src));
 }
 
 const void* MultiTensorCall::ReadPointer(const Tensor& x) {
@@ -205,9 +214,7 @@ void MultiTensorCall::AddOptionalInput(const char* name, const OptionalTensorLis
     Record(name, t, kept, /*writes=*/false);
     src[t] = ReadPointer(kept);
   }
-  dst_.emplace_back(num_tensors_, nullptr);
-  for (int64_t t = 0; t < num_tensors_; ++t) dst_.back()[t] = const_cast<void*>(src[t]);
-  src_.push_back(std::move(src));
+  PushReadOnly(src_, dst_, std::move(src));
 }
 
 void MultiTensorCall::AddAbsent() {
@@ -231,9 +238,7 @@ void MultiTensorCall::AddHostValues(std::span<const double> values) {
     src[t] = at;
     at += reference_[t].numel() * size;
   }
-  dst_.emplace_back(num_tensors_, nullptr);
-  for (int64_t t = 0; t < num_tensors_; ++t) dst_.back()[t] = const_cast<void*>(src[t]);
-  src_.push_back(std::move(src));
+  PushReadOnly(src_, dst_, std::move(src));
 }
 
 RowAndColumnSums SquaresAlongRowsAndColumns(TensorList list) {
