@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """The doctests and numerical tests again under each CPU build that can run them (nox -s isa_matrix).
 
-    python ci/isa_matrix.py [--list] [--jobs=N] [PYTEST ARGS...]
+    python ci/isa_matrix.py [--list] [--jobs=N] [--with-native] [PYTEST ARGS...]
 
 Two switches pick the code that does the arithmetic on an x86 CPU, each read once per process:
 fused-optim's CPU loops (``FUSED_OPTIM_CPU_ISA=baseline|avx2|avx512``, csrc/multi_tensor.h) and
@@ -19,7 +19,10 @@ references, without the compile and opcheck tests, which check graphs rather tha
 under five: the diagonal, which gives each value of each switch once, and the two far corners
 (our widest loops against torch's scalar kernels, and the reverse), where a test comparing our
 result with torch's bit for bit is most likely to see them differ. The four other combinations
-would repeat what those show, and would cost CI about two more minutes.
+would repeat what those show, and would cost CI about two more minutes. The combination this
+machine runs with neither variable set is left out (``--with-native`` keeps it): ci/test.sh runs
+the packages' whole suites under it just before (on CI's AVX2 box, avx2 with torch's AVX2 kernels:
+a minute and a half of repeated processes).
 
 The pytest processes run ``--jobs`` at a time (default: one per core, at most four; the suites
 are single-threaded for the most part), each one's output shown when it ends.
@@ -98,17 +101,30 @@ def cpu_flags() -> set[str]:
                  if line.startswith("flags")), set())
 
 
-def aten_capability(python: str, wanted: str) -> str:
-    """What torch runs when asked for ``wanted``: it falls back to what the CPU has, silently."""
-    env = dict(os.environ, ATEN_CPU_CAPABILITY=wanted)
+def aten_capability(python: str, wanted: str | None) -> str:
+    """What torch runs when asked for ``wanted`` (None: when not asked, its own choice for this CPU):
+    it falls back to what the CPU has, silently."""
+    env = {k: v for k, v in os.environ.items() if k != "ATEN_CPU_CAPABILITY"}
+    if wanted is not None:
+        env["ATEN_CPU_CAPABILITY"] = wanted
     code = "import torch; print(torch.backends.cpu.get_cpu_capability())"
     return subprocess.run([python, "-c", code], env=env, check=True, capture_output=True,
                           text=True).stdout.strip()
 
 
-def why_not(run: Run, flags: set[str], aten_runs: dict[str, str]) -> str | None:
-    """Why this CPU cannot run ``run`` as asked (``aten_runs``: what torch runs for each
-    capability asked), or None when it can."""
+def native_run(flags: set[str], aten_native: str) -> tuple[str, str]:
+    """The combination a process runs with neither variable set: fused-optim's widest build this
+    CPU has (csrc/modes.cpp: its AVX2 build also needs F16C) and what torch picks (``aten_native``)."""
+    isa = "avx512" if "avx512f" in flags else "avx2" if {"avx2", "f16c"} <= flags else "baseline"
+    return isa, aten_native.lower()
+
+
+def why_not(run: Run, flags: set[str], aten_runs: dict[str, str], native: tuple[str, str] | None = None) -> str | None:
+    """Why ``run`` is not run here (``aten_runs``: what torch runs for each capability asked), or
+    None. ``native``: the combination the packages' own suites ran under (``native_run``), which
+    would only repeat them; otherwise a CPU that cannot run it as asked."""
+    if (run.fused_isa, run.aten) == native:
+        return "this machine's own builds, under which the packages' suites ran these tests"
     flag = FUSED_ISA_FLAG[run.fused_isa]
     if flag is not None and flag not in flags:
         return f"the CPU has no {flag}, fused-optim would run a narrower build than {run.fused_isa}"
@@ -136,17 +152,21 @@ def main(argv: list[str]) -> int:
         return 0
     jobs = min(os.cpu_count() or 1, 4)
     pytest_args = []
+    skip_native = True
     for arg in argv:
         if arg.startswith("--jobs="):
             jobs = int(arg.removeprefix("--jobs="))
+        elif arg == "--with-native":
+            skip_native = False
         else:
             pytest_args.append(arg)
     python = sys.executable
     flags = cpu_flags()
     aten_runs = {cap: aten_capability(python, cap) for cap in ATEN_CAPABILITIES}
+    native = native_run(flags, aten_capability(python, None)) if skip_native else None
     summary, todo = [], []
     for run in RUNS:
-        reason = why_not(run, flags, aten_runs)
+        reason = why_not(run, flags, aten_runs, native)
         if reason is None:
             todo += [(run, suite) for suite in run.suites]
         else:

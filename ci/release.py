@@ -43,6 +43,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -296,24 +297,32 @@ def suite_in_fresh_venv(wheel: Path, workdir: Path, suite: str) -> list[str]:
     return problems
 
 
-def fused_optim_under_other_torch(workdir: Path) -> list[str]:
-    """The fused-optim wheel (built against CI's torch) installed beside torch OTHER_TORCH in a fresh
-    virtualenv, and fused-optim's suite run there (all but the nvcc check): the stable ABI's
-    promise, checked. The fast path (fused_optim._eager) does not load there, so every op goes
-    through torch.ops."""
+def other_torch_venv(workdir: Path) -> Path:
+    """A fresh virtualenv with torch OTHER_TORCH and the fused-optim wheel (built against CI's
+    torch): its Python."""
     venv = workdir / f"fused-optim-torch-{OTHER_TORCH}"
     log(f"fused-optim: fresh virtualenv with torch {OTHER_TORCH}")
     run(sys.executable, "-m", "venv", venv)
     python = venv / "bin" / "python"
-    # Not CONSTRAINTS: they pin CI's torch.
-    run(python, "-m", "pip", "install", "-q", "--no-compile", "--disable-pip-version-check",
+    # Not CONSTRAINTS: they pin CI's torch. Byte-compiled, unlike the one-import smoke venvs: the
+    # suite starts dozens of Python processes (xdist workers, distributed ranks, subprocess checks),
+    # and where PYTHONDONTWRITEBYTECODE is set (as on the box CI runs on) each would compile torch's
+    # modules from source again, 3 s more a process: the suite took 343 s so, 196 s compiled.
+    run(python, "-m", "pip", "install", "-q", "--disable-pip-version-check",
         f"torch=={OTHER_TORCH}", "numpy>=1.26", *SUITE_REQUIREMENTS)
-    run(python, "-m", "pip", "install", "-q", "--no-compile", "--disable-pip-version-check", "--no-deps",
+    run(python, "-m", "pip", "install", "-q", "--disable-pip-version-check", "--no-deps",
         wheel_of("fused-optim"))
+    return python
+
+
+def fused_optim_under_other_torch(python: Path, workdir: Path) -> list[str]:
+    """fused-optim's suite (all but the nvcc check) in ``other_torch_venv``'s Python: the stable
+    ABI's promise, checked. The fast path (fused_optim._eager) does not load there, so every op
+    goes through torch.ops."""
     where = run(python, "-c", "import torch, fused_optim; print(fused_optim.__file__, torch.__version__, "
                 "fused_optim.BUILD_INFO['eager'])", cwd=workdir, capture_output=True, text=True, check=False)
     sys.stderr.write(where.stdout)
-    if where.returncode or not Path(where.stdout.split()[0]).is_relative_to(venv):
+    if where.returncode or not Path(where.stdout.split()[0]).is_relative_to(python.parents[1]):
         return [f"fused-optim under torch {OTHER_TORCH}: import failed or not from the wheel: "
                 f"{where.stdout}{where.stderr}"]
     log(f"fused-optim: its suite under torch {OTHER_TORCH}")
@@ -444,13 +453,17 @@ def verify(packages: list[str], suite: str = "full") -> int:
     for wheel in extra:
         problems += [f"optree-core {wheel.name}: {p}"
                      for p in audit_problems("optree-core", auditwheel_show(wheel))]
-    with tempfile.TemporaryDirectory(prefix="release-smoke-") as workdir:
+    with tempfile.TemporaryDirectory(prefix="release-smoke-") as raw, ThreadPoolExecutor(1) as pool:
+        workdir = Path(raw)
+        # pip installs on one core: the largest virtualenv, torch OTHER_TORCH's, is made beside
+        # the smoke checks and the optree-core suites (a minute and a half of CI's 2 cores).
+        other = pool.submit(other_torch_venv, workdir) if "fused-optim" in packages else None
         for package in packages:
-            problems += smoke(package, Path(workdir))
+            problems += smoke(package, workdir)
         for wheel in extra:
-            problems += suite_in_fresh_venv(wheel, Path(workdir), suite)
-        if "fused-optim" in packages:
-            problems += fused_optim_under_other_torch(Path(workdir))
+            problems += suite_in_fresh_venv(wheel, workdir, suite)
+        if other is not None:
+            problems += fused_optim_under_other_torch(other.result(), workdir)
     for problem in problems:
         log(f"FAIL {problem}")
     log("all release checks passed" if not problems else f"{len(problems)} problem(s)")

@@ -8,7 +8,8 @@
 #      installed torch; the compiled wheels repaired by auditwheel to a manylinux tag),
 #   4. two more virtualenvs proving each package installs without the others it does not need:
 #      .venv-optree-core (optree-core alone, no torch) and .venv-fused-optim (torch + fused-optim,
-#      no optree-core). Each package's tests run against these installed wheels.
+#      no optree-core). Each package's tests run against these installed wheels. Their
+#      dependencies install in the background during step 2.
 # Each step is skipped when what it would produce is already there and up to date, so
 # re-running it on a ready machine takes seconds and changes nothing.
 set -euo pipefail
@@ -63,17 +64,42 @@ make_venv() {  # make_venv DIR requirements-file...
   fi
 }
 
-# --- 2. the main virtualenv ---------------------------------------------------------------
+PACKAGES=()
+for pkg in optree-core fused-optim diffopt; do
+  [ -f "$ROOT/packages/$pkg/pyproject.toml" ] && PACKAGES+=("$pkg")
+done
+has() { [[ " ${PACKAGES[*]} " == *" $1 "* ]]; }
+
+# --- 2. the virtualenvs' dependencies ------------------------------------------------------
+# pip installs on one core: the one-package virtualenvs (step 4) get theirs in the background,
+# beside the main one's, on the core it leaves idle (a minute of a fresh machine's set-up).
+declare -A BACKGROUND=()  # log file -> pid
+in_background() {  # in_background NAME COMMAND...: run it, its output to a log shown at the join
+  local file="$ROOT/dist/.setup-$1.log"
+  mkdir -p "$ROOT/dist"
+  "${@:2}" >"$file" 2>&1 &
+  BACKGROUND[$file]=$!
+}
+join_background() {
+  local file status=0
+  for file in "${!BACKGROUND[@]}"; do
+    wait "${BACKGROUND[$file]}" || status=$?
+    cat "$file" >&2
+    rm -f "$file"
+  done
+  BACKGROUND=()
+  return "$status"
+}
+if has optree-core; then in_background optree-core-venv make_venv "$ROOT/.venv-optree-core" ci/requirements-test.txt; fi
+if has fused-optim; then
+  in_background fused-optim-venv make_venv "$ROOT/.venv-fused-optim" ci/requirements-test.txt ci/requirements-torch.txt
+fi
 make_venv "$VENV" ci/requirements-dev.txt
 VPY="$VENV/bin/python"
 
 # --- 3. release artifacts, and the main venv's copy of each package ----------------------
 # Dependency order. Every virtualenv installs these repaired wheels, so the tests run what a user
 # installs (`nox -s release_check` then installs each into a fresh virtualenv).
-PACKAGES=()
-for pkg in optree-core fused-optim diffopt; do
-  [ -f "$ROOT/packages/$pkg/pyproject.toml" ] && PACKAGES+=("$pkg")
-done
 mkdir -p "$WHEELS"
 wheel_of() { ls "$WHEELS"/"${1//-/_}"-*.whl 2>/dev/null | head -n 1; }
 # optree-core also ships for the other CPythons (dist/wheels-cpython, proven by release_check);
@@ -107,12 +133,7 @@ for pkg in "${PACKAGES[@]}"; do
 done
 
 # --- 4. one package at a time -------------------------------------------------------------
-if [[ " ${PACKAGES[*]} " == *" optree-core "* ]]; then
-  make_venv "$ROOT/.venv-optree-core" ci/requirements-test.txt
-  install_wheel "$ROOT/.venv-optree-core" optree-core
-fi
-if [[ " ${PACKAGES[*]} " == *" fused-optim "* ]]; then
-  make_venv "$ROOT/.venv-fused-optim" ci/requirements-test.txt ci/requirements-torch.txt
-  install_wheel "$ROOT/.venv-fused-optim" fused-optim
-fi
+join_background || { log "a one-package virtualenv's dependencies failed to install (above)"; exit 1; }
+if has optree-core; then install_wheel "$ROOT/.venv-optree-core" optree-core; fi
+if has fused-optim; then install_wheel "$ROOT/.venv-fused-optim" fused-optim; fi
 log "ready: $VENV (the whole stack) and the one-package virtualenvs"

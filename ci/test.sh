@@ -4,8 +4,8 @@
 # runs every benchmark once on tiny workloads (no peers, no timing kept). isa_matrix reruns the
 # doctests and the numerical tests under each CPU build of fused-optim's loops and torch's kernels
 # the machine has, so an example or a test that depends on one CPU's rounding fails where it is
-# written (ci/isa_matrix.py says what runs where: about 4.5 minutes of CPU time, two suites at a
-# time on 2 cores).
+# written (ci/isa_matrix.py says what runs where: on CI's AVX2 box, about 2 minutes of CPU time,
+# two suites at a time on 2 cores; the machine's own builds are left out, the suites above ran them).
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 bash "$ROOT/ci/setup.sh"

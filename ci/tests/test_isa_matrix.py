@@ -78,17 +78,42 @@ def test_a_failing_suite_fails_the_run_and_skipped_ones_are_reported(monkeypatch
 
     def fake_run(cmd, **kwargs):
         env = kwargs["env"]
-        if "-c" in cmd:  # the probe of what torch runs
-            return subprocess.CompletedProcess(cmd, 0, stdout=torch_runs[env["ATEN_CPU_CAPABILITY"]] + "\n")
+        if "-c" in cmd:  # the probe of what torch runs (unasked: its own choice)
+            return subprocess.CompletedProcess(cmd, 0, stdout=torch_runs[env.get("ATEN_CPU_CAPABILITY", "avx2")] + "\n")
         calls.append((env["FUSED_OPTIM_CPU_ISA"], env["ATEN_CPU_CAPABILITY"]))
         assert cmd[-1] == "-x" and "--jobs=2" not in cmd  # pytest's arguments pass, ours do not
         return subprocess.CompletedProcess(cmd, 1 if "--import-mode=importlib" in cmd else 0)
 
     monkeypatch.setattr(m.subprocess, "run", fake_run)
-    monkeypatch.setattr(m, "cpu_flags", lambda: {"avx2", "fma"})
+    monkeypatch.setattr(m, "cpu_flags", lambda: {"avx2", "fma", "f16c"})
     assert m.main(["--jobs=2", "-x"]) == 1
     out = capsys.readouterr().out
-    # no fused avx512 build, and no AVX-512 for torch's kernels either: both skipped
-    assert {isa for isa, _ in calls} == {"baseline", "avx2"} and {a for _, a in calls} == {"default", "avx2"}
+    # no fused avx512 build, and no AVX-512 for torch's kernels either: both skipped; and the
+    # machine's own pair (avx2, AVX2), which the packages' suites ran, left out
+    assert sorted(set(calls)) == [("avx2", "default"), ("baseline", "avx2"), ("baseline", "default")]
+    assert "ATEN_CPU_CAPABILITY=avx2: skipped: this machine's own builds" in out
     assert "skipped: the CPU has no avx512f, fused-optim" in out and "which torch's avx512 kernels use" in out
     assert "doctests FAILED (pytest exit code 1)" in out
+
+
+def test_the_machines_own_pair_is_left_out_unless_asked_for(monkeypatch):
+    # A process with neither variable set runs fused-optim's widest build (AVX2 needs F16C too)
+    # beside torch's own choice; that pair is what the packages' suites ran under.
+    assert m.native_run({"avx2", "fma", "f16c"}, "AVX2") == ("avx2", "avx2")
+    assert m.native_run({"avx2", "fma"}, "AVX2") == ("baseline", "avx2")
+    assert m.native_run(EVERYTHING, "AVX512") == ("avx512", "avx512")
+    assert m.native_run(set(), "DEFAULT") == ("baseline", "default")
+    run = next(r for r in m.RUNS if r.fused_isa == "avx2" and r.aten == "avx2")
+    assert "packages' suites ran" in m.why_not(run, EVERYTHING, ATEN_ALL, ("avx2", "avx2"))
+    assert m.why_not(run, EVERYTHING, ATEN_ALL, ("avx512", "avx512")) is None
+    assert m.why_not(run, EVERYTHING, ATEN_ALL) is None
+    # --with-native runs it
+    ran = []
+    monkeypatch.setattr(m, "cpu_flags", lambda: EVERYTHING | {"f16c"})
+    monkeypatch.setattr(m, "aten_capability", lambda python, wanted: ATEN_ALL[wanted or "avx512"])
+    monkeypatch.setattr(m, "run_suite", lambda python, run, suite, args: ran.append((run.fused_isa, run.aten)) or (0, "", 0.0))
+    m.main(["--jobs=1"])
+    assert ("avx512", "avx512") not in ran and len(set(ran)) == 8
+    ran.clear()
+    m.main(["--jobs=1", "--with-native"])
+    assert ("avx512", "avx512") in ran and len(set(ran)) == 9
