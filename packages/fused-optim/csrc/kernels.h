@@ -304,11 +304,16 @@ void DispatchFloating(DType dtype, F&& f) {
 // tensor after another, in double), all in one pass over the data: Adafactor's factored
 // statistics. A row is summed as a chunk is; a column's sum adds its blocks of rows in order (the
 // blocks set by the shape alone), so these too are the same on any thread count and build.
+// ProductsOfRowsAndColumns(dtype, n, rows, cols, out, dims) writes Adafactor's estimate r c of n
+// such batches of matrices: out[b, i, j] = rows[b, i] cols[b, j], each product rounded once to
+// `dtype` (as ATen's matmul of an m x 1 by a 1 x n matrix rounds it), all contiguous.
 #define FUSED_OPTIM_DECLARE_KERNEL(name) void name(const KernelTable& table, const bind::name::Hyper<double>& hyper);
-#define FUSED_OPTIM_DECLARE_CPU_REDUCTIONS                                                                        \
-  void SumsOfProducts(const KernelTable& table, int a, int b, double* out);                                       \
-  void SquaresAlongRowsAndColumns(DType dtype, int64_t num_tensors, const void* const* data, const int64_t* dims, \
-                                  double* row_sums, double* col_sums);
+#define FUSED_OPTIM_DECLARE_CPU_REDUCTIONS                                                                          \
+  void SumsOfProducts(const KernelTable& table, int a, int b, double* out);                                         \
+  void SquaresAlongRowsAndColumns(DType dtype, int64_t num_tensors, const void* const* data, const int64_t* dims,   \
+                                  double* row_sums, double* col_sums);                                              \
+  void ProductsOfRowsAndColumns(DType dtype, int64_t num_tensors, const void* const* rows, const void* const* cols, \
+                                void* const* out, const int64_t* dims);
 namespace cpu {
 FUSED_OPTIM_FOR_EACH_KERNEL(FUSED_OPTIM_DECLARE_KERNEL)
 FUSED_OPTIM_DECLARE_CPU_REDUCTIONS

@@ -241,6 +241,18 @@ void MultiTensorCall::AddHostValues(std::span<const double> values) {
   PushReadOnly(src_, dst_, std::move(src));
 }
 
+namespace {
+// A contiguous tensor of 2+ dimensions that the CPU loops read, as a batch of matrices: appends
+// (batch, rows, columns) to `dims` (the host matrix passes' layout, csrc/kernels.h).
+void AppendMatrixDims(const char* what, const Tensor& x, std::vector<int64_t>& dims) {
+  FUSED_OPTIM_CHECK(x.dim() >= 2 && x.is_contiguous() && MultiTensorCall::RunsOnCpuLoops(x.device()), what,
+                    " takes contiguous matrices the CPU loops read (a fused-optim bug)");
+  int64_t batch = 1;  // (not numel / (r c): a matrix may be empty)
+  for (int64_t d = 0; d + 2 < x.dim(); ++d) batch *= x.size(d);
+  dims.insert(dims.end(), {batch, x.size(-2), x.size(-1)});
+}
+}  // namespace
+
 RowAndColumnSums SquaresAlongRowsAndColumns(TensorList list) {
   RowAndColumnSums sums;
   if (list.empty()) return sums;
@@ -248,15 +260,11 @@ RowAndColumnSums SquaresAlongRowsAndColumns(TensorList list) {
   std::vector<int64_t> dims;
   int64_t rows = 0, cols = 0;
   for (const Tensor& x : list) {
-    FUSED_OPTIM_CHECK(x.dim() >= 2 && x.is_contiguous() && MultiTensorCall::RunsOnCpuLoops(x.device()),
-                      "SquaresAlongRowsAndColumns takes contiguous matrices the CPU loops read (a fused-optim bug)");
-    const int64_t r = x.size(-2), c = x.size(-1);
-    int64_t batch = 1;  // (not numel / (r c): a matrix may be empty)
-    for (int64_t d = 0; d + 2 < x.dim(); ++d) batch *= x.size(d);
+    AppendMatrixDims("SquaresAlongRowsAndColumns", x, dims);
+    const int64_t* d = dims.data() + dims.size() - 3;
     data.push_back(x.const_data_ptr());
-    dims.insert(dims.end(), {batch, r, c});
-    rows += batch * r;
-    cols += batch * c;
+    rows += d[0] * d[1];
+    cols += d[0] * d[2];
   }
   sums.rows.resize(rows);
   sums.cols.resize(cols);
@@ -264,6 +272,27 @@ RowAndColumnSums SquaresAlongRowsAndColumns(TensorList list) {
       ToDType(api::Dtype(list[0])), static_cast<int64_t>(list.size()), data.data(), dims.data(), sums.rows.data(),
       sums.cols.data());
   return sums;
+}
+
+void ProductsOfRowsAndColumns(TensorList rows, TensorList cols, TensorList out) {
+  if (out.empty()) return;
+  std::vector<const void*> row_data, col_data;
+  std::vector<void*> out_data;
+  std::vector<int64_t> dims;
+  for (size_t t = 0; t < out.size(); ++t) {
+    AppendMatrixDims("ProductsOfRowsAndColumns", out[t], dims);
+    FUSED_OPTIM_CHECK(rows[t].is_contiguous() && cols[t].is_contiguous() &&
+                          rows[t].numel() == dims[3 * t] * dims[3 * t + 1] &&
+                          cols[t].numel() == dims[3 * t] * dims[3 * t + 2],
+                      "ProductsOfRowsAndColumns takes contiguous row and column averages of out's matrices (a "
+                      "fused-optim bug)");
+    row_data.push_back(rows[t].const_data_ptr());
+    col_data.push_back(cols[t].const_data_ptr());
+    out_data.push_back(out[t].mutable_data_ptr());
+  }
+  WidestCpuBuild(&cpu::ProductsOfRowsAndColumns, FUSED_OPTIM_CPU_WIDE_KERNELS(ProductsOfRowsAndColumns))(
+      ToDType(api::Dtype(out[0])), static_cast<int64_t>(out.size()), row_data.data(), col_data.data(), out_data.data(),
+      dims.data());
 }
 
 std::vector<Tensor> MultiTensorCall::AddOutputFrom(const char* name, TensorList source) {

@@ -145,6 +145,12 @@ struct RowAndColumnSums {
 };
 RowAndColumnSums SquaresAlongRowsAndColumns(TensorList list);
 
+// Where the CPU loops run, Adafactor's estimates: out[t] = rows[t] cols[t] for the row averages
+// rows[t] (..., m, 1) and column averages cols[t] (..., 1, n) into out[t] (..., m, n), all
+// contiguous and of one floating dtype, each product rounded once as ATen's matmul rounds it
+// (ProductsOfRowsAndColumns in csrc/kernels.h: no dispatcher call per matrix).
+void ProductsOfRowsAndColumns(TensorList rows, TensorList cols, TensorList out);
+
 class MultiTensorCall {
  public:
   // `reference` (the params, or the grads where an op has no params) is validated here and every

@@ -336,7 +336,8 @@ def test_the_cpu_loops_reduce_the_norms_without_an_aten_call_per_tensor(emulate_
     # Where the CPU loops run the passes, the norms of p and u (and the backward's sum(gp' u)) are
     # reduced on the host from the pass's own table, and the matrices' row and column norms of g
     # from one host pass over each g: no norm is an ATen call (nor the sum of a 2-D matrix's row
-    # averages). The CUDA path (emulated here) keeps ATen's, on the device.
+    # averages, nor the product r c of its averages). The CUDA path (emulated here) keeps ATen's,
+    # on the device.
     vectors, matrices = 12, 3
     params = [torch.randn(50, requires_grad=True) for _ in range(vectors)]
     params += [torch.randn(4, 6, requires_grad=True) for _ in range(matrices)]
@@ -356,9 +357,10 @@ def test_the_cpu_loops_reduce_the_norms_without_an_aten_call_per_tensor(emulate_
     norms = step.get("aten::linalg_vector_norm", 0)
     if emulate_cuda:
         assert norms == 2 * (vectors + matrices) + 2 * matrices
+        assert step.get("aten::matmul", 0) == matrices
         assert backward.get("aten::sum", 0) >= vectors  # sum(gp' u), one per tensor
     else:
-        assert norms == 0 and "aten::sum" not in step  # (a 2-D matrix's sum of row averages too)
+        assert norms == 0 and "aten::sum" not in step and "aten::matmul" not in step
         assert "aten::linalg_vector_norm" not in backward and "aten::sum" not in backward
     assert params[0].grad is not None and all(torch.isfinite(p).all() for p in params)
 
@@ -437,6 +439,46 @@ def test_host_row_and_column_norms_are_the_float64_ones_whatever_the_thread_coun
             expected = norm.square() / g.shape[dim]
             rtol = 1e-13 if dtype == torch.float64 else 3 * eps
             torch.testing.assert_close(got.double(), expected, rtol=rtol, atol=0)
+
+
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32, torch.bfloat16, torch.float16])
+def test_host_estimates_match_torch_whatever_the_thread_count(dtype):
+    # The estimates r c made on the host (the CPU loops): a 2-D 300 x 1100 matrix (the kernel
+    # divides its product), a batch of two 70 x 1100 ones (ATen divides), both with rows wider than
+    # a widened piece (1024) and in several blocks of rows on two threads, and a 3 x 5 one under
+    # the serial threshold. From zero parameters the first step is -eps2 lr u / max(1, RMS(u)) (here
+    # eps2 = lr = 1: no subnormal float16), so the update itself is compared with torch's
+    # Adafactor: to a few ulps of the dtype (torch
+    # rounds a 16-bit average's square and its division apart, and its norms in the dtype), and
+    # the same bits on one thread and on two.
+    gen = torch.Generator().manual_seed(11)
+    shapes = [(300, 1100), (2, 70, 1100), (3, 5)]
+    grads = [torch.randn(shape, generator=gen).to(dtype) for shape in shapes]
+
+    def first_step(make, threads=None):
+        params = [torch.zeros(g.shape, dtype=dtype, requires_grad=True) for g in grads]
+        for p, g in zip(params, grads, strict=True):
+            p.grad = g.clone()
+        previous = torch.get_num_threads()
+        torch.set_num_threads(threads or previous)
+        try:
+            make(params).step()
+        finally:
+            torch.set_num_threads(previous)
+        return [p.detach() for p in params]
+
+    emulating = fused_optim._C._emulate_cuda(False)
+    try:
+        one = first_step(lambda ps: fused_optim.Adafactor(ps, lr=1.0, eps=(None, 1.0)), threads=1)
+        two = first_step(lambda ps: fused_optim.Adafactor(ps, lr=1.0, eps=(None, 1.0)), threads=2)
+    finally:
+        fused_optim._C._emulate_cuda(emulating)
+    expected = first_step(lambda ps: torch.optim.Adafactor(ps, lr=1.0, eps=(None, 1.0), foreach=False))
+    rtol = {torch.float64: 1e-12, torch.float32: 1e-5}.get(dtype, 4 * torch.finfo(dtype).eps)
+    for a, b, want in zip(one, two, expected, strict=True):
+        assert torch.equal(a, b)
+        assert want.abs().max() > 0
+        torch.testing.assert_close(a.double(), want.double(), rtol=rtol, atol=0)
 
 
 @pytest.mark.parametrize("shape", [(3, 0), (0, 4), (2, 0, 5), (2, 3, 0)])

@@ -279,13 +279,19 @@ void RunLoop(const ChunkIO<T, K::kLists>& io1, const typename K::template Hyper<
 struct BFloat16Bits {
   // gcc vectorizes the element conversions, but in the AVX-512F build only 256 bits wide (16-bit
   // lanes in 512-bit registers need AVX-512BW), so that build spells them out: the same integer
-  // steps as FloatToBFloat16Bits, 16 lanes at a time, narrowed by vpmovdw.
+  // steps as FloatToBFloat16Bits, 16 lanes at a time, narrowed by vpmovdw. The zero-masked forms
+  // (all lanes): gcc 12's plain ones start from an undefined register, which it then reports as
+  // maybe uninitialized (some 180 warnings in every build log).
+#if defined(FUSED_OPTIM_CPU_AVX512)
+  static constexpr __mmask16 kAll = 0xFFFF;
+#endif
   static void Widen(const uint16_t* in, float* out, int64_t n) {
     int64_t i = 0;
 #if defined(FUSED_OPTIM_CPU_AVX512)
     for (; i + 16 <= n; i += 16) {
-      const __m512i wide = _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(in + i)));
-      _mm512_storeu_ps(out + i, _mm512_castsi512_ps(_mm512_slli_epi32(wide, 16)));
+      const __m512i wide =
+          _mm512_maskz_cvtepu16_epi32(kAll, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(in + i)));
+      _mm512_storeu_ps(out + i, _mm512_castsi512_ps(_mm512_maskz_slli_epi32(kAll, wide, 16)));
     }
 #endif
     for (; i < n; ++i) out[i] = BFloat16BitsToFloat(in[i]);
@@ -299,10 +305,10 @@ struct BFloat16Bits {
     for (; i + 16 <= n; i += 16) {
       const __m512 x = _mm512_loadu_ps(in + i);
       const __m512i u = _mm512_castps_si512(x);
-      const __m512i odd = _mm512_and_si512(_mm512_srli_epi32(u, 16), one);
-      __m512i rounded = _mm512_srli_epi32(_mm512_add_epi32(_mm512_add_epi32(u, half_minus_one), odd), 16);
+      const __m512i odd = _mm512_and_si512(_mm512_maskz_srli_epi32(kAll, u, 16), one);
+      __m512i rounded = _mm512_maskz_srli_epi32(kAll, _mm512_add_epi32(_mm512_add_epi32(u, half_minus_one), odd), 16);
       rounded = _mm512_mask_mov_epi32(rounded, _mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q), canonical_nan);
-      _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + i), _mm512_cvtepi32_epi16(rounded));
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + i), _mm512_maskz_cvtepi32_epi16(kAll, rounded));
     }
 #endif
     for (; i < n; ++i) out[i] = FloatToBFloat16Bits(in[i]);
@@ -499,6 +505,13 @@ class ProductSums {
 static_assert(kWideBlock % ProductSums::kLanes == 0 && kChunkSize % kWideBlock == 0,
               "a widened block must start a lane cycle");
 
+// The host matrix passes' work items: blocks of this many of a matrix's rows, about a chunk's
+// elements each (at least a row), set by the shape alone (0 for a matrix without rows).
+int64_t RowsPerBlock(int64_t rows, int64_t cols) {
+  const int64_t blocks = std::min<int64_t>(rows, std::max<int64_t>(1, rows * cols / kChunkSize));
+  return rows > 0 ? (rows + blocks - 1) / blocks : 0;
+}
+
 }  // namespace
 
 void SquaresAlongRowsAndColumns(DType dtype, int64_t num_tensors, const void* const* data, const int64_t* dims,
@@ -512,8 +525,7 @@ void SquaresAlongRowsAndColumns(DType dtype, int64_t num_tensors, const void* co
   int64_t row_at = 0, col_at = 0, partials = 0, total = 0;
   for (int64_t t = 0; t < num_tensors; ++t) {
     const int64_t batch = dims[3 * t], rows = dims[3 * t + 1], cols = dims[3 * t + 2];
-    const int64_t per_matrix = std::min<int64_t>(rows, std::max<int64_t>(1, rows * cols / kChunkSize));
-    const int64_t block_rows = rows > 0 ? (rows + per_matrix - 1) / per_matrix : 0;
+    const int64_t block_rows = RowsPerBlock(rows, cols);
     for (int64_t m = 0; m < batch; ++m) {
       for (int64_t r = 0; r < rows; r += block_rows) {
         blocks.push_back({t, m, r, std::min(rows, r + block_rows), row_at + m * rows, col_at + m * cols, partials});
@@ -566,6 +578,64 @@ void SquaresAlongRowsAndColumns(DType dtype, int64_t num_tensors, const void* co
     const int64_t cols = dims[3 * b.t + 2];
     for (int64_t j = 0; j < cols; ++j) col_sums[b.col_out + j] += partial[b.partial + j];
   }
+}
+
+void ProductsOfRowsAndColumns(DType dtype, int64_t num_tensors, const void* const* rows, const void* const* cols,
+                              void* const* out, const int64_t* dims) {
+  // One work item per block of a matrix's rows, as above (each element is one product: any split
+  // gives the same values; the blocks only spread the work).
+  struct Block {
+    int64_t t, matrix, row_begin, row_end;
+  };
+  std::vector<Block> blocks;
+  int64_t total = 0;
+  for (int64_t t = 0; t < num_tensors; ++t) {
+    const int64_t batch = dims[3 * t], m = dims[3 * t + 1], n = dims[3 * t + 2];
+    const int64_t block_rows = RowsPerBlock(m, n);
+    for (int64_t b = 0; b < batch && n > 0; ++b) {
+      for (int64_t r = 0; r < m; r += block_rows) blocks.push_back({t, b, r, std::min(m, r + block_rows)});
+    }
+    total += batch * m * n;
+  }
+  DispatchFloating<HalfBits, BFloat16Bits>(dtype, [&]<typename Storage, typename T>() {
+    constexpr bool kWide = !std::is_same_v<Storage, T>;
+    using Stored = std::conditional_t<kWide, uint16_t, T>;
+    const auto run = [&](int64_t lo, int64_t hi) {
+      alignas(64) float widened[kWideBlock];
+      alignas(64) float products[kWideBlock];
+      for (int64_t k = lo; k < hi; ++k) {
+        const Block& b = blocks[k];
+        const int64_t m = dims[3 * b.t + 1], n = dims[3 * b.t + 2];
+        const Stored* r = static_cast<const Stored*>(rows[b.t]) + b.matrix * m;
+        const Stored* c = static_cast<const Stored*>(cols[b.t]) + b.matrix * n;
+        Stored* o = static_cast<Stored*>(out[b.t]) + b.matrix * m * n;
+        if constexpr (kWide) {  // a piece of c widened once for the block's rows; exact float products
+          for (int64_t at = 0; at < n; at += kWideBlock) {
+            const int64_t len = std::min(kWideBlock, n - at);
+            Storage::Widen(c + at, widened, len);
+            for (int64_t i = b.row_begin; i < b.row_end; ++i) {
+              float ri = 0.0f;
+              Storage::Widen(r + i, &ri, 1);
+              for (int64_t j = 0; j < len; ++j) products[j] = ri * widened[j];
+              Storage::Narrow(products, o + i * n + at, len);
+            }
+          }
+        } else {
+          for (int64_t i = b.row_begin; i < b.row_end; ++i) {
+            const T ri = r[i];
+            T* row = o + i * n;
+            for (int64_t j = 0; j < n; ++j) row[j] = ri * c[j];
+          }
+        }
+      }
+    };
+    const int64_t num_blocks = static_cast<int64_t>(blocks.size());
+    if (total < kSerialBelow) {
+      run(0, num_blocks);
+    } else {
+      torch::stable::parallel_for(0, num_blocks, 1, run);
+    }
+  });
 }
 
 void SumsOfProducts(const KernelTable& table, int a, int b, double* out) {

@@ -5,8 +5,8 @@
 // them), on the call's device, called by name through the dispatcher (api::CallAten, in both
 // builds of torch_api.h). Where the CPU loops run the passes, the norms are reduced into numbers
 // on the host instead (PerTensor and FactorNorms; SumsOfProducts and SquaresAlongRowsAndColumns in
-// csrc/kernels.h; a 2-D matrix's sum of row averages, SumOnHost): no tensor and no dispatcher
-// call per tensor. The product r c of the averages stays an ATen call per matrix on every device.
+// csrc/kernels.h; a 2-D matrix's sum of row averages, SumOnHost), and the products r c of the
+// averages are host loops too (ProductsOfRowsAndColumns): no dispatcher call per tensor.
 //   1. checks (then, in place, the step counters);
 //   2. the direction pass: vectors update their second moment and write the update; matrices
 //      update their row/column averages (from the norms of g's rows and columns, one factors
@@ -257,23 +257,30 @@ Direction RunDirection(const char* op, TensorListArg grads, TensorListArg row_va
     // where the backward keeps the estimates, the division is ATen's here.
     const TensorVector& rows = in_place ? row_vars : out.row_vars;
     const TensorVector& cols = in_place ? col_vars : out.col_vars;
-    // The kernel's state scalar, per tensor: ATen's sums on the call's device, or where the CPU
-    // loops run, sums of the row averages the host reads (no tensor, no dispatcher call).
+    // Where the CPU loops run (and every average is contiguous) the host makes the products and
+    // the kernel's state scalar, the sum of the row averages (no dispatcher call per matrix);
+    // elsewhere ATen's matmul and sums, on the call's device.
+    const auto contiguous = [](const Tensor& x) { return x.is_contiguous(); };
+    const bool on_host = direction.on_cpu_loops() && std::all_of(rows.begin(), rows.end(), contiguous) &&
+                         std::all_of(cols.begin(), cols.end(), contiguous);
+    if (on_host) {
+      for (const Tensor& g : grads) out.estimates.push_back(api::EmptyLike(g));
+      ProductsOfRowsAndColumns(rows, cols, out.estimates);
+    }
     TensorVector row_sums;
     std::vector<double> host_row_sums;
-    const bool on_host = direction.on_cpu_loops() &&
-                         std::all_of(rows.begin(), rows.end(), [](const Tensor& r) { return r.is_contiguous(); });
     Tensor floor, one;  // (made once, for every matrix that needs it)
     std::vector<bool> divided(grads.size());
     for (size_t t = 0; t < grads.size(); ++t) {
-      Tensor estimate = aten::Matmul(rows[t], cols[t]);
+      if (!on_host) out.estimates.push_back(aten::Matmul(rows[t], cols[t]));
       divided[t] = keep_estimates || rows[t].dim() > 2;
       if (divided[t]) {
-        if (!floor.defined()) floor = aten::Num(eps1, rows[t]), one = aten::Num(1.0, rows[t]);
-        aten::Div_(estimate, aten::ClampMin_(aten::Mean(rows[t], -2), floor));
+        if (!floor.defined()) floor = aten::Num(eps1, rows[t]);
+        aten::Div_(out.estimates[t], aten::ClampMin_(aten::Mean(rows[t], -2), floor));
         if (on_host) {
           host_row_sums.push_back(1.0);
         } else {
+          if (!one.defined()) one = aten::Num(1.0, rows[t]);
           row_sums.push_back(one);
         }
       } else if (on_host) {
@@ -281,7 +288,6 @@ Direction RunDirection(const char* op, TensorListArg grads, TensorListArg row_va
       } else {
         row_sums.push_back(aten::Sum(rows[t], {-2}));
       }
-      out.estimates.push_back(std::move(estimate));
     }
     if (keep_estimates) {
       out.updates = direction.AddOutputFrom("estimates", out.estimates);
