@@ -416,7 +416,8 @@ def smoke(package: str, workdir: Path) -> list[str]:
     problems += [f"{package}: pip also installed {p}" for p in SMOKE[package]["absent"] if p in names]
     result = subprocess.run([python, "-c", SMOKE_CODE[package]], capture_output=True, text=True,
                             cwd=workdir)  # not the checkout: the installed package is imported
-    sys.stderr.write(result.stdout)
+    for line in result.stdout.splitlines():  # a line at a time: other checks print beside this one
+        log(f"{package}: {line}")
     if result.returncode:
         problems.append(f"{package}: import failed:\n{result.stderr}")
     if package in COMPILED:
@@ -453,15 +454,17 @@ def verify(packages: list[str], suite: str = "full") -> int:
     for wheel in extra:
         problems += [f"optree-core {wheel.name}: {p}"
                      for p in audit_problems("optree-core", auditwheel_show(wheel))]
-    with tempfile.TemporaryDirectory(prefix="release-smoke-") as raw, ThreadPoolExecutor(1) as pool:
+    with tempfile.TemporaryDirectory(prefix="release-smoke-") as raw, ThreadPoolExecutor(2) as pool:
         workdir = Path(raw)
-        # pip installs on one core: the largest virtualenv, torch OTHER_TORCH's, is made beside
-        # the smoke checks and the optree-core suites (a minute and a half of CI's 2 cores).
+        # pip installs on one core: the virtualenvs of torch OTHER_TORCH (the largest, a minute and
+        # a half) and of the smoke checks are made two at a time in the background, while the
+        # optree-core suites run.
         other = pool.submit(other_torch_venv, workdir) if "fused-optim" in packages else None
-        for package in packages:
-            problems += smoke(package, workdir)
+        smokes = [pool.submit(smoke, package, workdir) for package in packages]
         for wheel in extra:
             problems += suite_in_fresh_venv(wheel, workdir, suite)
+        for done in smokes:
+            problems += done.result()
         if other is not None:
             problems += fused_optim_under_other_torch(other.result(), workdir)
     for problem in problems:
