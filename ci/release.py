@@ -141,7 +141,10 @@ print("diffopt", diffopt.__version__)
 
 
 def log(message: str) -> None:
-    print(f"[release] {message}", file=sys.stderr, flush=True)
+    # One write a line: verify's background threads log beside the main one (print's separate
+    # write of the newline let two lines run together).
+    sys.stderr.write(f"[release] {message}\n")
+    sys.stderr.flush()
 
 
 def run(*args: str | Path, **kwargs) -> subprocess.CompletedProcess:

@@ -361,14 +361,20 @@ def test_unregister_while_another_thread_is_inside_the_flatten_function():
     # The flatten function yields the GIL mid-call while another thread unregisters and
     # re-registers the type: the flattening thread must finish with the registration it
     # started with (or see the type as a leaf), never use a freed entry.
+    # The handshake below can miss (each side may clear the other's event), so its waits are
+    # bounded; 5 ms bounds keep 200 rounds under a few seconds. The churner collects the young
+    # generations only: the entries it drops are young, and a full collection in a process that
+    # imported torch takes 0.1 s (this test once took 66 s there, 11 s with 50 ms bounds alone).
     cls, ns = fresh_box_class(), fresh_namespace()
     inside = threading.Event()
     proceed = threading.Event()
     stop = threading.Event()
+    handoffs = []  # the flatten calls during which the churner unregistered the type
 
     def flatten(box):
         inside.set()
-        proceed.wait(timeout=0.05)
+        if proceed.wait(timeout=0.005):
+            handoffs.append(box)
         time.sleep(0)
         return (box.a, box.b), None
 
@@ -381,10 +387,10 @@ def test_unregister_while_another_thread_is_inside_the_flatten_function():
     def churn():
         try:
             while not stop.is_set():
-                inside.wait(timeout=0.05)
+                inside.wait(timeout=0.005)
                 with contextlib.suppress(ValueError):
                     optree_core.unregister_pytree_node(cls, namespace=ns)
-                gc.collect()
+                gc.collect(1)
                 proceed.set()
                 with contextlib.suppress(ValueError):
                     register()
@@ -406,6 +412,7 @@ def test_unregister_while_another_thread_is_inside_the_flatten_function():
         stop.set()
         churner.join(timeout=60)
     assert not errors, errors[0]
+    assert handoffs, "the type was never unregistered during a flatten call: the test tested nothing"
 
 
 def test_register_pytree_node_class_without_methods_raises_type_error():
