@@ -19,10 +19,10 @@ references, without the compile and opcheck tests, which check graphs rather tha
 under five: the diagonal, which gives each value of each switch once, and the two far corners
 (our widest loops against torch's scalar kernels, and the reverse), where a test comparing our
 result with torch's bit for bit is most likely to see them differ. The four other combinations
-would repeat what those show, and would cost CI about two more minutes. The combination this
-machine runs with neither variable set is left out (``--with-native`` keeps it): ci/test.sh runs
-the packages' whole suites under it just before (on CI's AVX2 box, avx2 with torch's AVX2 kernels:
-a minute and a half of repeated processes).
+would repeat what those show, and would cost CI about two more minutes. The combination the
+packages' suites ran under (this machine's own builds, or what the two variables ask for) is left
+out (``--with-native`` keeps it): ci/test.sh runs the packages' whole suites under it just before
+(on CI's AVX2 box, avx2 with torch's AVX2 kernels: a minute and a half of repeated processes).
 
 The pytest processes run ``--jobs`` at a time (default: one per core, at most four; the suites
 are single-threaded for the most part), each one's output shown when it ends.
@@ -102,20 +102,21 @@ def cpu_flags() -> set[str]:
 
 
 def aten_capability(python: str, wanted: str | None) -> str:
-    """What torch runs when asked for ``wanted`` (None: when not asked, its own choice for this CPU):
-    it falls back to what the CPU has, silently."""
-    env = {k: v for k, v in os.environ.items() if k != "ATEN_CPU_CAPABILITY"}
-    if wanted is not None:
-        env["ATEN_CPU_CAPABILITY"] = wanted
+    """What torch runs when asked for ``wanted`` (None: under this process's own environment, as
+    the packages' suites ran): it falls back to what the CPU has, silently."""
+    env = dict(os.environ) if wanted is None else dict(os.environ, ATEN_CPU_CAPABILITY=wanted)
     code = "import torch; print(torch.backends.cpu.get_cpu_capability())"
     return subprocess.run([python, "-c", code], env=env, check=True, capture_output=True,
                           text=True).stdout.strip()
 
 
-def native_run(flags: set[str], aten_native: str) -> tuple[str, str]:
-    """The combination a process runs with neither variable set: fused-optim's widest build this
-    CPU has (csrc/modes.cpp: its AVX2 build also needs F16C) and what torch picks (``aten_native``)."""
+def native_run(flags: set[str], aten_native: str, fused_limit: str | None = None) -> tuple[str, str]:
+    """The combination the packages' suites ran under: fused-optim's widest build this CPU has
+    (csrc/modes.cpp: its AVX2 build also needs F16C), capped by ``fused_limit`` (their
+    FUSED_OPTIM_CPU_ISA, if set), and what torch ran (``aten_native``)."""
     isa = "avx512" if "avx512f" in flags else "avx2" if {"avx2", "f16c"} <= flags else "baseline"
+    if fused_limit in FUSED_ISAS and FUSED_ISAS.index(fused_limit) < FUSED_ISAS.index(isa):
+        isa = fused_limit
     return isa, aten_native.lower()
 
 
@@ -163,7 +164,8 @@ def main(argv: list[str]) -> int:
     python = sys.executable
     flags = cpu_flags()
     aten_runs = {cap: aten_capability(python, cap) for cap in ATEN_CAPABILITIES}
-    native = native_run(flags, aten_capability(python, None)) if skip_native else None
+    native = (native_run(flags, aten_capability(python, None), os.environ.get("FUSED_OPTIM_CPU_ISA"))
+              if skip_native else None)
     summary, todo = [], []
     for run in RUNS:
         reason = why_not(run, flags, aten_runs, native)

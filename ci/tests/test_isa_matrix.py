@@ -103,6 +103,9 @@ def test_the_machines_own_pair_is_left_out_unless_asked_for(monkeypatch):
     assert m.native_run({"avx2", "fma"}, "AVX2") == ("baseline", "avx2")
     assert m.native_run(EVERYTHING, "AVX512") == ("avx512", "avx512")
     assert m.native_run(set(), "DEFAULT") == ("baseline", "default")
+    # where the suites ran with FUSED_OPTIM_CPU_ISA set, the build it capped them to
+    assert m.native_run(EVERYTHING | {"f16c"}, "AVX512", "avx2") == ("avx2", "avx512")
+    assert m.native_run({"avx2", "fma", "f16c"}, "AVX2", "avx512") == ("avx2", "avx2")
     run = next(r for r in m.RUNS if r.fused_isa == "avx2" and r.aten == "avx2")
     assert "packages' suites ran" in m.why_not(run, EVERYTHING, ATEN_ALL, ("avx2", "avx2"))
     assert m.why_not(run, EVERYTHING, ATEN_ALL, ("avx512", "avx512")) is None
