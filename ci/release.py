@@ -457,8 +457,30 @@ def verify(packages: list[str], suite: str = "full") -> int:
     for wheel in extra:
         problems += [f"optree-core {wheel.name}: {p}"
                      for p in audit_problems("optree-core", auditwheel_show(wheel))]
-    with tempfile.TemporaryDirectory(prefix="release-smoke-") as raw, ThreadPoolExecutor(2) as pool:
-        workdir = Path(raw)
+    workdir = Path(tempfile.mkdtemp(prefix="release-smoke-"))
+    try:
+        problems += check_in_fresh_venvs(packages, extra, suite, workdir)
+    finally:
+        remove_in_background(workdir)
+    for problem in problems:
+        log(f"FAIL {problem}")
+    log("all release checks passed" if not problems else f"{len(problems)} problem(s)")
+    return 1 if problems else 0
+
+
+def remove_in_background(path: Path) -> None:
+    """Deletes ``path`` in a detached process: verify's virtualenvs (torch OTHER_TORCH's with its
+    CUDA libraries, 5.5 GB, and the smoke checks') took 15-25 s to delete at the end of every CI
+    run, which waited for nothing else."""
+    subprocess.Popen(["rm", "-rf", "--", str(path)], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                     stderr=subprocess.DEVNULL, start_new_session=True)
+
+
+def check_in_fresh_venvs(packages: list[str], extra: list[Path], suite: str, workdir: Path) -> list[str]:
+    """Each artifact installed alone into a fresh virtualenv under ``workdir``: the smoke checks,
+    optree-core's suite under each extra CPython, fused-optim's suite under torch OTHER_TORCH."""
+    problems: list[str] = []
+    with ThreadPoolExecutor(2) as pool:
         # pip installs on one core: the virtualenvs of torch OTHER_TORCH (the largest, a minute and
         # a half) and of the smoke checks are made two at a time in the background, while the
         # optree-core suites run.
@@ -470,10 +492,7 @@ def verify(packages: list[str], suite: str = "full") -> int:
             problems += done.result()
         if other is not None:
             problems += fused_optim_under_other_torch(other.result(), workdir)
-    for problem in problems:
-        log(f"FAIL {problem}")
-    log("all release checks passed" if not problems else f"{len(problems)} problem(s)")
-    return 1 if problems else 0
+    return problems
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -10,6 +10,7 @@ import re
 import shutil
 import struct
 import subprocess
+import time
 import zipfile
 from pathlib import Path
 
@@ -259,3 +260,16 @@ def test_extra_cpython_wheels_are_manylinux_and_stay_out_of_dist_wheels():
         assert report["external_libs"] == {}, report
     # ci/setup.sh and wheel_of() see one optree-core wheel, the cp311 one, in dist/wheels.
     assert "-cp311-" in _wheel("optree-core").name
+
+
+def test_verify_s_scratch_directory_is_deleted_after_verify_returns(tmp_path):
+    scratch = tmp_path / "release-smoke-x"
+    (scratch / "venv" / "lib").mkdir(parents=True)
+    for i in range(200):
+        (scratch / "venv" / "lib" / f"m{i}.py").write_text("x = 1\n")
+    release.remove_in_background(scratch)
+    deadline = time.monotonic() + 30
+    while scratch.exists() and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert not scratch.exists()
+    assert tmp_path.exists()  # only what it was given
