@@ -96,6 +96,9 @@ struct KernelTable {
   // advanced after the update (not where found_inf skips it). Empty: `scalars` holds rows the host
   // computed from counters it advanced itself.
   std::vector<StateScalar> steps;
+  // false: the kernel reads the counters in `steps` but leaves them, a pass before the one that
+  // ends the step (Adafactor's, whose last pass advances them).
+  bool advance_steps = true;
 
   template <typename S>
   S* Dst(int64_t t, int list) const {
@@ -207,10 +210,18 @@ struct StateIO {
 // Whether binding K's per-tensor scalars depend on the step count: it then has
 //   static void StepRow(const Hyper<double>& h, double step, double* row)   (FUSED_OPTIM_HOST_DEVICE)
 // writing the row of count `step`, the one formula the host (csrc/ops) and the kernels
-// (KernelTable::steps) both call.
+// (KernelTable::steps) both call; or, where a row also holds scalars that are not the step's
+// (Adafactor's lengths and norms' divisors), which the host alone knows,
+//   static void StepRow(const Hyper<double>& h, double step, const double* host_row, double* row)
+// writing the host's row with the step's entries of count `step`.
 template <typename K>
-inline constexpr bool kHasStepRow =
-    requires(const typename K::template Hyper<double>& h, double* row) { K::StepRow(h, 1.0, row); };
+inline constexpr bool kStepRowOverHostRow =
+    requires(const typename K::template Hyper<double>& h, const double* host_row, double* row) {
+      K::StepRow(h, 1.0, host_row, row);
+    };
+template <typename K>
+inline constexpr bool kHasStepRow = kStepRowOverHostRow<K> || requires(const typename K::template Hyper<double>& h,
+                                                                       double* row) { K::StepRow(h, 1.0, row); };
 
 // The row binding K reads for one tensor: the host's (`host_row`), or, where the table has device
 // step counters (`step` not null), the row of the count this update makes, computed into `buffer`
@@ -219,8 +230,10 @@ template <typename K, typename Half, typename BFloat16>
 FUSED_OPTIM_HOST_DEVICE inline const double* TensorRow(const double* host_row, const StateScalar* step,
                                                        const typename K::template Hyper<double>& h, double* buffer) {
   if (step == nullptr) return host_row;
-  if constexpr (kHasStepRow<K>) {
-    const StateIO<Half, BFloat16> counter{step, DType::kFloat};
+  const StateIO<Half, BFloat16> counter{step, DType::kFloat};
+  if constexpr (kStepRowOverHostRow<K>) {
+    K::StepRow(h, counter.Round(0, counter.Load(0) + 1.0), host_row, buffer);
+  } else if constexpr (kHasStepRow<K>) {
     K::StepRow(h, counter.Round(0, counter.Load(0) + 1.0), buffer);
   }
   return buffer;
@@ -229,12 +242,21 @@ FUSED_OPTIM_HOST_DEVICE inline const double* TensorRow(const double* host_row, c
 // Device step counters (KernelTable::steps) are one per tensor, and a binding whose per-tensor
 // scalars are not all the step's (a row without StepRow) cannot take them: its row would never be
 // computed. Checked by every device's launch before it reads a counter.
+// A table whose counters are only read (advance_steps false) advances no state scalar either: a
+// launch's advance pass does both or neither.
 template <typename K>
 void CheckDeviceSteps(const KernelTable& table, const char* what) {
   if (table.steps.empty()) return;
-  if (static_cast<int64_t>(table.steps.size()) != table.num_tensors || (K::kNumScalars > 0 && !kHasStepRow<K>)) {
+  if (static_cast<int64_t>(table.steps.size()) != table.num_tensors || (K::kNumScalars > 0 && !kHasStepRow<K>) ||
+      (!table.advance_steps && table.advance_state)) {
     throw std::logic_error(std::string("fused_optim: ") + what + " cannot take these device step counters");
   }
+}
+
+// Whether a table's kernel advances anything after its update: its state scalars, or device step
+// counters it does not only read.
+inline bool AdvancesAfterUpdate(const KernelTable& table) {
+  return table.advance_state || (!table.steps.empty() && table.advance_steps);
 }
 
 // The size of a TensorRow buffer for binding K.

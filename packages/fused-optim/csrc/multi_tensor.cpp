@@ -460,6 +460,7 @@ KernelTable& MultiTensorCall::Table() {
     table.num_scalars = device_step_scalars_;
     table.scalars.assign(num_tensors_ * device_step_scalars_, 0.0);
     table.steps.resize(num_tensors_);
+    table.advance_steps = advance_device_steps_;
     for (int64_t t = 0; t < num_tensors_; ++t) {
       const Tensor& s = (*device_steps_)[t];
       table.steps[t] = {s.mutable_data_ptr(), ToStateDType(api::Dtype(s))};
@@ -468,7 +469,7 @@ KernelTable& MultiTensorCall::Table() {
   return table;
 }
 
-void MultiTensorCall::UseDeviceSteps(TensorList steps, int num_scalars) {
+void MultiTensorCall::UseDeviceSteps(TensorList steps, int num_scalars, bool advance) {
   FUSED_OPTIM_CHECK(!table_, op_, ": UseDeviceSteps after the table was built (a fused-optim bug)");
   for (int64_t t = 0; t < num_tensors_; ++t) {
     const Tensor& s = steps[t];
@@ -476,10 +477,11 @@ void MultiTensorCall::UseDeviceSteps(TensorList steps, int num_scalars) {
                             ": capturable=True needs every step counter on the params' device, but ", "state_steps[", t,
                             "] is on ", s.device(), " and params on ", device_,
                             " (a state loaded or made with capturable=False: move it with .to(param.device))");
-    Record("state_steps", t, s, /*writes=*/true);
+    Record("state_steps", t, s, /*writes=*/advance);
   }
   device_steps_ = steps;
   device_step_scalars_ = num_scalars;
+  advance_device_steps_ = advance;
 }
 
 namespace {

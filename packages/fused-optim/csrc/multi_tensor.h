@@ -301,8 +301,9 @@ class MultiTensorCall {
   // capturable=True: the step counters `steps` (checked by CheckStepTensors, each on the params'
   // device) stay where they are and the kernel reads and advances them (KernelTable::steps), so no
   // count crosses to the host; rows of `num_scalars` per-tensor scalars are then the kernel's to
-  // compute. Call before ChecksOnly: the counters are written arguments of the call.
-  void UseDeviceSteps(TensorList steps, int num_scalars);
+  // compute. Call before ChecksOnly: the counters are written arguments of the call, or only read
+  // ones with `advance` false (KernelTable::advance_steps: a pass before the step's last).
+  void UseDeviceSteps(TensorList steps, int num_scalars, bool advance = true);
   std::vector<double> Steps(int64_t step) const { return std::vector<double>(num_tensors_, static_cast<double>(step)); }
   // Builds the table (the last check) and says whether this thread is in validate-only mode (see
   // SetValidateOnly), where an in-place op returns now, before its first write.
@@ -355,6 +356,7 @@ class MultiTensorCall {
   bool in_place_;
   std::vector<TensorList> state_lists_;     // SetStateScalars's, by column
   std::optional<TensorList> device_steps_;  // UseDeviceSteps's
+  bool advance_device_steps_ = true;
   int device_step_scalars_ = 0;
   // SetAmp's tensors (null: not given) and the gradients' column.
   const Tensor* grad_scale_ = nullptr;

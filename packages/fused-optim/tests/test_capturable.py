@@ -21,8 +21,9 @@ from fused_optim.optim import _common
 READS = ("aten::item", "aten::_local_scalar_dense")  # a tensor's value read into a host number
 CHUNK = 2048  # elements per emulated CUDA block (csrc/cuda/launch_plan.h)
 
-# Every drop-in class with a capturable option (torch.optim's, and Lion and Adan), with options
-# that reach each one's step-dependent terms (bias corrections, schedules, averaging).
+# Every drop-in class with a capturable option (torch.optim's, and Lion, Adan and Adafactor), with
+# options that reach each one's step-dependent terms (bias corrections, schedules, averaging,
+# Adafactor's decay t^c and relative step size min(lr, 1/sqrt(t))).
 KWARGS = {
     "Adam": dict(lr=0.01, amsgrad=True, weight_decay=0.1),
     "AdamW": dict(lr=0.01, weight_decay=0.1),
@@ -35,6 +36,7 @@ KWARGS = {
     "Rprop": dict(lr=0.01),
     "Lion": dict(lr=0.01, weight_decay=0.1),
     "Adan": dict(lr=0.01, weight_decay=0.02),
+    "Adafactor": dict(lr=0.4, weight_decay=0.1, d=1.5),  # rho = lr up to t = 6, 1/sqrt(t) after
 }
 NAMES = list(KWARGS)
 STEPS = 10
@@ -241,3 +243,56 @@ def test_capturable_steps_through_the_cuda_plan_match_torch(name, small_emulated
     assert _C._emulated_launches() - before >= 4 * 3
     _assert_states_close(ref, ours, ref_params, our_params, twins.TOL[torch.float64])
     assert [float(ours.state[p]["step"]) for p in our_params] == [4.0, 3.0] + [4.0] * 34
+
+
+def _adafactor_lists(factored: bool):
+    gen = torch.Generator().manual_seed(7)
+    shape = (4, 6) if factored else (9,)
+    p, g = torch.randn(shape, generator=gen), torch.randn(shape, generator=gen)
+    rows = [torch.rand(4, 1, generator=gen)] if factored else []
+    cols = [torch.rand(1, 6, generator=gen)] if factored else []
+    variances = [] if factored else [torch.rand(9, generator=gen)]
+    return [p], [g], rows, cols, variances, [torch.tensor(3.0)]
+
+
+@pytest.mark.parametrize("factored", [True, False])
+def test_a_capturable_adafactor_step_leaves_found_inf_to_its_kernels(factored):
+    # Each of Adafactor's passes reads found_inf itself: set, nothing is written and the counter
+    # stays, while the gradients are unscaled all the same (the host, which never reads the flag,
+    # runs its unscaling pass); a plain step reads the flag first and leaves even the gradients.
+    kwargs = dict(lr=0.4, beta2_decay=-0.8, eps1=1e-30, eps2=1e-3, d=1.0, weight_decay=0.1, maximize=False,
+                  factored=factored)
+    for capturable in (True, False):
+        lists = _adafactor_lists(factored)
+        before = [[x.clone() for x in lst] for lst in lists]
+        fused_optim.ops.adafactor_step_(*lists, grad_scale=torch.tensor(4.0), found_inf=torch.tensor(1.0),
+                                        capturable=capturable, **kwargs)
+        for i, (now, was) in enumerate(zip(lists, before, strict=True)):
+            expected = [x / 4 for x in was] if i == 1 and capturable else was
+            assert all(torch.equal(x, y) for x, y in zip(now, expected, strict=True)), (capturable, i)
+    lists = _adafactor_lists(factored)
+    twin = [[x.clone() for x in lst] for lst in lists]
+    fused_optim.ops.adafactor_step_(*lists, grad_scale=torch.tensor(4.0), found_inf=torch.tensor(0.0),
+                                    capturable=True, **kwargs)
+    twin[1][0] /= 4
+    fused_optim.ops.adafactor_step_(*twin, **kwargs)
+    assert float(lists[5][0]) == float(twin[5][0]) == 4.0
+    for now, ref in zip(lists, twin, strict=True):
+        assert all(torch.equal(x, y) for x, y in zip(now, ref, strict=True))  # the same formulas, read where they are
+
+
+def _adafactor_spanning_params(dtype: torch.dtype) -> list[torch.Tensor]:
+    # A vector of 7 chunks and a matrix of 2 (over three-block launches), a batch of matrices, and
+    # more small tensors (no empty one: torch.optim.Adafactor divides by its size).
+    gen = torch.Generator().manual_seed(5)
+    shapes = [(7 * CHUNK + 5,), (3, CHUNK // 2 + 1), (2, 3, 5)] + [(9,)] * 20 + [(4, 3)] * 20
+    return [torch.randn(s, generator=gen, dtype=dtype).requires_grad_() for s in shapes]
+
+
+def test_capturable_adafactor_through_the_cuda_plan_matches_torch(small_emulated_grids):
+    # Each pass reads every tensor's counter from each of its blocks; only the last (the apply
+    # pass) advances it, once, after the tensor's last block.
+    ref, ours, ref_params, our_params = _lockstep("Adafactor", torch.float64, dict(capturable=True), steps=4,
+                                                  make_params=_adafactor_spanning_params)
+    _assert_states_close(ref, ours, ref_params, our_params, twins.TOL[torch.float64])
+    assert [float(ours.state[p]["step"]) for p in our_params] == [4.0, 3.0] + [4.0] * 41

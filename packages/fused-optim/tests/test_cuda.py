@@ -258,14 +258,16 @@ def test_graph_capture_of_a_non_capturable_step_is_refused():
 
 @pytest.mark.parametrize("name, kwargs", [("Adam", dict(lr=0.01)), ("AdamW", dict(lr=0.01, weight_decay=0.1)),
                                           ("NAdam", dict(lr=0.01)), ("RAdam", dict(lr=0.01)),
-                                          ("ASGD", dict(lr=0.05, t0=3)), ("Adan", dict(lr=0.01))])
+                                          ("ASGD", dict(lr=0.05, t0=3)), ("Adan", dict(lr=0.01)),
+                                          ("Adafactor", dict(lr=0.5, weight_decay=0.1))])
 def test_a_captured_capturable_step_replays_like_eager_steps(name, kwargs):
     # Ten replays of one captured step, fed new gradients in place: each a step of its own (the
     # counters advance on the device, the bias corrections follow), as twelve eager steps of the
     # twin (torch.optim, or for Adan the reference) in float64 on the CPU. Not torch's own
     # capturable=True on the GPU: it forms RAdam's rho_t on the device in float32, where rho_t - 4
     # nearly cancels at the first rectified steps (ours differed from it by 5e-5 relative on an
-    # H100, while on the CPU our capturable step equals the float64 result to 7e-7).
+    # H100, while on the CPU our capturable step equals the float64 result to 7e-7). Adafactor's
+    # capture holds its per-matrix ATen reductions too (norms, r c), all on the device.
     shapes = [(7,), (3, 5), (5000,)]
     gen = torch.Generator().manual_seed(0)
     start = [torch.randn(s, generator=gen) for s in shapes]

@@ -461,7 +461,7 @@ void RunKernel(const KernelTable& table, const typename K::template Hyper<double
   // (the rows first, from the counters before their advance).
   if (table.found_inf != nullptr && *table.found_inf != 0.0f) return;
   const bool advance_state = kStateScalarsOf<K> > 0 && table.advance_state;
-  if (!advance_state && table.steps.empty()) return;
+  if (!advance_state && !AdvancesAfterUpdate(table)) return;
   for (int64_t t = 0; t < table.num_tensors; ++t) {
     const StateScalar* step = DeviceStep(table, t);
     if (advance_state) {
@@ -470,7 +470,7 @@ void RunKernel(const KernelTable& table, const typename K::template Hyper<double
           TensorRow<K, c10::Half, c10::BFloat16>(table.scalars.data() + t * table.num_scalars, step, hyper, fresh);
       AdvanceState<K, c10::Half, c10::BFloat16>(row, table.State(t), table.default_dtype);
     }
-    if (step != nullptr) AdvanceStep<c10::Half, c10::BFloat16>(step);
+    if (step != nullptr && table.advance_steps) AdvanceStep<c10::Half, c10::BFloat16>(step);
   }
 }
 

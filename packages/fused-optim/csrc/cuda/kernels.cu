@@ -48,7 +48,7 @@ void RunKernel(const KernelTable& table, const typename K::template Hyper<double
         MultiTensorKernel<LaunchMeta<K>, Op><<<static_cast<unsigned>(blocks), kBlockSize, 0, stream>>>(meta, op);
         CheckLaunch(what);
       }
-      if (table.advance_state || !table.steps.empty()) {
+      if (AdvancesAfterUpdate(table)) {
         AdvanceKernel<LaunchMeta<K>, Op><<<1, meta.num_slots, 0, stream>>>(meta, op);
         CheckLaunch(what);
       }

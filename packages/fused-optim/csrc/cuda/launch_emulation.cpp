@@ -68,7 +68,7 @@ void RunKernel(const KernelTable& table, const typename K::template Hyper<double
           } catch (const std::logic_error& e) {
             throw std::logic_error(std::string("fused_optim: the CUDA kernel of ") + what + " " + e.what());
           }
-          if (table.advance_state || !table.steps.empty()) {
+          if (AdvancesAfterUpdate(table)) {
             for (int slot = 0; slot < meta.num_slots; ++slot) cuda::AdvanceSlot(meta, op, slot);
           }
         },

@@ -440,7 +440,7 @@ void FillLaunchMeta(const KernelTable& table, const PlannedLaunch& launch, Meta&
     for (int k = 0; k < table.num_state; ++k) meta.state[s][k] = table.State(t)[k];
     if (meta.device_steps) meta.step[s] = table.steps[t];
     const int64_t chunks = table.numel[t] / kChunkSize + (table.numel[t] % kChunkSize != 0);
-    meta.advance[s] = (table.advance_state || meta.device_steps) && slot.first_chunk + slot.chunks == chunks;
+    meta.advance[s] = AdvancesAfterUpdate(table) && slot.first_chunk + slot.chunks == chunks;
     meta.first_block[s] = blocks;
     blocks += slot.chunks;
   }
@@ -477,7 +477,7 @@ void ForEachLaunch(const KernelTable& table, const char* what, Launch&& launch, 
         FillLaunchMeta(table, planned, meta);
         launch(static_cast<const LaunchMeta<K>&>(meta), planned.blocks);
       },
-      max_blocks, table.advance_state || !table.steps.empty());
+      max_blocks, AdvancesAfterUpdate(table));
 }
 
 }  // namespace fused_optim::cuda

@@ -7,7 +7,8 @@
 // on the host instead (PerTensor and FactorNorms; SumsOfProducts and SquaresAlongRowsAndColumns in
 // csrc/kernels.h; a 2-D matrix's sum of row averages, SumOnHost), and the products r c of the
 // averages are host loops too (ProductsOfRowsAndColumns): no dispatcher call per tensor.
-//   1. checks (then, in place, the step counters);
+//   1. checks (then, in place, the step counters: incremented on the host, or with capturable
+//      read by every pass on the params' device and advanced by the last, OnDevice);
 //   2. the direction pass: vectors update their second moment and write the update; matrices
 //      update their row/column averages (from the norms of g's rows and columns, one factors
 //      kernel for every matrix's rows and one for their columns), then the product of the new
@@ -133,12 +134,22 @@ void CheckFactoredState(const char* op, const char* name, TensorListArg list, Te
                           ": the same tensor appears twice in ", name, " (is a parameter listed twice?)");
 }
 
-// The direction passes' scalars: the second-moment weight t^c (with the form torch's lerp takes
-// for it).
-void WeightRow(double weight, double* row) {
-  using namespace adafactor_cols;
-  row[kWeight] = weight;
-  row[kSmall] = std::abs(weight) < 0.5 ? 1.0 : 0.0;
+// A capturable step's inputs on the params' device, which every pass reads there: the step
+// counters (the kernels compute each row's step entries from them, bind::Adafactor::StepRow, and
+// the last pass advances them) and torch.amp's found_inf (each pass writes nothing where it is
+// non-zero). With counters the host incremented (and found_inf it read), `counters` is null.
+struct OnDevice {
+  const TensorVector* counters = nullptr;
+  const std::optional<Tensor>* found_inf = nullptr;
+};
+
+// Gives a pass the capturable step's device inputs; `last`: the pass that advances the counters.
+// Before the pass's table is built (its rows set).
+void UseOnDevice(MultiTensorCall& pass, const OnDevice& device, bool last) {
+  if (device.counters == nullptr) return;
+  static const std::optional<Tensor> kNoScale;
+  pass.SetAmp({kNoScale, *device.found_inf});
+  pass.UseDeviceSteps(*device.counters, adafactor_cols::kNumScalars, /*advance=*/last);
 }
 
 // The sum of a contiguous CPU tensor's elements, in double, rounded to its dtype (as ATen's sum of
@@ -185,9 +196,10 @@ FactorNorms FactorNormsOf(TensorListArg grads) {
 // each average lerps toward its norm of g squared over the reduced length. In place, `factors`
 // are updated; functional, the new averages are returned.
 TensorVector UpdateFactors(const char* op, const char* name, TensorListArg factors, TensorListArg grads, int64_t dim,
-                           const FactorNorms& norms, const std::vector<double>& weights,
-                           const math::AdafactorHyper<double>& hyper, bool in_place) {
+                           const FactorNorms& norms, const std::vector<double>& steps,
+                           const math::AdafactorHyper<double>& hyper, bool in_place, const OnDevice& device) {
   MultiTensorCall call(op, factors, in_place);
+  UseOnDevice(call, device, /*last=*/false);
   TensorVector out = call.AddState(name, factors);
   if (norms.on_host) {
     call.AddHostValues(dim == -1 ? norms.row_values : norms.col_values);
@@ -195,7 +207,7 @@ TensorVector UpdateFactors(const char* op, const char* name, TensorListArg facto
     call.AddInput("norms", dim == -1 ? norms.rows : norms.cols);
   }
   call.SetTensorScalars(adafactor_cols::kNumScalars, [&](int64_t t, double* row) {
-    WeightRow(weights[t], row);
+    bind::Adafactor::StepEntries(hyper, steps[t], row);
     row[adafactor_cols::kMeanOver] = static_cast<double>(grads[t].size(dim));
   });
   call.Launch(FUSED_OPTIM_KERNEL(AdafactorFactors), hyper);
@@ -205,10 +217,10 @@ TensorVector UpdateFactors(const char* op, const char* name, TensorListArg facto
 // The apply passes': per tensor t, everything of its step size but the norms (the kernel
 // computes it from them where they are, AdafactorStepSizeOf). `steps`: each tensor's count.
 void SetApplyRows(MultiTensorCall& apply, TensorListArg params, const std::vector<double>& steps,
-                  const AdafactorArgs& a) {
+                  const AdafactorArgs& a, const math::AdafactorHyper<double>& hyper) {
   apply.SetTensorScalars(adafactor_cols::kNumScalars, [&](int64_t t, double* row) {
     using namespace adafactor_cols;
-    row[kRho] = std::min(a.lr, 1.0 / std::sqrt(steps[t]));
+    bind::Adafactor::StepEntries(hyper, steps[t], row);
     row[kRootNumel] = std::sqrt(static_cast<double>(params[t].numel()));
     row[kEps2] = a.eps2;
     row[kClip] = a.d;
@@ -216,7 +228,7 @@ void SetApplyRows(MultiTensorCall& apply, TensorListArg params, const std::vecto
 }
 
 math::AdafactorHyper<double> MakeHyper(const AdafactorArgs& a, double weight_decay, bool maximize) {
-  return {a.eps1 * a.eps1, 1.0 - a.lr * weight_decay, maximize, weight_decay != 0.0};
+  return {a.eps1 * a.eps1, 1.0 - a.lr * weight_decay, a.lr, a.beta2_decay, maximize, weight_decay != 0.0};
 }
 
 // Checks the factored state's lists (shaped unlike the params, so no kernel table checks them)
@@ -241,15 +253,17 @@ struct Direction {
 };
 
 Direction RunDirection(const char* op, TensorListArg grads, TensorListArg row_vars, TensorListArg col_vars,
-                       TensorListArg variances, const std::vector<double>& weights, double eps1,
-                       const math::AdafactorHyper<double>& hyper, bool factored, bool in_place, bool keep_estimates) {
+                       TensorListArg variances, const std::vector<double>& steps, double eps1,
+                       const math::AdafactorHyper<double>& hyper, bool factored, bool in_place, bool keep_estimates,
+                       const OnDevice& device = {}) {
   Direction out;
   if (factored) {
     const FactorNorms norms = FactorNormsOf(grads);
-    out.row_vars = UpdateFactors(op, "row_vars", row_vars, grads, -1, norms, weights, hyper, in_place);
-    out.col_vars = UpdateFactors(op, "col_vars", col_vars, grads, -2, norms, weights, hyper, in_place);
+    out.row_vars = UpdateFactors(op, "row_vars", row_vars, grads, -1, norms, steps, hyper, in_place, device);
+    out.col_vars = UpdateFactors(op, "col_vars", col_vars, grads, -2, norms, steps, hyper, in_place, device);
   }
   MultiTensorCall direction(op, grads, in_place);
+  UseOnDevice(direction, device, /*last=*/false);
   direction.AddInput("grads", grads);
   if (factored) {
     // The estimate r c / max(mean(r), eps1): the kernel divides a 2-D matrix's product, from the
@@ -306,28 +320,30 @@ Direction RunDirection(const char* op, TensorListArg grads, TensorListArg row_va
   } else {
     out.variances = direction.AddState("variances", variances);
     out.updates = direction.AddOutput();
-    direction.SetStepScalars(adafactor_cols::kNumScalars, weights, &WeightRow);
+    direction.SetTensorScalars(adafactor_cols::kNumScalars,
+                               [&](int64_t t, double* row) { bind::Adafactor::StepEntries(hyper, steps[t], row); });
     direction.Launch(FUSED_OPTIM_KERNEL(AdafactorVectorDirection), hyper);
   }
   return out;
 }
 
 // Passes 2-3 of one step; returns the new params, row_vars, col_vars and variances (in place: empty).
+// `steps`: each tensor's count, where the host has it (with `device` counters, the kernels read
+// them instead).
 Lists<4> RunStep(const char* op, TensorListArg params, TensorListArg grads, TensorListArg row_vars,
                  TensorListArg col_vars, TensorListArg variances, const std::vector<double>& steps,
-                 const AdafactorArgs& args, const math::AdafactorHyper<double>& hyper, bool factored, bool in_place) {
-  const int64_t n = static_cast<int64_t>(params.size());
-  std::vector<double> weights(n);
-  for (int64_t t = 0; t < n; ++t) weights[t] = std::pow(steps[t], args.beta2_decay);
+                 const AdafactorArgs& args, const math::AdafactorHyper<double>& hyper, bool factored, bool in_place,
+                 const OnDevice& device = {}) {
   // 2. The direction pass.
-  Direction dir = RunDirection(op, grads, row_vars, col_vars, variances, weights, args.eps1, hyper, factored, in_place,
-                               /*keep_estimates=*/false);
+  Direction dir = RunDirection(op, grads, row_vars, col_vars, variances, steps, args.eps1, hyper, factored, in_place,
+                               /*keep_estimates=*/false, device);
   // 3. The norms of the parameters (which only the apply pass changes) and of the updates,
-  // then the apply pass.
+  // then the apply pass, the step's last (it advances device counters).
   MultiTensorCall apply(op, params, in_place);
+  UseOnDevice(apply, device, /*last=*/true);
   TensorVector new_params = apply.AddState("params", params);
   apply.AddInput("updates", dir.updates);
-  SetApplyRows(apply, params, steps, args);
+  SetApplyRows(apply, params, steps, args, hyper);
   const PerTensor param_norms = NormsOf(apply, adafactor_cols::kParam, params);
   const PerTensor update_norms = NormsOf(apply, adafactor_cols::kApplyUpdate, dir.updates);
   apply.SetStateInputs({param_norms.Column(), update_norms.Column()});  // adafactor_cols' state order
@@ -338,7 +354,8 @@ Lists<4> RunStep(const char* op, TensorListArg params, TensorListArg grads, Tens
 void AdafactorStepInPlace(TensorListArg params, TensorListArg grads, TensorListArg row_vars, TensorListArg col_vars,
                           TensorListArg variances, TensorListArg state_steps, double lr, double beta2_decay,
                           double eps1, double eps2, double d, double weight_decay, bool maximize, bool factored,
-                          const std::optional<Tensor>& grad_scale, const std::optional<Tensor>& found_inf) {
+                          const std::optional<Tensor>& grad_scale, const std::optional<Tensor>& found_inf,
+                          bool capturable) {
   constexpr const char* op = "fused_optim::adafactor_step_";
   const AdafactorArgs args{lr, beta2_decay, eps1, eps2, d};
   CheckArgs(op, args, weight_decay);
@@ -348,16 +365,27 @@ void AdafactorStepInPlace(TensorListArg params, TensorListArg grads, TensorListA
   checks.AddStep(params, grads, {{"variances", variances, !factored, "when factored=True"}});
   CheckLists(op, params, row_vars, col_vars, factored, kInPlace);
   CheckStepTensors(op, state_steps, checks.size());
-  // found_inf is read on the host (a wait for the device under AMP alone): the ATen reductions
-  // update the row/column averages, which no kernel could then skip. The gradients are unscaled
-  // by one pass of their own, since ATen ops as well as the kernels read them.
-  if (checks.ChecksOnly() || checks.size() == 0 || checks.SkipStep(/*host_needs_answer=*/true)) return;
+  if (capturable) checks.UseDeviceSteps(state_steps, adafactor_cols::kNumScalars);  // on the params' device
+  // The gradients are unscaled by one pass of their own, since ATen ops as well as the kernels
+  // read them. Without capturable, found_inf is read on the host (a wait for the device under AMP
+  // alone): the step counters are the host's. A capturable step reads nothing on the host: each
+  // pass skips itself where found_inf is set (the gradients are unscaled all the same, as
+  // GradScaler.unscale_ leaves them), and the last advances the counters where it is not.
+  if (checks.ChecksOnly() || checks.size() == 0 || (!capturable && checks.SkipStep(/*host_needs_answer=*/true))) {
+    return;
+  }
   if (grad_scale.has_value() && grad_scale->defined()) {  // first modification, as the kernels unscale
     aten::ForeachMul_(grads, aten::Reciprocal(*grad_scale));
   }
-  const std::vector<double> steps = IncrementSteps(state_steps);
-  RunStep(op, params, grads, row_vars, col_vars, variances, steps, args, MakeHyper(args, weight_decay, maximize),
-          factored, kInPlace);
+  const auto hyper = MakeHyper(args, weight_decay, maximize);
+  if (capturable) {
+    const std::vector<double> unknown(checks.size(), 1.0);  // the kernels' rows replace their step entries
+    RunStep(op, params, grads, row_vars, col_vars, variances, unknown, args, hyper, factored, kInPlace,
+            OnDevice{&state_steps, &found_inf});
+    return;
+  }
+  RunStep(op, params, grads, row_vars, col_vars, variances, IncrementSteps(state_steps), args, hyper, factored,
+          kInPlace);
 }
 
 // The functional ops' checks: the hyper-parameters, the step and the lists (only read).
@@ -430,10 +458,12 @@ Lists<5> AdafactorUpdateBackward(const OptionalTensorList& grad_new_params, cons
   }
   if (n == 0) return {};
   const auto hyper = MakeHyper(args, weight_decay, maximize);
-  const double weight = std::pow(static_cast<double>(step), beta2_decay);
-  const std::vector<double> weights(n, weight);
+  const std::vector<double> steps(n, static_cast<double>(step));
+  double step_row[adafactor_cols::kNumScalars];
+  bind::Adafactor::StepEntries(hyper, steps[0], step_row);
+  const double weight = step_row[adafactor_cols::kWeight];
   // The forward passes again, keeping the matrices' estimates.
-  Direction dir = RunDirection(op, grads, row_vars, col_vars, variances, weights, eps1, hyper, factored,
+  Direction dir = RunDirection(op, grads, row_vars, col_vars, variances, steps, eps1, hyper, factored,
                                /*in_place=*/false, /*keep_estimates=*/true);
   // The apply pass's backward: dp and du.
   using C = bind::AdafactorApplyBackward::C;
@@ -441,7 +471,7 @@ Lists<5> AdafactorUpdateBackward(const OptionalTensorList& grad_new_params, cons
   apply.AddOptionalInputs({{"grad_new_params", grad_new_params}});
   apply.AddInputs({{"params", params}, {"updates", dir.updates}});
   auto [grad_params, grad_updates] = apply.AddOutputs<2>();
-  SetApplyRows(apply, params, std::vector<double>(n, static_cast<double>(step)), args);
+  SetApplyRows(apply, params, steps, args, hyper);
   const PerTensor param_norms = NormsOf(apply, C::In(adafactor_cols::kParam), params);
   const PerTensor update_norms = NormsOf(apply, C::In(adafactor_cols::kApplyUpdate), dir.updates);
   // coef = -alpha / denom is a function of p (through RMS(p), unless eps2 holds alpha) and of u
@@ -459,8 +489,9 @@ Lists<5> AdafactorUpdateBackward(const OptionalTensorList& grad_new_params, cons
   apply.SetStateInputs({param_norms.Column(), update_norms.Column(), dcoefs.Column()});  // adafactor_cols' order
   apply.Launch(FUSED_OPTIM_KERNEL(AdafactorApplyBackward), hyper);
   // The direction's backward, at every tensor's second-moment weight.
-  const auto weight_rows =
-      ScalarRows{adafactor_cols::kNumScalars, [weight](double /*step*/, double* row) { WeightRow(weight, row); }};
+  const auto weight_rows = ScalarRows{adafactor_cols::kNumScalars, [&hyper](double count, double* row) {
+                                        bind::Adafactor::StepEntries(hyper, count, row);
+                                      }};
   if (!factored) {
     auto [grad_grads, grad_variances] = UpdateBackward<2>(
         op, FUSED_OPTIM_KERNEL(AdafactorVectorDirectionBackward), hyper, params,
@@ -503,7 +534,7 @@ Lists<5> AdafactorUpdateBackward(const OptionalTensorList& grad_new_params, cons
 FUSED_OPTIM_OPS(adafactor, op) {
   op.Add<&AdafactorStepInPlace>("adafactor_step_(Tensor(a!)[] params, Tensor(g!)[] grads, Tensor(b!)[] row_vars, Tensor(c!)[] col_vars, "
      "Tensor(d!)[] variances, Tensor(e!)[] state_steps, *, float lr, float beta2_decay, float eps1, float eps2, "
-     "float d, float weight_decay, bool maximize, bool factored, " FUSED_OPTIM_AMP_ARGS ") -> ()");
+     "float d, float weight_decay, bool maximize, bool factored, " FUSED_OPTIM_STEP_ARGS ") -> ()");
   op.Add<&AdafactorUpdate>("adafactor_update(Tensor[] params, Tensor[] grads, Tensor[] row_vars, Tensor[] col_vars, Tensor[] variances, *, "
      "SymInt step, float lr, float beta2_decay, float eps1, float eps2, float d, float weight_decay, bool maximize, "
      "bool factored) -> (Tensor[], Tensor[], Tensor[], Tensor[])");

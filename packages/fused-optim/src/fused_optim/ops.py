@@ -1314,7 +1314,8 @@ def adafactor_step_(params: list[torch.Tensor], grads: list[torch.Tensor], row_v
                     col_vars: list[torch.Tensor], variances: list[torch.Tensor], state_steps: list[torch.Tensor], *,
                     lr: float, beta2_decay: float, eps1: float, eps2: float, d: float, weight_decay: float,
                     maximize: bool, factored: bool,
-                    grad_scale: torch.Tensor | None = None, found_inf: torch.Tensor | None = None) -> None:
+                    grad_scale: torch.Tensor | None = None, found_inf: torch.Tensor | None = None,
+                    capturable: bool = False) -> None:
     """In-place Adafactor step, for parameters of two or more dimensions (``factored``: their
     ``row_vars`` and ``col_vars``; ``variances`` empty) or for the others (``variances``; the
     factored lists empty).
@@ -1330,6 +1331,13 @@ def adafactor_step_(params: list[torch.Tensor], grads: list[torch.Tensor], row_v
             (``eps`` split in two; ``eps1`` resolved to a number).
         factored: Which of the two kinds of parameters this call updates.
         grad_scale, found_inf: ``torch.amp.GradScaler``'s scale and skip flag (see ``_AMP_ARGS``).
+            The gradients are unscaled by a pass of their own, as the per-tensor reductions read
+            them too; where ``found_inf`` is set nothing is written, but with ``capturable`` (which
+            cannot know it on the host) the gradients are still unscaled, as
+            ``GradScaler.unscale_`` leaves them.
+        capturable: Whether the kernels read ``state_steps`` (and ``found_inf``) on the params'
+            device and advance the counters there (see the note on ``capturable`` above
+            ``STEP_OPS``); torch.optim.Adafactor has no such option.
 
     >>> p, v, step = torch.tensor([3.0, 4.0]), torch.zeros(2), torch.tensor(0.0)
     >>> adafactor_step_([p], [torch.tensor([1.0, -1.0])], [], [], [v], [step], lr=0.5, beta2_decay=-0.8,
@@ -1340,7 +1348,7 @@ def adafactor_step_(params: list[torch.Tensor], grads: list[torch.Tensor], row_v
     _eager.adafactor_step_(params, grads, row_vars, col_vars, variances, state_steps, lr=lr,
                            beta2_decay=beta2_decay, eps1=eps1, eps2=eps2, d=d, weight_decay=weight_decay,
                            maximize=maximize, factored=factored, grad_scale=grad_scale,
-                           found_inf=found_inf)
+                           found_inf=found_inf, capturable=capturable)
 
 
 # --- Muon: its element-wise passes around a batched Newton-Schulz orthogonalization ---------------

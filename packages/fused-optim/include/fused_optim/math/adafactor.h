@@ -22,13 +22,14 @@ namespace fused_optim::math {
 
 template <typename T>
 struct AdafactorHyper {
-  T eps1_sq;  // the floor of the second-moment estimate
-  T decay;    // 1 - lr * weight_decay
+  T eps1_sq;          // the floor of the second-moment estimate
+  T decay;            // 1 - lr * weight_decay
+  T lr, beta2_decay;  // read by the step's entries of a row alone (bind::Adafactor::StepEntries)
   bool maximize, has_decay;
   // The same hyper-parameters in another math type (kernels receive them in double).
   template <typename U>
   FUSED_OPTIM_HOST_DEVICE AdafactorHyper<U> To() const {
-    return {U(eps1_sq), U(decay), maximize, has_decay};
+    return {U(eps1_sq), U(decay), U(lr), U(beta2_decay), maximize, has_decay};
   }
 };
 
@@ -187,6 +188,24 @@ struct Adafactor {
   using Hyper = math::AdafactorHyper<T>;
   template <typename T>
   using Scalars = math::AdafactorStepScalars<T>;
+  // The entries of a row that come from step count `step`: the second-moment weight t^c (with the
+  // form torch's lerp takes for it) and the relative step size rho = min(lr, 1/sqrt(t)). Every
+  // pass's row holds them (each reads its own), filled by the host from the count it incremented
+  // or, with device step counters (capturable), by the kernel over the host's row, which holds
+  // the tensor's other scalars.
+  FUSED_OPTIM_HOST_DEVICE static void StepEntries(const Hyper<double>& h, double step, double* row) {
+    using namespace adafactor_cols;
+    const double weight = pow(step, h.beta2_decay);
+    row[kWeight] = weight;
+    row[kSmall] = fabs(weight) < 0.5 ? 1.0 : 0.0;
+    const double inverse_root = 1.0 / sqrt(step);
+    row[kRho] = inverse_root < h.lr ? inverse_root : h.lr;  // Python's min(lr, ...): lr on a tie or a NaN
+  }
+  FUSED_OPTIM_HOST_DEVICE static void StepRow(const Hyper<double>& h, double step, const double* host_row,
+                                              double* row) {
+    for (int k = 0; k < kNumScalars; ++k) row[k] = host_row[k];
+    StepEntries(h, step, row);
+  }
   template <typename T>
   FUSED_OPTIM_HOST_DEVICE static Scalars<T> MakeScalars(const double* row) {  // the direction passes'
     using namespace adafactor_cols;

@@ -9,7 +9,7 @@ in both directions. Arguments common to all:
 * ``maximize``: whether to maximize the objective instead of minimizing it;
 * ``foreach``, ``fused``: accepted for torch compatibility and ignored (the step is always the
   fused kernel);
-* ``capturable`` (the classes whose torch.optim twin has it, and Lion and Adan): as in torch.optim,
+* ``capturable`` (the classes whose torch.optim twin has it, and Lion, Adan and Adafactor): as in torch.optim,
   each parameter's ``state["step"]`` (and NAdam's ``mu_product``; ASGD's ``eta`` and ``mu`` are
   there anyway) is a tensor on the parameter's device, which the fused kernel reads, uses for the
   bias corrections and advances there, so that a step reads nothing on the host and a CUDA graph

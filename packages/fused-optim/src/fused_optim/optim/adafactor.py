@@ -42,7 +42,12 @@ class Adafactor(FusedStep, torch.optim.Adafactor):
     element-wise passes.
 
     Args:
-        params, lr, maximize, foreach: shared by every drop-in class; see :mod:`fused_optim.optim`.
+        params, lr, maximize, foreach, capturable: shared by every drop-in class; see
+            :mod:`fused_optim.optim`. ``capturable`` is this class's own (torch.optim.Adafactor
+            has none): each pass of the step reads the counters and ``found_inf`` on the
+            parameters' device, so that a step under ``GradScaler`` never waits for the device and
+            a CUDA graph may capture it; a group left capturable=False loads into torch.optim's
+            class as saved.
         beta2_decay: The exponent ``c`` of the second-moment decay ``1 - t^c``.
         eps: ``(eps1, eps2)``: the floor of the second moment (``None``: the machine epsilon of
             the group's first parameter with a gradient, as torch takes it) and of the
@@ -61,8 +66,20 @@ class Adafactor(FusedStep, torch.optim.Adafactor):
     _state = ("step", Slot("row_var", _row_var, when=_factored), Slot("col_var", _col_var, when=_factored),
               Slot("variance", _like_grad, when=_unfactored))
     _floats = ("lr", "beta2_decay", "d", "weight_decay")
-    _flags = ("maximize",)
+    _flags = ("maximize", "capturable")
     _variant_flag = "factored"  # matrices and vectors make separate calls
+
+    def __init__(self, params: Any, lr: float | Tensor = 1e-2, beta2_decay: float = -0.8,
+                 eps: tuple[float | None, float] = (None, 1e-3), d: float = 1.0, weight_decay: float = 0.0, *,
+                 foreach: bool | None = None, maximize: bool = False, capturable: bool = False) -> None:
+        super().__init__(params, lr, beta2_decay, eps, d, weight_decay, foreach=foreach, maximize=maximize)
+        # torch's constructor has no capturable: the groups made so far get it here, the later ones
+        # (add_param_group) from the defaults. Only where it is set, so that a default optimizer's
+        # param_groups and state_dict() stay torch.optim.Adafactor's (an absent flag is False).
+        if capturable:
+            self.defaults["capturable"] = True
+            for group in self.param_groups:
+                group.setdefault("capturable", True)
 
     def _kind(self, grad: Tensor) -> bool:
         return grad.dim() > 1  # factored: the second moment kept as row and column averages
