@@ -33,7 +33,7 @@ TENSORS = 200
 KWARGS = {"Adam": dict(lr=1e-3), "AdamW": dict(lr=1e-3), "SGD": dict(lr=1e-3, momentum=0.9),
           "Adagrad": dict(lr=1e-3), "NAdam": dict(lr=1e-3), "ASGD": dict(lr=1e-3), "Adafactor": dict(lr=1e-2)}
 TORCH_FUSED = {"Adam", "AdamW", "SGD", "Adagrad"}  # torch.optim's fused=True steps
-CAPTURABLE = {"Adam", "AdamW", "NAdam", "ASGD"}  # (torch.optim's SGD and Adagrad have no capturable option)
+CAPTURABLE = {"Adam", "AdamW", "NAdam", "ASGD", "Adafactor"}  # (torch.optim's SGD and Adagrad have no capturable option; its Adafactor neither, ours has)
 
 
 def build(name: str, variant: str, device: str, shape: tuple[int, ...]) -> torch.optim.Optimizer:
