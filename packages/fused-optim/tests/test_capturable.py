@@ -296,3 +296,20 @@ def test_capturable_adafactor_through_the_cuda_plan_matches_torch(small_emulated
                                                   make_params=_adafactor_spanning_params)
     _assert_states_close(ref, ours, ref_params, our_params, twins.TOL[torch.float64])
     assert [float(ours.state[p]["step"]) for p in our_params] == [4.0, 3.0] + [4.0] * 41
+
+
+def test_a_compiled_capturable_adafactor_step_equals_the_eager_one():
+    # Dynamo traces the op with its capturable flag (the schema's default is False): the compiled
+    # step runs the same kernels, so both give the same bits and advance the counters alike.
+    params = twins.params(torch.float32)
+    eager_params = [p.detach().clone().requires_grad_() for p in params]
+    compiled, eager = (fused_optim.Adafactor(ps, **KWARGS["Adafactor"], capturable=True) for ps in (params, eager_params))
+    step = torch.compile(compiled.step)
+    for k in range(3):
+        for p, q, g in zip(params, eager_params, twins.grads(params, k)):
+            p.grad, q.grad = g.clone(), g.clone()
+        step()
+        eager.step()
+    for p, q in zip(params, eager_params, strict=True):
+        assert torch.equal(p, q)
+        assert float(compiled.state[p]["step"]) == float(eager.state[q]["step"]) == 3.0
