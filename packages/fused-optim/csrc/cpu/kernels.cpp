@@ -461,7 +461,8 @@ void RunKernel(const KernelTable& table, const typename K::template Hyper<double
   // (the rows first, from the counters before their advance).
   if (table.found_inf != nullptr && *table.found_inf != 0.0f) return;
   const bool advance_state = kStateScalarsOf<K> > 0 && table.advance_state;
-  if (!advance_state && !AdvancesAfterUpdate(table)) return;
+  const bool advance_steps = !table.steps.empty() && table.advance_steps;
+  if (!advance_state && !advance_steps) return;
   for (int64_t t = 0; t < table.num_tensors; ++t) {
     const StateScalar* step = DeviceStep(table, t);
     if (advance_state) {
@@ -470,7 +471,7 @@ void RunKernel(const KernelTable& table, const typename K::template Hyper<double
           TensorRow<K, c10::Half, c10::BFloat16>(table.scalars.data() + t * table.num_scalars, step, hyper, fresh);
       AdvanceState<K, c10::Half, c10::BFloat16>(row, table.State(t), table.default_dtype);
     }
-    if (step != nullptr && table.advance_steps) AdvanceStep<c10::Half, c10::BFloat16>(step);
+    if (advance_steps) AdvanceStep<c10::Half, c10::BFloat16>(step);
   }
 }
 
