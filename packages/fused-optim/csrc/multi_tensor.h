@@ -365,6 +365,8 @@ class MultiTensorCall {
 };
 
 inline constexpr bool kInPlace = true;  // MultiTensorCall's `in_place`
+// The `when_absent` of a momentum buffer list (SGD's, RMSprop's): only momentum > 0 keeps one.
+inline constexpr const char* kNoMomentum = "when momentum == 0";
 
 // One-element tensors on the CPU (step counters, per-parameter state scalars), read and written
 // through their data pointers in every dtype they may have (floating or integral): item() and

@@ -4,8 +4,8 @@
 namespace fused_optim {
 namespace {
 
-math::AdadeltaHyper<double> MakeHyper(const char* op, double lr, double rho, double eps, double weight_decay,
-                                      bool maximize) {
+math::AdadeltaHyper<double> MakeAdadeltaHyper(const char* op, double lr, double rho, double eps, double weight_decay,
+                                              bool maximize) {
   CheckNonNegative(op, "learning rate", lr);
   FUSED_OPTIM_CHECK_VALUE(rho >= 0.0 && rho <= 1.0, op, ": invalid rho value: ", rho, " (must be in [0, 1])");
   CheckNonNegative(op, {{"epsilon", eps}, {"weight_decay", weight_decay}});
@@ -21,16 +21,16 @@ void AdadeltaStepInPlace(TensorListArg params, TensorListArg grads, TensorListAr
                          bool maximize, const std::optional<Tensor>& grad_scale, const std::optional<Tensor>& found_inf,
                          bool capturable) {
   constexpr const char* op = "fused_optim::adadelta_step_";
-  StepInPlace(op, FUSED_OPTIM_KERNEL(AdadeltaStep), MakeHyper(op, lr, rho, eps, weight_decay, maximize), params, grads,
-              {{"square_avgs", square_avgs}, {"acc_deltas", acc_deltas}}, state_steps, {grad_scale, found_inf},
+  StepInPlace(op, FUSED_OPTIM_KERNEL(AdadeltaStep), MakeAdadeltaHyper(op, lr, rho, eps, weight_decay, maximize), params,
+              grads, {{"square_avgs", square_avgs}, {"acc_deltas", acc_deltas}}, state_steps, {grad_scale, found_inf},
               capturable);
 }
 
 Lists<3> AdadeltaUpdate(TensorListArg params, TensorListArg grads, TensorListArg square_avgs, TensorListArg acc_deltas,
                         double lr, double rho, double eps, double weight_decay, bool maximize) {
   constexpr const char* op = "fused_optim::adadelta_update";
-  return Update(op, FUSED_OPTIM_KERNEL(AdadeltaStep), MakeHyper(op, lr, rho, eps, weight_decay, maximize), params,
-                grads, {{"square_avgs", square_avgs}, {"acc_deltas", acc_deltas}});
+  return Update(op, FUSED_OPTIM_KERNEL(AdadeltaStep), MakeAdadeltaHyper(op, lr, rho, eps, weight_decay, maximize),
+                params, grads, {{"square_avgs", square_avgs}, {"acc_deltas", acc_deltas}});
 }
 
 Lists<4> AdadeltaUpdateBackward(const OptionalTensorList& grad_new_params,
@@ -40,7 +40,7 @@ Lists<4> AdadeltaUpdateBackward(const OptionalTensorList& grad_new_params,
                                 double rho, double eps, double weight_decay, bool maximize) {
   constexpr const char* op = "fused_optim::adadelta_update_backward";
   return UpdateBackward<4>(
-      op, FUSED_OPTIM_KERNEL(AdadeltaBackward), MakeHyper(op, lr, rho, eps, weight_decay, maximize), params,
+      op, FUSED_OPTIM_KERNEL(AdadeltaBackward), MakeAdadeltaHyper(op, lr, rho, eps, weight_decay, maximize), params,
       {{"grad_new_params", grad_new_params},
        {"grad_new_square_avgs", grad_new_square_avgs},
        {"grad_new_acc_deltas", grad_new_acc_deltas}},

@@ -227,7 +227,7 @@ void SetApplyRows(MultiTensorCall& apply, TensorListArg params, const std::vecto
   });
 }
 
-math::AdafactorHyper<double> MakeHyper(const AdafactorArgs& a, double weight_decay, bool maximize) {
+math::AdafactorHyper<double> MakeAdafactorHyper(const AdafactorArgs& a, double weight_decay, bool maximize) {
   return {a.eps1 * a.eps1, 1.0 - a.lr * weight_decay, a.lr, a.beta2_decay, maximize, weight_decay != 0.0};
 }
 
@@ -377,7 +377,7 @@ void AdafactorStepInPlace(TensorListArg params, TensorListArg grads, TensorListA
   if (grad_scale.has_value() && grad_scale->defined()) {  // first modification, as the kernels unscale
     aten::ForeachMul_(grads, aten::Reciprocal(*grad_scale));
   }
-  const auto hyper = MakeHyper(args, weight_decay, maximize);
+  const auto hyper = MakeAdafactorHyper(args, weight_decay, maximize);
   if (capturable) {
     const std::vector<double> unknown(checks.size(), 1.0);  // the kernels' rows replace their step entries
     RunStep(op, params, grads, row_vars, col_vars, variances, unknown, args, hyper, factored, kInPlace,
@@ -411,8 +411,8 @@ Lists<4> AdafactorUpdate(TensorListArg params, TensorListArg grads, TensorListAr
                                              eps1, eps2, d, weight_decay, factored);
   if (params.empty()) return {};
   const std::vector<double> steps(params.size(), static_cast<double>(step));
-  return RunStep(op, params, grads, row_vars, col_vars, variances, steps, args, MakeHyper(args, weight_decay, maximize),
-                 factored, /*in_place=*/false);
+  return RunStep(op, params, grads, row_vars, col_vars, variances, steps, args,
+                 MakeAdafactorHyper(args, weight_decay, maximize), factored, /*in_place=*/false);
 }
 
 // An optional incoming gradient as a tensor, or an undefined one for None (or an empty list).
@@ -457,7 +457,7 @@ Lists<5> AdafactorUpdateBackward(const OptionalTensorList& grad_new_params, cons
     CheckIncoming(op, "grad_new_col_vars", grad_new_col_vars, col_vars);
   }
   if (n == 0) return {};
-  const auto hyper = MakeHyper(args, weight_decay, maximize);
+  const auto hyper = MakeAdafactorHyper(args, weight_decay, maximize);
   const std::vector<double> steps(n, static_cast<double>(step));
   double step_row[adafactor_cols::kNumScalars];
   bind::Adafactor::StepEntries(hyper, steps[0], step_row);

@@ -5,8 +5,8 @@
 namespace fused_optim {
 namespace {
 
-math::AdagradHyper<double> MakeHyper(const char* op, double lr, double lr_decay, double weight_decay, double eps,
-                                     bool maximize) {
+math::AdagradHyper<double> MakeAdagradHyper(const char* op, double lr, double lr_decay, double weight_decay, double eps,
+                                            bool maximize) {
   CheckNonNegative(op,
                    {{"learning rate", lr}, {"lr_decay", lr_decay}, {"weight_decay", weight_decay}, {"epsilon", eps}});
   math::AdagradHyper<double> h{};
@@ -16,7 +16,7 @@ math::AdagradHyper<double> MakeHyper(const char* op, double lr, double lr_decay,
 }
 
 // The per-tensor decayed learning rate (math/adagrad.h's StepRow).
-auto StepScalars(const math::AdagradHyper<double>& hyper) {
+auto AdagradStepScalars(const math::AdagradHyper<double>& hyper) {
   return ScalarRows{bind::StepSizeScalar::kNumScalars,
                     [=](double step, double* row) { bind::AdagradStep::StepRow(hyper, step, row); }};
 }
@@ -26,28 +26,28 @@ void AdagradStepInPlace(TensorListArg params, TensorListArg grads, TensorListArg
                         const std::optional<Tensor>& grad_scale, const std::optional<Tensor>& found_inf,
                         bool capturable) {
   constexpr const char* op = "fused_optim::adagrad_step_";
-  const auto hyper = MakeHyper(op, lr, lr_decay, weight_decay, eps, maximize);
+  const auto hyper = MakeAdagradHyper(op, lr, lr_decay, weight_decay, eps, maximize);
   StepInPlace(op, FUSED_OPTIM_KERNEL(AdagradStep), hyper, params, grads, {{"state_sums", state_sums}}, state_steps,
-              {grad_scale, found_inf}, capturable, StepScalars(hyper));
+              {grad_scale, found_inf}, capturable, AdagradStepScalars(hyper));
 }
 
 Lists<2> AdagradUpdate(TensorListArg params, TensorListArg grads, TensorListArg state_sums, int64_t step, double lr,
                        double lr_decay, double weight_decay, double eps, bool maximize) {
   constexpr const char* op = "fused_optim::adagrad_update";
-  const auto hyper = MakeHyper(op, lr, lr_decay, weight_decay, eps, maximize);
+  const auto hyper = MakeAdagradHyper(op, lr, lr_decay, weight_decay, eps, maximize);
   return Update(op, FUSED_OPTIM_KERNEL(AdagradStep), hyper, params, grads, {{"state_sums", state_sums}}, step,
-                StepScalars(hyper));
+                AdagradStepScalars(hyper));
 }
 
 Lists<3> AdagradUpdateBackward(const OptionalTensorList& grad_new_params, const OptionalTensorList& grad_new_state_sums,
                                TensorListArg params, TensorListArg grads, TensorListArg state_sums, int64_t step,
                                double lr, double lr_decay, double weight_decay, double eps, bool maximize) {
   constexpr const char* op = "fused_optim::adagrad_update_backward";
-  const auto hyper = MakeHyper(op, lr, lr_decay, weight_decay, eps, maximize);
+  const auto hyper = MakeAdagradHyper(op, lr, lr_decay, weight_decay, eps, maximize);
   return UpdateBackward<3>(op, FUSED_OPTIM_KERNEL(AdagradBackward), hyper, params,
                            {{"grad_new_params", grad_new_params}, {"grad_new_state_sums", grad_new_state_sums}},
                            {{"params", params}, {"grads", grads}, {"state_sums", state_sums}}, step,
-                           StepScalars(hyper));
+                           AdagradStepScalars(hyper));
 }
 
 }  // namespace

@@ -7,8 +7,8 @@
 namespace fused_optim {
 namespace {
 
-math::AdamHyper<double> MakeHyper(const char* op, double lr, double beta1, double beta2, double weight_decay,
-                                  double eps, bool amsgrad, bool maximize, bool decoupled) {
+math::AdamHyper<double> MakeAdamHyper(const char* op, double lr, double beta1, double beta2, double weight_decay,
+                                      double eps, bool amsgrad, bool maximize, bool decoupled) {
   CheckNonNegative(op, {{"learning rate", lr}, {"epsilon", eps}});
   CheckUnitInterval(op, {{"beta1", beta1}, {"beta2", beta2}});
   CheckNonNegative(op, "weight_decay", weight_decay);
@@ -18,7 +18,7 @@ math::AdamHyper<double> MakeHyper(const char* op, double lr, double beta1, doubl
 constexpr const char* kNoAmsgrad = "when amsgrad=False";
 
 // The per-tensor bias corrections, from each tensor's step count (math/adam.h's StepRow).
-auto StepScalars(const math::AdamHyper<double>& hyper) {
+auto AdamStepScalars(const math::AdamHyper<double>& hyper) {
   return ScalarRows{adam_cols::kNumScalars,
                     [=](double step, double* row) { bind::AdamStep::StepRow(hyper, step, row); }};
 }
@@ -28,22 +28,22 @@ void AdamStepInPlace(TensorListArg params, TensorListArg grads, TensorListArg ex
                      double weight_decay, double eps, bool amsgrad, bool maximize, bool decoupled_weight_decay,
                      const std::optional<Tensor>& grad_scale, const std::optional<Tensor>& found_inf, bool capturable) {
   constexpr const char* op = "fused_optim::adam_step_";
-  const auto hyper = MakeHyper(op, lr, beta1, beta2, weight_decay, eps, amsgrad, maximize, decoupled_weight_decay);
+  const auto hyper = MakeAdamHyper(op, lr, beta1, beta2, weight_decay, eps, amsgrad, maximize, decoupled_weight_decay);
   StepInPlace(
       op, FUSED_OPTIM_KERNEL(AdamStep), hyper, params, grads,
       {{"exp_avgs", exp_avgs}, {"exp_avg_sqs", exp_avg_sqs}, {"max_exp_avg_sqs", max_exp_avg_sqs, amsgrad, kNoAmsgrad}},
-      state_steps, {grad_scale, found_inf}, capturable, StepScalars(hyper));
+      state_steps, {grad_scale, found_inf}, capturable, AdamStepScalars(hyper));
 }
 
 Lists<4> AdamUpdate(TensorListArg params, TensorListArg grads, TensorListArg exp_avgs, TensorListArg exp_avg_sqs,
                     TensorListArg max_exp_avg_sqs, int64_t step, double lr, double beta1, double beta2,
                     double weight_decay, double eps, bool amsgrad, bool maximize, bool decoupled_weight_decay) {
   constexpr const char* op = "fused_optim::adam_update";
-  const auto hyper = MakeHyper(op, lr, beta1, beta2, weight_decay, eps, amsgrad, maximize, decoupled_weight_decay);
+  const auto hyper = MakeAdamHyper(op, lr, beta1, beta2, weight_decay, eps, amsgrad, maximize, decoupled_weight_decay);
   return Update(
       op, FUSED_OPTIM_KERNEL(AdamStep), hyper, params, grads,
       {{"exp_avgs", exp_avgs}, {"exp_avg_sqs", exp_avg_sqs}, {"max_exp_avg_sqs", max_exp_avg_sqs, amsgrad, kNoAmsgrad}},
-      step, StepScalars(hyper));
+      step, AdamStepScalars(hyper));
 }
 
 Lists<5> AdamUpdateBackward(const OptionalTensorList& grad_new_params, const OptionalTensorList& grad_new_exp_avgs,
@@ -53,7 +53,7 @@ Lists<5> AdamUpdateBackward(const OptionalTensorList& grad_new_params, const Opt
                             TensorListArg max_exp_avg_sqs, int64_t step, double lr, double beta1, double beta2,
                             double weight_decay, double eps, bool amsgrad, bool maximize, bool decoupled_weight_decay) {
   constexpr const char* op = "fused_optim::adam_update_backward";
-  const auto hyper = MakeHyper(op, lr, beta1, beta2, weight_decay, eps, amsgrad, maximize, decoupled_weight_decay);
+  const auto hyper = MakeAdamHyper(op, lr, beta1, beta2, weight_decay, eps, amsgrad, maximize, decoupled_weight_decay);
   return UpdateBackward<5>(op, FUSED_OPTIM_KERNEL(AdamBackward), hyper, params,
                            {{"grad_new_params", grad_new_params},
                             {"grad_new_exp_avgs", grad_new_exp_avgs},
@@ -64,7 +64,7 @@ Lists<5> AdamUpdateBackward(const OptionalTensorList& grad_new_params, const Opt
                             {"exp_avgs", exp_avgs},
                             {"exp_avg_sqs", exp_avg_sqs},
                             {"max_exp_avg_sqs", max_exp_avg_sqs, amsgrad, kNoAmsgrad}},
-                           step, StepScalars(hyper), {true, true, true, true, amsgrad});
+                           step, AdamStepScalars(hyper), {true, true, true, true, amsgrad});
 }
 
 math::AdamDirectionHyper<double> MakeDirectionHyper(const char* op, int64_t step, double beta1, double beta2,

@@ -6,8 +6,8 @@
 namespace fused_optim {
 namespace {
 
-math::AdamaxHyper<double> MakeHyper(const char* op, double lr, double beta1, double beta2, double eps,
-                                    double weight_decay, bool maximize) {
+math::AdamaxHyper<double> MakeAdamaxHyper(const char* op, double lr, double beta1, double beta2, double eps,
+                                          double weight_decay, bool maximize) {
   CheckNonNegative(op, {{"learning rate", lr}, {"epsilon", eps}});
   CheckUnitInterval(op, {{"beta1", beta1}, {"beta2", beta2}});
   CheckNonNegative(op, "weight_decay", weight_decay);
@@ -20,7 +20,7 @@ math::AdamaxHyper<double> MakeHyper(const char* op, double lr, double beta1, dou
 }
 
 // The per-tensor step size lr / (1 - beta1^step) (math/adamax.h's StepRow).
-auto StepScalars(const math::AdamaxHyper<double>& hyper) {
+auto AdamaxStepScalars(const math::AdamaxHyper<double>& hyper) {
   return ScalarRows{bind::StepSizeScalar::kNumScalars,
                     [=](double step, double* row) { bind::AdamaxStep::StepRow(hyper, step, row); }};
 }
@@ -30,19 +30,19 @@ void AdamaxStepInPlace(TensorListArg params, TensorListArg grads, TensorListArg 
                        double weight_decay, bool maximize, const std::optional<Tensor>& grad_scale,
                        const std::optional<Tensor>& found_inf, bool capturable) {
   constexpr const char* op = "fused_optim::adamax_step_";
-  const auto hyper = MakeHyper(op, lr, beta1, beta2, eps, weight_decay, maximize);
+  const auto hyper = MakeAdamaxHyper(op, lr, beta1, beta2, eps, weight_decay, maximize);
   StepInPlace(op, FUSED_OPTIM_KERNEL(AdamaxStep), hyper, params, grads,
               {{"exp_avgs", exp_avgs}, {"exp_infs", exp_infs}}, state_steps, {grad_scale, found_inf}, capturable,
-              StepScalars(hyper));
+              AdamaxStepScalars(hyper));
 }
 
 Lists<3> AdamaxUpdate(TensorListArg params, TensorListArg grads, TensorListArg exp_avgs, TensorListArg exp_infs,
                       int64_t step, double lr, double beta1, double beta2, double eps, double weight_decay,
                       bool maximize) {
   constexpr const char* op = "fused_optim::adamax_update";
-  const auto hyper = MakeHyper(op, lr, beta1, beta2, eps, weight_decay, maximize);
+  const auto hyper = MakeAdamaxHyper(op, lr, beta1, beta2, eps, weight_decay, maximize);
   return Update(op, FUSED_OPTIM_KERNEL(AdamaxStep), hyper, params, grads,
-                {{"exp_avgs", exp_avgs}, {"exp_infs", exp_infs}}, step, StepScalars(hyper));
+                {{"exp_avgs", exp_avgs}, {"exp_infs", exp_infs}}, step, AdamaxStepScalars(hyper));
 }
 
 Lists<4> AdamaxUpdateBackward(const OptionalTensorList& grad_new_params, const OptionalTensorList& grad_new_exp_avgs,
@@ -50,13 +50,13 @@ Lists<4> AdamaxUpdateBackward(const OptionalTensorList& grad_new_params, const O
                               TensorListArg exp_avgs, TensorListArg exp_infs, int64_t step, double lr, double beta1,
                               double beta2, double eps, double weight_decay, bool maximize) {
   constexpr const char* op = "fused_optim::adamax_update_backward";
-  const auto hyper = MakeHyper(op, lr, beta1, beta2, eps, weight_decay, maximize);
+  const auto hyper = MakeAdamaxHyper(op, lr, beta1, beta2, eps, weight_decay, maximize);
   return UpdateBackward<4>(op, FUSED_OPTIM_KERNEL(AdamaxBackward), hyper, params,
                            {{"grad_new_params", grad_new_params},
                             {"grad_new_exp_avgs", grad_new_exp_avgs},
                             {"grad_new_exp_infs", grad_new_exp_infs}},
                            {{"params", params}, {"grads", grads}, {"exp_avgs", exp_avgs}, {"exp_infs", exp_infs}}, step,
-                           StepScalars(hyper));
+                           AdamaxStepScalars(hyper));
 }
 
 }  // namespace

@@ -7,8 +7,8 @@
 namespace fused_optim {
 namespace {
 
-math::AdanHyper<double> MakeHyper(const char* op, double lr, double beta1, double beta2, double beta3, double eps,
-                                  double weight_decay, bool no_prox, bool maximize) {
+math::AdanHyper<double> MakeAdanHyper(const char* op, double lr, double beta1, double beta2, double beta3, double eps,
+                                      double weight_decay, bool no_prox, bool maximize) {
   CheckNonNegative(op, {{"learning rate", lr}, {"epsilon", eps}});
   CheckUnitInterval(op, {{"beta1", beta1}, {"beta2", beta2}, {"beta3", beta3}});
   CheckNonNegative(op, "weight_decay", weight_decay);
@@ -25,7 +25,7 @@ math::AdanHyper<double> MakeHyper(const char* op, double lr, double beta1, doubl
 
 // The per-tensor bias corrections, and whether a previous gradient exists, from each tensor's step
 // (math/adan.h's StepRow).
-auto StepScalars(const math::AdanHyper<double>& hyper) {
+auto AdanStepScalars(const math::AdanHyper<double>& hyper) {
   return ScalarRows{adan_cols::kNumScalars,
                     [=](double step, double* row) { bind::AdanStep::StepRow(hyper, step, row); }};
 }
@@ -36,26 +36,26 @@ void AdanStepInPlace(TensorListArg params, TensorListArg grads, TensorListArg ex
                      bool maximize, const std::optional<Tensor>& grad_scale, const std::optional<Tensor>& found_inf,
                      bool capturable) {
   constexpr const char* op = "fused_optim::adan_step_";
-  const auto hyper = MakeHyper(op, lr, beta1, beta2, beta3, eps, weight_decay, no_prox, maximize);
+  const auto hyper = MakeAdanHyper(op, lr, beta1, beta2, beta3, eps, weight_decay, no_prox, maximize);
   StepInPlace(op, FUSED_OPTIM_KERNEL(AdanStep), hyper, params, grads,
               {{"exp_avgs", exp_avgs},
                {"exp_avg_diffs", exp_avg_diffs},
                {"exp_avg_sqs", exp_avg_sqs},
                {"prev_grads", prev_grads}},
-              state_steps, {grad_scale, found_inf}, capturable, StepScalars(hyper));
+              state_steps, {grad_scale, found_inf}, capturable, AdanStepScalars(hyper));
 }
 
 Lists<5> AdanUpdate(TensorListArg params, TensorListArg grads, TensorListArg exp_avgs, TensorListArg exp_avg_diffs,
                     TensorListArg exp_avg_sqs, TensorListArg prev_grads, int64_t step, double lr, double beta1,
                     double beta2, double beta3, double eps, double weight_decay, bool no_prox, bool maximize) {
   constexpr const char* op = "fused_optim::adan_update";
-  const auto hyper = MakeHyper(op, lr, beta1, beta2, beta3, eps, weight_decay, no_prox, maximize);
+  const auto hyper = MakeAdanHyper(op, lr, beta1, beta2, beta3, eps, weight_decay, no_prox, maximize);
   return Update(op, FUSED_OPTIM_KERNEL(AdanStep), hyper, params, grads,
                 {{"exp_avgs", exp_avgs},
                  {"exp_avg_diffs", exp_avg_diffs},
                  {"exp_avg_sqs", exp_avg_sqs},
                  {"prev_grads", prev_grads}},
-                step, StepScalars(hyper));
+                step, AdanStepScalars(hyper));
 }
 
 Lists<6> AdanUpdateBackward(const OptionalTensorList& grad_new_params, const OptionalTensorList& grad_new_exp_avgs,
@@ -66,7 +66,7 @@ Lists<6> AdanUpdateBackward(const OptionalTensorList& grad_new_params, const Opt
                             TensorListArg prev_grads, int64_t step, double lr, double beta1, double beta2, double beta3,
                             double eps, double weight_decay, bool no_prox, bool maximize) {
   constexpr const char* op = "fused_optim::adan_update_backward";
-  const auto hyper = MakeHyper(op, lr, beta1, beta2, beta3, eps, weight_decay, no_prox, maximize);
+  const auto hyper = MakeAdanHyper(op, lr, beta1, beta2, beta3, eps, weight_decay, no_prox, maximize);
   return UpdateBackward<6>(op, FUSED_OPTIM_KERNEL(AdanBackward), hyper, params,
                            {{"grad_new_params", grad_new_params},
                             {"grad_new_exp_avgs", grad_new_exp_avgs},
@@ -79,7 +79,7 @@ Lists<6> AdanUpdateBackward(const OptionalTensorList& grad_new_params, const Opt
                             {"exp_avg_diffs", exp_avg_diffs},
                             {"exp_avg_sqs", exp_avg_sqs},
                             {"prev_grads", prev_grads}},
-                           step, StepScalars(hyper));
+                           step, AdanStepScalars(hyper));
 }
 
 }  // namespace

@@ -9,7 +9,7 @@
 namespace fused_optim {
 namespace {
 
-math::AsgdHyper<double> MakeHyper(const char* op, double lambd, double weight_decay, bool maximize) {
+math::AsgdHyper<double> MakeAsgdHyper(const char* op, double lambd, double weight_decay, bool maximize) {
   FUSED_OPTIM_CHECK_VALUE(std::isfinite(lambd), op, ": lambd must be finite, got ", lambd);
   CheckNonNegative(op, "weight_decay", weight_decay);
   return {weight_decay, maximize, weight_decay != 0.0};
@@ -39,7 +39,7 @@ void AsgdStepInPlace(TensorListArg params, TensorListArg grads, TensorListArg ax
   CheckNonNegative(op, "learning rate", lr);
   FUSED_OPTIM_CHECK_VALUE(std::isfinite(alpha) && std::isfinite(t0), op,
                           ": alpha and t0 must be finite, got alpha=", alpha, ", t0=", t0);
-  const auto hyper = MakeHyper(op, lambd, weight_decay, maximize);
+  const auto hyper = MakeAsgdHyper(op, lambd, weight_decay, maximize);
   // Each parameter's eta and mu are read, and with its step count advanced, where they live (on
   // the parameter's device, as torch.optim keeps them): no value crosses to the host. With
   // capturable=True all three must be there, so that found_inf is read by the kernel alone.
@@ -62,7 +62,7 @@ void CheckEtaMu(const char* op, double eta, double mu) {
 Lists<2> AsgdUpdate(TensorListArg params, TensorListArg grads, TensorListArg axs, double eta, double mu, double lambd,
                     double weight_decay, bool maximize) {
   constexpr const char* op = "fused_optim::asgd_update";
-  const auto hyper = MakeHyper(op, lambd, weight_decay, maximize);
+  const auto hyper = MakeAsgdHyper(op, lambd, weight_decay, maximize);
   CheckEtaMu(op, eta, mu);
   return Update(op, FUSED_OPTIM_KERNEL(AsgdStep), hyper, params, grads, {{"axs", axs}}, 1,
                 GivenScalars(eta, mu, lambd));
@@ -72,7 +72,7 @@ Lists<3> AsgdUpdateBackward(const OptionalTensorList& grad_new_params, const Opt
                             TensorListArg params, double eta, double mu, double lambd, double weight_decay,
                             bool maximize) {
   constexpr const char* op = "fused_optim::asgd_update_backward";
-  const auto hyper = MakeHyper(op, lambd, weight_decay, maximize);
+  const auto hyper = MakeAsgdHyper(op, lambd, weight_decay, maximize);
   return UpdateBackward<3>(op, FUSED_OPTIM_KERNEL(AsgdBackward), hyper, params,
                            {{"grad_new_params", grad_new_params}, {"grad_new_axs", grad_new_axs}}, {}, 1,
                            GivenScalars(eta, mu, lambd));

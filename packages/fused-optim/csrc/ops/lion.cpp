@@ -5,8 +5,8 @@
 namespace fused_optim {
 namespace {
 
-math::LionHyper<double> MakeHyper(const char* op, double lr, double beta1, double beta2, double weight_decay,
-                                  bool maximize) {
+math::LionHyper<double> MakeLionHyper(const char* op, double lr, double beta1, double beta2, double weight_decay,
+                                      bool maximize) {
   CheckNonNegative(op, "learning rate", lr);
   CheckUnitInterval(op, {{"beta1", beta1}, {"beta2", beta2}});
   CheckNonNegative(op, "weight_decay", weight_decay);
@@ -23,14 +23,14 @@ void LionStepInPlace(TensorListArg params, TensorListArg grads, TensorListArg ex
                      const std::optional<Tensor>& grad_scale, const std::optional<Tensor>& found_inf, bool capturable) {
   constexpr const char* op = "fused_optim::lion_step_";
   // Lion reads no step count; its torch-style state keeps one all the same.
-  StepInPlace(op, FUSED_OPTIM_KERNEL(LionStep), MakeHyper(op, lr, beta1, beta2, weight_decay, maximize), params, grads,
-              {{"exp_avgs", exp_avgs}}, state_steps, {grad_scale, found_inf}, capturable);
+  StepInPlace(op, FUSED_OPTIM_KERNEL(LionStep), MakeLionHyper(op, lr, beta1, beta2, weight_decay, maximize), params,
+              grads, {{"exp_avgs", exp_avgs}}, state_steps, {grad_scale, found_inf}, capturable);
 }
 
 Lists<2> LionUpdate(TensorListArg params, TensorListArg grads, TensorListArg exp_avgs, double lr, double beta1,
                     double beta2, double weight_decay, bool maximize) {
   constexpr const char* op = "fused_optim::lion_update";
-  return Update(op, FUSED_OPTIM_KERNEL(LionStep), MakeHyper(op, lr, beta1, beta2, weight_decay, maximize), params,
+  return Update(op, FUSED_OPTIM_KERNEL(LionStep), MakeLionHyper(op, lr, beta1, beta2, weight_decay, maximize), params,
                 grads, {{"exp_avgs", exp_avgs}});
 }
 
@@ -40,7 +40,7 @@ Lists<3> LionUpdateBackward(const OptionalTensorList& grad_new_params, const Opt
   constexpr const char* op = "fused_optim::lion_update_backward";
   // params only give the shapes: the gradients do not depend on values
   return UpdateBackward<3>(op, FUSED_OPTIM_KERNEL(LionBackward),
-                           MakeHyper(op, lr, beta1, beta2, weight_decay, maximize), params,
+                           MakeLionHyper(op, lr, beta1, beta2, weight_decay, maximize), params,
                            {{"grad_new_params", grad_new_params}, {"grad_new_exp_avgs", grad_new_exp_avgs}}, {});
 }
 

@@ -7,7 +7,7 @@
 namespace fused_optim {
 namespace {
 
-math::MuonHyper<double> MakeHyper(const char* op, double momentum, bool nesterov) {
+math::MuonHyper<double> MakeMuonHyper(const char* op, double momentum, bool nesterov) {
   CheckNonNegative(op, "momentum", momentum);
   math::MuonHyper<double> h{};
   h.momentum = momentum, h.one_minus_momentum = 1.0 - momentum;
@@ -28,7 +28,7 @@ void CheckMatrices(const char* op, const char* name, TensorListArg list) {
 void MuonDirectionInPlace(TensorListArg grads, TensorListArg momentum_buffers, TensorListArg directions,
                           double momentum, bool nesterov) {
   constexpr const char* op = "fused_optim::muon_direction_";
-  const auto hyper = MakeHyper(op, momentum, nesterov);
+  const auto hyper = MakeMuonHyper(op, momentum, nesterov);
   MultiTensorCall call(op, grads, kInPlace);
   call.AddInput("grads", grads);
   call.AddMutable("momentum_buffers", momentum_buffers);
@@ -39,7 +39,7 @@ void MuonDirectionInPlace(TensorListArg grads, TensorListArg momentum_buffers, T
 
 Lists<2> MuonDirectionUpdate(TensorListArg grads, TensorListArg momentum_buffers, double momentum, bool nesterov) {
   constexpr const char* op = "fused_optim::muon_direction";
-  const auto hyper = MakeHyper(op, momentum, nesterov);
+  const auto hyper = MakeMuonHyper(op, momentum, nesterov);
   MultiTensorCall call(op, grads);
   call.AddInput("grads", grads);
   TensorVector new_buffers = call.AddOutputFrom("momentum_buffers", momentum_buffers);
@@ -54,7 +54,7 @@ Lists<2> MuonDirectionBackward(const OptionalTensorList& grad_directions,
   constexpr const char* op = "fused_optim::muon_direction_backward";
   // grads only give the shapes: the direction is linear, its gradients do not depend on values
   return UpdateBackward<2>(
-      op, FUSED_OPTIM_KERNEL(MuonDirectionBackward), MakeHyper(op, momentum, nesterov), grads,
+      op, FUSED_OPTIM_KERNEL(MuonDirectionBackward), MakeMuonHyper(op, momentum, nesterov), grads,
       {{"grad_directions", grad_directions}, {"grad_new_momentum_buffers", grad_new_momentum_buffers}}, {});
 }
 

@@ -10,9 +10,9 @@
 namespace fused_optim {
 namespace {
 
-math::NadamHyper<double> MakeHyper(const char* op, double lr, double beta1, double beta2, double eps,
-                                   double weight_decay, double momentum_decay, bool decoupled_weight_decay,
-                                   bool maximize) {
+math::NadamHyper<double> MakeNadamHyper(const char* op, double lr, double beta1, double beta2, double eps,
+                                        double weight_decay, double momentum_decay, bool decoupled_weight_decay,
+                                        bool maximize) {
   CheckNonNegative(op, {{"learning rate", lr}, {"epsilon", eps}});
   CheckUnitInterval(op, {{"beta1", beta1}, {"beta2", beta2}});
   CheckNonNegative(op, {{"weight_decay", weight_decay}, {"momentum_decay", momentum_decay}});
@@ -39,7 +39,7 @@ void NadamStepInPlace(TensorListArg params, TensorListArg grads, TensorListArg e
                       bool capturable) {
   constexpr const char* op = "fused_optim::nadam_step_";
   const auto hyper =
-      MakeHyper(op, lr, beta1, beta2, eps, weight_decay, momentum_decay, decoupled_weight_decay, maximize);
+      MakeNadamHyper(op, lr, beta1, beta2, eps, weight_decay, momentum_decay, decoupled_weight_decay, maximize);
   // Each parameter's mu_product is read, and advanced to prod_t, where it lives (on the CPU, or
   // on the parameter's device after load_state_dict or with capturable state).
   const StateScalarList scalars[] = {{"mu_products", mu_products}};
@@ -58,7 +58,7 @@ void CheckProduct(const char* op, double mu_product) {
 }
 
 // The functional ops' per-tensor scalars, at the momentum product `mu_product` through the step.
-auto StepScalars(const math::NadamHyper<double>& hyper, double mu_product) {
+auto NadamStepScalars(const math::NadamHyper<double>& hyper, double mu_product) {
   return StepRows(hyper, true, {mu_product});
 }
 
@@ -67,10 +67,10 @@ Lists<3> NadamUpdate(TensorListArg params, TensorListArg grads, TensorListArg ex
                      double weight_decay, double momentum_decay, bool decoupled_weight_decay, bool maximize) {
   constexpr const char* op = "fused_optim::nadam_update";
   const auto hyper =
-      MakeHyper(op, lr, beta1, beta2, eps, weight_decay, momentum_decay, decoupled_weight_decay, maximize);
+      MakeNadamHyper(op, lr, beta1, beta2, eps, weight_decay, momentum_decay, decoupled_weight_decay, maximize);
   CheckProduct(op, mu_product);
   return Update(op, FUSED_OPTIM_KERNEL(NadamStep), hyper, params, grads,
-                {{"exp_avgs", exp_avgs}, {"exp_avg_sqs", exp_avg_sqs}}, step, StepScalars(hyper, mu_product));
+                {{"exp_avgs", exp_avgs}, {"exp_avg_sqs", exp_avg_sqs}}, step, NadamStepScalars(hyper, mu_product));
 }
 
 Lists<4> NadamUpdateBackward(const OptionalTensorList& grad_new_params, const OptionalTensorList& grad_new_exp_avgs,
@@ -80,14 +80,14 @@ Lists<4> NadamUpdateBackward(const OptionalTensorList& grad_new_params, const Op
                              double momentum_decay, bool decoupled_weight_decay, bool maximize) {
   constexpr const char* op = "fused_optim::nadam_update_backward";
   const auto hyper =
-      MakeHyper(op, lr, beta1, beta2, eps, weight_decay, momentum_decay, decoupled_weight_decay, maximize);
+      MakeNadamHyper(op, lr, beta1, beta2, eps, weight_decay, momentum_decay, decoupled_weight_decay, maximize);
   CheckProduct(op, mu_product);
   return UpdateBackward<4>(op, FUSED_OPTIM_KERNEL(NadamBackward), hyper, params,
                            {{"grad_new_params", grad_new_params},
                             {"grad_new_exp_avgs", grad_new_exp_avgs},
                             {"grad_new_exp_avg_sqs", grad_new_exp_avg_sqs}},
                            {{"params", params}, {"grads", grads}, {"exp_avgs", exp_avgs}, {"exp_avg_sqs", exp_avg_sqs}},
-                           step, StepScalars(hyper, mu_product));
+                           step, NadamStepScalars(hyper, mu_product));
 }
 
 }  // namespace

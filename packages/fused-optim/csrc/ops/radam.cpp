@@ -6,8 +6,8 @@
 namespace fused_optim {
 namespace {
 
-math::RadamHyper<double> MakeHyper(const char* op, double lr, double beta1, double beta2, double eps,
-                                   double weight_decay, bool decoupled_weight_decay, bool maximize) {
+math::RadamHyper<double> MakeRadamHyper(const char* op, double lr, double beta1, double beta2, double eps,
+                                        double weight_decay, bool decoupled_weight_decay, bool maximize) {
   CheckNonNegative(op, {{"learning rate", lr}, {"epsilon", eps}});
   CheckUnitInterval(op, {{"beta1", beta1}, {"beta2", beta2}});
   CheckNonNegative(op, "weight_decay", weight_decay);
@@ -15,7 +15,7 @@ math::RadamHyper<double> MakeHyper(const char* op, double lr, double beta1, doub
 }
 
 // The step-only terms (math/radam.h's StepRow).
-auto StepScalars(const math::RadamHyper<double>& hyper) {
+auto RadamStepScalars(const math::RadamHyper<double>& hyper) {
   return ScalarRows{radam_cols::kNumScalars,
                     [=](double step, double* row) { bind::RadamStep::StepRow(hyper, step, row); }};
 }
@@ -25,19 +25,19 @@ void RadamStepInPlace(TensorListArg params, TensorListArg grads, TensorListArg e
                       bool decoupled_weight_decay, bool maximize, const std::optional<Tensor>& grad_scale,
                       const std::optional<Tensor>& found_inf, bool capturable) {
   constexpr const char* op = "fused_optim::radam_step_";
-  const auto hyper = MakeHyper(op, lr, beta1, beta2, eps, weight_decay, decoupled_weight_decay, maximize);
+  const auto hyper = MakeRadamHyper(op, lr, beta1, beta2, eps, weight_decay, decoupled_weight_decay, maximize);
   StepInPlace(op, FUSED_OPTIM_KERNEL(RadamStep), hyper, params, grads,
               {{"exp_avgs", exp_avgs}, {"exp_avg_sqs", exp_avg_sqs}}, state_steps, {grad_scale, found_inf}, capturable,
-              StepScalars(hyper));
+              RadamStepScalars(hyper));
 }
 
 Lists<3> RadamUpdate(TensorListArg params, TensorListArg grads, TensorListArg exp_avgs, TensorListArg exp_avg_sqs,
                      int64_t step, double lr, double beta1, double beta2, double eps, double weight_decay,
                      bool decoupled_weight_decay, bool maximize) {
   constexpr const char* op = "fused_optim::radam_update";
-  const auto hyper = MakeHyper(op, lr, beta1, beta2, eps, weight_decay, decoupled_weight_decay, maximize);
+  const auto hyper = MakeRadamHyper(op, lr, beta1, beta2, eps, weight_decay, decoupled_weight_decay, maximize);
   return Update(op, FUSED_OPTIM_KERNEL(RadamStep), hyper, params, grads,
-                {{"exp_avgs", exp_avgs}, {"exp_avg_sqs", exp_avg_sqs}}, step, StepScalars(hyper));
+                {{"exp_avgs", exp_avgs}, {"exp_avg_sqs", exp_avg_sqs}}, step, RadamStepScalars(hyper));
 }
 
 Lists<4> RadamUpdateBackward(const OptionalTensorList& grad_new_params, const OptionalTensorList& grad_new_exp_avgs,
@@ -46,13 +46,13 @@ Lists<4> RadamUpdateBackward(const OptionalTensorList& grad_new_params, const Op
                              double beta2, double eps, double weight_decay, bool decoupled_weight_decay,
                              bool maximize) {
   constexpr const char* op = "fused_optim::radam_update_backward";
-  const auto hyper = MakeHyper(op, lr, beta1, beta2, eps, weight_decay, decoupled_weight_decay, maximize);
+  const auto hyper = MakeRadamHyper(op, lr, beta1, beta2, eps, weight_decay, decoupled_weight_decay, maximize);
   return UpdateBackward<4>(op, FUSED_OPTIM_KERNEL(RadamBackward), hyper, params,
                            {{"grad_new_params", grad_new_params},
                             {"grad_new_exp_avgs", grad_new_exp_avgs},
                             {"grad_new_exp_avg_sqs", grad_new_exp_avg_sqs}},
                            {{"params", params}, {"grads", grads}, {"exp_avgs", exp_avgs}, {"exp_avg_sqs", exp_avg_sqs}},
-                           step, StepScalars(hyper));
+                           step, RadamStepScalars(hyper));
 }
 
 }  // namespace

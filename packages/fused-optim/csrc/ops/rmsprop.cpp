@@ -5,8 +5,8 @@
 namespace fused_optim {
 namespace {
 
-math::RmspropHyper<double> MakeHyper(const char* op, double lr, double alpha, double eps, double weight_decay,
-                                     double momentum, bool centered, bool maximize) {
+math::RmspropHyper<double> MakeRmspropHyper(const char* op, double lr, double alpha, double eps, double weight_decay,
+                                            double momentum, bool centered, bool maximize) {
   CheckNonNegative(op, {{"learning rate", lr},
                         {"epsilon", eps},
                         {"momentum", momentum},
@@ -23,7 +23,6 @@ math::RmspropHyper<double> MakeHyper(const char* op, double lr, double alpha, do
 }
 
 constexpr const char* kNotCentered = "when centered=False";
-constexpr const char* kNoMomentum = "when momentum == 0";
 
 void RmspropStepInPlace(TensorListArg params, TensorListArg grads, TensorListArg square_avgs, TensorListArg grad_avgs,
                         TensorListArg momentum_buffers, TensorListArg state_steps, double lr, double alpha, double eps,
@@ -31,7 +30,7 @@ void RmspropStepInPlace(TensorListArg params, TensorListArg grads, TensorListArg
                         const std::optional<Tensor>& grad_scale, const std::optional<Tensor>& found_inf,
                         bool capturable) {
   constexpr const char* op = "fused_optim::rmsprop_step_";
-  const auto hyper = MakeHyper(op, lr, alpha, eps, weight_decay, momentum, centered, maximize);
+  const auto hyper = MakeRmspropHyper(op, lr, alpha, eps, weight_decay, momentum, centered, maximize);
   StepInPlace(op, FUSED_OPTIM_KERNEL(RmspropStep), hyper, params, grads,
               {{"square_avgs", square_avgs},
                {"grad_avgs", grad_avgs, centered, kNotCentered},
@@ -43,7 +42,7 @@ Lists<4> RmspropUpdate(TensorListArg params, TensorListArg grads, TensorListArg 
                        TensorListArg momentum_buffers, double lr, double alpha, double eps, double weight_decay,
                        double momentum, bool centered, bool maximize) {
   constexpr const char* op = "fused_optim::rmsprop_update";
-  const auto hyper = MakeHyper(op, lr, alpha, eps, weight_decay, momentum, centered, maximize);
+  const auto hyper = MakeRmspropHyper(op, lr, alpha, eps, weight_decay, momentum, centered, maximize);
   return Update(op, FUSED_OPTIM_KERNEL(RmspropStep), hyper, params, grads,
                 {{"square_avgs", square_avgs},
                  {"grad_avgs", grad_avgs, centered, kNotCentered},
@@ -58,7 +57,7 @@ Lists<5> RmspropUpdateBackward(const OptionalTensorList& grad_new_params,
                                double alpha, double eps, double weight_decay, double momentum, bool centered,
                                bool maximize) {
   constexpr const char* op = "fused_optim::rmsprop_update_backward";
-  const auto hyper = MakeHyper(op, lr, alpha, eps, weight_decay, momentum, centered, maximize);
+  const auto hyper = MakeRmspropHyper(op, lr, alpha, eps, weight_decay, momentum, centered, maximize);
   return UpdateBackward<5>(op, FUSED_OPTIM_KERNEL(RmspropBackward), hyper, params,
                            {{"grad_new_params", grad_new_params},
                             {"grad_new_square_avgs", grad_new_square_avgs},

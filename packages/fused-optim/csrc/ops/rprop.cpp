@@ -6,8 +6,8 @@
 namespace fused_optim {
 namespace {
 
-math::RpropHyper<double> MakeHyper(const char* op, double etaminus, double etaplus, double step_size_min,
-                                   double step_size_max, bool maximize) {
+math::RpropHyper<double> MakeRpropHyper(const char* op, double etaminus, double etaplus, double step_size_min,
+                                        double step_size_max, bool maximize) {
   FUSED_OPTIM_CHECK_VALUE(0.0 < etaminus && etaminus < 1.0 && 1.0 < etaplus, op,
                           ": the etas must satisfy 0 < etaminus < 1 < etaplus, got etaminus=", etaminus,
                           ", etaplus=", etaplus);
@@ -23,7 +23,7 @@ void RpropStepInPlace(TensorListArg params, TensorListArg grads, TensorListArg p
   constexpr const char* op = "fused_optim::rprop_step_";
   CheckNonNegative(op, "learning rate", lr);  // it seeds new parameters' step sizes (done by the caller)
   StepInPlace(op, FUSED_OPTIM_KERNEL(RpropStep),
-              MakeHyper(op, etaminus, etaplus, step_size_min, step_size_max, maximize), params, grads,
+              MakeRpropHyper(op, etaminus, etaplus, step_size_min, step_size_max, maximize), params, grads,
               {{"prevs", prevs}, {"step_sizes", step_sizes}}, state_steps, {grad_scale, found_inf}, capturable);
 }
 
@@ -31,7 +31,7 @@ Lists<3> RpropUpdate(TensorListArg params, TensorListArg grads, TensorListArg pr
                      double etaminus, double etaplus, double step_size_min, double step_size_max, bool maximize) {
   constexpr const char* op = "fused_optim::rprop_update";
   return Update(op, FUSED_OPTIM_KERNEL(RpropStep),
-                MakeHyper(op, etaminus, etaplus, step_size_min, step_size_max, maximize), params, grads,
+                MakeRpropHyper(op, etaminus, etaplus, step_size_min, step_size_max, maximize), params, grads,
                 {{"prevs", prevs}, {"step_sizes", step_sizes}});
 }
 
@@ -41,7 +41,7 @@ Lists<4> RpropUpdateBackward(const OptionalTensorList& grad_new_params, const Op
                              double step_size_max, bool maximize) {
   constexpr const char* op = "fused_optim::rprop_update_backward";
   return UpdateBackward<4>(op, FUSED_OPTIM_KERNEL(RpropBackward),
-                           MakeHyper(op, etaminus, etaplus, step_size_min, step_size_max, maximize), grads,
+                           MakeRpropHyper(op, etaminus, etaplus, step_size_min, step_size_max, maximize), grads,
                            {{"grad_new_params", grad_new_params},
                             {"grad_new_prevs", grad_new_prevs},
                             {"grad_new_step_sizes", grad_new_step_sizes}},

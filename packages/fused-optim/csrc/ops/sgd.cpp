@@ -4,8 +4,8 @@
 namespace fused_optim {
 namespace {
 
-math::SgdHyper<double> MakeHyper(const char* op, double lr, double momentum, double dampening, double weight_decay,
-                                 bool nesterov, bool maximize, bool first_step) {
+math::SgdHyper<double> MakeSgdHyper(const char* op, double lr, double momentum, double dampening, double weight_decay,
+                                    bool nesterov, bool maximize, bool first_step) {
   CheckNonNegative(op, {{"learning rate", lr}, {"momentum", momentum}, {"weight_decay", weight_decay}});
   FUSED_OPTIM_CHECK_VALUE(!nesterov || (momentum > 0.0 && dampening == 0.0), op,
                           ": Nesterov momentum requires a momentum and zero dampening");
@@ -19,13 +19,11 @@ math::SgdHyper<double> MakeHyper(const char* op, double lr, double momentum, dou
   return h;
 }
 
-constexpr const char* kNoMomentum = "when momentum == 0";
-
 void SgdStepInPlace(TensorListArg params, TensorListArg grads, TensorListArg momentum_buffers, double lr,
                     double momentum, double dampening, double weight_decay, bool nesterov, bool maximize,
                     bool first_step, const std::optional<Tensor>& grad_scale, const std::optional<Tensor>& found_inf) {
   constexpr const char* op = "fused_optim::sgd_step_";
-  const auto hyper = MakeHyper(op, lr, momentum, dampening, weight_decay, nesterov, maximize, first_step);
+  const auto hyper = MakeSgdHyper(op, lr, momentum, dampening, weight_decay, nesterov, maximize, first_step);
   // On the first step the buffers are overwritten (they start as the gradient).
   StepInPlace(op, FUSED_OPTIM_KERNEL(SgdStep), hyper, params, grads,
               {{"momentum_buffers", momentum_buffers, hyper.has_momentum, kNoMomentum}}, {grad_scale, found_inf});
@@ -35,7 +33,7 @@ Lists<2> SgdUpdate(TensorListArg params, TensorListArg grads, TensorListArg mome
                    double momentum, double dampening, double weight_decay, bool nesterov, bool maximize,
                    bool first_step) {
   constexpr const char* op = "fused_optim::sgd_update";
-  const auto hyper = MakeHyper(op, lr, momentum, dampening, weight_decay, nesterov, maximize, first_step);
+  const auto hyper = MakeSgdHyper(op, lr, momentum, dampening, weight_decay, nesterov, maximize, first_step);
   MultiTensorCall call(op, params);
   TensorVector new_params = call.AddState("params", params);
   call.AddInput("grads", grads);
@@ -56,7 +54,7 @@ Lists<3> SgdUpdateBackward(const OptionalTensorList& grad_new_params,
                            double momentum, double dampening, double weight_decay, bool nesterov, bool maximize,
                            bool first_step) {
   constexpr const char* op = "fused_optim::sgd_update_backward";
-  const auto hyper = MakeHyper(op, lr, momentum, dampening, weight_decay, nesterov, maximize, first_step);
+  const auto hyper = MakeSgdHyper(op, lr, momentum, dampening, weight_decay, nesterov, maximize, first_step);
   return UpdateBackward<3>(op, FUSED_OPTIM_KERNEL(SgdBackward), hyper, params,
                            {{"grad_new_params", grad_new_params},
                             {"grad_new_momentum_buffers", grad_new_momentum_buffers, hyper.has_momentum}},
