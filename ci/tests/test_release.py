@@ -196,6 +196,19 @@ def test_other_torch_is_on_this_machine_and_not_ci_s():
     assert release.FUSED_OPTIM_TESTS.is_dir()
 
 
+def test_other_torch_run_leaves_out_only_tests_that_exist():
+    # A renamed file or test would silently run again under the other torch: each entry must name
+    # a file of the suite, and a test defined in it.
+    for part in release.OTHER_TORCH_LEAVES_OUT:
+        file, _, test = part.partition("::")
+        source = (release.FUSED_OPTIM_TESTS / file).read_text()
+        assert not test or re.search(rf"^def {test}\(", source, re.M), part
+    args = release.other_torch_deselection()
+    ignored = {Path(a.removeprefix("--ignore=")).name for a in args if a.startswith("--ignore=")}
+    assert ignored == {p for p in release.OTHER_TORCH_LEAVES_OUT if "::" not in p}
+    assert args[-2:] == ["-k", "not test_every_cuda_source_compiles and not test_every_cpu_isa_build_agrees_bitwise"]
+
+
 def test_ldd_parsing():
     libs = release.ldd(Path("/bin/sh").resolve())
     assert "libc.so.6" in libs and Path(libs["libc.so.6"]).exists()
