@@ -341,8 +341,8 @@ def other_torch_deselection() -> list[str]:
 
 
 def fused_optim_under_other_torch(python: Path, workdir: Path) -> list[str]:
-    """fused-optim's suite (all but the nvcc check) in ``other_torch_venv``'s Python: the stable
-    ABI's promise, checked. The fast path (fused_optim._eager) does not load there, so every op
+    """fused-optim's suite (less OTHER_TORCH_LEAVES_OUT) in ``other_torch_venv``'s Python: the
+    stable ABI's promise, checked. The fast path (fused_optim._eager) does not load there, so every op
     goes through torch.ops."""
     where = run(python, "-c", "import torch, fused_optim; print(fused_optim.__file__, torch.__version__, "
                 "fused_optim.BUILD_INFO['eager'])", cwd=workdir, capture_output=True, text=True, check=False)
