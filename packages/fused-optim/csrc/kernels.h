@@ -253,11 +253,12 @@ void CheckDeviceSteps(const KernelTable& table, const char* what) {
   }
 }
 
-// Whether a table's kernel advances anything after its update: its state scalars, or device step
-// counters it does not only read.
-inline bool AdvancesAfterUpdate(const KernelTable& table) {
-  return table.advance_state || (!table.steps.empty() && table.advance_steps);
-}
+// Whether a table's kernel advances device step counters after its update (it has them and does
+// not only read them).
+inline bool AdvancesSteps(const KernelTable& table) { return !table.steps.empty() && table.advance_steps; }
+
+// Whether a table's kernel advances anything after its update: its state scalars, or its counters.
+inline bool AdvancesAfterUpdate(const KernelTable& table) { return table.advance_state || AdvancesSteps(table); }
 
 // The size of a TensorRow buffer for binding K.
 template <typename K>

@@ -461,7 +461,7 @@ void RunKernel(const KernelTable& table, const typename K::template Hyper<double
   // (the rows first, from the counters before their advance).
   if (table.found_inf != nullptr && *table.found_inf != 0.0f) return;
   const bool advance_state = kStateScalarsOf<K> > 0 && table.advance_state;
-  const bool advance_steps = !table.steps.empty() && table.advance_steps;
+  const bool advance_steps = AdvancesSteps(table);
   if (!advance_state && !advance_steps) return;
   for (int64_t t = 0; t < table.num_tensors; ++t) {
     const StateScalar* step = DeviceStep(table, t);
