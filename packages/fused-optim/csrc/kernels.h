@@ -349,13 +349,23 @@ namespace cpu_avx512 {
 FUSED_OPTIM_FOR_EACH_KERNEL(FUSED_OPTIM_DECLARE_KERNEL)
 FUSED_OPTIM_DECLARE_CPU_REDUCTIONS
 }  // namespace cpu_avx512
+// The CUDA builds' reduction: SumsOfProducts(table, a, b, norms, partials, out) writes each
+// tensor's sum of the products of columns a and b (as the CPU builds' does; with `norms`, a == b,
+// its square root rounded to the table's dtype) to out[t], a double on the table's device, in two
+// passes there (csrc/cuda/launch_plan.h's ForEachSumsLaunch), nothing read on the host;
+// `partials` is scratch of cuda_emulation::NumPartials(table) doubles on that device.
+#define FUSED_OPTIM_DECLARE_CUDA_REDUCTIONS \
+  void SumsOfProducts(const KernelTable& table, int a, int b, bool norms, double* partials, double* out);
 namespace cuda {
 FUSED_OPTIM_FOR_EACH_KERNEL(FUSED_OPTIM_DECLARE_KERNEL)
-}
+FUSED_OPTIM_DECLARE_CUDA_REDUCTIONS
+}  // namespace cuda
 namespace cuda_emulation {
 FUSED_OPTIM_FOR_EACH_KERNEL(FUSED_OPTIM_DECLARE_KERNEL)
-int64_t Launches();      // emulated launches so far (tests check that the mode took effect)
-int64_t VectorGroups();  // groups that took the vector path so far (tests check which path ran)
+FUSED_OPTIM_DECLARE_CUDA_REDUCTIONS
+int64_t NumPartials(const KernelTable& table);  // SumsOfProducts's scratch, in doubles
+int64_t Launches();                             // emulated launches so far (tests check that the mode took effect)
+int64_t VectorGroups();                         // groups that took the vector path so far (tests check which path ran)
 // Lowers the emulated grid's block limit (tests: small tensors then span launches); returns the
 // previous one.
 int64_t SetGridLimit(int64_t max_blocks);
@@ -366,5 +376,6 @@ double BindingCheckProbe(const std::string& binding);
 }  // namespace cuda_emulation
 #undef FUSED_OPTIM_DECLARE_KERNEL
 #undef FUSED_OPTIM_DECLARE_CPU_REDUCTIONS
+#undef FUSED_OPTIM_DECLARE_CUDA_REDUCTIONS
 
 }  // namespace fused_optim

@@ -529,6 +529,16 @@ void MultiTensorCall::SetStateInputs(std::initializer_list<StateInput> columns) 
   table.default_dtype = ToDType(api::DefaultDtype());
   int k = 0;
   for (const StateInput& column : columns) {
+    if (column.sums != nullptr) {  // DeviceSums' doubles, read where they are
+      const Tensor& sums = *column.sums;
+      FUSED_OPTIM_CHECK(sums.numel() == num_tensors_ && sums.device() == device_ && api::Dtype(sums) == api::kDouble &&
+                            sums.is_contiguous(),
+                        op_, ": a state input column of sums is not one double per tensor on ", device_);
+      double* data = static_cast<double*>(sums.mutable_data_ptr());
+      for (int64_t t = 0; t < num_tensors_; ++t) table.state[t * table.num_state + k].ptr = data + t;
+      ++k;
+      continue;
+    }
     const bool values = column.tensors.empty();
     FUSED_OPTIM_CHECK(static_cast<int64_t>(values ? column.values.size() : column.tensors.size()) == num_tensors_, op_,
                       ": a state input column has the wrong length (a fused-optim bug)");
@@ -566,6 +576,26 @@ std::vector<double> MultiTensorCall::Norms(int column) {
   const DType dtype = Table().dtype;
   for (double& norm : norms) norm = RoundTo<c10::Half, c10::BFloat16>(dtype, std::sqrt(norm));
   return norms;
+}
+
+Tensor MultiTensorCall::DeviceSums(int a, int b, bool norms) {
+  FUSED_OPTIM_CHECK(!on_cpu_loops(), op_, ": a device reduction of a call the CPU loops run (a fused-optim bug)");
+  KernelTable& table = Table();
+  Tensor sums = api::EmptyDoubles(num_tensors_, device_);
+  if (num_tensors_ == 0) return sums;
+  const Tensor partials = api::EmptyDoubles(std::max<int64_t>(cuda_emulation::NumPartials(table), 1), device_);
+  double* partial_data = static_cast<double*>(partials.mutable_data_ptr());
+  double* sum_data = static_cast<double*>(sums.mutable_data_ptr());
+  if (device_.is_cuda()) {
+#ifdef FUSED_OPTIM_WITH_CUDA  // (a build without refuses CUDA tensors in the constructor)
+    const api::DeviceGuard guard(device_);
+    table.stream = api::CurrentCudaStream(device_.index());
+    cuda::SumsOfProducts(table, a, b, norms, partial_data, sum_data);
+#endif
+  } else {
+    cuda_emulation::SumsOfProducts(table, a, b, norms, partial_data, sum_data);
+  }
+  return sums;  // (partials freed on the host now; the caching allocator reuses them in stream order)
 }
 
 void MultiTensorCall::SetStateValues(const std::vector<double>& values) {

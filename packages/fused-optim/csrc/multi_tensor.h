@@ -280,9 +280,12 @@ class MultiTensorCall {
   // per state scalar: one-element tensors the op computed on the call's device, read where they
   // are so that none crosses to the host, or numbers the host has, one per tensor (read at
   // launch). Adafactor's norms and sums.
+  // `sums`, where given: one tensor of num_tensors doubles on the call's device (DeviceSums),
+  // whose element t is tensor t's value, read there.
   struct StateInput {
     TensorList tensors;
     std::span<const double> values;
+    const Tensor* sums = nullptr;
   };
   void SetStateInputs(std::initializer_list<StateInput> columns);
   // For a call the CPU loops run (on_cpu_loops), from the values its launch will start from
@@ -291,6 +294,11 @@ class MultiTensorCall {
   // dtype as torch.linalg.vector_norm's result of that dtype is.
   std::vector<double> SumsOfProducts(int a, int b);
   std::vector<double> Norms(int column);
+  // For a call the CUDA kernels (or their emulation) run, the same on the call's device in two
+  // passes of multi-tensor kernels (cuda::SumsOfProducts), nothing read on the host: each tensor's
+  // sum of the products of lists a and b, or with `norms` (a == b) its L2 norm rounded as Norms
+  // rounds it, in a float64 tensor of one value per tensor, a state input (StateInput::sums).
+  Tensor DeviceSums(int a, int b, bool norms);
   // A functional op's state scalars, given as numbers: column k of every tensor holds values[k].
   void SetStateValues(const std::vector<double>& values);
   // After Launch of an in-place step with SetStateScalars: binding K's new values of the state

@@ -208,6 +208,15 @@ inline Tensor EmptyLike(const Tensor& like) {
 #endif
 }
 
+// A fresh float64 vector of n elements on `device`.
+inline Tensor EmptyDoubles(int64_t n, const Device& device) {
+#ifdef FUSED_OPTIM_STABLE_ABI
+  return torch::stable::empty({n}, kDouble, kStrided, device);
+#else
+  return at::empty({n}, at::TensorOptions().dtype(at::kDouble).device(device));
+#endif
+}
+
 inline Tensor Contiguous(const Tensor& x) {
 #ifdef FUSED_OPTIM_STABLE_ABI
   return torch::stable::contiguous(x);

@@ -133,6 +133,30 @@ def test_many_tensors_and_a_large_one_in_one_step():
         torch.testing.assert_close(b.detach().cpu(), a.detach(), rtol=1e-5, atol=1e-6)
 
 
+def test_adafactor_norms_over_more_tensors_than_a_sums_launch_holds_match_cpu():
+    # Adafactor's norms of p and u on CUDA: two multi-tensor passes over the whole list
+    # (ForEachSumsLaunch in csrc/cuda/launch_plan.h; a launch holds max_slots_per_launch tensors),
+    # here over more tensors than that, beside a 3M-element one of ~1500 chunks, an empty and a 0-d
+    # one; the CPU loops reduce on the host (float64: only summation order differs, ~1e-14).
+    n = fused_optim._C.CUDA_LAUNCH["max_slots_per_launch"] + 40
+    shapes = [(), (0,), (3_000_000,)] + [(1 + i % 300,) for i in range(n)] + [(64, 48)]
+    gen = torch.Generator().manual_seed(2)
+    start = [torch.randn(s, generator=gen, dtype=torch.float64) for s in shapes]
+    step_grads = [[torch.randn(s, generator=gen, dtype=torch.float64) for s in shapes] for _ in range(2)]
+
+    def two_steps(device: str) -> list[torch.Tensor]:
+        params = [x.to(device).requires_grad_() for x in start]
+        opt = fused_optim.Adafactor(params, lr=0.05, weight_decay=0.1)
+        for gs in step_grads:
+            for p, g in zip(params, gs, strict=True):
+                p.grad = g.to(device)
+            opt.step()
+        return [p.detach().cpu() for p in params]
+
+    for x, y in zip(two_steps("cpu"), two_steps("cuda"), strict=True):
+        torch.testing.assert_close(y, x, rtol=1e-12, atol=1e-13)
+
+
 def test_kernels_run_on_the_current_stream():
     p = torch.zeros(1 << 20, device="cuda", requires_grad=True)
     opt = fused_optim.SGD([p], lr=1.0)

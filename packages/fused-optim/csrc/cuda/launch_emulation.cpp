@@ -146,6 +146,35 @@ int64_t SetGridLimit(int64_t max_blocks) {
   return grid_limit.exchange(max_blocks);
 }
 
+void SumsOfProducts(const KernelTable& table, int a, int b, bool norms, double* partials, double* out) {
+  DispatchFloating<c10::Half, c10::BFloat16>(table.dtype, [&]<typename S, typename T>() {
+    double values[cuda::kBlockSize];
+    cuda::ForEachSumsLaunch(
+        table, a, b, norms,
+        [&](const cuda::SumsMeta& meta, int64_t blocks) {
+          launches.fetch_add(1, std::memory_order_relaxed);
+          for (int64_t block = 0; block < blocks; ++block) {
+            for (int thread = 0; thread < cuda::kBlockSize; ++thread) {
+              values[thread] = cuda::ChunkProducts<S, T>(meta, block, thread, cuda::kBlockSize);
+            }
+            partials[cuda::PartialOf(meta, block)] = cuda::BlockTree(values);
+          }
+        },
+        [&](const cuda::TotalsMeta& meta, int64_t blocks) {
+          launches.fetch_add(1, std::memory_order_relaxed);
+          for (int64_t block = 0; block < blocks; ++block) {
+            for (int thread = 0; thread < cuda::kBlockSize; ++thread) {
+              values[thread] = cuda::PartialsShare(meta, partials, block, thread, cuda::kBlockSize);
+            }
+            out[meta.first_tensor + block] = cuda::Total<c10::Half, c10::BFloat16>(meta, cuda::BlockTree(values));
+          }
+        },
+        grid_limit.load());
+  });
+}
+
+int64_t NumPartials(const KernelTable& table) { return cuda::NumPartials(table); }
+
 #define FUSED_OPTIM_DEFINE_EMULATED_KERNEL(name)                                \
   void name(const KernelTable& table, const bind::name::Hyper<double>& hyper) { \
     RunKernel<bind::name>(table, hyper, #name);                                 \

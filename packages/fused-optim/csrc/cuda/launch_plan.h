@@ -2,18 +2,21 @@
 // build: which tensors, chunks and per-tensor scalars of a KernelTable go into each launch
 // (LaunchMeta, the kernel's argument), the limits that bound it, and the kernel body (how a block
 // finds its tensor and chunk, and how a thread reads and writes its elements: 16 bytes of each
-// column at a time where the tensors are aligned, VectorIO, else one element at a time, ElementIO).
+// column at a time where the tensors are aligned, VectorIO, else one element at a time, ElementIO);
+// and the same for the two passes of per-tensor sums of products (ForEachSumsLaunch).
 // csrc/cuda/kernels.cu launches it on the GPU; csrc/cuda/launch_emulation.cpp runs the same body
 // on the host, block by block, so that CPU tests (CI has no GPU) reach every index and limit of the
 // CUDA path.
 #pragma once
 
 #include <algorithm>
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <stdexcept>
 #include <string>
 #include <type_traits>
+#include <vector>
 
 #include "kernels.h"
 
@@ -478,6 +481,137 @@ void ForEachLaunch(const KernelTable& table, const char* what, Launch&& launch, 
         launch(static_cast<const LaunchMeta<K>&>(meta), planned.blocks);
       },
       max_blocks, AdvancesAfterUpdate(table));
+}
+
+// Per-tensor sums of products of two columns of a table (Adafactor's norms of its parameters and
+// updates), computed on the device in two passes with no atomics, so that every run adds in the
+// same order. The first pass plans its blocks as a kernel's (PlanLaunches: one block per chunk);
+// each thread sums the products of its strided share of the chunk's elements in double, the block
+// adds its threads' sums by BlockTree, and writes one partial per chunk. The second pass gives each
+// tensor one block, which adds its chunks' partials the same way and writes the tensor's total (or
+// its square root rounded to the table's dtype: a norm as torch.linalg.vector_norm of that dtype
+// rounds it).
+struct SumsMeta {
+  static constexpr int kSlots = kMaxSlotsPerLaunch;
+  const void* x[kSlots];  // the two columns, where a launch reads them (null: absent, zeros)
+  const void* y[kSlots];
+  int64_t numel[kSlots];
+  int64_t first_block[kSlots + 1];  // as LaunchMetaN's (SlotOf)
+  int64_t first_partial[kSlots];    // the index of the slot's first chunk among the call's partials
+  int num_slots;
+};
+struct TotalsMeta {
+  static constexpr int kTensors = kMaxSlotsPerLaunch;
+  int64_t first_partial[kTensors + 1];  // tensor first_tensor + b's partials: [first_partial[b], first_partial[b + 1])
+  int64_t first_tensor;
+  int num_tensors;
+  DType dtype;
+  bool norms;
+};
+static_assert(sizeof(SumsMeta) <= kMaxKernelParamBytes && sizeof(TotalsMeta) <= kMaxKernelParamBytes,
+              "a sums pass's argument exceeds the CUDA kernel parameter limit");
+
+// One level of the block's tree: after level `stride` (kBlockSize / 2, then halving down to 1),
+// values[0] holds the sum of the block's kBlockSize values. The device runs each level with every
+// thread of the block, a __syncthreads() after each; BlockTree runs them on the host.
+FUSED_OPTIM_ELEMENT void TreeLevel(double* values, int thread, int stride) {
+  if (thread < stride) values[thread] += values[thread + stride];
+}
+inline double BlockTree(double* values) {
+  for (int stride = kBlockSize / 2; stride > 0; stride /= 2) {
+    for (int thread = 0; thread < stride; ++thread) TreeLevel(values, thread, stride);
+  }
+  return values[0];
+}
+
+// First pass: thread `thread`'s sum of the products of its elements of block `block`'s chunk, in
+// double (S: the storage type, T: its math type); the block's partial goes to PartialOf(meta, block).
+template <typename S, typename T>
+FUSED_OPTIM_ELEMENT double ChunkProducts(const SumsMeta& meta, int64_t block, int64_t thread, int64_t threads) {
+  const int s = SlotOf(meta, block);
+  const int64_t begin = (block - meta.first_block[s]) * kChunkSize;
+  const int64_t end = meta.numel[s] - begin < kChunkSize ? meta.numel[s] : begin + kChunkSize;
+  const S* x = static_cast<const S*>(meta.x[s]);
+  const S* y = static_cast<const S*>(meta.y[s]);
+  double sum = 0.0;
+  if (x == nullptr || y == nullptr) return sum;
+  for (int64_t i = begin + thread; i < end; i += threads) {
+    sum += static_cast<double>(static_cast<T>(x[i])) * static_cast<double>(static_cast<T>(y[i]));
+  }
+  return sum;
+}
+template <typename Meta>
+FUSED_OPTIM_ELEMENT int64_t PartialOf(const Meta& meta, int64_t block) {
+  const int s = SlotOf(meta, block);
+  return meta.first_partial[s] + (block - meta.first_block[s]);
+}
+
+// Second pass: thread `thread`'s sum of its strided share of the partials of the launch's tensor
+// `b`; then Total turns the block's sum into what the tensor's entry of `out` holds.
+FUSED_OPTIM_ELEMENT double PartialsShare(const TotalsMeta& meta, const double* partials, int64_t b, int64_t thread,
+                                         int64_t threads) {
+  double sum = 0.0;
+  for (int64_t i = meta.first_partial[b] + thread; i < meta.first_partial[b + 1]; i += threads) sum += partials[i];
+  return sum;
+}
+template <typename Half, typename BFloat16>
+FUSED_OPTIM_ELEMENT double Total(const TotalsMeta& meta, double sum) {
+  return meta.norms ? RoundTo<Half, BFloat16>(meta.dtype, sqrt(sum)) : sum;
+}
+
+// The chunks of a table's tensors: the first pass's partials (one per chunk, tensors in order).
+inline int64_t ChunksOf(int64_t numel) { return numel / kChunkSize + (numel % kChunkSize != 0); }
+inline int64_t NumPartials(const KernelTable& table) {
+  int64_t chunks = 0;
+  for (int64_t t = 0; t < table.num_tensors; ++t) chunks += ChunksOf(table.numel[t]);
+  return chunks;
+}
+
+// Plans both passes of the sums of products of columns a and b of `table`: calls
+// chunks(const SumsMeta&, int64_t blocks) for each launch of the first, then
+// totals(const TotalsMeta&, int64_t blocks) for each of the second (one block per tensor, an
+// empty tensor's total 0). `max_blocks`: as PlanLaunches's.
+template <typename Chunks, typename Totals>
+void ForEachSumsLaunch(const KernelTable& table, int a, int b, bool norms, Chunks&& chunks, Totals&& totals,
+                       int64_t max_blocks = kMaxGridBlocks) {
+  if (a < 0 || b < 0 || a >= table.num_lists || b >= table.num_lists) {
+    throw std::logic_error("fused_optim: a sums pass over a column the table does not have");
+  }
+  std::vector<int64_t> first_partial(static_cast<size_t>(table.num_tensors) + 1, 0);
+  for (int64_t t = 0; t < table.num_tensors; ++t) first_partial[t + 1] = first_partial[t] + ChunksOf(table.numel[t]);
+  const auto column = [&](int64_t t, int col, int64_t skipped) {  // where a launch reads it, from chunk `skipped`
+    const int64_t at = t * table.num_lists + col;
+    const void* p = table.src[at] != nullptr ? table.src[at] : table.dst[at];
+    return Advance(p, skipped * kChunkSize * ElementSize(table.dtype));
+  };
+  SumsMeta meta{};
+  PlanLaunches(
+      table.numel.data(), table.num_tensors, SumsMeta::kSlots,
+      [&](const PlannedLaunch& launch) {
+        int64_t blocks = 0;
+        meta.num_slots = launch.num_slots;
+        for (int s = 0; s < launch.num_slots; ++s) {
+          const PlanSlot& slot = launch.slots[s];
+          meta.x[s] = column(slot.tensor, a, slot.first_chunk);
+          meta.y[s] = column(slot.tensor, b, slot.first_chunk);
+          meta.numel[s] = table.numel[slot.tensor] - slot.first_chunk * kChunkSize;
+          meta.first_partial[s] = first_partial[slot.tensor] + slot.first_chunk;
+          meta.first_block[s] = blocks;
+          blocks += slot.chunks;
+        }
+        meta.first_block[launch.num_slots] = blocks;
+        chunks(static_cast<const SumsMeta&>(meta), launch.blocks);
+      },
+      max_blocks);
+  TotalsMeta total{};
+  total.dtype = table.dtype;
+  total.norms = norms;
+  for (int64_t first = 0; first < table.num_tensors; first += TotalsMeta::kTensors) {
+    total.first_tensor = first;
+    total.num_tensors = static_cast<int>(std::min<int64_t>(TotalsMeta::kTensors, table.num_tensors - first));
+    for (int b = 0; b <= total.num_tensors; ++b) total.first_partial[b] = first_partial[first + b];
+    totals(static_cast<const TotalsMeta&>(total), static_cast<int64_t>(total.num_tensors));
+  }
 }
 
 }  // namespace fused_optim::cuda

@@ -1,12 +1,14 @@
 // Adafactor ops: argument checks and the step's passes. Between its element-wise passes
 // (math/adafactor.h) Adafactor reduces per tensor: the RMS of each parameter and of each update,
 // and for matrices the row and column means of g^2, from which the factored second-moment
-// estimate is built. On CUDA these reductions run as ATen ops (as torch.optim.Adafactor computes
-// them), on the call's device, called by name through the dispatcher (api::CallAten, in both
-// builds of torch_api.h). Where the CPU loops run the passes, the norms are reduced into numbers
-// on the host instead (PerTensor and FactorNorms; SumsOfProducts and SquaresAlongRowsAndColumns in
+// estimate is built. Where the CPU loops run the passes, the norms are reduced into numbers on the
+// host (PerTensor and FactorNorms; SumsOfProducts and SquaresAlongRowsAndColumns in
 // csrc/kernels.h; a 2-D matrix's sum of row averages, SumOnHost), and the products r c of the
-// averages are host loops too (ProductsOfRowsAndColumns): no dispatcher call per tensor.
+// averages are host loops too (ProductsOfRowsAndColumns): no dispatcher call per tensor. On CUDA
+// the norms of p and u (and the backward's sums) are two multi-tensor passes on the device for the
+// whole list (MultiTensorCall::DeviceSums); the matrices' row and column norms, r c and its row
+// sums are ATen ops per matrix (as torch.optim.Adafactor computes them), on the call's device,
+// called by name through the dispatcher (api::CallAten, in both builds of torch_api.h).
 //   1. checks (then, in place, the step counters: incremented on the host, or with capturable
 //      read by every pass on the params' device and advanced by the last, OnDevice);
 //   2. the direction pass: vectors update their second moment and write the update; matrices
@@ -39,7 +41,6 @@ Tensor Num(double v, const Tensor& like) { return api::Full0d(v, like); }
 Tensor Norm(const Tensor& x, int64_t dim) {  // the L2 norm along dim, kept (linalg_norm's default)
   return CallAten("aten::linalg_norm", "", x, None, std::optional<Ints>(Ints{dim}), true, None);
 }
-Tensor Norm(const Tensor& x) { return CallAten("aten::linalg_norm", "", x, None, None, false, None); }
 Tensor Div_(const Tensor& x, const Tensor& y) { return CallAten("aten::div_", "Tensor", x, y); }
 Tensor Div_(const Tensor& x, double v) { return Div_(x, Num(v, x)); }
 Tensor Matmul(const Tensor& a, const Tensor& b) { return CallAten("aten::matmul", "", a, b); }
@@ -57,7 +58,6 @@ Tensor Add_(const Tensor& a, const Tensor& b) {
   return a;
 }
 Tensor Neg_(const Tensor& x) { return CallAten("aten::neg_", "", x); }
-Tensor Sum(const Tensor& x) { return CallAten("aten::sum", "", x, None); }
 Tensor Sum(const Tensor& x, Ints dims) {  // kept
   return CallAten("aten::sum", "dim_IntList", x, std::optional<Ints>(std::move(dims)), true, None);
 }
@@ -73,20 +73,23 @@ void ForeachMul_(TensorListArg xs, const Tensor& v) { CallAten<void>("aten::_for
 
 // Per-tensor values an apply pass reads as a state input column (its norms, its backward's dcoef):
 // where the CPU loops run the pass, numbers the host reduced from the pass's own table (no tensor
-// made, no dispatcher call); elsewhere one-element ATen results on the call's device, read there.
+// made, no dispatcher call); where the CUDA kernels run it, one tensor of them that two
+// multi-tensor passes reduced on the call's device (DeviceSums); else one-element ATen results
+// on the call's device, each read there.
 struct PerTensor {
   TensorVector tensors;
   std::vector<double> values;
-  MultiTensorCall::StateInput Column() const { return {tensors, values}; }
+  std::optional<Tensor> sums;
+  MultiTensorCall::StateInput Column() const { return {tensors, values, sums ? &*sums : nullptr}; }
 };
 
-// Each tensor's L2 norm of list `column` of `pass` (`list`, as the pass reads it).
-PerTensor NormsOf(MultiTensorCall& pass, int column, TensorListArg list) {
-  if (pass.on_cpu_loops()) return {{}, pass.Norms(column)};
-  PerTensor norms;
-  for (const Tensor& x : list) norms.tensors.push_back(aten::Norm(x));
-  return norms;
+// Each tensor's sum of the products of lists a and b of `pass` (as the pass reads them; an absent
+// list reads as zeros), or with `norms` (a == b) its L2 norm.
+PerTensor SumsOf(MultiTensorCall& pass, int a, int b, bool norms = false) {
+  if (pass.on_cpu_loops()) return {{}, norms ? pass.Norms(a) : pass.SumsOfProducts(a, b), std::nullopt};
+  return {{}, {}, pass.DeviceSums(a, b, norms)};
 }
+PerTensor NormsOf(MultiTensorCall& pass, int column) { return SumsOf(pass, column, column, /*norms=*/true); }
 
 struct AdafactorArgs {
   double lr, beta2_decay, eps1, eps2, d;
@@ -344,8 +347,8 @@ Lists<4> RunStep(const char* op, TensorListArg params, TensorListArg grads, Tens
   TensorVector new_params = apply.AddState("params", params);
   apply.AddInput("updates", dir.updates);
   SetApplyRows(apply, params, steps, args, hyper);
-  const PerTensor param_norms = NormsOf(apply, adafactor_cols::kParam, params);
-  const PerTensor update_norms = NormsOf(apply, adafactor_cols::kApplyUpdate, dir.updates);
+  const PerTensor param_norms = NormsOf(apply, adafactor_cols::kParam);
+  const PerTensor update_norms = NormsOf(apply, adafactor_cols::kApplyUpdate);
   apply.SetStateInputs({param_norms.Column(), update_norms.Column()});  // adafactor_cols' state order
   apply.Launch(FUSED_OPTIM_KERNEL(AdafactorApply), hyper);
   return {std::move(new_params), std::move(dir.row_vars), std::move(dir.col_vars), std::move(dir.variances)};
@@ -472,20 +475,12 @@ Lists<5> AdafactorUpdateBackward(const OptionalTensorList& grad_new_params, cons
   apply.AddInputs({{"params", params}, {"updates", dir.updates}});
   auto [grad_params, grad_updates] = apply.AddOutputs<2>();
   SetApplyRows(apply, params, steps, args, hyper);
-  const PerTensor param_norms = NormsOf(apply, C::In(adafactor_cols::kParam), params);
-  const PerTensor update_norms = NormsOf(apply, C::In(adafactor_cols::kApplyUpdate), dir.updates);
+  const PerTensor param_norms = NormsOf(apply, C::In(adafactor_cols::kParam));
+  const PerTensor update_norms = NormsOf(apply, C::In(adafactor_cols::kApplyUpdate));
   // coef = -alpha / denom is a function of p (through RMS(p), unless eps2 holds alpha) and of u
   // (through RMS(u), unless 1 holds denom): given dcoef = sum(gp' u), its gradient is
   // update_coef u + param_coef p, which the kernel computes from the norms and dcoef.
-  PerTensor dcoefs;
-  if (apply.on_cpu_loops()) {
-    dcoefs.values = apply.SumsOfProducts(C::GradNew(adafactor_cols::kParam), C::In(adafactor_cols::kApplyUpdate));
-  } else {
-    for (int64_t t = 0; t < n; ++t) {
-      const Tensor gp = Incoming(grad_new_params, t);
-      dcoefs.tensors.push_back(gp.defined() ? aten::Sum(aten::Mul(gp, dir.updates[t])) : aten::Num(0.0, params[t]));
-    }
-  }
+  const PerTensor dcoefs = SumsOf(apply, C::GradNew(adafactor_cols::kParam), C::In(adafactor_cols::kApplyUpdate));
   apply.SetStateInputs({param_norms.Column(), update_norms.Column(), dcoefs.Column()});  // adafactor_cols' order
   apply.Launch(FUSED_OPTIM_KERNEL(AdafactorApplyBackward), hyper);
   // The direction's backward, at every tensor's second-moment weight.
