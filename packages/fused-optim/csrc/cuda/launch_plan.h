@@ -368,6 +368,9 @@ FUSED_OPTIM_ELEMENT void AdvanceSlot(const Meta& meta, const Op& op, int slot) {
 FUSED_OPTIM_FOR_EACH_KERNEL(FUSED_OPTIM_CHECK_KERNEL_PARAMS)
 #undef FUSED_OPTIM_CHECK_KERNEL_PARAMS
 
+// The chunks of a tensor of `numel` elements (its blocks in a launch plan).
+inline int64_t ChunksOf(int64_t numel) { return numel / kChunkSize + (numel % kChunkSize != 0); }
+
 // One slot of a planned launch: `chunks` chunks of tensor `tensor`, from its chunk `first_chunk`.
 struct PlanSlot {
   int64_t tensor, first_chunk, chunks;
@@ -397,7 +400,7 @@ void PlanLaunches(const int64_t* numel, int64_t num_tensors, int max_slots, OnLa
   };
   for (int64_t t = 0; t < num_tensors; ++t) {
     if (numel[t] < 0) throw std::logic_error("fused_optim: negative element count in a CUDA launch plan");
-    const int64_t chunks = numel[t] / kChunkSize + (numel[t] % kChunkSize != 0);
+    const int64_t chunks = ChunksOf(numel[t]);
     if (chunks == 0 && keep_empty) {
       launch.slots[launch.num_slots++] = PlanSlot{t, 0, 0};
       if (launch.num_slots == max_slots) close();
@@ -442,7 +445,7 @@ void FillLaunchMeta(const KernelTable& table, const PlannedLaunch& launch, Meta&
     for (int k = 0; k < table.num_scalars; ++k) meta.scalars[s][k] = table.Scalar(t, k);
     for (int k = 0; k < table.num_state; ++k) meta.state[s][k] = table.State(t)[k];
     if (meta.device_steps) meta.step[s] = table.steps[t];
-    const int64_t chunks = table.numel[t] / kChunkSize + (table.numel[t] % kChunkSize != 0);
+    const int64_t chunks = ChunksOf(table.numel[t]);
     meta.advance[s] = AdvancesAfterUpdate(table) && slot.first_chunk + slot.chunks == chunks;
     meta.first_block[s] = blocks;
     blocks += slot.chunks;
@@ -559,8 +562,7 @@ FUSED_OPTIM_ELEMENT double Total(const TotalsMeta& meta, double sum) {
   return meta.norms ? RoundTo<Half, BFloat16>(meta.dtype, sqrt(sum)) : sum;
 }
 
-// The chunks of a table's tensors: the first pass's partials (one per chunk, tensors in order).
-inline int64_t ChunksOf(int64_t numel) { return numel / kChunkSize + (numel % kChunkSize != 0); }
+// The first pass's partials: one per chunk of the table's tensors, tensors in order.
 inline int64_t NumPartials(const KernelTable& table) {
   int64_t chunks = 0;
   for (int64_t t = 0; t < table.num_tensors; ++t) chunks += ChunksOf(table.numel[t]);

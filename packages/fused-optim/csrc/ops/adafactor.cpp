@@ -73,21 +73,19 @@ void ForeachMul_(TensorListArg xs, const Tensor& v) { CallAten<void>("aten::_for
 
 // Per-tensor values an apply pass reads as a state input column (its norms, its backward's dcoef):
 // where the CPU loops run the pass, numbers the host reduced from the pass's own table (no tensor
-// made, no dispatcher call); where the CUDA kernels run it, one tensor of them that two
-// multi-tensor passes reduced on the call's device (DeviceSums); else one-element ATen results
-// on the call's device, each read there.
+// made, no dispatcher call); where the CUDA kernels (or their emulation) run it, one tensor of them
+// that two multi-tensor passes reduced on the call's device (DeviceSums), read there.
 struct PerTensor {
-  TensorVector tensors;
   std::vector<double> values;
   std::optional<Tensor> sums;
-  MultiTensorCall::StateInput Column() const { return {tensors, values, sums ? &*sums : nullptr}; }
+  MultiTensorCall::StateInput Column() const { return {{}, values, sums ? &*sums : nullptr}; }
 };
 
 // Each tensor's sum of the products of lists a and b of `pass` (as the pass reads them; an absent
 // list reads as zeros), or with `norms` (a == b) its L2 norm.
 PerTensor SumsOf(MultiTensorCall& pass, int a, int b, bool norms = false) {
-  if (pass.on_cpu_loops()) return {{}, norms ? pass.Norms(a) : pass.SumsOfProducts(a, b), std::nullopt};
-  return {{}, {}, pass.DeviceSums(a, b, norms)};
+  if (pass.on_cpu_loops()) return {norms ? pass.Norms(a) : pass.SumsOfProducts(a, b), std::nullopt};
+  return {{}, pass.DeviceSums(a, b, norms)};
 }
 PerTensor NormsOf(MultiTensorCall& pass, int column) { return SumsOf(pass, column, column, /*norms=*/true); }
 
