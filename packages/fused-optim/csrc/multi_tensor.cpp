@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <numeric>
 #include <optional>
 #include <string>
 #include <type_traits>
@@ -241,15 +242,43 @@ void MultiTensorCall::AddHostValues(std::span<const double> values) {
   PushReadOnly(src_, dst_, std::move(src));
 }
 
+void MultiTensorCall::AddDeviceValues(const Tensor& values) {
+  int64_t total = 0;
+  for (const Tensor& x : reference_) total += x.numel();
+  FUSED_OPTIM_CHECK(
+      values.is_contiguous() && values.numel() == total && values.device() == device_ && api::Dtype(values) == dtype_,
+      op_, ": device values are not ", total, " contiguous values of the call's dtype on ", device_,
+      " (a fused-optim bug)");
+  std::vector<const void*> src(num_tensors_);
+  const char* at = static_cast<const char*>(values.const_data_ptr());
+  for (int64_t t = 0; t < num_tensors_; ++t) {
+    src[t] = at;
+    if (at != nullptr) at += reference_[t].numel() * values.element_size();
+  }
+  PushReadOnly(src_, dst_, std::move(src));
+}
+
 namespace {
-// A contiguous tensor of 2+ dimensions that the CPU loops read, as a batch of matrices: appends
-// (batch, rows, columns) to `dims` (the host matrix passes' layout, csrc/kernels.h).
-void AppendMatrixDims(const char* what, const Tensor& x, std::vector<int64_t>& dims) {
-  FUSED_OPTIM_CHECK(x.dim() >= 2 && x.is_contiguous() && MultiTensorCall::RunsOnCpuLoops(x.device()), what,
-                    " takes contiguous matrices the CPU loops read (a fused-optim bug)");
+// A contiguous tensor of 2+ dimensions on `device` (the list's, one dtype), as a batch of
+// matrices: appends (batch, rows, columns) to `dims` (the matrix passes' layout, csrc/kernels.h).
+void AppendMatrixDims(const char* what, const Tensor& x, const Tensor& first, std::vector<int64_t>& dims) {
+  FUSED_OPTIM_CHECK(
+      x.dim() >= 2 && x.is_contiguous() && x.device() == first.device() && api::Dtype(x) == api::Dtype(first), what,
+      " takes contiguous matrices of one dtype on one device (a fused-optim bug)");
   int64_t batch = 1;  // (not numel / (r c): a matrix may be empty)
   for (int64_t d = 0; d + 2 < x.dim(); ++d) batch *= x.size(d);
   dims.insert(dims.end(), {batch, x.size(-2), x.size(-1)});
+}
+
+// Pointers to each tensor's place in a flat vector (`counts` values each, in turn).
+std::vector<void*> PlacesIn(const Tensor& flat, const std::vector<int64_t>& counts) {
+  std::vector<void*> places;
+  char* at = static_cast<char*>(flat.mutable_data_ptr());
+  for (const int64_t count : counts) {
+    places.push_back(at);
+    if (at != nullptr) at += count * flat.element_size();
+  }
+  return places;
 }
 }  // namespace
 
@@ -259,8 +288,10 @@ RowAndColumnSums SquaresAlongRowsAndColumns(TensorList list) {
   std::vector<const void*> data;
   std::vector<int64_t> dims;
   int64_t rows = 0, cols = 0;
+  FUSED_OPTIM_CHECK(MultiTensorCall::RunsOnCpuLoops(list[0].device()),
+                    "SquaresAlongRowsAndColumns reads matrices the CPU loops read (a fused-optim bug)");
   for (const Tensor& x : list) {
-    AppendMatrixDims("SquaresAlongRowsAndColumns", x, dims);
+    AppendMatrixDims("SquaresAlongRowsAndColumns", x, list[0], dims);
     const int64_t* d = dims.data() + dims.size() - 3;
     data.push_back(x.const_data_ptr());
     rows += d[0] * d[1];
@@ -274,15 +305,48 @@ RowAndColumnSums SquaresAlongRowsAndColumns(TensorList list) {
   return sums;
 }
 
+RowAndColumnNorms NormsAlongRowsAndColumns(TensorList list) {
+  FUSED_OPTIM_CHECK(!list.empty() && !MultiTensorCall::RunsOnCpuLoops(list[0].device()),
+                    "NormsAlongRowsAndColumns reads matrices the CUDA kernels read (a fused-optim bug)");
+  const Device device = list[0].device();
+  std::vector<const void*> data;
+  std::vector<int64_t> dims, row_counts, col_counts;
+  for (const Tensor& x : list) {
+    AppendMatrixDims("NormsAlongRowsAndColumns", x, list[0], dims);
+    const int64_t* d = dims.data() + dims.size() - 3;
+    data.push_back(x.const_data_ptr());
+    row_counts.push_back(d[0] * d[1]);
+    col_counts.push_back(d[0] * d[2]);
+  }
+  const auto total = [](const std::vector<int64_t>& counts) {
+    return std::accumulate(counts.begin(), counts.end(), int64_t{0});
+  };
+  const ScalarType dtype = api::Dtype(list[0]);
+  RowAndColumnNorms norms{api::EmptyVector(total(row_counts), dtype, device),
+                          api::EmptyVector(total(col_counts), dtype, device)};
+  const std::vector<void*> row_out = PlacesIn(norms.rows, row_counts), col_out = PlacesIn(norms.cols, col_counts);
+  const int64_t n = static_cast<int64_t>(list.size());
+  const Tensor partials =
+      api::EmptyDoubles(std::max<int64_t>(cuda_emulation::ColumnPartials(n, dims.data()), 1), device);
+  double* scratch = static_cast<double*>(partials.mutable_data_ptr());
+  const auto run = [&](auto reduction, void* stream) {
+    reduction(ToDType(dtype), n, data.data(), dims.data(), row_out.data(), col_out.data(), scratch, stream);
+  };
+  RunOnDevice(
+      device, [&](void* stream) { run(&cuda::NormsAlongRowsAndColumns, stream); },
+      [&] { run(&cuda_emulation::NormsAlongRowsAndColumns, nullptr); });
+  return norms;  // (partials freed on the host now; the caching allocator reuses them in stream order)
+}
+
 void ProductsOfRowsAndColumns(TensorList rows, TensorList cols, TensorList out) {
   if (out.empty()) return;
   std::vector<const void*> row_data, col_data;
   std::vector<void*> out_data;
   std::vector<int64_t> dims;
   for (size_t t = 0; t < out.size(); ++t) {
-    AppendMatrixDims("ProductsOfRowsAndColumns", out[t], dims);
-    FUSED_OPTIM_CHECK(rows[t].is_contiguous() && cols[t].is_contiguous() &&
-                          rows[t].numel() == dims[3 * t] * dims[3 * t + 1] &&
+    AppendMatrixDims("ProductsOfRowsAndColumns", out[t], out[0], dims);
+    FUSED_OPTIM_CHECK(rows[t].is_contiguous() && cols[t].is_contiguous() && rows[t].device() == out[t].device() &&
+                          cols[t].device() == out[t].device() && rows[t].numel() == dims[3 * t] * dims[3 * t + 1] &&
                           cols[t].numel() == dims[3 * t] * dims[3 * t + 2],
                       "ProductsOfRowsAndColumns takes contiguous row and column averages of out's matrices (a "
                       "fused-optim bug)");
@@ -290,9 +354,19 @@ void ProductsOfRowsAndColumns(TensorList rows, TensorList cols, TensorList out) 
     col_data.push_back(cols[t].const_data_ptr());
     out_data.push_back(out[t].mutable_data_ptr());
   }
-  WidestCpuBuild(&cpu::ProductsOfRowsAndColumns, FUSED_OPTIM_CPU_WIDE_KERNELS(ProductsOfRowsAndColumns))(
-      ToDType(api::Dtype(out[0])), static_cast<int64_t>(out.size()), row_data.data(), col_data.data(), out_data.data(),
-      dims.data());
+  const DType dtype = ToDType(api::Dtype(out[0]));
+  const int64_t n = static_cast<int64_t>(out.size());
+  if (MultiTensorCall::RunsOnCpuLoops(out[0].device())) {
+    WidestCpuBuild(&cpu::ProductsOfRowsAndColumns, FUSED_OPTIM_CPU_WIDE_KERNELS(ProductsOfRowsAndColumns))(
+        dtype, n, row_data.data(), col_data.data(), out_data.data(), dims.data());
+    return;
+  }
+  const auto run = [&](auto products, void* stream) {
+    products(dtype, n, row_data.data(), col_data.data(), out_data.data(), dims.data(), stream);
+  };
+  RunOnDevice(
+      out[0].device(), [&](void* stream) { run(&cuda::ProductsOfRowsAndColumns, stream); },
+      [&] { run(&cuda_emulation::ProductsOfRowsAndColumns, nullptr); });
 }
 
 std::vector<Tensor> MultiTensorCall::AddOutputFrom(const char* name, TensorList source) {
@@ -578,7 +652,7 @@ std::vector<double> MultiTensorCall::Norms(int column) {
   return norms;
 }
 
-Tensor MultiTensorCall::DeviceSums(int a, int b, bool norms) {
+Tensor MultiTensorCall::DeviceSums(int a, int b, DeviceSum kind) {
   FUSED_OPTIM_CHECK(!on_cpu_loops(), op_, ": a device reduction of a call the CPU loops run (a fused-optim bug)");
   KernelTable& table = Table();
   Tensor sums = api::EmptyDoubles(num_tensors_, device_);
@@ -586,15 +660,13 @@ Tensor MultiTensorCall::DeviceSums(int a, int b, bool norms) {
   const Tensor partials = api::EmptyDoubles(std::max<int64_t>(cuda_emulation::NumPartials(table), 1), device_);
   double* partial_data = static_cast<double*>(partials.mutable_data_ptr());
   double* sum_data = static_cast<double*>(sums.mutable_data_ptr());
-  if (device_.is_cuda()) {
-#ifdef FUSED_OPTIM_WITH_CUDA  // (a build without refuses CUDA tensors in the constructor)
-    const api::DeviceGuard guard(device_);
-    table.stream = api::CurrentCudaStream(device_.index());
-    cuda::SumsOfProducts(table, a, b, norms, partial_data, sum_data);
-#endif
-  } else {
-    cuda_emulation::SumsOfProducts(table, a, b, norms, partial_data, sum_data);
-  }
+  RunOnDevice(
+      device_,
+      [&](void* stream) {
+        table.stream = stream;
+        cuda::SumsOfProducts(table, a, b, kind, partial_data, sum_data);
+      },
+      [&] { cuda_emulation::SumsOfProducts(table, a, b, kind, partial_data, sum_data); });
   return sums;  // (partials freed on the host now; the caching allocator reuses them in stream order)
 }
 

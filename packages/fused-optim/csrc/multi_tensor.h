@@ -111,22 +111,36 @@ Fn WidestCpuBuild(Fn baseline, std::type_identity_t<Fn> avx2, std::type_identity
   return baseline;
 }
 
+// Where `device` is a GPU, on_cuda(stream) with the device current and its current stream (a
+// cudaStream_t as void*); elsewhere on_host(). The one place a call's CUDA set-up is written (a
+// build without CUDA refuses CUDA tensors in MultiTensorCall's constructor, so never runs on_cuda).
+template <typename OnCuda, typename OnHost>
+void RunOnDevice(const Device& device, [[maybe_unused]] OnCuda&& on_cuda, OnHost&& on_host) {
+  if (!device.is_cuda()) return on_host();
+#ifdef FUSED_OPTIM_WITH_CUDA
+  const api::DeviceGuard guard(device);
+  on_cuda(api::CurrentCudaStream(device.index()));
+#endif
+}
+
 // Runs the kernel over `table` on `device`: the CUDA launch, its emulation (a test mode), or the
 // widest CPU loops this machine runs.
 template <typename Hyper>
 void RunTable(const KernelBuilds<Hyper>& kernel, const Hyper& hyper, KernelTable& table, const Device& device) {
   if (table.num_tensors == 0) return;
-  if (device.is_cuda()) {
-#ifdef FUSED_OPTIM_WITH_CUDA  // (a build without refuses CUDA tensors in MultiTensorCall's constructor)
-    const api::DeviceGuard guard(device);
-    table.stream = api::CurrentCudaStream(device.index());
-    kernel.cuda(table, hyper);
-#endif
-  } else if (CudaEmulation()) {
-    kernel.cuda_emulation(table, hyper);
-  } else {
-    WidestCpuBuild(kernel.cpu, kernel.cpu_avx2, kernel.cpu_avx512)(table, hyper);
-  }
+  RunOnDevice(
+      device,
+      [&](void* stream) {
+        table.stream = stream;
+        kernel.cuda(table, hyper);
+      },
+      [&] {
+        if (CudaEmulation()) {
+          kernel.cuda_emulation(table, hyper);
+        } else {
+          WidestCpuBuild(kernel.cpu, kernel.cpu_avx2, kernel.cpu_avx512)(table, hyper);
+        }
+      });
 }
 
 // Whether found_inf (null: not given) skips the step, as MultiTensorCall::SkipStep says.
@@ -145,10 +159,20 @@ struct RowAndColumnSums {
 };
 RowAndColumnSums SquaresAlongRowsAndColumns(TensorList list);
 
-// Where the CPU loops run, Adafactor's estimates: out[t] = rows[t] cols[t] for the row averages
-// rows[t] (..., m, 1) and column averages cols[t] (..., 1, n) into out[t] (..., m, n), all
-// contiguous and of one floating dtype, each product rounded once as ATen's matmul rounds it
-// (ProductsOfRowsAndColumns in csrc/kernels.h: no dispatcher call per matrix).
+// Where the CUDA kernels (or their emulation) run, the same list's L2 norms along every row, then
+// every column, rounded to its dtype, in two flat tensors of that dtype on its device (laid out as
+// SquaresAlongRowsAndColumns's sums), made in passes there with nothing read on the host
+// (NormsAlongRowsAndColumns in csrc/kernels.h). Each is a column of a call over the row or
+// column averages (MultiTensorCall::AddDeviceValues).
+struct RowAndColumnNorms {
+  Tensor rows, cols;
+};
+RowAndColumnNorms NormsAlongRowsAndColumns(TensorList list);
+
+// Adafactor's estimates on any device: out[t] = rows[t] cols[t] for the row averages rows[t]
+// (..., m, 1) and column averages cols[t] (..., 1, n) into out[t] (..., m, n), all contiguous, of
+// one floating dtype and on one device, each product rounded once as ATen's matmul rounds it
+// (ProductsOfRowsAndColumns in csrc/kernels.h: no dispatcher call per matrix; on CUDA, one pass).
 void ProductsOfRowsAndColumns(TensorList rows, TensorList cols, TensorList out);
 
 class MultiTensorCall {
@@ -171,6 +195,9 @@ class MultiTensorCall {
   // turn, stored here in the call's dtype (rounded as a tensor of that dtype holds them). Only for
   // a call the CPU loops run (on_cpu_loops), which read host memory.
   void AddHostValues(std::span<const double> values);
+  // The same from one contiguous vector of the call's dtype on the call's device, read there
+  // (NormsAlongRowsAndColumns's norms).
+  void AddDeviceValues(const Tensor& values);
   // A functional op's result computed from `source` (the matching input list): returns fresh
   // contiguous tensors and records `source` as where the kernel reads the starting values.
   std::vector<Tensor> AddOutputFrom(const char* name, TensorList source);
@@ -296,9 +323,10 @@ class MultiTensorCall {
   std::vector<double> Norms(int column);
   // For a call the CUDA kernels (or their emulation) run, the same on the call's device in two
   // passes of multi-tensor kernels (cuda::SumsOfProducts), nothing read on the host: each tensor's
-  // sum of the products of lists a and b, or with `norms` (a == b) its L2 norm rounded as Norms
-  // rounds it, in a float64 tensor of one value per tensor, a state input (StateInput::sums).
-  Tensor DeviceSums(int a, int b, bool norms);
+  // sum of lists a and b as `kind` says (kNorm, a == b: its L2 norm rounded as Norms rounds it;
+  // kValues: the sum of list a rounded to the dtype), in a float64 tensor of one value per tensor,
+  // a state input (StateInput::sums).
+  Tensor DeviceSums(int a, int b, DeviceSum kind);
   // A functional op's state scalars, given as numbers: column k of every tensor holds values[k].
   void SetStateValues(const std::vector<double>& values);
   // After Launch of an in-place step with SetStateScalars: binding K's new values of the state

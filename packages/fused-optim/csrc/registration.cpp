@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "cuda/launch_plan.h"
+#include "cuda/matrix_passes.h"
 #include "kernels.h"
 #include "modes.h"
 #include "multi_tensor.h"
@@ -213,7 +214,9 @@ PyObject* MakeCudaLaunchLimits() {
        AddItem(limits, "max_slots_per_launch", PyLong_FromLong(c::kMaxSlotsPerLaunch)) &&
        AddItem(limits, "max_grid_blocks", PyLong_FromLongLong(c::kMaxGridBlocks)) &&
        AddItem(limits, "max_lists", PyLong_FromLong(c::kMaxLists)) &&
-       AddItem(limits, "max_kernel_param_bytes", PyLong_FromSize_t(c::kMaxKernelParamBytes));
+       AddItem(limits, "max_kernel_param_bytes", PyLong_FromSize_t(c::kMaxKernelParamBytes)) &&
+       AddItem(limits, "matrix_slots_per_launch", PyLong_FromLong(c::MatrixMeta::kSlots)) &&
+       AddItem(limits, "column_block_rows", PyLong_FromLongLong(c::kColumnBlockRows));
   if (ok) {
     ok = PyDict_SetItemString(limits, "slots_per_launch", slots) == 0 &&
          PyDict_SetItemString(limits, "launch_meta_bytes", bytes) == 0;

@@ -208,14 +208,15 @@ inline Tensor EmptyLike(const Tensor& like) {
 #endif
 }
 
-// A fresh float64 vector of n elements on `device`.
-inline Tensor EmptyDoubles(int64_t n, const Device& device) {
+// A fresh vector of n elements of `dtype` on `device`.
+inline Tensor EmptyVector(int64_t n, ScalarType dtype, const Device& device) {
 #ifdef FUSED_OPTIM_STABLE_ABI
-  return torch::stable::empty({n}, kDouble, kStrided, device);
+  return torch::stable::empty({n}, dtype, kStrided, device);
 #else
-  return at::empty({n}, at::TensorOptions().dtype(at::kDouble).device(device));
+  return at::empty({n}, at::TensorOptions().dtype(dtype).device(device));
 #endif
 }
+inline Tensor EmptyDoubles(int64_t n, const Device& device) { return EmptyVector(n, kDouble, device); }
 
 inline Tensor Contiguous(const Tensor& x) {
 #ifdef FUSED_OPTIM_STABLE_ABI

@@ -9,6 +9,7 @@ from typing import Any
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
+import fused_optim
 from fused_optim.ops import apply_functional
 
 SHAPES = [(), (5,), (2, 3)]
@@ -241,3 +242,18 @@ class SeenOps(TorchDispatchMode):
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]
         self.seen.append(func)
         return func(*args, **(kwargs or {}))
+
+
+def two_adafactor_steps(start: Sequence[torch.Tensor], step_grads: Sequence[Sequence[torch.Tensor]],
+                        device: str = "cpu") -> list[torch.Tensor]:
+    """Two drop-in Adafactor steps (lr 0.05, weight decay 0.1) from copies of ``start`` on
+    ``device``, with ``step_grads[k]`` as step k's gradients: the parameters, then the row averages
+    of those with two or more dimensions, on the CPU."""
+    params = [x.to(device, copy=True).requires_grad_() for x in start]
+    opt = fused_optim.Adafactor(params, lr=0.05, weight_decay=0.1)
+    for grads in step_grads:
+        for p, g in zip(params, grads, strict=True):
+            p.grad = g.to(device, copy=True)
+        opt.step()
+    rows = [opt.state[p]["row_var"] for p in params if p.dim() >= 2]
+    return [x.detach().cpu() for x in params + rows]

@@ -7,7 +7,7 @@ import copy
 
 import pytest
 import torch
-from helpers import FUNCTIONAL_CASES, gradcheck_one_step, op
+from helpers import FUNCTIONAL_CASES, gradcheck_one_step, op, two_adafactor_steps
 from test_optim import CONFIGS
 from twins import STEPS, TOL, grads, params, twin
 
@@ -144,17 +144,30 @@ def test_adafactor_norms_over_more_tensors_than_a_sums_launch_holds_match_cpu():
     start = [torch.randn(s, generator=gen, dtype=torch.float64) for s in shapes]
     step_grads = [[torch.randn(s, generator=gen, dtype=torch.float64) for s in shapes] for _ in range(2)]
 
-    def two_steps(device: str) -> list[torch.Tensor]:
-        params = [x.to(device).requires_grad_() for x in start]
-        opt = fused_optim.Adafactor(params, lr=0.05, weight_decay=0.1)
-        for gs in step_grads:
-            for p, g in zip(params, gs, strict=True):
-                p.grad = g.to(device)
-            opt.step()
-        return [p.detach().cpu() for p in params]
-
-    for x, y in zip(two_steps("cpu"), two_steps("cuda"), strict=True):
+    got = two_adafactor_steps(start, step_grads, "cuda")
+    for x, y in zip(two_adafactor_steps(start, step_grads), got, strict=True):
         torch.testing.assert_close(y, x, rtol=1e-12, atol=1e-13)
+
+
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
+def test_adafactor_matrix_passes_match_cpu(dtype):
+    # Adafactor's factored statistics on CUDA: the norms of g's rows and columns and the products
+    # r c are passes over every matrix (csrc/cuda/matrix_passes.h), and the sums of the row
+    # averages a sums pass: matrices past a block's columns and a partial's rows, a batch, a 4-D
+    # weight, no rows or no columns, and more matrices than a launch holds (float64: only the
+    # summation order differs from the CPU loops').
+    n = fused_optim._C.CUDA_LAUNCH["matrix_slots_per_launch"] + 20
+    shapes = [(4096, 1000), (2, 33, 5), (3, 2, 4, 3), (0, 4), (4, 0), (3000, 1), (1, 3000), (7,), (60, 2, 3),
+              (2, 300, 5)]
+    shapes += [(2 + i % 5, 1 + i % 7) for i in range(n)]
+    gen = torch.Generator().manual_seed(3)
+    start = [torch.randn(s, generator=gen, dtype=torch.float64).to(dtype) for s in shapes]
+    step_grads = [[torch.randn(s, generator=gen, dtype=torch.float64).to(dtype) for s in shapes] for _ in range(2)]
+
+    tol = dict(rtol=1e-12, atol=1e-13) if dtype == torch.float64 else dict(rtol=2e-6, atol=1e-7)
+    got = two_adafactor_steps(start, step_grads, "cuda")
+    for x, y in zip(two_adafactor_steps(start, step_grads), got, strict=True):
+        torch.testing.assert_close(y, x, equal_nan=True, **tol)  # (a (4, 0) matrix's row means are 0 / 0)
 
 
 def test_kernels_run_on_the_current_stream():

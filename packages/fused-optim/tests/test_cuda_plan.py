@@ -10,7 +10,18 @@ from collections.abc import Iterator
 
 import pytest
 import torch
-from helpers import ANY, EMPTY, FUNCTIONAL_CASES, GRAD, PARAM, POS, UNIT, FunctionalCase, op
+from helpers import (
+    ANY,
+    EMPTY,
+    FUNCTIONAL_CASES,
+    GRAD,
+    PARAM,
+    POS,
+    UNIT,
+    FunctionalCase,
+    op,
+    two_adafactor_steps,
+)
 from twins import run_both
 
 import fused_optim
@@ -212,23 +223,82 @@ def test_device_norms_over_more_tensors_than_a_launch_holds_match_the_cpu_loops(
     start = [torch.randn(s, generator=gen, dtype=torch.float64).to(dtype) for s in shapes]
     grads = [[torch.randn(s, generator=gen, dtype=torch.float64).to(dtype) for s in shapes] for _ in range(2)]
 
-    def two_steps() -> list[torch.Tensor]:
-        params = [x.clone().requires_grad_() for x in start]
-        opt = fused_optim.Adafactor(params, lr=0.05, weight_decay=0.1)
-        for step_grads in grads:
-            for p, g in zip(params, step_grads, strict=True):
-                p.grad = g.clone()
-            opt.step()
-        return [p.detach() for p in params]
-
     before = _C._emulated_launches()
-    got = two_steps()
+    got = two_adafactor_steps(start, grads)
     assert _C._emulated_launches() - before > 2 * 4 * 3  # each pass of each step over several launches
     _C._emulate_cuda(False)
-    expected = two_steps()
+    expected = two_adafactor_steps(start, grads)
     tol = dict(rtol=1e-12, atol=1e-14) if dtype == torch.float64 else dict(rtol=1e-6, atol=1e-7)
     for x, y in zip(expected, got, strict=True):
         torch.testing.assert_close(y, x, **tol)
+
+
+# Adafactor's matrix passes on the CUDA path (csrc/cuda/matrix_passes.h): the norms of g's rows
+# (a block per row), of its columns (partials over blocks of kColumnBlockRows rows, then added in
+# row order) and the products r c (a block per chunk), each over every matrix of the call. Shapes
+# past a block's columns and a partial's rows, a batch, a 4-D (conv) weight, matrices with no rows
+# or no columns, a column and a row, batches whose threads' elements cross one matrix or many, and
+# more matrices than a launch holds.
+MATRIX_SHAPES = [(70, 300), (2, 33, 5), (3, 2, 4, 3), (0, 4), (4, 0), (100, 1), (1, 600), (7,), (60, 2, 3),
+                 (2, 300, 5)]
+MATRIX_SHAPES += [(2 + i % 5, 1 + i % 7) for i in range(LIMITS["matrix_slots_per_launch"] + 20)]
+
+
+@pytest.mark.parametrize("grid", [3, MAX_BLOCKS], ids=["three-block-grids", "full-grids"])
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
+def test_factored_steps_through_the_matrix_passes_match_the_cpu_loops(emulated, grid, dtype):
+    gen = torch.Generator().manual_seed(11)
+    start = [torch.randn(s, generator=gen, dtype=torch.float64).to(dtype) for s in MATRIX_SHAPES]
+    grads = [[torch.randn(s, generator=gen, dtype=torch.float64).to(dtype) for s in MATRIX_SHAPES] for _ in range(2)]
+
+    previous = _C._emulated_grid_limit(grid)
+    try:
+        before = _C._emulated_launches()
+        got = two_adafactor_steps(start, grads)
+        launches = _C._emulated_launches() - before
+    finally:
+        _C._emulated_grid_limit(previous)
+    assert launches > (60 if grid == 3 else 2 * 4)  # each pass of each step, over many launches on small grids
+    _C._emulate_cuda(False)
+    expected = two_adafactor_steps(start, grads)
+    tol = dict(rtol=1e-12, atol=1e-14) if dtype == torch.float64 else dict(rtol=2e-6, atol=1e-7)
+    for x, y in zip(expected, got, strict=True):
+        torch.testing.assert_close(y, x, equal_nan=True, **tol)  # (a (4, 0) matrix's row means are 0 / 0)
+
+
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
+def test_factored_update_and_backward_through_the_matrix_passes_match_the_cpu_loops(small_grids, dtype):
+    shapes = [*MATRIX_SHAPES[:10], (3, 4)]
+    gen = torch.Generator().manual_seed(12)
+
+    def lists() -> list[list[torch.Tensor]]:
+        params = [torch.randn(s, generator=gen, dtype=torch.float64).to(dtype).requires_grad_() for s in shapes]
+        grads = [torch.randn(s, generator=gen, dtype=torch.float64).to(dtype).requires_grad_() for s in shapes]
+        rows = [torch.rand((*s[:-1], 1), generator=gen, dtype=torch.float64).to(dtype) if len(s) > 1 else None
+                for s in shapes]
+        cols = [torch.rand((*s[:-2], 1, s[-1]), generator=gen, dtype=torch.float64).to(dtype) if len(s) > 1 else None
+                for s in shapes]
+        variances = [torch.rand(s, generator=gen, dtype=torch.float64).to(dtype) if len(s) < 2 else None
+                     for s in shapes]
+        return [params, grads, rows, cols, variances]
+
+    given = lists()
+
+    def run() -> list[torch.Tensor]:
+        params, grads = ([x.detach().clone().requires_grad_() for x in lst] for lst in given[:2])
+        new = fused_optim.functional.adafactor_update(params, grads, *given[2:], 3, lr=0.05, weight_decay=0.1)
+        outs = [x for x in (*new.params, *new.row_vars, *new.col_vars) if x is not None]
+        weights = [torch.linspace(-1, 1, x.numel(), dtype=x.dtype).reshape(x.shape) for x in outs]
+        gp = torch.autograd.grad(outs, params + grads, weights, allow_unused=True)
+        return outs + [g for g in gp if g is not None]
+
+    got = run()
+    _C._emulate_cuda(False)
+    expected = run()
+    tol = dict(rtol=1e-11, atol=1e-13) if dtype == torch.float64 else dict(rtol=2e-5, atol=1e-6)
+    assert len(got) == len(expected)
+    for x, y in zip(expected, got, strict=True):
+        torch.testing.assert_close(y, x, equal_nan=True, **tol)
 
 
 def test_the_emulated_grid_limit_is_checked():

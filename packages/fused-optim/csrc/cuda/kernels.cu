@@ -2,7 +2,8 @@
 // KernelTable (csrc/kernels.h) in the launches that csrc/cuda/launch_plan.h plans (one block per
 // chunk of a tensor, as many tensors a launch as the kernel argument holds). This file only launches: the plan,
 // its limits and the kernel body are host-testable C++ in launch_plan.h.
-// Also the device's per-tensor sums of products (SumsOfProducts, Adafactor's norms).
+// Also the device's reductions (csrc/kernels.h): the per-tensor sums (SumsOfProducts, Adafactor's
+// norms) and Adafactor's matrix passes (csrc/cuda/matrix_passes.h).
 // Depends on the CUDA runtime only (no torch headers), so nvcc compiles it in seconds.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -13,6 +14,7 @@
 #include <string>
 
 #include "cuda/launch_plan.h"
+#include "cuda/matrix_passes.h"
 #include "kernels.h"
 
 namespace fused_optim::cuda {
@@ -83,11 +85,11 @@ __global__ void __launch_bounds__(kBlockSize)
   if (threadIdx.x == 0) out[meta.first_tensor + blockIdx.x] = Total<__half, __nv_bfloat16>(meta, sum);
 }
 
-void SumsOfProducts(const KernelTable& table, int a, int b, bool norms, double* partials, double* out) {
+void SumsOfProducts(const KernelTable& table, int a, int b, DeviceSum kind, double* partials, double* out) {
   cudaStream_t stream = static_cast<cudaStream_t>(table.stream);
   DispatchFloating<__half, __nv_bfloat16>(table.dtype, [&]<typename S, typename T>() {
     ForEachSumsLaunch(
-        table, a, b, norms,
+        table, a, b, kind,
         [&](const SumsMeta& meta, int64_t blocks) {
           ChunkSumsKernel<S, T><<<static_cast<unsigned>(blocks), kBlockSize, 0, stream>>>(meta, partials);
           CheckLaunch("SumsOfProducts");
@@ -96,6 +98,47 @@ void SumsOfProducts(const KernelTable& table, int a, int b, bool norms, double* 
           TotalsKernel<<<static_cast<unsigned>(blocks), kBlockSize, 0, stream>>>(meta, partials, out);
           CheckLaunch("SumsOfProducts");
         });
+  });
+}
+
+// Pass P of the matrix passes (matrix_passes.h): each thread's share of the block's item, and for
+// kRowNorms the block's sum of them stored as the row's norm.
+template <MatrixPass P, typename S, typename T>
+__global__ void __launch_bounds__(kBlockSize) MatrixKernel(const __grid_constant__ MatrixMeta meta, double* partials) {
+  const MatrixItem at = ItemOf(meta, blockIdx.x);
+  const double share = MatrixThread<P, S, T>(meta, partials, at, threadIdx.x, blockDim.x);
+  if constexpr (P == MatrixPass::kRowNorms) {
+    const double sum = BlockSum(share);
+    if (threadIdx.x == 0) StoreNorm<S, T>(meta.out[at.slot], at.item, sum);
+  }
+}
+
+// Launches each planned launch of a matrix pass on `stream` (storage type S, math type T).
+template <typename S, typename T>
+struct MatrixLauncher {
+  cudaStream_t stream;
+  double* partials;
+  const char* what;
+  template <MatrixPass P>
+  void operator()(Pass<P>, const MatrixMeta& meta, int64_t blocks) const {
+    MatrixKernel<P, S, T><<<static_cast<unsigned>(blocks), kBlockSize, 0, stream>>>(meta, partials);
+    CheckLaunch(what);
+  }
+};
+
+void NormsAlongRowsAndColumns(DType dtype, int64_t num_tensors, const void* const* data, const int64_t* dims,
+                              void* const* row_norms, void* const* col_norms, double* partials, void* stream) {
+  DispatchFloating<__half, __nv_bfloat16>(dtype, [&]<typename S, typename T>() {
+    const MatrixLauncher<S, T> launch{static_cast<cudaStream_t>(stream), partials, "NormsAlongRowsAndColumns"};
+    ForEachNormsLaunch(num_tensors, dims, data, row_norms, col_norms, launch);
+  });
+}
+
+void ProductsOfRowsAndColumns(DType dtype, int64_t num_tensors, const void* const* rows, const void* const* cols,
+                              void* const* out, const int64_t* dims, void* stream) {
+  DispatchFloating<__half, __nv_bfloat16>(dtype, [&]<typename S, typename T>() {
+    const MatrixLauncher<S, T> launch{static_cast<cudaStream_t>(stream), nullptr, "ProductsOfRowsAndColumns"};
+    ForEachProductsLaunch(num_tensors, dims, rows, cols, out, launch);
   });
 }
 

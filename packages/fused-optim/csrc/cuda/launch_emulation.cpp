@@ -14,6 +14,7 @@
 #include <utility>
 
 #include "cuda/launch_plan.h"
+#include "cuda/matrix_passes.h"
 #include "kernels.h"
 
 namespace fused_optim::cuda_emulation {
@@ -146,34 +147,88 @@ int64_t SetGridLimit(int64_t max_blocks) {
   return grid_limit.exchange(max_blocks);
 }
 
-void SumsOfProducts(const KernelTable& table, int a, int b, bool norms, double* partials, double* out) {
+namespace {
+// One emulated launch of a reduction's `blocks` blocks of kBlockSize threads: thread_value(block,
+// thread) runs each thread's share, and block_sum(block, sum) takes the sum of the block's values
+// added as the device's BlockSum adds them (BlockTree).
+template <typename ThreadValue, typename BlockSum>
+void RunReductionLaunch(int64_t blocks, ThreadValue&& thread_value, BlockSum&& block_sum) {
+  launches.fetch_add(1, std::memory_order_relaxed);
+  double values[cuda::kBlockSize];
+  for (int64_t block = 0; block < blocks; ++block) {
+    for (int thread = 0; thread < cuda::kBlockSize; ++thread) values[thread] = thread_value(block, thread);
+    block_sum(block, cuda::BlockTree(values));
+  }
+}
+}  // namespace
+
+void SumsOfProducts(const KernelTable& table, int a, int b, DeviceSum kind, double* partials, double* out) {
   DispatchFloating<c10::Half, c10::BFloat16>(table.dtype, [&]<typename S, typename T>() {
-    double values[cuda::kBlockSize];
     cuda::ForEachSumsLaunch(
-        table, a, b, norms,
+        table, a, b, kind,
         [&](const cuda::SumsMeta& meta, int64_t blocks) {
-          launches.fetch_add(1, std::memory_order_relaxed);
-          for (int64_t block = 0; block < blocks; ++block) {
-            for (int thread = 0; thread < cuda::kBlockSize; ++thread) {
-              values[thread] = cuda::ChunkProducts<S, T>(meta, block, thread, cuda::kBlockSize);
-            }
-            partials[cuda::PartialOf(meta, block)] = cuda::BlockTree(values);
-          }
+          RunReductionLaunch(
+              blocks,
+              [&](int64_t block, int thread) {
+                return cuda::ChunkProducts<S, T>(meta, block, thread, cuda::kBlockSize);
+              },
+              [&](int64_t block, double sum) { partials[cuda::PartialOf(meta, block)] = sum; });
         },
         [&](const cuda::TotalsMeta& meta, int64_t blocks) {
-          launches.fetch_add(1, std::memory_order_relaxed);
-          for (int64_t block = 0; block < blocks; ++block) {
-            for (int thread = 0; thread < cuda::kBlockSize; ++thread) {
-              values[thread] = cuda::PartialsShare(meta, partials, block, thread, cuda::kBlockSize);
-            }
-            out[meta.first_tensor + block] = cuda::Total<c10::Half, c10::BFloat16>(meta, cuda::BlockTree(values));
-          }
+          RunReductionLaunch(
+              blocks,
+              [&](int64_t block, int thread) {
+                return cuda::PartialsShare(meta, partials, block, thread, cuda::kBlockSize);
+              },
+              [&](int64_t block, double sum) {
+                out[meta.first_tensor + block] = cuda::Total<c10::Half, c10::BFloat16>(meta, sum);
+              });
         },
         grid_limit.load());
   });
 }
 
 int64_t NumPartials(const KernelTable& table) { return cuda::NumPartials(table); }
+
+namespace {
+// Runs each planned launch of a matrix pass block by block, thread by thread (storage type S, math
+// type T), as cuda::MatrixKernel does on the device.
+template <typename S, typename T>
+struct MatrixLauncher {
+  double* partials;
+  template <cuda::MatrixPass P>
+  void operator()(cuda::Pass<P>, const cuda::MatrixMeta& meta, int64_t blocks) const {
+    RunReductionLaunch(
+        blocks,
+        [&](int64_t block, int thread) {
+          return cuda::MatrixThread<P, S, T>(meta, partials, cuda::ItemOf(meta, block), thread, cuda::kBlockSize);
+        },
+        [&]([[maybe_unused]] int64_t block, [[maybe_unused]] double sum) {  // (only a row's norm is a block's sum)
+          if constexpr (P == cuda::MatrixPass::kRowNorms) {
+            const cuda::MatrixItem at = cuda::ItemOf(meta, block);
+            cuda::StoreNorm<S, T>(meta.out[at.slot], at.item, sum);
+          }
+        });
+  }
+};
+}  // namespace
+
+void NormsAlongRowsAndColumns(DType dtype, int64_t num_tensors, const void* const* data, const int64_t* dims,
+                              void* const* row_norms, void* const* col_norms, double* partials, void* /*stream*/) {
+  DispatchFloating<c10::Half, c10::BFloat16>(dtype, [&]<typename S, typename T>() {
+    cuda::ForEachNormsLaunch(num_tensors, dims, data, row_norms, col_norms, MatrixLauncher<S, T>{partials},
+                             grid_limit.load());
+  });
+}
+
+void ProductsOfRowsAndColumns(DType dtype, int64_t num_tensors, const void* const* rows, const void* const* cols,
+                              void* const* out, const int64_t* dims, void* /*stream*/) {
+  DispatchFloating<c10::Half, c10::BFloat16>(dtype, [&]<typename S, typename T>() {
+    cuda::ForEachProductsLaunch(num_tensors, dims, rows, cols, out, MatrixLauncher<S, T>{nullptr}, grid_limit.load());
+  });
+}
+
+int64_t ColumnPartials(int64_t num_tensors, const int64_t* dims) { return cuda::ColumnPartials(num_tensors, dims); }
 
 #define FUSED_OPTIM_DEFINE_EMULATED_KERNEL(name)                                \
   void name(const KernelTable& table, const bind::name::Hyper<double>& hyper) { \

@@ -371,7 +371,7 @@ FUSED_OPTIM_FOR_EACH_KERNEL(FUSED_OPTIM_CHECK_KERNEL_PARAMS)
 // The chunks of a tensor of `numel` elements (its blocks in a launch plan).
 inline int64_t ChunksOf(int64_t numel) { return numel / kChunkSize + (numel % kChunkSize != 0); }
 
-// One slot of a planned launch: `chunks` chunks of tensor `tensor`, from its chunk `first_chunk`.
+// One slot of a planned launch: `chunks` chunks (blocks) of tensor `tensor`, from its `first_chunk`.
 struct PlanSlot {
   int64_t tensor, first_chunk, chunks;
 };
@@ -381,15 +381,16 @@ struct PlannedLaunch {
   int64_t blocks = 0;  // one per chunk: the sum of the slots' chunks
 };
 
-// Splits the chunks of tensors with these element counts into launches, calling
-// on_launch(const PlannedLaunch&) for each in order: one block per chunk, tensors in order, an
-// empty tensor in none; a launch closes at `max_slots` slots (the binding's kSlotsPerLaunch) or
-// `max_blocks` blocks (a tensor's remaining chunks then continue in the next). Reads counts alone, so tests can plan
-// sizes no machine could allocate; the emulation may lower `max_blocks` to split small tensors.
-// With `keep_empty` an empty tensor gets a slot of no chunks (its state scalars still advance).
-template <typename OnLaunch>
-void PlanLaunches(const int64_t* numel, int64_t num_tensors, int max_slots, OnLaunch&& on_launch,
-                  int64_t max_blocks = kMaxGridBlocks, bool keep_empty = false) {
+// Splits the blocks of `num_tensors` tensors (tensor t has blocks_of(t), in order) into launches,
+// calling on_launch(const PlannedLaunch&) for each in order: tensors in order, a tensor of no
+// blocks in none; a launch closes at `max_slots` slots (the binding's kSlotsPerLaunch) or
+// `max_blocks` blocks (a tensor's remaining blocks then continue in the next, PlanSlot::first_chunk
+// saying where). Reads counts alone, so tests can plan sizes no machine could allocate; the
+// emulation may lower `max_blocks` to split small tensors. With `keep_empty` a tensor of no blocks
+// gets a slot of its own (its state scalars still advance).
+template <typename BlocksOf, typename OnLaunch>
+void PlanBlocks(int64_t num_tensors, BlocksOf&& blocks_of, int max_slots, OnLaunch&& on_launch,
+                int64_t max_blocks = kMaxGridBlocks, bool keep_empty = false) {
   if (max_blocks < 1 || max_blocks > kMaxGridBlocks) throw std::logic_error("fused_optim: bad CUDA grid limit");
   if (max_slots < 1 || max_slots > kMaxSlotsPerLaunch) throw std::logic_error("fused_optim: bad CUDA slot limit");
   PlannedLaunch launch;
@@ -399,8 +400,7 @@ void PlanLaunches(const int64_t* numel, int64_t num_tensors, int max_slots, OnLa
     launch.blocks = 0;
   };
   for (int64_t t = 0; t < num_tensors; ++t) {
-    if (numel[t] < 0) throw std::logic_error("fused_optim: negative element count in a CUDA launch plan");
-    const int64_t chunks = ChunksOf(numel[t]);
+    const int64_t chunks = blocks_of(t);
     if (chunks == 0 && keep_empty) {
       launch.slots[launch.num_slots++] = PlanSlot{t, 0, 0};
       if (launch.num_slots == max_slots) close();
@@ -414,6 +414,29 @@ void PlanLaunches(const int64_t* numel, int64_t num_tensors, int max_slots, OnLa
     }
   }
   if (launch.num_slots > 0) close();
+}
+
+// The element-wise kernels' plan: one block per chunk of tensors with these element counts.
+template <typename OnLaunch>
+void PlanLaunches(const int64_t* numel, int64_t num_tensors, int max_slots, OnLaunch&& on_launch,
+                  int64_t max_blocks = kMaxGridBlocks, bool keep_empty = false) {
+  const auto chunks = [numel](int64_t t) {
+    if (numel[t] < 0) throw std::logic_error("fused_optim: negative element count in a CUDA launch plan");
+    return ChunksOf(numel[t]);
+  };
+  PlanBlocks(num_tensors, chunks, max_slots, on_launch, max_blocks, keep_empty);
+}
+
+// A launch's slot-to-block map (Meta::num_slots and first_block, which SlotOf reads), from its plan.
+template <typename Meta>
+void FillSlotBlocks(const PlannedLaunch& launch, Meta& meta) {
+  int64_t blocks = 0;
+  meta.num_slots = launch.num_slots;
+  for (int s = 0; s < launch.num_slots; ++s) {
+    meta.first_block[s] = blocks;
+    blocks += launch.slots[s].chunks;
+  }
+  meta.first_block[launch.num_slots] = blocks;
 }
 
 inline int64_t ElementSize(DType dtype) { return dtype == DType::kDouble ? 8 : dtype == DType::kFloat ? 4 : 2; }
@@ -430,8 +453,7 @@ P Advance(P p, int64_t bytes) {
 template <typename Meta>
 void FillLaunchMeta(const KernelTable& table, const PlannedLaunch& launch, Meta& meta) {
   constexpr int NL = Meta::kLists;
-  int64_t blocks = 0;
-  meta.num_slots = launch.num_slots;
+  FillSlotBlocks(launch, meta);
   meta.device_steps = !table.steps.empty();
   for (int s = 0; s < launch.num_slots; ++s) {
     const PlanSlot& slot = launch.slots[s];
@@ -447,10 +469,7 @@ void FillLaunchMeta(const KernelTable& table, const PlannedLaunch& launch, Meta&
     if (meta.device_steps) meta.step[s] = table.steps[t];
     const int64_t chunks = ChunksOf(table.numel[t]);
     meta.advance[s] = AdvancesAfterUpdate(table) && slot.first_chunk + slot.chunks == chunks;
-    meta.first_block[s] = blocks;
-    blocks += slot.chunks;
   }
-  meta.first_block[launch.num_slots] = blocks;
   meta.default_dtype = table.default_dtype;
   meta.grad_scale = table.grad_scale;
   meta.found_inf = table.found_inf;
@@ -486,14 +505,13 @@ void ForEachLaunch(const KernelTable& table, const char* what, Launch&& launch, 
       max_blocks, AdvancesAfterUpdate(table));
 }
 
-// Per-tensor sums of products of two columns of a table (Adafactor's norms of its parameters and
-// updates), computed on the device in two passes with no atomics, so that every run adds in the
-// same order. The first pass plans its blocks as a kernel's (PlanLaunches: one block per chunk);
-// each thread sums the products of its strided share of the chunk's elements in double, the block
-// adds its threads' sums by BlockTree, and writes one partial per chunk. The second pass gives each
-// tensor one block, which adds its chunks' partials the same way and writes the tensor's total (or
-// its square root rounded to the table's dtype: a norm as torch.linalg.vector_norm of that dtype
-// rounds it).
+// Per-tensor sums of a table's columns (Adafactor's norms of its parameters and updates, the sums
+// of its row averages), computed on the device in two passes with no atomics, so that every run
+// adds in the same order. The first pass plans its blocks as a kernel's (PlanLaunches: one block
+// per chunk); each thread sums its strided share of the chunk's terms (products, or one column's
+// values, as DeviceSum says) in double, the block adds its threads' sums by BlockTree, and writes
+// one partial per chunk. The second pass gives each tensor one block, which adds its chunks'
+// partials the same way and writes the tensor's total as DeviceSum says.
 struct SumsMeta {
   static constexpr int kSlots = kMaxSlotsPerLaunch;
   const void* x[kSlots];  // the two columns, where a launch reads them (null: absent, zeros)
@@ -502,6 +520,7 @@ struct SumsMeta {
   int64_t first_block[kSlots + 1];  // as LaunchMetaN's (SlotOf)
   int64_t first_partial[kSlots];    // the index of the slot's first chunk among the call's partials
   int num_slots;
+  DeviceSum kind;
 };
 struct TotalsMeta {
   static constexpr int kTensors = kMaxSlotsPerLaunch;
@@ -509,7 +528,7 @@ struct TotalsMeta {
   int64_t first_tensor;
   int num_tensors;
   DType dtype;
-  bool norms;
+  DeviceSum kind;
 };
 static_assert(sizeof(SumsMeta) <= kMaxKernelParamBytes && sizeof(TotalsMeta) <= kMaxKernelParamBytes,
               "a sums pass's argument exceeds the CUDA kernel parameter limit");
@@ -527,8 +546,9 @@ inline double BlockTree(double* values) {
   return values[0];
 }
 
-// First pass: thread `thread`'s sum of the products of its elements of block `block`'s chunk, in
-// double (S: the storage type, T: its math type); the block's partial goes to PartialOf(meta, block).
+// First pass: thread `thread`'s sum of its terms (x y, or x alone for DeviceSum::kValues) of block
+// `block`'s chunk, in double (S: the storage type, T: its math type); the block's partial goes to
+// PartialOf(meta, block).
 template <typename S, typename T>
 FUSED_OPTIM_ELEMENT double ChunkProducts(const SumsMeta& meta, int64_t block, int64_t thread, int64_t threads) {
   const int s = SlotOf(meta, block);
@@ -537,7 +557,12 @@ FUSED_OPTIM_ELEMENT double ChunkProducts(const SumsMeta& meta, int64_t block, in
   const S* x = static_cast<const S*>(meta.x[s]);
   const S* y = static_cast<const S*>(meta.y[s]);
   double sum = 0.0;
-  if (x == nullptr || y == nullptr) return sum;
+  if (x == nullptr) return sum;
+  if (meta.kind == DeviceSum::kValues) {
+    for (int64_t i = begin + thread; i < end; i += threads) sum += static_cast<double>(static_cast<T>(x[i]));
+    return sum;
+  }
+  if (y == nullptr) return sum;
   for (int64_t i = begin + thread; i < end; i += threads) {
     sum += static_cast<double>(static_cast<T>(x[i])) * static_cast<double>(static_cast<T>(y[i]));
   }
@@ -559,7 +584,14 @@ FUSED_OPTIM_ELEMENT double PartialsShare(const TotalsMeta& meta, const double* p
 }
 template <typename Half, typename BFloat16>
 FUSED_OPTIM_ELEMENT double Total(const TotalsMeta& meta, double sum) {
-  return meta.norms ? RoundTo<Half, BFloat16>(meta.dtype, sqrt(sum)) : sum;
+  switch (meta.kind) {
+    case DeviceSum::kNorm:
+      return RoundTo<Half, BFloat16>(meta.dtype, sqrt(sum));
+    case DeviceSum::kValues:
+      return RoundTo<Half, BFloat16>(meta.dtype, sum);
+    default:
+      return sum;
+  }
 }
 
 // The first pass's partials: one per chunk of the table's tensors, tensors in order.
@@ -569,12 +601,12 @@ inline int64_t NumPartials(const KernelTable& table) {
   return chunks;
 }
 
-// Plans both passes of the sums of products of columns a and b of `table`: calls
+// Plans both passes of the sums of columns a and b of `table` (`kind`: which sums): calls
 // chunks(const SumsMeta&, int64_t blocks) for each launch of the first, then
 // totals(const TotalsMeta&, int64_t blocks) for each of the second (one block per tensor, an
 // empty tensor's total 0). `max_blocks`: as PlanLaunches's.
 template <typename Chunks, typename Totals>
-void ForEachSumsLaunch(const KernelTable& table, int a, int b, bool norms, Chunks&& chunks, Totals&& totals,
+void ForEachSumsLaunch(const KernelTable& table, int a, int b, DeviceSum kind, Chunks&& chunks, Totals&& totals,
                        int64_t max_blocks = kMaxGridBlocks) {
   if (a < 0 || b < 0 || a >= table.num_lists || b >= table.num_lists) {
     throw std::logic_error("fused_optim: a sums pass over a column the table does not have");
@@ -587,27 +619,24 @@ void ForEachSumsLaunch(const KernelTable& table, int a, int b, bool norms, Chunk
     return Advance(p, skipped * kChunkSize * ElementSize(table.dtype));
   };
   SumsMeta meta{};
+  meta.kind = kind;
   PlanLaunches(
       table.numel.data(), table.num_tensors, SumsMeta::kSlots,
       [&](const PlannedLaunch& launch) {
-        int64_t blocks = 0;
-        meta.num_slots = launch.num_slots;
+        FillSlotBlocks(launch, meta);
         for (int s = 0; s < launch.num_slots; ++s) {
           const PlanSlot& slot = launch.slots[s];
           meta.x[s] = column(slot.tensor, a, slot.first_chunk);
           meta.y[s] = column(slot.tensor, b, slot.first_chunk);
           meta.numel[s] = table.numel[slot.tensor] - slot.first_chunk * kChunkSize;
           meta.first_partial[s] = first_partial[slot.tensor] + slot.first_chunk;
-          meta.first_block[s] = blocks;
-          blocks += slot.chunks;
         }
-        meta.first_block[launch.num_slots] = blocks;
         chunks(static_cast<const SumsMeta&>(meta), launch.blocks);
       },
       max_blocks);
   TotalsMeta total{};
   total.dtype = table.dtype;
-  total.norms = norms;
+  total.kind = kind;
   for (int64_t first = 0; first < table.num_tensors; first += TotalsMeta::kTensors) {
     total.first_tensor = first;
     total.num_tensors = static_cast<int>(std::min<int64_t>(TotalsMeta::kTensors, table.num_tensors - first));

@@ -5,10 +5,13 @@
 // host (PerTensor and FactorNorms; SumsOfProducts and SquaresAlongRowsAndColumns in
 // csrc/kernels.h; a 2-D matrix's sum of row averages, SumOnHost), and the products r c of the
 // averages are host loops too (ProductsOfRowsAndColumns): no dispatcher call per tensor. On CUDA
-// the norms of p and u (and the backward's sums) are two multi-tensor passes on the device for the
-// whole list (MultiTensorCall::DeviceSums); the matrices' row and column norms, r c and its row
-// sums are ATen ops per matrix (as torch.optim.Adafactor computes them), on the call's device,
-// called by name through the dispatcher (api::CallAten, in both builds of torch_api.h).
+// each of these is a few passes on the device for the whole list, nothing read on the host: the
+// norms of p and u, the backward's sums and the sums of row averages (MultiTensorCall::DeviceSums),
+// the row and column norms of g (NormsAlongRowsAndColumns) and r c (ProductsOfRowsAndColumns).
+// ATen ops per matrix remain where a pass cannot take the tensors (non-contiguous g or averages),
+// for the division of a batch of matrices' estimates and in the backward through the estimate, on
+// the call's device, called by name through the dispatcher (api::CallAten, in both builds of
+// torch_api.h).
 //   1. checks (then, in place, the step counters: incremented on the host, or with capturable
 //      read by every pass on the params' device and advanced by the last, OnDevice);
 //   2. the direction pass: vectors update their second moment and write the update; matrices
@@ -85,7 +88,7 @@ struct PerTensor {
 // list reads as zeros), or with `norms` (a == b) its L2 norm.
 PerTensor SumsOf(MultiTensorCall& pass, int a, int b, bool norms = false) {
   if (pass.on_cpu_loops()) return {norms ? pass.Norms(a) : pass.SumsOfProducts(a, b), std::nullopt};
-  return {{}, pass.DeviceSums(a, b, norms)};
+  return {{}, pass.DeviceSums(a, b, norms ? DeviceSum::kNorm : DeviceSum::kProducts)};
 }
 PerTensor NormsOf(MultiTensorCall& pass, int column) { return SumsOf(pass, column, column, /*norms=*/true); }
 
@@ -165,30 +168,35 @@ double SumOnHost(const Tensor& x) {
 }
 
 // The norms of every g along its rows (dim -1) and along its columns (dim -2), which the factors
-// passes read: where the CPU loops run (and every g is contiguous), numbers from one host pass
-// over each g (no tensor made, no dispatcher call); elsewhere one ATen norm per matrix and dim, on
-// the call's device.
+// passes read. Where every g is contiguous: where the CPU loops run, numbers from one host pass
+// over each g (no tensor made, no dispatcher call); elsewhere two flat vectors made by the device
+// passes for the whole list. Otherwise one ATen norm per matrix and dim, on the call's device.
 struct FactorNorms {
-  TensorVector rows, cols;
-  std::vector<double> row_values, col_values;  // on the host, not yet rounded to the dtype
-  bool on_host = false;
+  enum class From { kHost, kDevice, kAten };
+  From from = From::kAten;
+  std::vector<double> row_values, col_values;  // kHost: not yet rounded to the dtype
+  RowAndColumnNorms flat;                      // kDevice
+  TensorVector rows, cols;                     // kAten
 };
 
 FactorNorms FactorNormsOf(TensorListArg grads) {
   FactorNorms norms;
-  norms.on_host = !grads.empty() && MultiTensorCall::RunsOnCpuLoops(grads[0].device()) &&
-                  std::all_of(grads.begin(), grads.end(), [](const Tensor& g) { return g.is_contiguous(); });
-  if (norms.on_host) {
+  if (grads.empty()) return norms;
+  if (!std::all_of(grads.begin(), grads.end(), [](const Tensor& g) { return g.is_contiguous(); })) {
+    for (const Tensor& g : grads) {
+      norms.rows.push_back(aten::Norm(g, -1));
+      norms.cols.push_back(aten::Norm(g, -2));
+    }
+  } else if (MultiTensorCall::RunsOnCpuLoops(grads[0].device())) {
+    norms.from = FactorNorms::From::kHost;
     RowAndColumnSums sums = SquaresAlongRowsAndColumns(grads);
     for (double& x : sums.rows) x = std::sqrt(x);
     for (double& x : sums.cols) x = std::sqrt(x);
     norms.row_values = std::move(sums.rows);
     norms.col_values = std::move(sums.cols);
   } else {
-    for (const Tensor& g : grads) {
-      norms.rows.push_back(aten::Norm(g, -1));
-      norms.cols.push_back(aten::Norm(g, -2));
-    }
+    norms.from = FactorNorms::From::kDevice;
+    norms.flat = NormsAlongRowsAndColumns(grads);
   }
   return norms;
 }
@@ -202,10 +210,16 @@ TensorVector UpdateFactors(const char* op, const char* name, TensorListArg facto
   MultiTensorCall call(op, factors, in_place);
   UseOnDevice(call, device, /*last=*/false);
   TensorVector out = call.AddState(name, factors);
-  if (norms.on_host) {
-    call.AddHostValues(dim == -1 ? norms.row_values : norms.col_values);
-  } else {
-    call.AddInput("norms", dim == -1 ? norms.rows : norms.cols);
+  const bool rows = dim == -1;
+  switch (norms.from) {
+    case FactorNorms::From::kHost:
+      call.AddHostValues(rows ? norms.row_values : norms.col_values);
+      break;
+    case FactorNorms::From::kDevice:
+      call.AddDeviceValues(rows ? norms.flat.rows : norms.flat.cols);
+      break;
+    case FactorNorms::From::kAten:
+      call.AddInput("norms", rows ? norms.rows : norms.cols);
   }
   call.SetTensorScalars(adafactor_cols::kNumScalars, [&](int64_t t, double* row) {
     bind::Adafactor::StepEntries(hyper, steps[t], row);
@@ -246,6 +260,29 @@ void CheckLists(const char* op, TensorListArg params, TensorListArg row_vars, Te
   }
 }
 
+// The direction kernel's state input: each 2-D matrix's sum of its row averages `rows`, rounded to
+// their dtype as ATen's sum of that dtype rounds it, or 0 where the op `divided` the estimate
+// itself. Where the CPU loops run, numbers from the host; elsewhere one sums pass on the device.
+PerTensor RowSums(const char* op, TensorListArg rows, const std::vector<bool>& divided) {
+  const size_t n = rows.size();
+  std::vector<double> host(n, 0.0);
+  if (n == 0) return {};
+  if (MultiTensorCall::RunsOnCpuLoops(rows[0].device())) {
+    for (size_t t = 0; t < n; ++t) {
+      if (!divided[t]) host[t] = SumOnHost(rows[t].is_contiguous() ? rows[t] : api::Contiguous(rows[t]));
+    }
+    return {std::move(host), std::nullopt};
+  }
+  if (std::all_of(divided.begin(), divided.end(), [](bool d) { return d; })) return {std::move(host), std::nullopt};
+  OptionalTensorList summed(n);
+  for (size_t t = 0; t < n; ++t) {
+    if (!divided[t]) summed[t] = rows[t];
+  }
+  MultiTensorCall sums(op, rows);
+  sums.AddOptionalInput("row averages", summed);
+  return {{}, sums.DeviceSums(0, 0, DeviceSum::kValues)};
+}
+
 // The direction pass (3.): the new second moments and the updates u, for every tensor.
 struct Direction {
   TensorVector row_vars, col_vars, variances;  // the new second moments (functional calls)
@@ -272,38 +309,24 @@ Direction RunDirection(const char* op, TensorListArg grads, TensorListArg row_va
     // where the backward keeps the estimates, the division is ATen's here.
     const TensorVector& rows = in_place ? row_vars : out.row_vars;
     const TensorVector& cols = in_place ? col_vars : out.col_vars;
-    // Where the CPU loops run (and every average is contiguous) the host makes the products and
-    // the kernel's state scalar, the sum of the row averages (no dispatcher call per matrix);
-    // elsewhere ATen's matmul and sums, on the call's device.
+    // The products in one pass over every matrix where every average is contiguous (the CPU
+    // loops', or the device's), else ATen's matmul per matrix.
     const auto contiguous = [](const Tensor& x) { return x.is_contiguous(); };
-    const bool on_host = direction.on_cpu_loops() && std::all_of(rows.begin(), rows.end(), contiguous) &&
-                         std::all_of(cols.begin(), cols.end(), contiguous);
-    if (on_host) {
+    if (std::all_of(rows.begin(), rows.end(), contiguous) && std::all_of(cols.begin(), cols.end(), contiguous)) {
       for (const Tensor& g : grads) out.estimates.push_back(api::EmptyLike(g));
       ProductsOfRowsAndColumns(rows, cols, out.estimates);
+    } else {
+      for (size_t t = 0; t < grads.size(); ++t) out.estimates.push_back(aten::Matmul(rows[t], cols[t]));
     }
-    TensorVector row_sums;
-    std::vector<double> host_row_sums;
-    Tensor floor, one;  // (made once, for every matrix that needs it)
     std::vector<bool> divided(grads.size());
+    Tensor floor;  // (made once, for every matrix that needs it)
     for (size_t t = 0; t < grads.size(); ++t) {
-      if (!on_host) out.estimates.push_back(aten::Matmul(rows[t], cols[t]));
       divided[t] = keep_estimates || rows[t].dim() > 2;
-      if (divided[t]) {
-        if (!floor.defined()) floor = aten::Num(eps1, rows[t]);
-        aten::Div_(out.estimates[t], aten::ClampMin_(aten::Mean(rows[t], -2), floor));
-        if (on_host) {
-          host_row_sums.push_back(1.0);
-        } else {
-          if (!one.defined()) one = aten::Num(1.0, rows[t]);
-          row_sums.push_back(one);
-        }
-      } else if (on_host) {
-        host_row_sums.push_back(SumOnHost(rows[t]));
-      } else {
-        row_sums.push_back(aten::Sum(rows[t], {-2}));
-      }
+      if (!divided[t]) continue;
+      if (!floor.defined()) floor = aten::Num(eps1, rows[t]);
+      aten::Div_(out.estimates[t], aten::ClampMin_(aten::Mean(rows[t], -2), floor));
     }
+    const PerTensor row_sums = RowSums(op, rows, divided);
     if (keep_estimates) {
       out.updates = direction.AddOutputFrom("estimates", out.estimates);
     } else {  // the estimate becomes the update
@@ -314,9 +337,9 @@ Direction RunDirection(const char* op, TensorListArg grads, TensorListArg row_va
     direction.SetTensorScalars(adafactor_cols::kNumScalars, [&](int64_t t, double* row) {
       using namespace adafactor_cols;
       row[kMeanOver] = divided[t] ? 1.0 : static_cast<double>(grads[t].size(-2));
-      row[kFloor] = divided[t] ? 0.0 : eps1;
+      row[kFloor] = divided[t] ? 1.0 : eps1;  // a divided matrix's sum of 0 makes a divisor of 1
     });
-    direction.SetStateInputs({{row_sums, host_row_sums}});  // one of them
+    direction.SetStateInputs({row_sums.Column()});
     direction.Launch(FUSED_OPTIM_KERNEL(AdafactorFactoredDirection), hyper);
   } else {
     out.variances = direction.AddState("variances", variances);

@@ -252,7 +252,7 @@ struct AdafactorVectorDirection : Adafactor {
 };
 
 // Its state scalar, read and never advanced: the sum of a 2-D matrix's row averages (the divisor
-// is then their mean floored at eps1), or 1 over mean_over 1 and floor 0 where the op divided.
+// is then their mean floored at eps1), or 0 over mean_over 1 floored at 1 where the op divided.
 struct AdafactorFactoredDirection : Adafactor {
   static constexpr int kLists = 2;
   static constexpr int kStateScalars = 1;
