@@ -195,6 +195,20 @@ PyObject* CudaLaunchPlan(PyObject* /*self*/, PyObject* args) {
   return out;
 }
 
+// _cuda_matrix_blocks(batch, rows, cols): the blocks each of Adafactor's matrix passes
+// (csrc/cuda/matrix_passes.h: row norms, column partials, column norms, products) gives a tensor of
+// `batch` matrices of rows x cols, for tests of how many threads a shape keeps busy.
+PyObject* CudaMatrixBlocks(PyObject* /*self*/, PyObject* args) {
+  long long batch = 0, rows = 0, cols = 0;
+  if (!PyArg_ParseTuple(args, "LLL", &batch, &rows, &cols)) return nullptr;
+  namespace c = fused_optim::cuda;
+  using P = c::MatrixPass;
+  return Py_BuildValue("(LLLL)", static_cast<long long>(c::ItemsOf(P::kRowNorms, batch, rows, cols)),
+                       static_cast<long long>(c::ItemsOf(P::kColumnPartials, batch, rows, cols)),
+                       static_cast<long long>(c::ItemsOf(P::kColumnNorms, batch, rows, cols)),
+                       static_cast<long long>(c::ItemsOf(P::kProducts, batch, rows, cols)));
+}
+
 // CUDA_LAUNCH: the launch plan's limits, for tests; slots_per_launch and launch_meta_bytes map each
 // kernel's name (kernels.h) to its own.
 PyObject* MakeCudaLaunchLimits() {
@@ -241,6 +255,8 @@ PyMethodDef kCudaPlanMethods[] = {
      "Run a test-only binding through the emulated vector path's invariant checks (tests)."},
     {"_cuda_launch_plan", CudaLaunchPlan, METH_VARARGS,
      "The CUDA launches of tensors with these element counts, at most this many slots a launch."},
+    {"_cuda_matrix_blocks", CudaMatrixBlocks, METH_VARARGS,
+     "The blocks of Adafactor's CUDA matrix passes for a batch of matrices of one shape (tests)."},
     {"_kept_table_steps", KeptTableSteps, METH_NOARGS, "Steps that ran a kept table so far (kept_step.h)."},
     {"_kept_table_keeps", KeptTableKeeps, METH_NOARGS, "Kept tables kept (built afresh) so far (kept_step.h)."},
     {"_same_state", SameState, METH_VARARGS, "Whether an optimizer state holds exactly these values, in order."},

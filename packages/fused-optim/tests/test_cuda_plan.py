@@ -244,6 +244,24 @@ MATRIX_SHAPES = [(70, 300), (2, 33, 5), (3, 2, 4, 3), (0, 4), (4, 0), (100, 1), 
 MATRIX_SHAPES += [(2 + i % 5, 1 + i % 7) for i in range(LIMITS["matrix_slots_per_launch"] + 20)]
 
 
+@pytest.mark.parametrize("batch, rows, cols", [(512 * 512, 3, 3), (1, 4096, 4096), (1, 50_000, 1), (64, 2, 7),
+                                               (1, 3, 5), (1, 1000, 300), (8, 33, 100)])
+def test_the_matrix_passes_keep_their_threads_busy_whatever_the_shape(batch, rows, cols):
+    # A pass whose blocks mostly idle is a slow GPU step that no CPU test would see: a conv weight's
+    # batch of 3 x 3 matrices once gave each row, and each column's 32 rows, a block of 256 threads
+    # (3 busy). Each pass launches at most about two threads per element it reads or writes (or
+    # one block), and the row norms add each row with at most the next power of two of threads.
+    block = LIMITS["block_size"]
+    elements, row_count, col_count = batch * rows * cols, batch * rows, batch * cols
+    row_blocks, partial_blocks, col_blocks, product_blocks = _C._cuda_matrix_blocks(batch, rows, cols)
+    for blocks, reads in ((row_blocks, elements), (partial_blocks, elements), (col_blocks, col_count),
+                          (product_blocks, elements)):
+        assert blocks * block <= max(2 * reads, block), (blocks, reads)
+    group = 1 << max(cols - 1, 0).bit_length() if cols <= block else block
+    assert row_blocks == -(-row_count // (block // group))
+    assert product_blocks == chunks(elements)
+
+
 @pytest.mark.parametrize("grid", [3, MAX_BLOCKS], ids=["three-block-grids", "full-grids"])
 @pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
 def test_factored_steps_through_the_matrix_passes_match_the_cpu_loops(emulated, grid, dtype):

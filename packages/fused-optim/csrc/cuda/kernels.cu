@@ -59,29 +59,31 @@ void RunKernel(const KernelTable& table, const typename K::template Hyper<double
   });
 }
 
-// The sum of every thread's `value` in its block, in the order of BlockTree (launch_plan.h): each
-// level of the tree run by every thread, a barrier after each; thread 0 returns the sum.
-__device__ double BlockSum(double value) {
+// The sum of `value` over each group of `group` threads of the block (the whole block by default),
+// in the order of GroupTree (launch_plan.h): each level of the tree run by every thread, a barrier
+// after each; each group's first thread returns its group's sum.
+__device__ double GroupSum(double value, int group = kBlockSize) {
   __shared__ double values[kBlockSize];
-  values[threadIdx.x] = value;
+  const int thread = static_cast<int>(threadIdx.x);
+  values[thread] = value;
   __syncthreads();
-  for (int stride = kBlockSize / 2; stride > 0; stride /= 2) {
-    TreeLevel(values, static_cast<int>(threadIdx.x), stride);
+  for (int stride = group / 2; stride > 0; stride /= 2) {
+    TreeLevel(values, thread, stride, group);
     __syncthreads();
   }
-  return values[0];
+  return values[thread - thread % group];
 }
 
 // The two passes of SumsOfProducts (launch_plan.h's ForEachSumsLaunch).
 template <typename S, typename T>
 __global__ void __launch_bounds__(kBlockSize) ChunkSumsKernel(const __grid_constant__ SumsMeta meta, double* partials) {
-  const double sum = BlockSum(ChunkProducts<S, T>(meta, blockIdx.x, threadIdx.x, blockDim.x));
+  const double sum = GroupSum(ChunkProducts<S, T>(meta, blockIdx.x, threadIdx.x, blockDim.x));
   if (threadIdx.x == 0) partials[PartialOf(meta, blockIdx.x)] = sum;
 }
 
 __global__ void __launch_bounds__(kBlockSize)
     TotalsKernel(const __grid_constant__ TotalsMeta meta, const double* partials, double* out) {
-  const double sum = BlockSum(PartialsShare(meta, partials, blockIdx.x, threadIdx.x, blockDim.x));
+  const double sum = GroupSum(PartialsShare(meta, partials, blockIdx.x, threadIdx.x, blockDim.x));
   if (threadIdx.x == 0) out[meta.first_tensor + blockIdx.x] = Total<__half, __nv_bfloat16>(meta, sum);
 }
 
@@ -102,14 +104,15 @@ void SumsOfProducts(const KernelTable& table, int a, int b, DeviceSum kind, doub
 }
 
 // Pass P of the matrix passes (matrix_passes.h): each thread's share of the block's item, and for
-// kRowNorms the block's sum of them stored as the row's norm.
+// kRowNorms each row's group's sum of them stored as the row's norm.
 template <MatrixPass P, typename S, typename T>
 __global__ void __launch_bounds__(kBlockSize) MatrixKernel(const __grid_constant__ MatrixMeta meta, double* partials) {
   const MatrixItem at = ItemOf(meta, blockIdx.x);
   const double share = MatrixThread<P, S, T>(meta, partials, at, threadIdx.x, blockDim.x);
   if constexpr (P == MatrixPass::kRowNorms) {
-    const double sum = BlockSum(share);
-    if (threadIdx.x == 0) StoreNorm<S, T>(meta.out[at.slot], at.item, sum);
+    const double sum = GroupSum(share, RowGroup(meta.cols[at.slot]));
+    const int64_t row = GroupRow(meta, at, threadIdx.x);
+    if (row >= 0) StoreNorm<S, T>(meta.out[at.slot], row, sum);
   }
 }
 

@@ -149,17 +149,22 @@ int64_t SetGridLimit(int64_t max_blocks) {
 
 namespace {
 // One emulated launch of a reduction's `blocks` blocks of kBlockSize threads: thread_value(block,
-// thread) runs each thread's share, and block_sum(block, sum) takes the sum of the block's values
-// added as the device's BlockSum adds them (BlockTree).
-template <typename ThreadValue, typename BlockSum>
-void RunReductionLaunch(int64_t blocks, ThreadValue&& thread_value, BlockSum&& block_sum) {
+// thread) runs each thread's share; then, for each group of group_of(block) threads,
+// group_sum(block, the group's first thread, the sum of its values) takes the group's sum added as
+// the device's GroupSum adds it (GroupTree).
+template <typename ThreadValue, typename GroupOf, typename TakeSum>
+void RunReductionLaunch(int64_t blocks, ThreadValue&& thread_value, GroupOf&& group_of, TakeSum&& group_sum) {
   launches.fetch_add(1, std::memory_order_relaxed);
   double values[cuda::kBlockSize];
   for (int64_t block = 0; block < blocks; ++block) {
     for (int thread = 0; thread < cuda::kBlockSize; ++thread) values[thread] = thread_value(block, thread);
-    block_sum(block, cuda::BlockTree(values));
+    const int group = group_of(block);
+    for (int first = 0; first < cuda::kBlockSize; first += group) {
+      group_sum(block, first, cuda::GroupTree(values + first, group));
+    }
   }
 }
+constexpr auto kWholeBlock = [](int64_t /*block*/) { return cuda::kBlockSize; };
 }  // namespace
 
 void SumsOfProducts(const KernelTable& table, int a, int b, DeviceSum kind, double* partials, double* out) {
@@ -172,7 +177,8 @@ void SumsOfProducts(const KernelTable& table, int a, int b, DeviceSum kind, doub
               [&](int64_t block, int thread) {
                 return cuda::ChunkProducts<S, T>(meta, block, thread, cuda::kBlockSize);
               },
-              [&](int64_t block, double sum) { partials[cuda::PartialOf(meta, block)] = sum; });
+              kWholeBlock,
+              [&](int64_t block, int /*first*/, double sum) { partials[cuda::PartialOf(meta, block)] = sum; });
         },
         [&](const cuda::TotalsMeta& meta, int64_t blocks) {
           RunReductionLaunch(
@@ -180,7 +186,8 @@ void SumsOfProducts(const KernelTable& table, int a, int b, DeviceSum kind, doub
               [&](int64_t block, int thread) {
                 return cuda::PartialsShare(meta, partials, block, thread, cuda::kBlockSize);
               },
-              [&](int64_t block, double sum) {
+              kWholeBlock,
+              [&](int64_t block, int /*first*/, double sum) {
                 out[meta.first_tensor + block] = cuda::Total<c10::Half, c10::BFloat16>(meta, sum);
               });
         },
@@ -198,15 +205,20 @@ struct MatrixLauncher {
   double* partials;
   template <cuda::MatrixPass P>
   void operator()(cuda::Pass<P>, const cuda::MatrixMeta& meta, int64_t blocks) const {
+    constexpr bool kRows = P == cuda::MatrixPass::kRowNorms;  // (only a row's norm is a sum over threads)
     RunReductionLaunch(
         blocks,
         [&](int64_t block, int thread) {
           return cuda::MatrixThread<P, S, T>(meta, partials, cuda::ItemOf(meta, block), thread, cuda::kBlockSize);
         },
-        [&]([[maybe_unused]] int64_t block, [[maybe_unused]] double sum) {  // (only a row's norm is a block's sum)
-          if constexpr (P == cuda::MatrixPass::kRowNorms) {
+        [&](int64_t block) {
+          return kRows ? cuda::RowGroup(meta.cols[cuda::ItemOf(meta, block).slot]) : cuda::kBlockSize;
+        },
+        [&]([[maybe_unused]] int64_t block, [[maybe_unused]] int first, [[maybe_unused]] double sum) {
+          if constexpr (kRows) {
             const cuda::MatrixItem at = cuda::ItemOf(meta, block);
-            cuda::StoreNorm<S, T>(meta.out[at.slot], at.item, sum);
+            const int64_t row = cuda::GroupRow(meta, at, first);
+            if (row >= 0) cuda::StoreNorm<S, T>(meta.out[at.slot], row, sum);
           }
         });
   }

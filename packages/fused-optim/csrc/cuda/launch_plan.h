@@ -509,7 +509,7 @@ void ForEachLaunch(const KernelTable& table, const char* what, Launch&& launch, 
 // of its row averages), computed on the device in two passes with no atomics, so that every run
 // adds in the same order. The first pass plans its blocks as a kernel's (PlanLaunches: one block
 // per chunk); each thread sums its strided share of the chunk's terms (products, or one column's
-// values, as DeviceSum says) in double, the block adds its threads' sums by BlockTree, and writes
+// values, as DeviceSum says) in double, the block adds its threads' sums by GroupTree, and writes
 // one partial per chunk. The second pass gives each tensor one block, which adds its chunks'
 // partials the same way and writes the tensor's total as DeviceSum says.
 struct SumsMeta {
@@ -533,15 +533,17 @@ struct TotalsMeta {
 static_assert(sizeof(SumsMeta) <= kMaxKernelParamBytes && sizeof(TotalsMeta) <= kMaxKernelParamBytes,
               "a sums pass's argument exceeds the CUDA kernel parameter limit");
 
-// One level of the block's tree: after level `stride` (kBlockSize / 2, then halving down to 1),
-// values[0] holds the sum of the block's kBlockSize values. The device runs each level with every
-// thread of the block, a __syncthreads() after each; BlockTree runs them on the host.
-FUSED_OPTIM_ELEMENT void TreeLevel(double* values, int thread, int stride) {
-  if (thread < stride) values[thread] += values[thread + stride];
+// One level of the tree over each group of `group` threads of a block (a power of two dividing
+// kBlockSize; the whole block by default): after the levels stride = group / 2, then halving down
+// to 1, values[first] holds the sum of the group's values, `first` its first thread. The device
+// runs each level with every thread of the block, a __syncthreads() after each (GroupSum in
+// kernels.cu); GroupTree runs them on the host.
+FUSED_OPTIM_ELEMENT void TreeLevel(double* values, int thread, int stride, int group = kBlockSize) {
+  if (thread % group < stride) values[thread] += values[thread + stride];
 }
-inline double BlockTree(double* values) {
-  for (int stride = kBlockSize / 2; stride > 0; stride /= 2) {
-    for (int thread = 0; thread < stride; ++thread) TreeLevel(values, thread, stride);
+inline double GroupTree(double* values, int group = kBlockSize) {  // values: the group's own
+  for (int stride = group / 2; stride > 0; stride /= 2) {
+    for (int thread = 0; thread < stride; ++thread) TreeLevel(values, thread, stride, group);
   }
   return values[0];
 }

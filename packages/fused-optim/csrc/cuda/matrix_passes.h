@@ -17,13 +17,17 @@
 
 namespace fused_optim::cuda {
 
-// The passes, each one kernel over every tensor's items (a block each, ItemsOf):
-//   kRowNorms: an item is one row; the block's threads stride along it and add their squares by
-//     the block tree (BlockSum / BlockTree), and the row's norm is stored.
-//   kColumnPartials: an item is kColumnBlockRows rows by kBlockSize columns of one matrix; each
-//     thread adds the squares of its column's rows there, in row order, into a partial of its own.
-//   kColumnNorms: an item is kBlockSize of the tensor's columns (its matrices' in turn); each thread
-//     adds its column's partials in row order and stores the column's norm.
+// The passes, each one kernel over every tensor's items (a block each, ItemsOf), sized so that a
+// block's threads all have work whatever the shape (a batch of 3 x 3 matrices, a conv weight's, as
+// well as a 4096 x 4096 one):
+//   kRowNorms: an item is kBlockSize / RowGroup(cols) rows, a group of threads each; a group's
+//     threads stride along its row and add their squares by the group's tree (GroupSum /
+//     GroupTree), and the row's norm is stored.
+//   kColumnPartials: an item is kBlockSize of the tensor's partials (ColumnPartialsOf: a column of
+//     its matrices' columns in turn, by a block of kColumnBlockRows rows); each thread adds the
+//     squares of its partial's rows of its column, in row order.
+//   kColumnNorms: an item is kBlockSize of the tensor's columns; each thread adds its column's
+//     partials in row order and stores the column's norm.
 //   kProducts: an item is a chunk of the estimate's elements; each thread writes its strided share.
 enum class MatrixPass : int { kRowNorms, kColumnPartials, kColumnNorms, kProducts };
 template <MatrixPass P>
@@ -36,13 +40,21 @@ inline constexpr int64_t kColumnBlockRows = 32;
 FUSED_OPTIM_ELEMENT int64_t CeilDiv(int64_t a, int64_t b) { return a / b + (a % b != 0); }
 FUSED_OPTIM_ELEMENT int64_t RowBlocks(int64_t rows) { return CeilDiv(rows, kColumnBlockRows); }
 
+// The threads that add one row of `cols` elements in kRowNorms: the least power of two that
+// covers the row, at most kBlockSize (a longer row's threads stride along it).
+FUSED_OPTIM_ELEMENT int RowGroup(int64_t cols) {
+  int group = 1;
+  while (group < cols && group < kBlockSize) group *= 2;
+  return group;
+}
+
 // A tensor's items in pass P (blocks), a batch of `batch` matrices of rows x cols.
 inline int64_t ItemsOf(MatrixPass pass, int64_t batch, int64_t rows, int64_t cols) {
   switch (pass) {
-    case MatrixPass::kRowNorms:
-      return batch * rows;  // (a row of no columns has norm 0, which is stored too)
+    case MatrixPass::kRowNorms:  // (a row of no columns has norm 0, which is stored too)
+      return CeilDiv(batch * rows, kBlockSize / RowGroup(cols));
     case MatrixPass::kColumnPartials:
-      return batch * RowBlocks(rows) * CeilDiv(cols, kBlockSize);
+      return CeilDiv(RowBlocks(rows) * batch * cols, kBlockSize);
     case MatrixPass::kColumnNorms:
       return CeilDiv(batch * cols, kBlockSize);
     default:
@@ -50,8 +62,9 @@ inline int64_t ItemsOf(MatrixPass pass, int64_t batch, int64_t rows, int64_t col
   }
 }
 
-// A tensor's column partials: one per block of rows of each column of each matrix.
-inline int64_t ColumnPartialsOf(int64_t batch, int64_t rows, int64_t cols) { return batch * RowBlocks(rows) * cols; }
+// A tensor's column partials: one per block of rows of each column of each matrix, laid out by
+// block of rows, then column (the matrices' columns in turn).
+inline int64_t ColumnPartialsOf(int64_t batch, int64_t rows, int64_t cols) { return RowBlocks(rows) * batch * cols; }
 
 // The scratch of the columns passes, in doubles: every tensor's partials (dims: batch, rows,
 // columns per tensor).
@@ -98,47 +111,57 @@ FUSED_OPTIM_ELEMENT double Square(S x) {
   return v * v;
 }
 
-// Thread `thread` of the `threads` of the block on item `at` in pass P (S: the storage type, T: its
-// math type): kRowNorms returns the thread's share of the row's sum of squares, which the block
-// adds and stores (StoreNorm); the other passes store what they make and return 0. kColumnPartials
-// takes kBlockSize threads, a column each.
+// The row (among the tensor's matrices' rows) whose norm the kRowNorms group led by `thread` of
+// item `at` stores, or -1 (not a group's first thread, or past the tensor's last row).
+FUSED_OPTIM_ELEMENT int64_t GroupRow(const MatrixMeta& meta, MatrixItem at, int64_t thread) {
+  const int group = RowGroup(meta.cols[at.slot]);
+  const int64_t row = at.item * (kBlockSize / group) + thread / group;
+  return thread % group == 0 && row < meta.batch[at.slot] * meta.rows[at.slot] ? row : -1;
+}
+
+// Thread `thread` of the block on item `at` in pass P (S: the storage type, T: its math type; the
+// block has kBlockSize threads, `threads` of them striding a chunk in kProducts): kRowNorms
+// returns the thread's share of its row's sum of squares, which its group adds and its first
+// thread stores (GroupRow, StoreNorm); the other passes store what they make and return 0.
 template <MatrixPass P, typename S, typename T>
 FUSED_OPTIM_ELEMENT double MatrixThread(const MatrixMeta& meta, double* partials, MatrixItem at, int64_t thread,
                                         int64_t threads) {
   const int s = at.slot;
   const int64_t rows = meta.rows[s], cols = meta.cols[s];
+  const int64_t columns = meta.batch[s] * cols;  // the columns of the tensor's matrices, in turn
   if constexpr (P == MatrixPass::kRowNorms) {
-    const S* row = static_cast<const S*>(meta.x[s]) + at.item * cols;
+    const int group = RowGroup(cols);
+    const int64_t q = at.item * (kBlockSize / group) + thread / group;  // the group's row
     double sum = 0.0;
-    for (int64_t j = thread; j < cols; j += threads) sum += Square<S, T>(row[j]);
+    if (q >= meta.batch[s] * rows) return sum;
+    const S* row = static_cast<const S*>(meta.x[s]) + q * cols;
+    for (int64_t j = thread % group; j < cols; j += group) sum += Square<S, T>(row[j]);
     return sum;
   } else if constexpr (P == MatrixPass::kColumnPartials) {
-    const int64_t tiles = CeilDiv(cols, kBlockSize), row_blocks = RowBlocks(rows);
-    const int64_t tile = at.item % tiles, block_of_rows = at.item / tiles % row_blocks;
-    const int64_t matrix = at.item / (tiles * row_blocks);
-    const int64_t j = tile * kBlockSize + thread;
-    if (j >= cols) return 0.0;
-    const S* column = static_cast<const S*>(meta.x[s]) + matrix * rows * cols + j;
+    const int64_t p = at.item * kBlockSize + thread;  // the partial
+    if (p >= RowBlocks(rows) * columns) return 0.0;
+    const int64_t block_of_rows = p / columns, q = p - block_of_rows * columns;  // of the column q
+    const int64_t matrix = q / cols;
+    const S* column = static_cast<const S*>(meta.x[s]) + matrix * rows * cols + (q - matrix * cols);
     const int64_t begin = block_of_rows * kColumnBlockRows;
     const int64_t end = rows - begin < kColumnBlockRows ? rows : begin + kColumnBlockRows;
     double sum = 0.0;
     for (int64_t i = begin; i < end; ++i) sum += Square<S, T>(column[i * cols]);
-    partials[meta.first_partial[s] + (matrix * row_blocks + block_of_rows) * cols + j] = sum;
+    partials[meta.first_partial[s] + p] = sum;
     return 0.0;
   } else if constexpr (P == MatrixPass::kColumnNorms) {
-    const int64_t q = at.item * kBlockSize + thread;  // the column among the tensor's matrices'
-    if (q >= meta.batch[s] * cols) return 0.0;
-    const int64_t matrix = q / cols, row_blocks = RowBlocks(rows);
-    const double* partial = partials + meta.first_partial[s] + matrix * row_blocks * cols + (q - matrix * cols);
+    const int64_t q = at.item * kBlockSize + thread;
+    if (q >= columns) return 0.0;
+    const double* partial = partials + meta.first_partial[s] + q;
     double sum = 0.0;
-    for (int64_t b = 0; b < row_blocks; ++b) sum += partial[b * cols];
+    for (int64_t b = 0; b < RowBlocks(rows); ++b) sum += partial[b * columns];
     StoreNorm<S, T>(meta.out[s], q, sum);
     return 0.0;
   } else {  // kProducts: each product rounded once to S, as ATen's matmul of (rows x 1) (1 x cols)
     const S* r = static_cast<const S*>(meta.x[s]);
     const S* c = static_cast<const S*>(meta.y[s]);
     S* out = static_cast<S*>(meta.out[s]);
-    const int64_t numel = meta.batch[s] * rows * cols;
+    const int64_t numel = columns * rows;
     const int64_t begin = at.item * kChunkSize;
     const int64_t end = numel - begin < kChunkSize ? numel : begin + kChunkSize;
     int64_t k = begin + thread;
