@@ -137,6 +137,7 @@ MultiTensorCall::MultiTensorCall(const char* op, TensorList params, bool in_plac
 }
 
 void MultiTensorCall::CheckLike(const char* name, int64_t t, const Tensor& x) const {
+  if (checked_) return;  // (SkipRepeatedChecks)
   FUSED_OPTIM_CHECK_VALUE(x.defined(), op_, ": ", name, "[", t, "] is None");
   FUSED_OPTIM_CHECK_VALUE(x.layout() == api::kStrided, op_, ": ", name, "[", t, "] has layout ", x.layout(),
                           "; sparse gradients and states are not supported");
@@ -187,7 +188,7 @@ void MultiTensorCall::AddMutable(const char* name, TensorList list) {
   for (int64_t t = 0; t < num_tensors_; ++t) {
     const Tensor& x = list[t];
     CheckLike(name, t, x);
-    CheckWritable(op_, name, t, x);
+    if (!checked_) CheckWritable(op_, name, t, x);
     Record(name, t, x, /*writes=*/true);
     if (x.is_contiguous()) {
       dst[t] = x.numel() ? x.mutable_data_ptr() : nullptr;
@@ -470,6 +471,12 @@ void MultiTensorCall::Record(const char* name, int64_t t, const Tensor& x, bool 
   if (x.numel() > 0) arguments_.push_back({name, t, &x, writes});
 }
 
+void MultiTensorCall::CheckOverlapOf(const char* name, TensorList list, bool writes) {
+  for (size_t t = 0; t < list.size(); ++t) {
+    if (list[t].defined()) Record(name, static_cast<int64_t>(t), list[t], writes);
+  }
+}
+
 void MultiTensorCall::CheckNoAliasing() const {
   // A tensor written in place must not share any element with another argument, in any list and
   // at any index, nor appear twice: the kernels read and write each element once, and staged
@@ -512,7 +519,7 @@ void MultiTensorCall::CheckNoAliasing() const {
 
 KernelTable& MultiTensorCall::Table() {
   if (table_) return *table_;
-  CheckNoAliasing();
+  if (!checked_) CheckNoAliasing();
   KernelTable& table = table_.emplace();
   table.dtype = num_tensors_ ? ToDType(dtype_) : DType::kFloat;
   table.num_lists = static_cast<int>(dst_.size());

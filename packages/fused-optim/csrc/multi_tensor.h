@@ -183,6 +183,15 @@ class MultiTensorCall {
   // tensors, the functional <algo>_update returns fresh ones.
   MultiTensorCall(const char* op, TensorList reference, bool in_place = false);
 
+  // Where an earlier call of the same op checked every list this call is then given (its checks
+  // call: each tensor against the params, writability, no overlap among the lists written in
+  // place, CheckOverlapOf for lists shaped unlike the params), those per-tensor checks and the
+  // overlap sort are not repeated here (lists the call makes itself need none). Before any list.
+  void SkipRepeatedChecks() { checked_ = true; }
+  // A list shaped unlike the params (the op checks it otherwise: Adafactor's row and column
+  // averages) in this call's overlap check only: read, or written in place (`writes`).
+  void CheckOverlapOf(const char* name, TensorList list, bool writes);
+
   // A list that is only read.
   void AddInput(const char* name, TensorList list);
   // A list updated in place (non-contiguous tensors are staged and copied back by Finish()).
@@ -365,6 +374,7 @@ class MultiTensorCall {
   int64_t num_tensors_;
   ScalarType dtype_;
   Device device_;
+  bool checked_ = false;  // SkipRepeatedChecks
   // Views of the op's own arguments, which outlive this object. No Tensor copies here: with
   // torch's PyObject preservation every copy of a Python-owned tensor takes the GIL twice.
   TensorList reference_;

@@ -65,6 +65,29 @@ def test_the_op_checks_its_lists_against_the_variant():
     assert step.item() == 0.0 and torch.equal(p, torch.ones(3, 2))
 
 
+@pytest.mark.parametrize("overlaps", ["grads", "params", "col_vars"])
+def test_a_factor_sharing_memory_with_another_list_is_refused_before_any_write(overlaps):
+    # The row and column averages are updated in place but shaped unlike the params, so they join
+    # the step's one overlap check by themselves (CheckOverlapOf), which the passes after it do not
+    # repeat. A row average that is a view into another list's memory would otherwise be written
+    # while that list is read or written.
+    kwargs = dict(lr=0.01, beta2_decay=-0.8, eps1=1e-30, eps2=1e-3, d=1.0, weight_decay=0.0, maximize=False)
+    p, g = torch.ones(3, 2), torch.full((3, 2), 0.5)
+    row_var, col_var = torch.zeros(3, 1), torch.zeros(1, 2)
+    if overlaps == "grads":
+        row_var = g[:, 1:]  # (not g's first element, which the same-tensor check would see)
+    elif overlaps == "params":
+        row_var = p.view(-1)[1:4].view(3, 1)
+    else:
+        buffer = torch.zeros(6)
+        col_var, row_var = buffer[:2].view(1, 2), buffer[1:4].view(3, 1)
+    before = [x.clone() for x in (p, g, row_var, col_var)]
+    step = torch.tensor(0.0)
+    with pytest.raises(ValueError, match="shares memory"):
+        adafactor_step_([p], [g], [row_var], [col_var], [], [step], factored=True, **kwargs)
+    assert all(torch.equal(x, y) for x, y in zip((p, g, row_var, col_var), before)) and step.item() == 0.0
+
+
 def test_float32_matches_torch():
     ref, ours, r, o = _pair([(8, 16), (16,)], dtype=torch.float32, lr=0.01)
     gen = torch.Generator().manual_seed(2)

@@ -12,8 +12,10 @@
 // for the division of a batch of matrices' estimates and in the backward through the estimate, on
 // the call's device, called by name through the dispatcher (api::CallAten, in both builds of
 // torch_api.h).
-//   1. checks (then, in place, the step counters: incremented on the host, or with capturable
-//      read by every pass on the params' device and advanced by the last, OnDevice);
+//   1. checks, every list's, once: the passes after them skip repeating them
+//      (MultiTensorCall::SkipRepeatedChecks; then, in place, the step counters: incremented on
+//      the host, or with capturable read by every pass on the params' device and advanced by the
+//      last, OnDevice);
 //   2. the direction pass: vectors update their second moment and write the update; matrices
 //      update their row/column averages (from the norms of g's rows and columns, one factors
 //      kernel for every matrix's rows and one for their columns), then the product of the new
@@ -208,6 +210,7 @@ TensorVector UpdateFactors(const char* op, const char* name, TensorListArg facto
                            const FactorNorms& norms, const std::vector<double>& steps,
                            const math::AdafactorHyper<double>& hyper, bool in_place, const OnDevice& device) {
   MultiTensorCall call(op, factors, in_place);
+  call.SkipRepeatedChecks();  // (every list here: the op's checks, or made by the op)
   UseOnDevice(call, device, /*last=*/false);
   TensorVector out = call.AddState(name, factors);
   const bool rows = dim == -1;
@@ -279,6 +282,7 @@ PerTensor RowSums(const char* op, TensorListArg rows, const std::vector<bool>& d
     if (!divided[t]) summed[t] = rows[t];
   }
   MultiTensorCall sums(op, rows);
+  sums.SkipRepeatedChecks();
   sums.AddOptionalInput("row averages", summed);
   return {{}, sums.DeviceSums(0, 0, DeviceSum::kValues)};
 }
@@ -301,6 +305,7 @@ Direction RunDirection(const char* op, TensorListArg grads, TensorListArg row_va
     out.col_vars = UpdateFactors(op, "col_vars", col_vars, grads, -2, norms, steps, hyper, in_place, device);
   }
   MultiTensorCall direction(op, grads, in_place);
+  direction.SkipRepeatedChecks();
   UseOnDevice(direction, device, /*last=*/false);
   direction.AddInput("grads", grads);
   if (factored) {
@@ -364,6 +369,7 @@ Lists<4> RunStep(const char* op, TensorListArg params, TensorListArg grads, Tens
   // 3. The norms of the parameters (which only the apply pass changes) and of the updates,
   // then the apply pass, the step's last (it advances device counters).
   MultiTensorCall apply(op, params, in_place);
+  apply.SkipRepeatedChecks();
   UseOnDevice(apply, device, /*last=*/true);
   TensorVector new_params = apply.AddState("params", params);
   apply.AddInput("updates", dir.updates);
@@ -388,6 +394,8 @@ void AdafactorStepInPlace(TensorListArg params, TensorListArg grads, TensorListA
   checks.SetAmp({grad_scale, found_inf});
   checks.AddStep(params, grads, {{"variances", variances, !factored, "when factored=True"}});
   CheckLists(op, params, row_vars, col_vars, factored, kInPlace);
+  checks.CheckOverlapOf("row_vars", row_vars, /*writes=*/true);  // (shaped unlike the params)
+  checks.CheckOverlapOf("col_vars", col_vars, /*writes=*/true);
   CheckStepTensors(op, state_steps, checks.size());
   if (capturable) checks.UseDeviceSteps(state_steps, adafactor_cols::kNumScalars);  // on the params' device
   // The gradients are unscaled by one pass of their own, since ATen ops as well as the kernels
