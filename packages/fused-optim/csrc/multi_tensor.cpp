@@ -8,8 +8,8 @@
 #include <cmath>
 #include <cstdint>
 #include <limits>
-#include <numeric>
 #include <optional>
+#include <ranges>
 #include <string>
 #include <type_traits>
 #include <utility>
@@ -160,6 +160,32 @@ void PushReadOnly(std::vector<std::vector<const void*>>& src_columns, std::vecto
   for (size_t t = 0; t < src.size(); ++t) dst[t] = const_cast<void*>(src[t]);
   src_columns.push_back(std::move(src));
 }
+
+// Pointers to consecutive places in a flat buffer at `base` (null for an empty buffer), place t
+// holding counts[t] elements of `element_size` bytes (P: void* or const void*).
+template <typename P, typename Counts>
+std::vector<P> PlacesIn(P base, int64_t element_size, const Counts& counts) {
+  using Byte = std::conditional_t<std::is_const_v<std::remove_pointer_t<P>>, const char, char>;
+  std::vector<P> places;
+  Byte* at = static_cast<Byte*>(base);
+  for (const int64_t count : counts) {
+    places.push_back(at);
+    if (at != nullptr) at += count * element_size;
+  }
+  return places;
+}
+
+template <typename Counts>
+int64_t TotalOf(const Counts& counts) {
+  int64_t total = 0;
+  for (const int64_t count : counts) total += count;
+  return total;
+}
+
+// Each tensor's element count.
+auto NumelsOf(TensorList list) {
+  return list | std::views::transform([](const Tensor& x) { return x.numel(); });
+}
 }  // namespace
 
 void MultiTensorCall::AddInput(const char* name, TensorList list) {
@@ -226,37 +252,23 @@ void MultiTensorCall::AddAbsent() {
 
 void MultiTensorCall::AddHostValues(std::span<const double> values) {
   FUSED_OPTIM_CHECK(on_cpu_loops(), op_, ": host values for a call the CPU loops do not run (a fused-optim bug)");
-  int64_t total = 0;
-  for (const Tensor& x : reference_) total += x.numel();
+  const int64_t total = TotalOf(NumelsOf(reference_));
   FUSED_OPTIM_CHECK(static_cast<int64_t>(values.size()) == total, op_, ": ", values.size(), " host values for ", total,
                     " elements (a fused-optim bug)");
   std::vector<double>& buffer = host_values_.emplace_back(values.size());  // 8 bytes a value: room for any dtype
   const int64_t size = num_tensors_ > 0 ? reference_[0].element_size() : 0;
   char* out = reinterpret_cast<char*>(buffer.data());
   for (size_t i = 0; i < values.size(); ++i) WriteHostScalarAt(dtype_, out + i * size, values[i]);
-  std::vector<const void*> src(num_tensors_);
-  const char* at = reinterpret_cast<const char*>(buffer.data());
-  for (int64_t t = 0; t < num_tensors_; ++t) {
-    src[t] = at;
-    at += reference_[t].numel() * size;
-  }
-  PushReadOnly(src_, dst_, std::move(src));
+  PushReadOnly(src_, dst_, PlacesIn<const void*>(buffer.data(), size, NumelsOf(reference_)));
 }
 
 void MultiTensorCall::AddDeviceValues(const Tensor& values) {
-  int64_t total = 0;
-  for (const Tensor& x : reference_) total += x.numel();
+  const int64_t total = TotalOf(NumelsOf(reference_));
   FUSED_OPTIM_CHECK(
       values.is_contiguous() && values.numel() == total && values.device() == device_ && api::Dtype(values) == dtype_,
       op_, ": device values are not ", total, " contiguous values of the call's dtype on ", device_,
       " (a fused-optim bug)");
-  std::vector<const void*> src(num_tensors_);
-  const char* at = static_cast<const char*>(values.const_data_ptr());
-  for (int64_t t = 0; t < num_tensors_; ++t) {
-    src[t] = at;
-    if (at != nullptr) at += reference_[t].numel() * values.element_size();
-  }
-  PushReadOnly(src_, dst_, std::move(src));
+  PushReadOnly(src_, dst_, PlacesIn(values.const_data_ptr(), values.element_size(), NumelsOf(reference_)));
 }
 
 namespace {
@@ -271,37 +283,36 @@ void AppendMatrixDims(const char* what, const Tensor& x, const Tensor& first, st
   dims.insert(dims.end(), {batch, x.size(-2), x.size(-1)});
 }
 
-// Pointers to each tensor's place in a flat vector (`counts` values each, in turn).
-std::vector<void*> PlacesIn(const Tensor& flat, const std::vector<int64_t>& counts) {
-  std::vector<void*> places;
-  char* at = static_cast<char*>(flat.mutable_data_ptr());
-  for (const int64_t count : counts) {
-    places.push_back(at);
-    if (at != nullptr) at += count * flat.element_size();
+// A list of contiguous batches of matrices of one dtype on one device, as the matrix passes take
+// it (csrc/kernels.h): each tensor's data and (batch, rows, columns), and how many rows and
+// columns its matrices have in all.
+struct Matrices {
+  std::vector<const void*> data;
+  std::vector<int64_t> dims, rows, cols;
+};
+Matrices MatricesOf(const char* what, TensorList list) {
+  Matrices m;
+  for (const Tensor& x : list) {
+    AppendMatrixDims(what, x, list[0], m.dims);
+    const int64_t* d = m.dims.data() + m.dims.size() - 3;
+    m.data.push_back(x.const_data_ptr());
+    m.rows.push_back(d[0] * d[1]);
+    m.cols.push_back(d[0] * d[2]);
   }
-  return places;
+  return m;
 }
 }  // namespace
 
 RowAndColumnSums SquaresAlongRowsAndColumns(TensorList list) {
   RowAndColumnSums sums;
   if (list.empty()) return sums;
-  std::vector<const void*> data;
-  std::vector<int64_t> dims;
-  int64_t rows = 0, cols = 0;
   FUSED_OPTIM_CHECK(MultiTensorCall::RunsOnCpuLoops(list[0].device()),
                     "SquaresAlongRowsAndColumns reads matrices the CPU loops read (a fused-optim bug)");
-  for (const Tensor& x : list) {
-    AppendMatrixDims("SquaresAlongRowsAndColumns", x, list[0], dims);
-    const int64_t* d = dims.data() + dims.size() - 3;
-    data.push_back(x.const_data_ptr());
-    rows += d[0] * d[1];
-    cols += d[0] * d[2];
-  }
-  sums.rows.resize(rows);
-  sums.cols.resize(cols);
+  const Matrices m = MatricesOf("SquaresAlongRowsAndColumns", list);
+  sums.rows.resize(TotalOf(m.rows));
+  sums.cols.resize(TotalOf(m.cols));
   WidestCpuBuild(&cpu::SquaresAlongRowsAndColumns, FUSED_OPTIM_CPU_WIDE_KERNELS(SquaresAlongRowsAndColumns))(
-      ToDType(api::Dtype(list[0])), static_cast<int64_t>(list.size()), data.data(), dims.data(), sums.rows.data(),
+      ToDType(api::Dtype(list[0])), static_cast<int64_t>(list.size()), m.data.data(), m.dims.data(), sums.rows.data(),
       sums.cols.data());
   return sums;
 }
@@ -310,28 +321,19 @@ RowAndColumnNorms NormsAlongRowsAndColumns(TensorList list) {
   FUSED_OPTIM_CHECK(!list.empty() && !MultiTensorCall::RunsOnCpuLoops(list[0].device()),
                     "NormsAlongRowsAndColumns reads matrices the CUDA kernels read (a fused-optim bug)");
   const Device device = list[0].device();
-  std::vector<const void*> data;
-  std::vector<int64_t> dims, row_counts, col_counts;
-  for (const Tensor& x : list) {
-    AppendMatrixDims("NormsAlongRowsAndColumns", x, list[0], dims);
-    const int64_t* d = dims.data() + dims.size() - 3;
-    data.push_back(x.const_data_ptr());
-    row_counts.push_back(d[0] * d[1]);
-    col_counts.push_back(d[0] * d[2]);
-  }
-  const auto total = [](const std::vector<int64_t>& counts) {
-    return std::accumulate(counts.begin(), counts.end(), int64_t{0});
-  };
+  const Matrices m = MatricesOf("NormsAlongRowsAndColumns", list);
   const ScalarType dtype = api::Dtype(list[0]);
-  RowAndColumnNorms norms{api::EmptyVector(total(row_counts), dtype, device),
-                          api::EmptyVector(total(col_counts), dtype, device)};
-  const std::vector<void*> row_out = PlacesIn(norms.rows, row_counts), col_out = PlacesIn(norms.cols, col_counts);
+  RowAndColumnNorms norms{api::EmptyVector(TotalOf(m.rows), dtype, device),
+                          api::EmptyVector(TotalOf(m.cols), dtype, device)};
+  const int64_t size = norms.rows.element_size();
+  const std::vector<void*> row_out = PlacesIn(norms.rows.mutable_data_ptr(), size, m.rows);
+  const std::vector<void*> col_out = PlacesIn(norms.cols.mutable_data_ptr(), size, m.cols);
   const int64_t n = static_cast<int64_t>(list.size());
   const Tensor partials =
-      api::EmptyDoubles(std::max<int64_t>(cuda_emulation::ColumnPartials(n, dims.data()), 1), device);
+      api::EmptyDoubles(std::max<int64_t>(cuda_emulation::ColumnPartials(n, m.dims.data()), 1), device);
   double* scratch = static_cast<double*>(partials.mutable_data_ptr());
   const auto run = [&](auto reduction, void* stream) {
-    reduction(ToDType(dtype), n, data.data(), dims.data(), row_out.data(), col_out.data(), scratch, stream);
+    reduction(ToDType(dtype), n, m.data.data(), m.dims.data(), row_out.data(), col_out.data(), scratch, stream);
   };
   RunOnDevice(
       device, [&](void* stream) { run(&cuda::NormsAlongRowsAndColumns, stream); },
@@ -620,24 +622,9 @@ void MultiTensorCall::SetStateInputs(std::initializer_list<StateInput> columns) 
       ++k;
       continue;
     }
-    const bool values = column.tensors.empty();
-    FUSED_OPTIM_CHECK(static_cast<int64_t>(values ? column.values.size() : column.tensors.size()) == num_tensors_, op_,
+    FUSED_OPTIM_CHECK(static_cast<int64_t>(column.values.size()) == num_tensors_, op_,
                       ": a state input column has the wrong length (a fused-optim bug)");
-    for (int64_t t = 0; t < num_tensors_; ++t) {
-      StateScalar& state = table.state[t * table.num_state + k];
-      if (values) {
-        state.value = column.values[t];
-        continue;
-      }
-      const Tensor& s = column.tensors[t];
-      FUSED_OPTIM_CHECK(s.numel() == 1 && s.device() == device_, op_, ": a state input is not one value on ", device_);
-      state.dtype = ToStateDType(api::Dtype(s));
-      if ((StateScalarsOnHost() >> k & 1) == 0) {
-        state.ptr = s.mutable_data_ptr();
-      } else {  // the test mode that reads state scalars on the host (SetStateScalars)
-        state.value = ReadStateScalar(s);
-      }
-    }
+    for (int64_t t = 0; t < num_tensors_; ++t) table.state[t * table.num_state + k].value = column.values[t];
     ++k;
   }
 }

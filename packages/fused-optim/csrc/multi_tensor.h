@@ -313,13 +313,10 @@ class MultiTensorCall {
   // device is read here (through its data pointer on the CPU) and written by FinishStateScalars.
   void SetStateScalars(std::span<const TensorList> lists);
   // Per-tensor values the kernel reads and never advances (a binding without Advance), a column
-  // per state scalar: one-element tensors the op computed on the call's device, read where they
-  // are so that none crosses to the host, or numbers the host has, one per tensor (read at
-  // launch). Adafactor's norms and sums.
-  // `sums`, where given: one tensor of num_tensors doubles on the call's device (DeviceSums),
-  // whose element t is tensor t's value, read there.
+  // per state scalar: numbers the host has, one per tensor (read at launch), or, where `sums` is
+  // given, one tensor of num_tensors doubles on the call's device (DeviceSums) whose element t is
+  // tensor t's value, read there so that none crosses to the host. Adafactor's norms and sums.
   struct StateInput {
-    TensorList tensors;
     std::span<const double> values;
     const Tensor* sums = nullptr;
   };

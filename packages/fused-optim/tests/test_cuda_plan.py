@@ -234,8 +234,8 @@ def test_device_norms_over_more_tensors_than_a_launch_holds_match_the_cpu_loops(
 
 
 # Adafactor's matrix passes on the CUDA path (csrc/cuda/matrix_passes.h): the norms of g's rows
-# (a block per row), of its columns (partials over blocks of kColumnBlockRows rows, then added in
-# row order) and the products r c (a block per chunk), each over every matrix of the call. Shapes
+# (a group of threads per row), of its columns (partials over blocks of kColumnBlockRows rows, then
+# added in row order) and the products r c (a block per chunk), each over every matrix of the call. Shapes
 # past a block's columns and a partial's rows, a batch, a 4-D (conv) weight, matrices with no rows
 # or no columns, a column and a row, batches whose threads' elements cross one matrix or many, and
 # more matrices than a launch holds.
@@ -259,6 +259,8 @@ def test_the_matrix_passes_keep_their_threads_busy_whatever_the_shape(batch, row
         assert blocks * block <= max(2 * reads, block), (blocks, reads)
     group = 1 << max(cols - 1, 0).bit_length() if cols <= block else block
     assert row_blocks == -(-row_count // (block // group))
+    row_groups = -(-rows // LIMITS["column_block_rows"])  # a partial per column and group of rows
+    assert partial_blocks == -(-(row_groups * col_count) // block)
     assert product_blocks == chunks(elements)
 
 

@@ -198,13 +198,17 @@ FUSED_OPTIM_ELEMENT double MatrixThread(const MatrixMeta& meta, double* partials
 template <MatrixPass P, typename Launch>
 void ForEachMatrixLaunch(int64_t num_tensors, const int64_t* dims, const void* const* x, const void* const* y,
                          void* const* out, Launch&& launch, int64_t max_blocks) {
-  std::vector<int64_t> first_partial(static_cast<size_t>(num_tensors));
+  // The columns passes' partials: each tensor's first, its matrices' in turn.
+  constexpr bool kPartials = P == MatrixPass::kColumnPartials || P == MatrixPass::kColumnNorms;
+  std::vector<int64_t> first_partial(kPartials ? static_cast<size_t>(num_tensors) : 0);
   int64_t partials = 0;
   for (int64_t t = 0; t < num_tensors; ++t) {
     const int64_t* d = dims + 3 * t;
     if (d[0] < 0 || d[1] < 0 || d[2] < 0) throw std::logic_error("fused_optim: a negative matrix size in a CUDA plan");
-    first_partial[t] = partials;
-    partials += ColumnPartialsOf(d[0], d[1], d[2]);
+    if constexpr (kPartials) {
+      first_partial[t] = partials;
+      partials += ColumnPartialsOf(d[0], d[1], d[2]);
+    }
   }
   const auto items = [&](int64_t t) { return ItemsOf(P, dims[3 * t], dims[3 * t + 1], dims[3 * t + 2]); };
   MatrixMeta meta{};
@@ -221,7 +225,7 @@ void ForEachMatrixLaunch(int64_t num_tensors, const int64_t* dims, const void* c
           meta.rows[s] = dims[3 * t + 1];
           meta.cols[s] = dims[3 * t + 2];
           meta.first_item[s] = planned.slots[s].first_chunk;
-          meta.first_partial[s] = first_partial[t];
+          meta.first_partial[s] = kPartials ? first_partial[t] : 0;
         }
         launch(Pass<P>{}, static_cast<const MatrixMeta&>(meta), planned.blocks);
       },

@@ -83,7 +83,7 @@ void ForeachMul_(TensorListArg xs, const Tensor& v) { CallAten<void>("aten::_for
 struct PerTensor {
   std::vector<double> values;
   std::optional<Tensor> sums;
-  MultiTensorCall::StateInput Column() const { return {{}, values, sums ? &*sums : nullptr}; }
+  MultiTensorCall::StateInput Column() const { return {values, sums ? &*sums : nullptr}; }
 };
 
 // Each tensor's sum of the products of lists a and b of `pass` (as the pass reads them; an absent
