@@ -4,7 +4,7 @@
 # CUDA tests of fused-optim and diffopt (pytest-xdist, 8 workers), then the optimizer benchmark on
 # the GPU under a time cap (first short probes: a step's host time, bench_host.py, on 200 x 1k and
 # on Adafactor's 200 x 32x32, and Muon, bench_muon.py), and writes ONE report, OUT_DIR/gpu_report.md (device, versions, build
-# time, pass/fail counts per suite, the benchmark table), beside the full logs.
+# time, pass/fail counts per suite, the benchmark table) and OUT_DIR/logs.tar.gz (the full logs).
 # CI has no GPU: this is run by hand where one is lent. The GPU machine has no network and no
 # abseil, so optree-core (which diffopt needs) cannot be built there: build its wheel for that
 # machine's Python here first (--wheels) and carry the folder along.
@@ -16,7 +16,9 @@
 #   bash ci/gpu_check.sh --dry-run [OUT_DIR]  # anywhere: no GPU; checks the prerequisites and collects
 #                                             # the tests and benchmarks it would run
 #
-# Through the device tool: run(command='bash ci/gpu_check.sh "$OUT"', carry=["dist/gpu"], timeout_s=600).
+# Through the device tool (330 s: two runs and their starts fit one 15-minute lease):
+#   run(command='GPU_CHECK_BUDGET=330 bash ci/gpu_check.sh "$OUT" > "$OUT/console.log" 2>&1; tail -12 "$OUT/console.log"',
+#       carry=["dist/gpu"], timeout_s=420)
 # Environment: PYTHON (python3), GPU_CHECK_BUDGET (seconds for the whole run, 480),
 # FUSED_OPTIM_CUDA_ARCHS (default: the GPU's compute capability), GPU_CHECK_SUITES
 # ("fused-optim diffopt"), GPU_CHECK_BENCH=0 (no benchmark), GPU_CHECK_BENCH_ROUNDS (3),
@@ -63,7 +65,10 @@ if [ "$mode" = wheels ]; then
 fi
 
 out=${1:-out/gpu}
-mkdir -p "$out"
+# The report, and every log packed into logs.tar.gz at the end: the device tool brings back at most
+# 8 files from its output folder.
+logs=$out/logs
+mkdir -p "$logs"
 report=$out/gpu_report.md
 budget=${GPU_CHECK_BUDGET:-480}
 suites=${GPU_CHECK_SUITES:-fused-optim diffopt}
@@ -128,11 +133,11 @@ elif [ "$mode" = run ]; then
   echo "== building fused-optim for sm_$FUSED_OPTIM_CUDA_ARCHS"
   start=$SECONDS
   if FUSED_OPTIM_CUDA=ON CMAKE_BUILD_PARALLEL_LEVEL=$(nproc) timeout "$(left 240)" "$python" -m pip install -q \
-      --no-build-isolation --no-deps --no-compile --target "$target" packages/fused-optim >"$out/build-fused-optim.log" 2>&1; then
+      --no-build-isolation --no-deps --no-compile --target "$target" packages/fused-optim >"$logs/build-fused-optim.log" 2>&1; then
     build="$((SECONDS - start)) s"
   else
     build="failed after $((SECONDS - start)) s (see build-fused-optim.log)"
-    tail -30 "$out/build-fused-optim.log"
+    tail -30 "$logs/build-fused-optim.log"
     status=1
   fi
   echo "   $build"
@@ -148,12 +153,12 @@ elif [ -n "$wheel" ]; then
   "$python" -m pip install -q --no-deps --no-index --no-compile --target "$target" "$wheel" && have_optree=1
 else
   timeout "$(left 200)" "$python" -m pip install -q --no-build-isolation --no-deps --no-compile --target "$target" \
-    packages/optree-core >"$out/build-optree-core.log" 2>&1 && have_optree=1
+    packages/optree-core >"$logs/build-optree-core.log" 2>&1 && have_optree=1
   [ "$have_optree" = 1 ] || say "optree-core: no $tag wheel in $wheels and no build here (abseil?): diffopt not checked"
 fi
 
 suite() {  # suite <package> <reserve seconds>: its CUDA tests
-  local package=$1 log=$out/tests-$1.log result seconds start=$SECONDS
+  local package=$1 log=$logs/tests-$1.log result seconds start=$SECONDS
   [[ " $suites " == *" $package "* ]] || return 0
   if [ "$mode" = dry ]; then  # collected, not run: the selection and the imports are checked
     "$python" -m pytest -q -p no:cacheprovider --collect-only -m cuda "packages/$package/tests" >"$log" 2>&1 ||
@@ -193,7 +198,11 @@ probe() {  # probe <name> <seconds> <script args...>: its table goes into the re
   shift 2
   if [ "${GPU_CHECK_BENCH:-1}" = 0 ] || [ "$mode" = dry ]; then return 0; fi
   echo "== $name"
-  timeout -s INT -k 10 "$cap" "$python" "$@" >"$out/$name.log" 2>&1 || { status=1; echo "   $name: exit $?"; }
+  timeout -s INT -k 10 "$cap" "$python" "$@" >"$logs/$name.log" 2>&1 || {
+    local rc=$?
+    status=1
+    echo "   $name: exit $rc"
+  }
   probes+=("$name")
 }
 probe bench_host "$(left 200)" benchmarks/optim/bench_host.py --device cuda --steps 200 --rounds 5
@@ -209,7 +218,7 @@ if [ -n "$peer_wheels" ] && [ "$mode" = run ]; then
   # shellcheck disable=SC2086  # one word per wheel
   if "$python" -m pip install -q --no-deps --no-index --no-compile --target "$peers" $peer_wheels; then
     PYTHONPATH=$PYTHONPATH:$peers probe bench_maml "$(left 100)" benchmarks/maml/bench_maml.py --device cuda \
-      --rounds 3 -k "mlp and adam and 3"
+      --rounds 3 --no-memory -k "mlp and adam and 3"
   else
     say "TorchOpt's carried wheels did not install: no MAML probe"
   fi
@@ -221,13 +230,13 @@ bench_result=skipped
 if [ "${GPU_CHECK_BENCH:-1}" = 0 ]; then
   bench_result="skipped"
 elif [ "$mode" = dry ]; then
-  "$python" benchmarks/optim/bench_optim.py --device cuda -q --collect-only >"$out/bench.log" 2>&1 || status=1
-  bench_result="dry run: $(grep -Eo '[0-9]+ tests? collected' "$out/bench.log" | tail -1)"
+  "$python" benchmarks/optim/bench_optim.py --device cuda -q --collect-only >"$logs/bench.log" 2>&1 || status=1
+  bench_result="dry run: $(grep -Eo '[0-9]+ tests? collected' "$logs/bench.log" | tail -1)"
 else
   echo "== benchmark (bench_optim --device cuda, $rounds rounds)"
   start=$SECONDS
   timeout -s INT -k 30 "$(left 40)" "$python" benchmarks/optim/bench_optim.py --device cuda -q --rounds "$rounds" \
-    --bench-report "$out/bench_optim_cuda.md" --benchmark-json "$out/bench_optim_cuda.json" >"$out/bench.log" 2>&1
+    --bench-report "$logs/bench_optim_cuda.md" --benchmark-json "$logs/bench_optim_cuda.json" >"$logs/bench.log" 2>&1
   case $? in
     0) bench_result="ok, $((SECONDS - start)) s" ;;
     124 | 2) bench_result="cut at $((SECONDS - start)) s (budget; the table holds what ran)"; status=1 ;;
@@ -248,24 +257,24 @@ fi
   echo "| --- | --- | --- | --- | --- | --- | --- |"
   printf '%s\n' "${rows[@]}"
   for package in $suites; do
-    if [ -f "$out/tests-$package.log" ] && grep -qE '^(FAILED|ERROR) ' "$out/tests-$package.log"; then
+    if [ -f "$logs/tests-$package.log" ] && grep -qE '^(FAILED|ERROR) ' "$logs/tests-$package.log"; then
       echo
       echo "## $package failures (first 40)"
       echo
       echo '```'
-      grep -E '^(FAILED|ERROR) ' "$out/tests-$package.log" | head -40
+      grep -E '^(FAILED|ERROR) ' "$logs/tests-$package.log" | head -40
       echo '```'
     fi
   done
   echo
   echo "## Benchmark: bench_optim.py --device cuda --rounds $rounds ($bench_result)"
   echo
-  if [ -f "$out/bench_optim_cuda.md" ]; then cat "$out/bench_optim_cuda.md"; else echo "(no table)"; fi
+  if [ -f "$logs/bench_optim_cuda.md" ]; then cat "$logs/bench_optim_cuda.md"; else echo "(no table)"; fi
   for name in "${probes[@]}"; do
     echo
     echo "## $name"
     echo
-    cat "$out/$name.log"
+    cat "$logs/$name.log"
   done
   if [ "${#notes[@]}" -gt 0 ]; then
     echo
@@ -274,5 +283,7 @@ fi
     printf -- '- %s\n' "${notes[@]}"
   fi
 } >"$report"
-echo "== report: $report (exit $status)"
+rm -f "$out/logs.tar.gz"
+tar -czf "$out/logs.tar.gz" -C "$out" logs && rm -rf "$logs"
+echo "== report: $report, logs in $out/logs.tar.gz (exit $status)"
 exit "$status"

@@ -7,7 +7,8 @@ timed window, so the device runs behind and its time is not counted) and, separa
 time per step (CUDA events around a burst of steps). Candidates: fused_optim (default and
 ``capturable=True``) against torch.optim's ``fused=True`` and foreach paths, on 200 tensors of 1k
 elements (issue 23's target: fused_optim's host time at most 60 us, 9x under torch's fused).
-Where torch.optim has no fused step (NAdam, ASGD, Adafactor) its foreach one is the reference.
+Where torch.optim has no fused step on the device (NAdam, ASGD, Adafactor; Adagrad on CUDA under
+torch 2.11) its foreach one is the reference.
 
     python benchmarks/optim/bench_host.py [--device cuda] [--steps 200] [--numel 1000] [--optimizers Adam AdamW SGD]
     python benchmarks/optim/bench_host.py --shape 32 32 --optimizers Adafactor   # 200 matrices: factored
@@ -25,6 +26,7 @@ import statistics
 import time
 
 import torch
+from bench_optim import torch_has_fused
 
 import fused_optim
 from fused_optim import _native
@@ -32,7 +34,6 @@ from fused_optim import _native
 TENSORS = 200
 KWARGS = {"Adam": dict(lr=1e-3), "AdamW": dict(lr=1e-3), "SGD": dict(lr=1e-3, momentum=0.9),
           "Adagrad": dict(lr=1e-3), "NAdam": dict(lr=1e-3), "ASGD": dict(lr=1e-3), "Adafactor": dict(lr=1e-2)}
-TORCH_FUSED = {"Adam", "AdamW", "SGD", "Adagrad"}  # torch.optim's fused=True steps
 CAPTURABLE = {"Adam", "AdamW", "NAdam", "ASGD", "Adafactor"}  # (torch.optim's SGD and Adagrad have no capturable option; its Adafactor neither, ours has)
 
 
@@ -93,9 +94,10 @@ def main() -> None:
     print("|---|---|---|---|---|")
     variants = ["fused_optim", "fused_optim capturable", "torch fused=True", "torch foreach"]
     for name in args.optimizers:
+        fused = torch_has_fused(getattr(torch.optim, name), args.device)
         names = [v for v in variants if (name in CAPTURABLE or not v.endswith("capturable"))
-                 and (name in TORCH_FUSED or v != "torch fused=True")]
-        reference = "torch fused=True" if name in TORCH_FUSED else "torch foreach"
+                 and (fused or v != "torch fused=True")]
+        reference = "torch fused=True" if fused else "torch foreach"
         opts = {v: build(name, v, args.device, shape) for v in names}
         for opt in opts.values():  # warm-up: state, plans, lazy inits
             for _ in range(5):

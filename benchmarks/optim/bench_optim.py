@@ -78,10 +78,11 @@ def make_step(make: Callable[[list[torch.Tensor]], torch.optim.Optimizer],
     return make(params).step
 
 
-def torch_has_fused(torch_cls: type[torch.optim.Optimizer]) -> bool:
-    """Whether torch has a fused=True path for this optimizer on DEVICE (none for RMSprop; some
-    are CPU-only), found by one step on a probe tensor."""
-    probe = torch.zeros(2, device=DEVICE, requires_grad=True)
+def torch_has_fused(torch_cls: type[torch.optim.Optimizer], device: torch.device | str | None = None) -> bool:
+    """Whether torch has a fused=True path for this optimizer on ``device`` (DEVICE by default; none
+    for RMSprop; some are CPU-only, as Adagrad's is under torch 2.11), found by one step on a probe
+    tensor."""
+    probe = torch.zeros(2, device=DEVICE if device is None else device, requires_grad=True)
     probe.grad = torch.ones_like(probe)
     try:
         torch_cls([probe], fused=True).step()

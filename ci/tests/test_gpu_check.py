@@ -10,6 +10,7 @@ import re
 import shutil
 import subprocess
 import sys
+import tarfile
 from pathlib import Path
 
 import pytest
@@ -41,6 +42,10 @@ def test_a_dry_run_collects_the_cuda_tests_and_writes_the_report(tmp_path):
     selected = re.search(r"dry run: (\d+)/\d+ tests collected", row)
     assert selected and int(selected.group(1)) > 0, row  # the -m cuda selection found tests
     assert "no cp3" in report  # the missing optree-core wheel is reported
+    # The device tool brings back at most 8 files: the report and one archive of every log.
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["gpu_report.md", "logs.tar.gz"]
+    with tarfile.open(tmp_path / "out" / "logs.tar.gz") as logs:
+        assert "logs/tests-fused-optim.log" in logs.getnames()
 
 
 def test_a_bad_option_is_refused():
@@ -62,6 +67,21 @@ def test_the_host_time_probe_runs_on_the_cpu():
         ("Adam", "torch foreach"), ("SGD", "fused_optim"), ("SGD", "torch fused=True"), ("SGD", "torch foreach")]
     assert all(float(r[2]) > 0 and float(r[3]) > 0 for r in rows)
     assert all(r[4].strip() == "1.00x" for r in rows if r[1].strip() == "torch fused=True")
+
+
+def test_the_host_time_probe_finds_torchs_fused_steps_by_running_one():
+    # torch's fused=True support differs by device and version (Adagrad's is CPU-only under torch
+    # 2.11, which made the H200 run's probe fail): a probe step decides, and a refusal means none.
+    torch = pytest.importorskip("torch")
+    pytest.importorskip("fused_optim")
+    sys.path.insert(0, str(ROOT / "benchmarks" / "optim"))
+    try:
+        from bench_optim import torch_has_fused
+    finally:
+        sys.path.remove(str(ROOT / "benchmarks" / "optim"))
+    assert torch_has_fused(torch.optim.Adam, "cpu")
+    assert not torch_has_fused(torch.optim.RMSprop, "cpu")  # torch has no fused RMSprop anywhere
+    assert not torch_has_fused(torch.optim.NAdam, torch.device("cpu"))
 
 
 def test_the_wrapper_probe_runs_on_the_cpu():
