@@ -16,9 +16,9 @@
 #   bash ci/gpu_check.sh --dry-run [OUT_DIR]  # anywhere: no GPU; checks the prerequisites and collects
 #                                             # the tests and benchmarks it would run
 #
-# Through the device tool (330 s: two runs and their starts fit one 15-minute lease):
-#   run(command='GPU_CHECK_BUDGET=330 bash ci/gpu_check.sh "$OUT" > "$OUT/console.log" 2>&1; tail -12 "$OUT/console.log"',
-#       carry=["dist/gpu"], timeout_s=420)
+# Through the device tool (360 s: two runs and their starts fit one 15-minute lease):
+#   run(command='GPU_CHECK_BUDGET=360 bash ci/gpu_check.sh "$OUT" > "$OUT/console.log" 2>&1; tail -12 "$OUT/console.log"',
+#       carry=["dist/gpu"], timeout_s=450)
 # Environment: PYTHON (python3), GPU_CHECK_BUDGET (seconds for the whole run, 480),
 # FUSED_OPTIM_CUDA_ARCHS (default: the GPU's compute capability), GPU_CHECK_SUITES
 # ("fused-optim diffopt"), GPU_CHECK_BENCH=0 (no benchmark), GPU_CHECK_BENCH_ROUNDS (3),
@@ -193,22 +193,49 @@ suite diffopt 120
 # on many small tensors (bench_host.py; Adafactor's factored path apart) and Muon against
 # torch.optim.Muon (bench_muon.py).
 probes=()
-probe() {  # probe <name> <seconds> <script args...>: its table goes into the report
+probe() {  # probe <name> <seconds> <command...>: its table goes into the report
   local name=$1 cap=$2
   shift 2
   if [ "${GPU_CHECK_BENCH:-1}" = 0 ] || [ "$mode" = dry ]; then return 0; fi
   echo "== $name"
-  timeout -s INT -k 10 "$cap" "$python" "$@" >"$logs/$name.log" 2>&1 || {
+  timeout -s INT -k 10 "$cap" "$@" >"$logs/$name.log" 2>&1 || {
     local rc=$?
     status=1
     echo "   $name: exit $rc"
   }
   probes+=("$name")
 }
-probe bench_host "$(left 200)" benchmarks/optim/bench_host.py --device cuda --steps 200 --rounds 5
-probe bench_host_adafactor "$(left 170)" benchmarks/optim/bench_host.py --device cuda --steps 50 --rounds 3 \
-  --shape 32 32 --optimizers Adafactor
-probe bench_muon "$(left 160)" benchmarks/optim/bench_muon.py --device cuda --repeats 10 \
+# The element-wise kernels' device time against a copy, torch and the host apart
+# (benchmarks/optim/kernel_bandwidth.cu), built here for this GPU with the wheel's chunk size and
+# two larger ones, so that one run compares them.
+if [ "$mode" = run ] && [ "${GPU_CHECK_BENCH:-1}" != 0 ] && command -v nvcc >/dev/null; then
+  for chunk in default 4096 8192; do
+    define=()
+    [ "$chunk" = default ] || define=("-DFUSED_OPTIM_CUDA_CHUNK_SIZE=$chunk")
+    timeout 120 nvcc -std=c++20 -O3 -arch="sm_$FUSED_OPTIM_CUDA_ARCHS" -I packages/fused-optim/csrc \
+      -I packages/fused-optim/include "${define[@]}" benchmarks/optim/kernel_bandwidth.cu \
+      -o "$target/kernel_bandwidth_$chunk" >"$logs/build-kernel-bandwidth-$chunk.log" 2>&1 &
+  done
+  wait
+  for chunk in default 4096 8192; do
+    if [ -x "$target/kernel_bandwidth_$chunk" ]; then
+      probe "kernel_bandwidth_$chunk" 60 "$target/kernel_bandwidth_$chunk"
+    else
+      say "kernel_bandwidth.cu did not build with chunk $chunk (logs/build-kernel-bandwidth-$chunk.log)"
+      status=1
+    fi
+  done
+elif [ "$mode" = run ]; then
+  say "no nvcc on PATH: no kernel bandwidth probe"
+fi
+probe bench_host "$(left 200)" "$python" benchmarks/optim/bench_host.py --device cuda --steps 200 --rounds 5
+# The same clock on 4 x 4M in bfloat16, where the device's time is the step's (issue 23's bandwidth
+# rows against torch's fused step, without bench_optim's synchronization per step).
+probe bench_host_bf16 "$(left 190)" "$python" benchmarks/optim/bench_host.py --device cuda --steps 50 --rounds 3 \
+  --tensors 4 --numel 4194304 --dtype bfloat16 --optimizers Adam AdamW SGD
+probe bench_host_adafactor "$(left 170)" "$python" benchmarks/optim/bench_host.py --device cuda --steps 50 \
+  --rounds 3 --shape 32 32 --optimizers Adafactor
+probe bench_muon "$(left 160)" "$python" benchmarks/optim/bench_muon.py --device cuda --repeats 10 \
   --cases "64 x 256x256" "24 x 1024x1024" "transformer 4 x d512"
 # MAML outer steps against TorchOpt's same configurations (issue 23), where its wheels were carried:
 # installed apart, on the path of this probe only (the real optree beside optree-core).
@@ -217,7 +244,7 @@ if [ -n "$peer_wheels" ] && [ "$mode" = run ]; then
   peers=$(mktemp -d)
   # shellcheck disable=SC2086  # one word per wheel
   if "$python" -m pip install -q --no-deps --no-index --no-compile --target "$peers" $peer_wheels; then
-    PYTHONPATH=$PYTHONPATH:$peers probe bench_maml "$(left 100)" benchmarks/maml/bench_maml.py --device cuda \
+    PYTHONPATH=$PYTHONPATH:$peers probe bench_maml "$(left 100)" "$python" benchmarks/maml/bench_maml.py --device cuda \
       --rounds 3 --no-memory -k "mlp and adam and 3"
   else
     say "TorchOpt's carried wheels did not install: no MAML probe"

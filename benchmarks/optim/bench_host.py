@@ -12,6 +12,7 @@ torch 2.11) its foreach one is the reference.
 
     python benchmarks/optim/bench_host.py [--device cuda] [--steps 200] [--numel 1000] [--optimizers Adam AdamW SGD]
     python benchmarks/optim/bench_host.py --shape 32 32 --optimizers Adafactor   # 200 matrices: factored
+    python benchmarks/optim/bench_host.py --device cuda --tensors 4 --numel 4194304 --dtype bfloat16
 
 ``--numel 1`` leaves the element work out on the CPU too, where a step is synchronous; ``--shape``
 gives each tensor a shape instead (Adafactor factors the second moment of 2-D ones).
@@ -37,11 +38,12 @@ KWARGS = {"Adam": dict(lr=1e-3), "AdamW": dict(lr=1e-3), "SGD": dict(lr=1e-3, mo
 CAPTURABLE = {"Adam", "AdamW", "NAdam", "ASGD", "Adafactor"}  # (torch.optim's SGD and Adagrad have no capturable option; its Adafactor neither, ours has)
 
 
-def build(name: str, variant: str, device: str, shape: tuple[int, ...]) -> torch.optim.Optimizer:
+def build(name: str, variant: str, device: str, shape: tuple[int, ...], tensors: int,
+          dtype: torch.dtype) -> torch.optim.Optimizer:
     gen = torch.Generator().manual_seed(0)
-    params = [torch.randn(shape, generator=gen).to(device) for _ in range(TENSORS)]
+    params = [torch.randn(shape, generator=gen).to(device, dtype) for _ in range(tensors)]
     for p in params:
-        p.grad = torch.randn(p.shape, generator=gen).to(device)
+        p.grad = torch.randn(p.shape, generator=gen).to(device, dtype)
     kwargs = dict(KWARGS[name])
     if variant == "fused_optim":
         return getattr(fused_optim, name)(params, **kwargs)
@@ -78,7 +80,9 @@ def main() -> None:
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--steps", type=int, default=200)
     parser.add_argument("--rounds", type=int, default=5)
-    parser.add_argument("--numel", type=int, default=1000, help=f"elements per tensor ({TENSORS} tensors)")
+    parser.add_argument("--tensors", type=int, default=TENSORS)
+    parser.add_argument("--numel", type=int, default=1000, help="elements per tensor")
+    parser.add_argument("--dtype", default="float32", choices=["float32", "bfloat16", "float16", "float64"])
     parser.add_argument("--shape", type=int, nargs="+", help="each tensor's shape (instead of --numel)")
     parser.add_argument("--optimizers", nargs="*", default=list(KWARGS))
     args = parser.parse_args()
@@ -89,7 +93,9 @@ def main() -> None:
     print(f"torch {torch.__version__}, fused_optim {fused_optim.__version__} (fast path: {fast}"
           f"{'' if fast else '; ' + str(_native.EAGER_REASON)}), {args.device} ({where})")
     print()
-    print(f"| optimizer, {TENSORS} x {'x'.join(map(str, shape))} | variant | host us / step | device us / step | "
+    dtype = getattr(torch, args.dtype)
+    dtype_name = "" if dtype == torch.float32 else f" {args.dtype}"
+    print(f"| optimizer, {args.tensors} x {'x'.join(map(str, shape))}{dtype_name} | variant | host us / step | device us / step | "
           "torch fused (else foreach) host / this host |")
     print("|---|---|---|---|---|")
     variants = ["fused_optim", "fused_optim capturable", "torch fused=True", "torch foreach"]
@@ -98,7 +104,7 @@ def main() -> None:
         names = [v for v in variants if (name in CAPTURABLE or not v.endswith("capturable"))
                  and (fused or v != "torch fused=True")]
         reference = "torch fused=True" if fused else "torch foreach"
-        opts = {v: build(name, v, args.device, shape) for v in names}
+        opts = {v: build(name, v, args.device, shape, args.tensors, dtype) for v in names}
         for opt in opts.values():  # warm-up: state, plans, lazy inits
             for _ in range(5):
                 opt.step()

@@ -48,6 +48,21 @@ def test_a_dry_run_collects_the_cuda_tests_and_writes_the_report(tmp_path):
         assert "logs/tests-fused-optim.log" in logs.getnames()
 
 
+@pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc not found")
+def test_the_kernel_bandwidth_probe_compiles(tmp_path):
+    # benchmarks/optim/kernel_bandwidth.cu, which gpu_check builds on the GPU machine with the
+    # wheel's chunk size and larger ones: the kernels' headers as the wheel compiles them, and the
+    # chunk-size macro taken (PTX only, unoptimized: the front ends' checks in seconds).
+    package = ROOT / "packages" / "fused-optim"
+    result = subprocess.run(
+        ["nvcc", "-std=c++20", "-c", str(ROOT / "benchmarks" / "optim" / "kernel_bandwidth.cu"), "-o",
+         str(tmp_path / "kernel_bandwidth.o"), "-I", str(package / "csrc"), "-I", str(package / "include"),
+         "-arch=compute_80", "-code=compute_80", "-Xcicc", "-O0", "-DFUSED_OPTIM_CUDA_CHUNK_SIZE=4096",
+         "-Xcompiler", "-Wall", "-Werror", "all-warnings"],
+        capture_output=True, text=True, check=False, timeout=300)
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
 def test_a_bad_option_is_refused():
     result = subprocess.run(["bash", str(SCRIPT), "--bogus"], capture_output=True, text=True, check=False)
     assert result.returncode == 2 and "usage" in result.stderr

@@ -27,8 +27,12 @@ inline constexpr int kBlockSize = 256;
 // Elements per block. Small chunks give many blocks, and many resident threads are what hides
 // memory latency here: a group's loads cannot be hoisted above the previous group's stores (the
 // lists may alias as far as the compiler knows), so each thread has one group (kVectorBytes of
-// each column) in flight. A 16-bit chunk is one group per thread.
-inline constexpr int64_t kChunkSize = 2048;
+// each column) in flight. A 16-bit chunk is one group per thread. (benchmarks/optim/
+// kernel_bandwidth.cu builds other sizes through the macro, to measure them against this one.)
+#ifndef FUSED_OPTIM_CUDA_CHUNK_SIZE
+#define FUSED_OPTIM_CUDA_CHUNK_SIZE 2048
+#endif
+inline constexpr int64_t kChunkSize = FUSED_OPTIM_CUDA_CHUNK_SIZE;
 // Bytes of one column that a thread reads or writes at once on the vector path (VectorIO): the
 // widest access a thread has, 128 bits, for every binding. Its group then holds 16 bytes of each
 // column in registers; the widest, Adan's backward (17 columns, bf16), takes 116 registers and
