@@ -18,12 +18,19 @@ torch 2.11) its foreach one is the reference.
 gives each tensor a shape instead (Adafactor factors the second moment of 2-D ones).
 
 Figures are medians over interleaved bursts; on the CPU "device time" is the same as host time.
+
+``--device plan`` times the CUDA path's host work on a machine with no GPU: fused_optim's CUDA
+launches emulated with ``FUSED_OPTIM_EMULATE_CUDA=plan`` (planned, their arguments filled, no block
+run: the numbers are garbage), the tensors on the CPU. A step then costs what it costs the host on a
+GPU, less the driver's launches and the CUDA allocator's share; torch's variants are left out.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
+import sys
 import time
 
 import torch
@@ -86,25 +93,32 @@ def main() -> None:
     parser.add_argument("--shape", type=int, nargs="+", help="each tensor's shape (instead of --numel)")
     parser.add_argument("--optimizers", nargs="*", default=list(KWARGS))
     args = parser.parse_args()
+    plan = args.device == "plan"
+    if plan and os.environ.get("FUSED_OPTIM_EMULATE_CUDA") != "plan":  # read when the library loads
+        os.execve(sys.executable, [sys.executable, *sys.argv], {**os.environ, "FUSED_OPTIM_EMULATE_CUDA": "plan"})
+    on = "cpu" if plan else args.device  # where the tensors live
     shape = tuple(args.shape) if args.shape else (args.numel,)
-    cuda = args.device == "cuda"
+    cuda = on == "cuda"
     where = torch.cuda.get_device_name() if cuda else f"{torch.get_num_threads()} threads"
+    if plan:
+        where += ", CUDA launches planned and not run"
     fast = _native.BUILD_INFO["eager"]
     print(f"torch {torch.__version__}, fused_optim {fused_optim.__version__} (fast path: {fast}"
           f"{'' if fast else '; ' + str(_native.EAGER_REASON)}), {args.device} ({where})")
     print()
     dtype = getattr(torch, args.dtype)
     dtype_name = "" if dtype == torch.float32 else f" {args.dtype}"
-    print(f"| optimizer, {args.tensors} x {'x'.join(map(str, shape))}{dtype_name} | variant | host us / step | device us / step | "
-          "torch fused (else foreach) host / this host |")
+    unit = "fused_optim" if plan else "torch fused (else foreach)"
+    print(f"| optimizer, {args.tensors} x {'x'.join(map(str, shape))}{dtype_name} | variant | host us / step | "
+          f"device us / step | {unit} host / this host |")
     print("|---|---|---|---|---|")
     variants = ["fused_optim", "fused_optim capturable", "torch fused=True", "torch foreach"]
     for name in args.optimizers:
-        fused = torch_has_fused(getattr(torch.optim, name), args.device)
+        fused = torch_has_fused(getattr(torch.optim, name), on)
         names = [v for v in variants if (name in CAPTURABLE or not v.endswith("capturable"))
-                 and (fused or v != "torch fused=True")]
-        reference = "torch fused=True" if fused else "torch foreach"
-        opts = {v: build(name, v, args.device, shape, args.tensors, dtype) for v in names}
+                 and (fused or v != "torch fused=True") and not (plan and v.startswith("torch"))]
+        reference = "fused_optim" if plan else "torch fused=True" if fused else "torch foreach"
+        opts = {v: build(name, v, on, shape, args.tensors, dtype) for v in names}
         for opt in opts.values():  # warm-up: state, plans, lazy inits
             for _ in range(5):
                 opt.step()

@@ -99,6 +99,21 @@ def test_the_host_time_probe_finds_torchs_fused_steps_by_running_one():
     assert not torch_has_fused(torch.optim.NAdam, torch.device("cpu"))
 
 
+def test_the_host_time_probe_times_the_cuda_path_without_a_gpu():
+    # --device plan: fused_optim's CUDA launches planned and not run (FUSED_OPTIM_EMULATE_CUDA=plan,
+    # set by the script itself), so only fused_optim's rows, fused_optim the unit.
+    pytest.importorskip("fused_optim")
+    result = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "optim" / "bench_host.py"), "--device", "plan",
+                             "--steps", "3", "--rounds", "1", "--optimizers", "SGD", "NAdam"], cwd=ROOT,
+                            capture_output=True, text=True, check=False, timeout=300)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "CUDA launches planned and not run" in result.stdout
+    rows = [line.split("|")[1:-1] for line in result.stdout.splitlines() if line.startswith(("| SGD", "| NAdam"))]
+    assert [(r[0].strip(), r[1].strip()) for r in rows] == [
+        ("SGD", "fused_optim"), ("NAdam", "fused_optim"), ("NAdam", "fused_optim capturable")]
+    assert all(float(r[2]) > 0 for r in rows) and rows[0][4].strip() == "1.00x"
+
+
 def test_the_wrapper_probe_runs_on_the_cpu():
     # benchmarks/optim/bench_wrappers.py (RESULTS.md's wrapper table) for one short round: a row
     # per optimizer, every figure positive.

@@ -30,15 +30,18 @@ CpuIsa SelectedCpuIsa() {
 
 namespace {
 thread_local bool validate_only = false;
-std::atomic<bool> emulate_cuda{[] {
+const std::string emulation_env = [] {
   const char* env = std::getenv("FUSED_OPTIM_EMULATE_CUDA");
-  return env != nullptr && std::string(env) == "1";
-}()};
+  return std::string(env != nullptr ? env : "");
+}();
+std::atomic<bool> emulate_cuda{emulation_env == "1" || emulation_env == "plan"};
 }  // namespace
 
 bool SetCudaEmulation(bool enable) { return emulate_cuda.exchange(enable); }
 
 bool CudaEmulation() { return emulate_cuda.load(std::memory_order_relaxed); }
+
+bool CudaEmulationRunsBlocks() { return emulation_env != "plan"; }
 
 bool SetValidateOnly(bool enable) {
   const bool previous = validate_only;

@@ -19,6 +19,11 @@ CpuIsa SelectedCpuIsa();
 // set when the library loads; switched by fused_optim._C._emulate_cuda. Returns the previous setting.
 bool SetCudaEmulation(bool enable);
 bool CudaEmulation();
+// With FUSED_OPTIM_EMULATE_CUDA=plan the emulation plans every launch and fills its argument but
+// runs none of its blocks (false here): the results are garbage, and a call costs what the CUDA
+// path costs the host, less the driver's launches, so a machine with no GPU can time that path
+// (benchmarks/optim/bench_host.py --device plan).
+bool CudaEmulationRunsBlocks();
 
 // Validate-only mode, per thread, switched by the op fused_optim::_validate_only(enable) (which
 // returns the previous setting): an in-place <algo>_step_ op then returns after its last check,

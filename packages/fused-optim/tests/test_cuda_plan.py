@@ -5,7 +5,10 @@ test files whole in that mode (``FUSED_OPTIM_EMULATE_CUDA=1``, see noxfile.py)."
 
 from __future__ import annotations
 
+import os
 import random
+import subprocess
+import sys
 from collections.abc import Iterator
 
 import pytest
@@ -507,3 +510,28 @@ def test_a_step_of_two_hundred_tensors_is_one_launch(emulated):
         assert _C._emulated_launches() - before == 1
     for a, b in zip(ref, ours, strict=True):
         torch.testing.assert_close(b, a, rtol=1e-12, atol=1e-14)
+
+
+_PLAN_ONLY = """
+import torch, fused_optim
+from fused_optim import _C
+p = torch.ones(5000, requires_grad=True)
+p.grad = torch.ones(5000)
+opt = fused_optim.SGD([p], lr=0.5, momentum=0.9)
+before = _C._emulated_launches()
+opt.step()
+print(_C._emulated_launches() - before, p.detach().sum().item())
+"""
+
+
+def test_the_plan_only_mode_plans_launches_and_runs_no_block():
+    # FUSED_OPTIM_EMULATE_CUDA=plan (read when the library loads; bench_host.py --device plan):
+    # the CUDA path's host work without its blocks, so a step's launch is counted and its
+    # parameters keep their values (5000, not 5000 * (1 - 0.5)); with =1 the same step runs.
+    def run(mode: str) -> list[float]:
+        env = {**os.environ, "FUSED_OPTIM_EMULATE_CUDA": mode}
+        out = subprocess.run([sys.executable, "-c", _PLAN_ONLY], env=env, capture_output=True, text=True, check=True)
+        return [float(x) for x in out.stdout.split()]
+
+    assert run("plan") == [1.0, 5000.0]
+    assert run("1") == [1.0, 2500.0]

@@ -16,6 +16,7 @@
 #include "cuda/launch_plan.h"
 #include "cuda/matrix_passes.h"
 #include "kernels.h"
+#include "modes.h"
 
 namespace fused_optim::cuda_emulation {
 namespace {
@@ -60,6 +61,7 @@ void RunKernel(const KernelTable& table, const typename K::template Hyper<double
         table, what,
         [&](const cuda::LaunchMeta<K>& meta, int64_t blocks) {
           launches.fetch_add(1, std::memory_order_relaxed);
+          if (!CudaEmulationRunsBlocks()) return;
           try {
             for (int64_t block = 0; block < blocks; ++block) {
               for (int thread = 0; thread < cuda::kBlockSize; ++thread) {
@@ -155,6 +157,7 @@ namespace {
 template <typename ThreadValue, typename GroupOf, typename TakeSum>
 void RunReductionLaunch(int64_t blocks, ThreadValue&& thread_value, GroupOf&& group_of, TakeSum&& group_sum) {
   launches.fetch_add(1, std::memory_order_relaxed);
+  if (!CudaEmulationRunsBlocks()) return;
   double values[cuda::kBlockSize];
   for (int64_t block = 0; block < blocks; ++block) {
     for (int thread = 0; thread < cuda::kBlockSize; ++thread) values[thread] = thread_value(block, thread);
