@@ -274,10 +274,12 @@ void MultiTensorCall::AddDeviceValues(const Tensor& values) {
 namespace {
 // A contiguous tensor of 2+ dimensions on `device` (the list's, one dtype), as a batch of
 // matrices: appends (batch, rows, columns) to `dims` (the matrix passes' layout, csrc/kernels.h).
-void AppendMatrixDims(const char* what, const Tensor& x, const Tensor& first, std::vector<int64_t>& dims) {
-  FUSED_OPTIM_CHECK(
-      x.dim() >= 2 && x.is_contiguous() && x.device() == first.device() && api::Dtype(x) == api::Dtype(first), what,
-      " takes contiguous matrices of one dtype on one device (a fused-optim bug)");
+// `contiguous`: x's own data is read (not only its shape).
+void AppendMatrixDims(const char* what, const Tensor& x, const Tensor& first, std::vector<int64_t>& dims,
+                      bool contiguous = true) {
+  FUSED_OPTIM_CHECK(x.dim() >= 2 && (!contiguous || x.is_contiguous()) && x.device() == first.device() &&
+                        api::Dtype(x) == api::Dtype(first),
+                    what, " takes contiguous matrices of one dtype on one device (a fused-optim bug)");
   int64_t batch = 1;  // (not numel / (r c): a matrix may be empty)
   for (int64_t d = 0; d + 2 < x.dim(); ++d) batch *= x.size(d);
   dims.insert(dims.end(), {batch, x.size(-2), x.size(-1)});
@@ -341,25 +343,28 @@ RowAndColumnNorms NormsAlongRowsAndColumns(TensorList list) {
   return norms;  // (partials freed on the host now; the caching allocator reuses them in stream order)
 }
 
-void ProductsOfRowsAndColumns(TensorList rows, TensorList cols, TensorList out) {
-  if (out.empty()) return;
+void ProductsOfRowsAndColumns(TensorList rows, TensorList cols, TensorList like, std::span<void* const> out) {
+  if (like.empty()) return;
+  FUSED_OPTIM_CHECK(rows.size() == like.size() && cols.size() == like.size() && out.size() == like.size(),
+                    "ProductsOfRowsAndColumns takes one row and column average and output per matrix (a fused-optim "
+                    "bug)");
   std::vector<const void*> row_data, col_data;
-  std::vector<void*> out_data;
   std::vector<int64_t> dims;
-  for (size_t t = 0; t < out.size(); ++t) {
-    AppendMatrixDims("ProductsOfRowsAndColumns", out[t], out[0], dims);
-    FUSED_OPTIM_CHECK(rows[t].is_contiguous() && cols[t].is_contiguous() && rows[t].device() == out[t].device() &&
-                          cols[t].device() == out[t].device() && rows[t].numel() == dims[3 * t] * dims[3 * t + 1] &&
+  const Device device = like[0].device();
+  for (size_t t = 0; t < like.size(); ++t) {
+    AppendMatrixDims("ProductsOfRowsAndColumns", like[t], like[0], dims, /*contiguous=*/false);  // (its shape)
+    FUSED_OPTIM_CHECK(rows[t].is_contiguous() && cols[t].is_contiguous() && rows[t].device() == device &&
+                          cols[t].device() == device && rows[t].numel() == dims[3 * t] * dims[3 * t + 1] &&
                           cols[t].numel() == dims[3 * t] * dims[3 * t + 2],
                       "ProductsOfRowsAndColumns takes contiguous row and column averages of out's matrices (a "
                       "fused-optim bug)");
     row_data.push_back(rows[t].const_data_ptr());
     col_data.push_back(cols[t].const_data_ptr());
-    out_data.push_back(out[t].mutable_data_ptr());
   }
-  const DType dtype = ToDType(api::Dtype(out[0]));
-  const int64_t n = static_cast<int64_t>(out.size());
-  if (MultiTensorCall::RunsOnCpuLoops(out[0].device())) {
+  const std::vector<void*> out_data(out.begin(), out.end());
+  const DType dtype = ToDType(api::Dtype(like[0]));
+  const int64_t n = static_cast<int64_t>(like.size());
+  if (MultiTensorCall::RunsOnCpuLoops(device)) {
     WidestCpuBuild(&cpu::ProductsOfRowsAndColumns, FUSED_OPTIM_CPU_WIDE_KERNELS(ProductsOfRowsAndColumns))(
         dtype, n, row_data.data(), col_data.data(), out_data.data(), dims.data());
     return;
@@ -368,8 +373,47 @@ void ProductsOfRowsAndColumns(TensorList rows, TensorList cols, TensorList out) 
     products(dtype, n, row_data.data(), col_data.data(), out_data.data(), dims.data(), stream);
   };
   RunOnDevice(
-      out[0].device(), [&](void* stream) { run(&cuda::ProductsOfRowsAndColumns, stream); },
+      device, [&](void* stream) { run(&cuda::ProductsOfRowsAndColumns, stream); },
       [&] { run(&cuda_emulation::ProductsOfRowsAndColumns, nullptr); });
+}
+
+Scratch MultiTensorCall::AddScratch() {
+  constexpr int64_t kAlignBytes = 64;
+  const int64_t size = num_tensors_ > 0 ? reference_[0].element_size() : 1;
+  const int64_t align = kAlignBytes / size;  // elements
+  Scratch scratch;
+  int64_t total = 0;
+  std::vector<int64_t> numels;
+  for (const int64_t numel : NumelsOf(reference_)) {
+    scratch.offsets.push_back(total);
+    numels.push_back(numel);
+    total += (numel + align - 1) / align * align;
+  }
+  scratch.buffer = api::EmptyVector(std::max<int64_t>(total, 1), dtype_, device_);
+  char* base = static_cast<char*>(scratch.buffer.mutable_data_ptr());
+  for (int64_t t = 0; t < num_tensors_; ++t) {
+    scratch.data.push_back(numels[t] > 0 ? base + scratch.offsets[t] * size : nullptr);
+  }
+  AddScratch(scratch);
+  return scratch;
+}
+
+void MultiTensorCall::AddScratch(const Scratch& scratch) {
+  FUSED_OPTIM_CHECK(static_cast<int64_t>(scratch.data.size()) == num_tensors_ && api::Dtype(scratch.buffer) == dtype_ &&
+                        scratch.buffer.device() == device_,
+                    op_, ": scratch made for another call's tensors (a fused-optim bug)");
+  src_.emplace_back(scratch.data.begin(), scratch.data.end());
+  dst_.push_back(scratch.data);
+}
+
+Scratch MultiTensorCall::AddScratchFrom(const char* name, TensorList source) {
+  AddInput(name, source);
+  const std::vector<const void*> from = std::move(src_.back());
+  src_.pop_back();
+  dst_.pop_back();
+  Scratch scratch = AddScratch();
+  src_.back() = from;  // read from source, written to the scratch
+  return scratch;
 }
 
 std::vector<Tensor> MultiTensorCall::AddOutputFrom(const char* name, TensorList source) {

@@ -170,10 +170,25 @@ struct RowAndColumnNorms {
 RowAndColumnNorms NormsAlongRowsAndColumns(TensorList list);
 
 // Adafactor's estimates on any device: out[t] = rows[t] cols[t] for the row averages rows[t]
-// (..., m, 1) and column averages cols[t] (..., 1, n) into out[t] (..., m, n), all contiguous, of
-// one floating dtype and on one device, each product rounded once as ATen's matmul rounds it
-// (ProductsOfRowsAndColumns in csrc/kernels.h: no dispatcher call per matrix; on CUDA, one pass).
-void ProductsOfRowsAndColumns(TensorList rows, TensorList cols, TensorList out);
+// (..., m, 1) and column averages cols[t] (..., 1, n) into the contiguous (..., m, n) values at
+// out[t], `like[t]`'s shape (the gradients'), all of one floating dtype and on one device, each
+// product rounded once as ATen's matmul rounds it (ProductsOfRowsAndColumns in csrc/kernels.h: no
+// dispatcher call per matrix; on CUDA, one pass).
+void ProductsOfRowsAndColumns(TensorList rows, TensorList cols, TensorList like, std::span<void* const> out);
+
+// Per-tensor values that one pass of an op writes and a later pass of the same op reads, never
+// returned to the caller (Adafactor's updates): one flat buffer of the call's dtype on its device,
+// tensor t's values (shaped like the call's t-th reference tensor) from a 64-byte boundary, so the
+// CUDA kernels' vector path and the CPU loops take them as they take a tensor's. The tables reach
+// them by pointer: one allocation for the list instead of a tensor per tensor (each an allocator
+// call and a tensor object, through the C shim on the stable ABI).
+struct Scratch {
+  Tensor buffer;
+  std::vector<void*> data;       // tensor t's first value (null where it has none)
+  std::vector<int64_t> offsets;  // ... as an element offset into `buffer`
+  // Tensor t's values as a tensor of `sizes` (a view, for the ATen ops that need one).
+  Tensor View(size_t t, IntArrayRef sizes) const { return api::ContiguousViewOf(buffer, sizes, offsets[t]); }
+};
 
 class MultiTensorCall {
  public:
@@ -212,6 +227,12 @@ class MultiTensorCall {
   std::vector<Tensor> AddOutputFrom(const char* name, TensorList source);
   // A fresh output with no starting values (gradients of a backward op).
   std::vector<Tensor> AddOutput();
+  // Fresh scratch for this call's tensors (see Scratch), a column that its kernel reads and writes
+  // in place (a kernel that reads it first needs its values put there before the launch); or one
+  // made earlier; or fresh scratch that the kernel writes from `source`'s values (as AddOutputFrom).
+  Scratch AddScratch();
+  void AddScratch(const Scratch& scratch);
+  Scratch AddScratchFrom(const char* name, TensorList source);
 
   // A list the step updates (params, optimizer state), so that one function lays out an
   // algorithm's step table for both ops: AddMutable for an in-place call (returns nothing),

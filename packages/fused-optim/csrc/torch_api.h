@@ -182,6 +182,16 @@ namespace api {
 inline bool SameShape(const Tensor& a, const Tensor& b) { return a.sizes() == b.sizes(); }
 inline std::vector<int64_t> Shape(const Tensor& x) { return {x.sizes().begin(), x.sizes().end()}; }
 
+// The strides of a contiguous tensor of `sizes`, as empty() makes them.
+inline std::vector<int64_t> ContiguousStrides(IntArrayRef sizes) {
+  std::vector<int64_t> strides(sizes.size());
+  for (int64_t d = static_cast<int64_t>(sizes.size()) - 1, stride = 1; d >= 0; --d) {
+    strides[d] = stride;
+    stride *= std::max<int64_t>(sizes[d], 1);
+  }
+  return strides;
+}
+
 // A fresh contiguous tensor of `like`'s shape, dtype and device.
 inline Tensor EmptyLike(const Tensor& like) {
 #ifdef FUSED_OPTIM_STABLE_ABI
@@ -189,22 +199,31 @@ inline Tensor EmptyLike(const Tensor& like) {
   // through the boxed dispatcher, looking aten::empty up by name and boxing its six arguments on
   // every call, and a functional op allocates three or four outputs per tensor.
   const auto sizes = like.sizes();
-  const int64_t dim = static_cast<int64_t>(sizes.size());
-  std::vector<int64_t> strides(dim);
-  for (int64_t d = dim - 1, stride = 1; d >= 0; --d) {  // contiguous, as empty() makes them
-    strides[d] = stride;
-    stride *= std::max<int64_t>(sizes[d], 1);
-  }
+  const std::vector<int64_t> strides = ContiguousStrides(sizes);
   int32_t dtype = 0, device_type = 0, device_index = 0;
   STABLE_TORCH_ERROR_CODE_CHECK(aoti_torch_get_dtype(like.get(), &dtype));
   STABLE_TORCH_ERROR_CODE_CHECK(aoti_torch_get_device_type(like.get(), &device_type));
   STABLE_TORCH_ERROR_CODE_CHECK(aoti_torch_get_device_index(like.get(), &device_index));
   AtenTensorHandle out = nullptr;
-  STABLE_TORCH_ERROR_CODE_CHECK(
-      aoti_torch_empty_strided(dim, sizes.data(), strides.data(), dtype, device_type, device_index, &out));
+  STABLE_TORCH_ERROR_CODE_CHECK(aoti_torch_empty_strided(static_cast<int64_t>(sizes.size()), sizes.data(),
+                                                         strides.data(), dtype, device_type, device_index, &out));
   return Tensor(out);
 #else
   return at::empty(like.sizes(), like.options().memory_format(at::MemoryFormat::Contiguous));
+#endif
+}
+
+// A contiguous tensor of `sizes` over `base`'s memory from element `offset` of its storage (a
+// view: nothing allocated, nothing copied; base's dtype and device).
+inline Tensor ContiguousViewOf(const Tensor& base, IntArrayRef sizes, int64_t offset) {
+  const std::vector<int64_t> strides = ContiguousStrides(sizes);
+#ifdef FUSED_OPTIM_STABLE_ABI
+  AtenTensorHandle out = nullptr;
+  STABLE_TORCH_ERROR_CODE_CHECK(aoti_torch__reinterpret_tensor(base.get(), static_cast<int64_t>(sizes.size()),
+                                                               sizes.data(), strides.data(), offset, &out));
+  return Tensor(out);
+#else
+  return base.as_strided(sizes, strides, offset);
 #endif
 }
 

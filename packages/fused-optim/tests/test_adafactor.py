@@ -530,3 +530,33 @@ def test_an_empty_matrix_steps_beside_the_others(shape):
     torch.optim.Adafactor([twin], lr=0.01).step()
     torch.testing.assert_close(full, twin, rtol=1e-6, atol=1e-7)
     assert empty.shape == shape
+
+
+def test_non_contiguous_averages_step_as_contiguous_ones():
+    # Row and column averages that are strided views (a state loaded so, or a user's) take ATen's
+    # product per matrix, written into the step's scratch for the updates (a batch of matrices then
+    # divided through a view of it): the same steps as from contiguous averages of the same values.
+    gen = torch.Generator().manual_seed(11)
+    shapes = [(6, 5), (2, 4, 3), (7,)]
+    start = [torch.randn(s, generator=gen, dtype=torch.float64) for s in shapes]
+    grads = [[torch.randn(s, generator=gen, dtype=torch.float64) for s in shapes] for _ in range(3)]
+    runs = []
+    for strided in (False, True):
+        params = [x.clone().requires_grad_() for x in start]
+        opt = fused_optim.Adafactor(params, lr=0.05, weight_decay=0.1)
+        for k, step_grads in enumerate(grads):
+            for p, g in zip(params, step_grads, strict=True):
+                p.grad = g.clone()
+            opt.step()
+            if k == 0 and strided:  # the state's values, in every other element of a wider buffer
+                for p in params[:2]:
+                    state = opt.state[p]
+                    for key in ("row_var", "col_var"):
+                        wide = torch.zeros(*state[key].shape[:-1], 2 * state[key].shape[-1], dtype=torch.float64)
+                        view = wide[..., ::2]
+                        view.copy_(state[key])
+                        assert not view.is_contiguous()
+                        state[key] = view
+        runs.append([p.detach() for p in params] + [opt.state[p][k] for p in params[:2] for k in ("row_var", "col_var")])
+    for x, y in zip(*runs, strict=True):
+        torch.testing.assert_close(y, x, rtol=1e-13, atol=1e-15)

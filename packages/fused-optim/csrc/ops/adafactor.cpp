@@ -291,7 +291,7 @@ PerTensor RowSums(const char* op, TensorListArg rows, const std::vector<bool>& d
 struct Direction {
   TensorVector row_vars, col_vars, variances;  // the new second moments (functional calls)
   TensorVector estimates;                      // matrices, with keep_estimates: the estimate before the floor
-  TensorVector updates;
+  Scratch updates;                             // read by the apply pass alone
 };
 
 Direction RunDirection(const char* op, TensorListArg grads, TensorListArg row_vars, TensorListArg col_vars,
@@ -316,29 +316,42 @@ Direction RunDirection(const char* op, TensorListArg grads, TensorListArg row_va
     const TensorVector& cols = in_place ? col_vars : out.col_vars;
     // The products in one pass over every matrix where every average is contiguous (the CPU
     // loops', or the device's), else ATen's matmul per matrix.
+    // Kept, the estimates are tensors of their own; otherwise the product is made in the update's
+    // scratch, which the kernel turns into the update in place (the tensors divided here are views
+    // of it).
+    if (!keep_estimates) out.updates = direction.AddScratch();
     const auto contiguous = [](const Tensor& x) { return x.is_contiguous(); };
+    const size_t n = grads.size();
     if (std::all_of(rows.begin(), rows.end(), contiguous) && std::all_of(cols.begin(), cols.end(), contiguous)) {
-      for (const Tensor& g : grads) out.estimates.push_back(api::EmptyLike(g));
-      ProductsOfRowsAndColumns(rows, cols, out.estimates);
+      if (keep_estimates) {
+        for (const Tensor& g : grads) out.estimates.push_back(api::EmptyLike(g));
+      }
+      std::vector<void*> places(n);
+      for (size_t t = 0; t < n; ++t) {
+        places[t] = keep_estimates ? out.estimates[t].mutable_data_ptr() : out.updates.data[t];
+      }
+      ProductsOfRowsAndColumns(rows, cols, grads, places);
     } else {
-      for (size_t t = 0; t < grads.size(); ++t) out.estimates.push_back(aten::Matmul(rows[t], cols[t]));
+      for (size_t t = 0; t < n; ++t) {
+        Tensor product = aten::Matmul(rows[t], cols[t]);
+        if (keep_estimates) {
+          out.estimates.push_back(std::move(product));
+        } else {
+          api::CopyInto(out.updates.View(t, grads[t].sizes()), product);
+        }
+      }
     }
-    std::vector<bool> divided(grads.size());
+    std::vector<bool> divided(n);
     Tensor floor;  // (made once, for every matrix that needs it)
-    for (size_t t = 0; t < grads.size(); ++t) {
+    for (size_t t = 0; t < n; ++t) {
       divided[t] = keep_estimates || rows[t].dim() > 2;
       if (!divided[t]) continue;
       if (!floor.defined()) floor = aten::Num(eps1, rows[t]);
-      aten::Div_(out.estimates[t], aten::ClampMin_(aten::Mean(rows[t], -2), floor));
+      const Tensor estimate = keep_estimates ? out.estimates[t] : out.updates.View(t, grads[t].sizes());
+      aten::Div_(estimate, aten::ClampMin_(aten::Mean(rows[t], -2), floor));
     }
     const PerTensor row_sums = RowSums(op, rows, divided);
-    if (keep_estimates) {
-      out.updates = direction.AddOutputFrom("estimates", out.estimates);
-    } else {  // the estimate becomes the update
-      direction.AddMutable("updates", out.estimates);
-      out.updates = std::move(out.estimates);
-      out.estimates.clear();
-    }
+    if (keep_estimates) out.updates = direction.AddScratchFrom("estimates", out.estimates);
     direction.SetTensorScalars(adafactor_cols::kNumScalars, [&](int64_t t, double* row) {
       using namespace adafactor_cols;
       row[kMeanOver] = divided[t] ? 1.0 : static_cast<double>(grads[t].size(-2));
@@ -348,7 +361,7 @@ Direction RunDirection(const char* op, TensorListArg grads, TensorListArg row_va
     direction.Launch(FUSED_OPTIM_KERNEL(AdafactorFactoredDirection), hyper);
   } else {
     out.variances = direction.AddState("variances", variances);
-    out.updates = direction.AddOutput();
+    out.updates = direction.AddScratch();
     direction.SetTensorScalars(adafactor_cols::kNumScalars,
                                [&](int64_t t, double* row) { bind::Adafactor::StepEntries(hyper, steps[t], row); });
     direction.Launch(FUSED_OPTIM_KERNEL(AdafactorVectorDirection), hyper);
@@ -372,7 +385,7 @@ Lists<4> RunStep(const char* op, TensorListArg params, TensorListArg grads, Tens
   apply.SkipRepeatedChecks();
   UseOnDevice(apply, device, /*last=*/true);
   TensorVector new_params = apply.AddState("params", params);
-  apply.AddInput("updates", dir.updates);
+  apply.AddScratch(dir.updates);
   SetApplyRows(apply, params, steps, args, hyper);
   const PerTensor param_norms = NormsOf(apply, adafactor_cols::kParam);
   const PerTensor update_norms = NormsOf(apply, adafactor_cols::kApplyUpdate);
@@ -501,7 +514,8 @@ Lists<5> AdafactorUpdateBackward(const OptionalTensorList& grad_new_params, cons
   using C = bind::AdafactorApplyBackward::C;
   MultiTensorCall apply(op, params);
   apply.AddOptionalInputs({{"grad_new_params", grad_new_params}});
-  apply.AddInputs({{"params", params}, {"updates", dir.updates}});
+  apply.AddInput("params", params);
+  apply.AddScratch(dir.updates);
   auto [grad_params, grad_updates] = apply.AddOutputs<2>();
   SetApplyRows(apply, params, steps, args, hyper);
   const PerTensor param_norms = NormsOf(apply, C::In(adafactor_cols::kParam));
