@@ -9,7 +9,8 @@ workload; the table gives each build's median over the rounds and its ratio to t
         --build "new, torch.ops=/path/b:FUSED_OPTIM_EAGER=0" --rounds 6
 
 ``FUSED_OPTIM_EAGER=0`` turns fused-optim's fast path off (what runs under a torch other than the
-one the build was compiled against).
+one the build was compiled against); ``FUSED_OPTIM_EMULATE_CUDA=plan`` times the CUDA path's host
+work without a GPU (launches planned, no block run). ``--workloads`` picks some of WORKLOADS.
 """
 
 from __future__ import annotations
@@ -29,6 +30,8 @@ WORKLOADS = {  # name: (optimizer, options, shapes, dtype)
     "Adam 4x4M": ("Adam", dict(lr=1e-3), [(4_000_000,)] * 4, "float32"),
     "SGD-m 4x4M": ("SGD", dict(lr=1e-3, momentum=0.9), [(4_000_000,)] * 4, "float32"),
     "Adam 4x4M bf16": ("Adam", dict(lr=1e-3), [(4_000_000,)] * 4, "bfloat16"),
+    "Adafactor 200x1k": ("Adafactor", dict(lr=1e-2), [(1000,)] * 200, "float32"),
+    "Adafactor 200x32x32": ("Adafactor", dict(lr=1e-2), [(32, 32)] * 200, "float32"),
 }
 
 CHILD = r"""
@@ -65,29 +68,31 @@ def main() -> int:
     parser.add_argument("--build", action="append", required=True, metavar="NAME=PATH[:VAR=VALUE...]")
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--threads", type=int, default=0, help="torch.set_num_threads in each process (0: torch's)")
+    parser.add_argument("--workloads", nargs="+", choices=list(WORKLOADS), default=list(WORKLOADS))
     args = parser.parse_args()
+    workloads = {w: WORKLOADS[w] for w in args.workloads}
     builds = []
     for spec in args.build:
         name, _, rest = spec.partition("=")
         path, *settings = rest.split(":")
         builds.append((name, path, dict(s.split("=", 1) for s in settings)))
-    times: dict[str, dict[str, list[float]]] = {b[0]: {w: [] for w in WORKLOADS} for b in builds}
+    times: dict[str, dict[str, list[float]]] = {b[0]: {w: [] for w in workloads} for b in builds}
     for r in range(args.rounds):
         order = builds[r % len(builds):] + builds[:r % len(builds)]
         for name, path, settings in order:
             env = dict(os.environ, PYTHONPATH=path, **settings)
-            result = subprocess.run([sys.executable, "-c", CHILD, json.dumps(WORKLOADS), str(args.threads)], env=env,
+            result = subprocess.run([sys.executable, "-c", CHILD, json.dumps(workloads), str(args.threads)], env=env,
                                     capture_output=True,
                                     text=True, check=True)
             got = json.loads(result.stdout.strip().splitlines()[-1])
-            for w in WORKLOADS:
+            for w in workloads:
                 times[name][w].append(got[w])
         print(f"round {r + 1}/{args.rounds} done, load {os.getloadavg()[0]:.2f}", file=sys.stderr)
     first = builds[0][0]
     print("| workload | " + " | ".join(f"{b[0]} (us)" for b in builds) + " | "
           + " | ".join(f"{first} / {b[0]}" for b in builds[1:]) + " |")
     print("|---" * (2 * len(builds)) + "|")
-    for w in WORKLOADS:
+    for w in workloads:
         med = {b[0]: statistics.median(times[b[0]][w]) for b in builds}
         print(f"| {w} | " + " | ".join(f"{med[b[0]] * 1e6:.0f}" for b in builds) + " | "
               + " | ".join(f"{med[first] / med[b[0]]:.3f}" for b in builds[1:]) + " |")

@@ -102,14 +102,19 @@ void CheckWritable(const char* op, const char* name, int64_t t, const Tensor& x)
                           "needs one memory location per element: clone() it first");
 }
 
-MultiTensorCall::MultiTensorCall(const char* op, TensorList params, bool in_place)
+MultiTensorCall::MultiTensorCall(const char* op, TensorList params, bool in_place, Checks checks)
     : op_(op),
       num_tensors_(static_cast<int64_t>(params.size())),
       dtype_(api::kFloat),
       device_(torch::headeronly::DeviceType::CPU),
+      checked_(checks == Checks::kDone),
       reference_(params),
       in_place_(in_place) {
-  for (int64_t t = 0; t < num_tensors_; ++t) {
+  if (checked_ && num_tensors_ > 0) {
+    dtype_ = api::Dtype(params[0]);
+    device_ = params[0].device();
+  }
+  for (int64_t t = 0; t < (checked_ ? 0 : num_tensors_); ++t) {
     const Tensor& p = params[t];
     FUSED_OPTIM_CHECK_VALUE(p.defined(), op_, ": params[", t, "] is None");
     FUSED_OPTIM_CHECK_VALUE(p.layout() == api::kStrided, op_, ": params[", t, "] has layout ", p.layout(),
@@ -137,7 +142,7 @@ MultiTensorCall::MultiTensorCall(const char* op, TensorList params, bool in_plac
 }
 
 void MultiTensorCall::CheckLike(const char* name, int64_t t, const Tensor& x) const {
-  if (checked_) return;  // (SkipRepeatedChecks)
+  if (checked_) return;  // (Checks::kDone)
   FUSED_OPTIM_CHECK_VALUE(x.defined(), op_, ": ", name, "[", t, "] is None");
   FUSED_OPTIM_CHECK_VALUE(x.layout() == api::kStrided, op_, ": ", name, "[", t, "] has layout ", x.layout(),
                           "; sparse gradients and states are not supported");

@@ -192,17 +192,17 @@ struct Scratch {
 
 class MultiTensorCall {
  public:
+  // Checks::kDone: an earlier call of the same op checked every list this call is then given, its
+  // reference included (its checks call: each tensor against the params, writability, no overlap
+  // among the lists written in place, CheckOverlapOf for lists shaped unlike the params), so those
+  // per-tensor checks and the overlap sort are not repeated here (lists the call makes itself need
+  // none): a pass after the checks reads each tensor's properties once, for its table.
+  enum class Checks { kAll, kDone };
   // `reference` (the params, or the grads where an op has no params) is validated here and every
   // list added later must match it tensor by tensor. The constructor adds no list itself.
   // `in_place` says where AddState writes: an <algo>_step_ op (kInPlace) updates the caller's
   // tensors, the functional <algo>_update returns fresh ones.
-  MultiTensorCall(const char* op, TensorList reference, bool in_place = false);
-
-  // Where an earlier call of the same op checked every list this call is then given (its checks
-  // call: each tensor against the params, writability, no overlap among the lists written in
-  // place, CheckOverlapOf for lists shaped unlike the params), those per-tensor checks and the
-  // overlap sort are not repeated here (lists the call makes itself need none). Before any list.
-  void SkipRepeatedChecks() { checked_ = true; }
+  MultiTensorCall(const char* op, TensorList reference, bool in_place = false, Checks checks = Checks::kAll);
   // A list shaped unlike the params (the op checks it otherwise: Adafactor's row and column
   // averages) in this call's overlap check only: read, or written in place (`writes`).
   void CheckOverlapOf(const char* name, TensorList list, bool writes);
@@ -392,7 +392,7 @@ class MultiTensorCall {
   int64_t num_tensors_;
   ScalarType dtype_;
   Device device_;
-  bool checked_ = false;  // SkipRepeatedChecks
+  bool checked_ = false;  // Checks::kDone
   // Views of the op's own arguments, which outlive this object. No Tensor copies here: with
   // torch's PyObject preservation every copy of a Python-owned tensor takes the GIL twice.
   TensorList reference_;

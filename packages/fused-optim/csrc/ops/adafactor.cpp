@@ -13,7 +13,7 @@
 // the call's device, called by name through the dispatcher (api::CallAten, in both builds of
 // torch_api.h).
 //   1. checks, every list's, once: the passes after them skip repeating them
-//      (MultiTensorCall::SkipRepeatedChecks; then, in place, the step counters: incremented on
+//      (MultiTensorCall::Checks::kDone; then, in place, the step counters: incremented on
 //      the host, or with capturable read by every pass on the params' device and advanced by the
 //      last, OnDevice);
 //   2. the direction pass: vectors update their second moment and write the update; matrices
@@ -117,13 +117,27 @@ void CheckFactoredState(const char* op, const char* name, TensorListArg list, Te
   for (size_t t = 0; t < params.size(); ++t) {
     const Tensor& p = params[t];
     const Tensor& s = list[t];
-    FUSED_OPTIM_CHECK_VALUE(p.dim() >= 2, op, ": params[", t, "] has ", p.dim(),
+    const IntArrayRef sizes = p.sizes();
+    const int64_t dims = static_cast<int64_t>(sizes.size());
+    FUSED_OPTIM_CHECK_VALUE(dims >= 2, op, ": params[", t, "] has ", dims,
                             " dimensions; factored=True needs two or more (vectors keep a full variance)");
-    std::vector<int64_t> shape = api::Shape(p);
-    shape[p.dim() + dim] = 1;
-    FUSED_OPTIM_CHECK_VALUE(s.defined() && s.layout() == api::kStrided && api::Shape(s) == shape, op, ": ", name, "[",
-                            t, "] has shape ", s.defined() ? s.sizes() : IntArrayRef{}, ", expected ",
-                            IntArrayRef(shape));
+    // p's shape with 1 along the reduced dim (compared in place: a step checks every matrix's two)
+    const auto expected = [&] {
+      std::vector<int64_t> shape(sizes.begin(), sizes.end());
+      shape[dims + dim] = 1;
+      return shape;
+    };
+    const auto shaped = [&] {
+      const IntArrayRef got = s.sizes();
+      if (static_cast<int64_t>(got.size()) != dims) return false;
+      for (int64_t d = 0; d < dims; ++d) {
+        if (got[d] != (d == dims + dim ? 1 : sizes[d])) return false;
+      }
+      return true;
+    };
+    FUSED_OPTIM_CHECK_VALUE(s.defined() && s.layout() == api::kStrided && shaped(), op, ": ", name, "[", t,
+                            "] has shape ", s.defined() ? s.sizes() : IntArrayRef{}, ", expected ",
+                            IntArrayRef(expected()));
     FUSED_OPTIM_CHECK_TYPE(api::Dtype(s) == api::Dtype(p), op, ": ", name, "[", t, "] has dtype ", api::Dtype(s),
                            " but params[", t, "] has ", api::Dtype(p));
     FUSED_OPTIM_CHECK_VALUE(s.device() == p.device(), op, ": ", name, "[", t, "] is on ", s.device(), " but params[", t,
@@ -209,8 +223,8 @@ FactorNorms FactorNormsOf(TensorListArg grads) {
 TensorVector UpdateFactors(const char* op, const char* name, TensorListArg factors, TensorListArg grads, int64_t dim,
                            const FactorNorms& norms, const std::vector<double>& steps,
                            const math::AdafactorHyper<double>& hyper, bool in_place, const OnDevice& device) {
-  MultiTensorCall call(op, factors, in_place);
-  call.SkipRepeatedChecks();  // (every list here: the op's checks, or made by the op)
+  // (every list here: the op's checks, or made by the op)
+  MultiTensorCall call(op, factors, in_place, MultiTensorCall::Checks::kDone);
   UseOnDevice(call, device, /*last=*/false);
   TensorVector out = call.AddState(name, factors);
   const bool rows = dim == -1;
@@ -281,8 +295,7 @@ PerTensor RowSums(const char* op, TensorListArg rows, const std::vector<bool>& d
   for (size_t t = 0; t < n; ++t) {
     if (!divided[t]) summed[t] = rows[t];
   }
-  MultiTensorCall sums(op, rows);
-  sums.SkipRepeatedChecks();
+  MultiTensorCall sums(op, rows, /*in_place=*/false, MultiTensorCall::Checks::kDone);
   sums.AddOptionalInput("row averages", summed);
   return {{}, sums.DeviceSums(0, 0, DeviceSum::kValues)};
 }
@@ -304,8 +317,7 @@ Direction RunDirection(const char* op, TensorListArg grads, TensorListArg row_va
     out.row_vars = UpdateFactors(op, "row_vars", row_vars, grads, -1, norms, steps, hyper, in_place, device);
     out.col_vars = UpdateFactors(op, "col_vars", col_vars, grads, -2, norms, steps, hyper, in_place, device);
   }
-  MultiTensorCall direction(op, grads, in_place);
-  direction.SkipRepeatedChecks();
+  MultiTensorCall direction(op, grads, in_place, MultiTensorCall::Checks::kDone);
   UseOnDevice(direction, device, /*last=*/false);
   direction.AddInput("grads", grads);
   if (factored) {
@@ -381,8 +393,7 @@ Lists<4> RunStep(const char* op, TensorListArg params, TensorListArg grads, Tens
                                /*keep_estimates=*/false, device);
   // 3. The norms of the parameters (which only the apply pass changes) and of the updates,
   // then the apply pass, the step's last (it advances device counters).
-  MultiTensorCall apply(op, params, in_place);
-  apply.SkipRepeatedChecks();
+  MultiTensorCall apply(op, params, in_place, MultiTensorCall::Checks::kDone);
   UseOnDevice(apply, device, /*last=*/true);
   TensorVector new_params = apply.AddState("params", params);
   apply.AddScratch(dir.updates);
