@@ -230,7 +230,30 @@ inline Tensor ContiguousViewOf(const Tensor& base, IntArrayRef sizes, int64_t of
 // A fresh vector of n elements of `dtype` on `device`.
 inline Tensor EmptyVector(int64_t n, ScalarType dtype, const Device& device) {
 #ifdef FUSED_OPTIM_STABLE_ABI
-  return torch::stable::empty({n}, dtype, kStrided, device);
+  // Through the C shim's allocator, as EmptyLike (a step makes several: its scratch and the
+  // device passes' sums). The shim's codes of the dtypes fused-optim makes tensors of.
+  int32_t code = 0;
+  switch (dtype) {
+    case kFloat:
+      code = aoti_torch_dtype_float32();
+      break;
+    case kDouble:
+      code = aoti_torch_dtype_float64();
+      break;
+    case kHalf:
+      code = aoti_torch_dtype_float16();
+      break;
+    case kBFloat16:
+      code = aoti_torch_dtype_bfloat16();
+      break;
+    default:
+      return torch::stable::empty({n}, dtype, kStrided, device);
+  }
+  const int64_t stride = 1;
+  const int32_t device_type = device.is_cuda() ? aoti_torch_device_type_cuda() : aoti_torch_device_type_cpu();
+  AtenTensorHandle out = nullptr;
+  STABLE_TORCH_ERROR_CODE_CHECK(aoti_torch_empty_strided(1, &n, &stride, code, device_type, device.index(), &out));
+  return Tensor(out);
 #else
   return at::empty({n}, at::TensorOptions().dtype(dtype).device(device));
 #endif
