@@ -327,10 +327,9 @@ Direction RunDirection(const char* op, TensorListArg grads, TensorListArg row_va
     const TensorVector& rows = in_place ? row_vars : out.row_vars;
     const TensorVector& cols = in_place ? col_vars : out.col_vars;
     // The products in one pass over every matrix where every average is contiguous (the CPU
-    // loops', or the device's), else ATen's matmul per matrix.
-    // Kept, the estimates are tensors of their own; otherwise the product is made in the update's
-    // scratch, which the kernel turns into the update in place (the tensors divided here are views
-    // of it).
+    // loops', or the device's), else ATen's matmul per matrix. Kept (for the backward), the
+    // estimates are tensors of their own; otherwise each product is made in the updates' scratch,
+    // which the kernel turns into the update in place (a matrix divided here: a view of it).
     if (!keep_estimates) out.updates = direction.AddScratch();
     const auto contiguous = [](const Tensor& x) { return x.is_contiguous(); };
     const size_t n = grads.size();
