@@ -366,16 +366,15 @@ void ProductsOfRowsAndColumns(TensorList rows, TensorList cols, TensorList like,
     row_data.push_back(rows[t].const_data_ptr());
     col_data.push_back(cols[t].const_data_ptr());
   }
-  const std::vector<void*> out_data(out.begin(), out.end());
   const DType dtype = ToDType(api::Dtype(like[0]));
   const int64_t n = static_cast<int64_t>(like.size());
   if (MultiTensorCall::RunsOnCpuLoops(device)) {
     WidestCpuBuild(&cpu::ProductsOfRowsAndColumns, FUSED_OPTIM_CPU_WIDE_KERNELS(ProductsOfRowsAndColumns))(
-        dtype, n, row_data.data(), col_data.data(), out_data.data(), dims.data());
+        dtype, n, row_data.data(), col_data.data(), out.data(), dims.data());
     return;
   }
   const auto run = [&](auto products, void* stream) {
-    products(dtype, n, row_data.data(), col_data.data(), out_data.data(), dims.data(), stream);
+    products(dtype, n, row_data.data(), col_data.data(), out.data(), dims.data(), stream);
   };
   RunOnDevice(
       device, [&](void* stream) { run(&cuda::ProductsOfRowsAndColumns, stream); },
@@ -413,11 +412,11 @@ void MultiTensorCall::AddScratch(const Scratch& scratch) {
 
 Scratch MultiTensorCall::AddScratchFrom(const char* name, TensorList source) {
   AddInput(name, source);
-  const std::vector<const void*> from = std::move(src_.back());
+  std::vector<const void*> from = std::move(src_.back());
   src_.pop_back();
   dst_.pop_back();
   Scratch scratch = AddScratch();
-  src_.back() = from;  // read from source, written to the scratch
+  src_.back() = std::move(from);  // read from source, written to the scratch
   return scratch;
 }
 
