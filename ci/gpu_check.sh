@@ -228,7 +228,9 @@ if [ "$mode" = run ] && [ "${GPU_CHECK_BENCH:-1}" != 0 ] && command -v nvcc >/de
 elif [ "$mode" = run ]; then
   say "no nvcc on PATH: no kernel bandwidth probe"
 fi
-probe bench_host "$(left 200)" "$python" benchmarks/optim/bench_host.py --device cuda --steps 200 --rounds 5
+# (Not ASGD: torch's foreach ASGD reads each step count on the host, seconds a burst.)
+probe bench_host "$(left 200)" "$python" benchmarks/optim/bench_host.py --device cuda --steps 200 --rounds 5 \
+  --optimizers Adam AdamW SGD Adagrad NAdam
 # The same clock on 4 x 4M in bfloat16, where the device's time is the step's (issue 23's bandwidth
 # rows against torch's fused step, without bench_optim's synchronization per step).
 probe bench_host_bf16 "$(left 190)" "$python" benchmarks/optim/bench_host.py --device cuda --steps 50 --rounds 3 \
