@@ -212,7 +212,9 @@ if [ "$mode" = run ] && [ "${GPU_CHECK_BENCH:-1}" != 0 ] && command -v nvcc >/de
   for chunk in default 4096 8192; do
     define=()
     [ "$chunk" = default ] || define=("-DFUSED_OPTIM_CUDA_CHUNK_SIZE=$chunk")
-    timeout 120 nvcc -std=c++20 -O3 -arch="sm_$FUSED_OPTIM_CUDA_ARCHS" -I packages/fused-optim/csrc \
+    # --fmad=false: the wheel's device flag (packages/fused-optim/CMakeLists.txt), so that the probe
+    # times the code the wheel runs.
+    timeout 120 nvcc -std=c++20 -O3 --fmad=false -arch="sm_$FUSED_OPTIM_CUDA_ARCHS" -I packages/fused-optim/csrc \
       -I packages/fused-optim/include "${define[@]}" benchmarks/optim/kernel_bandwidth.cu \
       -o "$target/kernel_bandwidth_$chunk" >"$logs/build-kernel-bandwidth-$chunk.log" 2>&1 &
   done

@@ -4,8 +4,10 @@
 // csrc/cuda/kernels.cu launches them, over tensors of zeros; CUDA events time bursts of
 // back-to-back launches, so neither torch's dispatch nor the host's share of a step is counted.
 //
-//   nvcc -std=c++20 -O3 -arch=sm_90 -I packages/fused-optim/csrc -I packages/fused-optim/include
+//   nvcc -std=c++20 -O3 --fmad=false -arch=sm_90 -I packages/fused-optim/csrc -I packages/fused-optim/include
 //        [-DFUSED_OPTIM_CUDA_CHUNK_SIZE=4096] benchmarks/optim/kernel_bandwidth.cu -o kernel_bandwidth
+//
+// (--fmad=false as the wheel builds its kernels: the figures are those of the code the wheel runs.)
 //   ./kernel_bandwidth            # a markdown table: one row per (kernel, dtype, shape)
 //
 // FUSED_OPTIM_CUDA_CHUNK_SIZE (elements per block; the wheel's is launch_plan.h's default) lets

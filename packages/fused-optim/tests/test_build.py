@@ -89,6 +89,52 @@ def test_every_cuda_source_compiles(tmp_path):
     assert [s.name for s in CUDA_SOURCES] == ["kernels.cu"]  # one file launches every kernel (csrc/kernels.h)
 
 
+# Kernels of the vector path (launch_plan.h's RunBlock, as kernels.cu launches it) for 16- and
+# 32-bit elements: enough to see how a group's 16 bytes reach memory.
+_VECTOR_PATH_KERNELS = """
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include "cuda/launch_plan.h"
+namespace cuda = fused_optim::cuda;
+namespace bind = fused_optim::bind;
+template <typename K, typename S>
+using Op = cuda::BoundOp<K, S, float, __half, __nv_bfloat16>;
+template <typename Meta, typename O>
+__global__ void Kernel(const __grid_constant__ Meta meta, const O op) {
+  cuda::RunBlock(meta, op, blockIdx.x, threadIdx.x, blockDim.x);
+}
+template __global__ void Kernel(const __grid_constant__ cuda::LaunchMeta<bind::AdamStep>, const Op<bind::AdamStep, __nv_bfloat16>);
+template __global__ void Kernel(const __grid_constant__ cuda::LaunchMeta<bind::AdamStep>, const Op<bind::AdamStep, float>);
+template __global__ void Kernel(const __grid_constant__ cuda::LaunchMeta<bind::SgdStep>, const Op<bind::SgdStep, __half>);
+"""
+
+
+@pytest.mark.skipif(not CUDA_SOURCES, reason="CUDA sources not shipped with this install")
+@pytest.mark.skipif(_nvcc() is None, reason="nvcc not found")
+def test_the_vector_path_stores_each_group_in_one_128_bit_access(tmp_path):
+    # A group's column is written back as one 16-byte store (st.global...v4), never element by
+    # element: nvcc once split the copy of a pack into 8 two-byte stores per bf16 column (4 per
+    # fp32 one), at constant offsets from one address, and the 16-bit steps ran at half the copy
+    # bandwidth on an H200. The splitting happens in nvcc's optimizer, so this compiles optimized
+    # PTX for sm_90 (the GPUs measured) with the wheel's flags and reads the stores.
+    source = tmp_path / "vector_path.cu"
+    source.write_text(_VECTOR_PATH_KERNELS)
+    ptx = tmp_path / "vector_path.ptx"
+    subprocess.run([_nvcc(), "-std=c++20", "-O3", "--fmad=false", "-arch=compute_90", "-ptx", str(source), "-o",
+                    str(ptx), "-I", str(PACKAGE / "csrc"), "-I", str(PACKAGE / "include")],
+                   check=True, capture_output=True, timeout=300)
+    kernels = re.split(r"\.entry ", ptx.read_text())[1:]
+    assert len(kernels) == 3
+    for kernel in kernels:
+        stores = re.findall(r"^\s*st\.global(\.[\w.]+)\s+\[([^\]]+)\]", kernel, re.MULTILINE)
+        vector = [kind for kind, _ in stores if ".v4." in kind]
+        # Adam: param, exp_avg, exp_avg_sq, max_exp_avg_sq, torch.amp's unscaled grads (SGD: 3 of them).
+        assert len(vector) >= 4, (kernel.split("(")[0], stores)
+        # A pack stored piece by piece: scalar stores at a constant offset from a base address.
+        pieces = [(kind, at) for kind, at in stores if ".v" not in kind and re.search(r"\+\d+$", at)]
+        assert not pieces, (kernel.split("(")[0], pieces)
+
+
 def test_import_does_not_need_other_stack_packages():
     code = "import sys; import fused_optim; assert 'optree_core' not in sys.modules and 'diffopt' not in sys.modules"
     subprocess.run([sys.executable, "-c", code], check=True)
