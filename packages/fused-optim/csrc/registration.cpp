@@ -115,6 +115,29 @@ PyObject* SameState(PyObject* /*self*/, PyObject* args) {
   return PyBool_FromLong(i == count);
 }
 
+// _grads_if_same(params, kept): the `.grad` of each of `params` (a parameter group's list) where it
+// holds exactly the `kept` tensors (a list), in order, by identity; else None. The step reuse's
+// per-step pass over a group, one C loop instead of an identity pass and a gradient pass in Python
+// (the gradients are new objects after zero_grad(set_to_none=True), so each step reads them).
+PyObject* GradsIfSame(PyObject* /*self*/, PyObject* args) {
+  PyObject* params = nullptr;
+  PyObject* kept = nullptr;
+  if (!PyArg_ParseTuple(args, "OO!:_grads_if_same", &params, &PyList_Type, &kept)) return nullptr;
+  const Py_ssize_t count = PyList_Size(kept);
+  if (!PyList_Check(params) || PyList_Size(params) != count) Py_RETURN_NONE;
+  for (Py_ssize_t i = 0; i < count; ++i) {
+    if (PyList_GetItem(params, i) != PyList_GetItem(kept, i)) Py_RETURN_NONE;
+  }
+  static PyObject* const grad = PyUnicode_InternFromString("grad");
+  if (grad == nullptr) return nullptr;
+  PyObject* out = PyList_New(count);
+  for (Py_ssize_t i = 0; out != nullptr && i < count; ++i) {
+    PyObject* g = PyObject_GetAttr(PyList_GetItem(kept, i), grad);
+    if (g == nullptr || PyList_SetItem(out, i, g) != 0) Py_CLEAR(out);
+  }
+  return out;
+}
+
 PyObject* KeptTableSteps(PyObject* /*self*/, PyObject* /*unused*/) {
   return PyLong_FromLongLong(fused_optim::KeptTableSteps());
 }
@@ -260,6 +283,8 @@ PyMethodDef kCudaPlanMethods[] = {
     {"_kept_table_steps", KeptTableSteps, METH_NOARGS, "Steps that ran a kept table so far (kept_step.h)."},
     {"_kept_table_keeps", KeptTableKeeps, METH_NOARGS, "Kept tables kept (built afresh) so far (kept_step.h)."},
     {"_same_state", SameState, METH_VARARGS, "Whether an optimizer state holds exactly these values, in order."},
+    {"_grads_if_same", GradsIfSame, METH_VARARGS,
+     "The .grad of each parameter of a list holding exactly these tensors, in order (else None)."},
     {nullptr, nullptr, 0, nullptr}};
 
 PyModuleDef kModule = {PyModuleDef_HEAD_INIT,

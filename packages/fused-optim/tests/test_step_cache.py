@@ -14,7 +14,7 @@ import pytest
 import torch
 
 import fused_optim
-from fused_optim import _native
+from fused_optim import _C, _native
 
 
 @pytest.fixture(autouse=True, params=["as built", "kept"])
@@ -173,6 +173,19 @@ def test_a_parameter_replaced_in_its_group(name):
     assert ours.keys() == ref.keys()
     for key in ref:
         torch.testing.assert_close(ours[key], ref[key], rtol=1e-12, atol=1e-14)
+
+
+def test_the_per_group_pass_reads_gradients_only_of_the_kept_parameters():
+    # The reuse's pass over a group (fused_optim._C._grads_if_same): the gradients, where the group
+    # holds exactly the kept parameters (identity, in order), else None.
+    a, b = (torch.randn(3, requires_grad=True) for _ in range(2))
+    a.grad = torch.ones(3)
+    kept = [a, b]
+    grads = _C._grads_if_same([a, b], kept)
+    assert len(grads) == 2 and grads[0] is a.grad and grads[1] is None
+    for other in ([b, a], [a], [a, b, a], [a, torch.randn(3)], (a, b)):
+        assert _C._grads_if_same(other, kept) is None, other
+    assert _C._grads_if_same([], []) == []
 
 
 @pytest.mark.parametrize("name", NAMES)

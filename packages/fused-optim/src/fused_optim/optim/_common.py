@@ -261,7 +261,6 @@ def _original(t: Tensor) -> Tensor:
     base = t._base
     return base if base is not None and base.is_complex() else t
 
-_grad = attrgetter("grad")
 _is_sparse = attrgetter("is_sparse")
 _UNCACHED_OPTIONS = ("params", "lr")  # lr changes every scheduled step and never shapes a row
 
@@ -379,10 +378,9 @@ class _Gathered:
         # here first: such a call is not known to refuse them before it writes.
         screen = not declines and kept is None
         for i, (group, (params, options, no_grad, call, kwargs)) in enumerate(zip(self.groups, self.entries)):
-            group_params = group["params"]
-            if not _same(group_params, params) or not _same_options(group, options):
+            grads = _C._grads_if_same(group["params"], params)  # (one C pass: identity, then .grad)
+            if grads is None or not _same_options(group, options):
                 return False
-            grads = [*map(_grad, group_params)]
             if no_grad is not None and [*map(is_, grads, repeat(None))] != no_grad:
                 return False
             if call is None:  # no parameter of this group has a gradient
