@@ -2,6 +2,7 @@
 // dispatcher would only reach the kernel, and the functions of the module fused_optim._eager.
 #include "eager_call.h"
 
+#include <ATen/PythonTorchFunctionTLS.h>
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/core/grad_mode.h>
 #include <ATen/record_function.h>
@@ -161,9 +162,48 @@ PyObject* SplitFlat(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
   return out;
 }
 
+// _grads_if_same(params, kept): fused_optim._C._grads_if_same (the step reuse's pass over a
+// group: the gradients where `params` holds exactly the `kept` list's tensors, in order, else
+// None), each gradient read from the tensor rather than through Python's `.grad` getter, whose
+// error and warning set-up, torch-function check and attribute lookup take ~4x as long, per
+// parameter, every step. The getter still answers where it could answer otherwise: under a torch
+// function mode (which it consults), for a tensor subclass, and where there is no gradient (it
+// warns for a non-leaf tensor then).
+PyObject* GradsIfSame(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
+  HANDLE_TH_ERRORS
+  if (nargs != 2 || !PyList_CheckExact(args[1])) {
+    PyErr_SetString(PyExc_TypeError, "_grads_if_same(params, kept) takes a sequence and a list");
+    return nullptr;
+  }
+  PyObject* params = args[0];
+  PyObject* kept = args[1];
+  const Py_ssize_t count = PyList_GET_SIZE(kept);
+  if (!PyList_Check(params) || PyList_GET_SIZE(params) != count) Py_RETURN_NONE;
+  for (Py_ssize_t i = 0; i < count; ++i) {
+    if (PyList_GET_ITEM(params, i) != PyList_GET_ITEM(kept, i)) Py_RETURN_NONE;
+  }
+  const bool modes = at::impl::torch_function_mode_enabled();
+  PyObject* out = PyList_New(count);
+  for (Py_ssize_t i = 0; out != nullptr && i < count; ++i) {
+    PyObject* param = PyList_GET_ITEM(kept, i);
+    const at::Tensor* grad = nullptr;
+    if (!modes && THPVariable_CheckExact(param)) grad = &THPVariable_Unpack(param).unsafeGetTensorImpl()->grad();
+    PyObject* g = grad != nullptr && grad->defined() ? THPVariable_Wrap(*grad) : PyObject_GetAttrString(param, "grad");
+    if (g == nullptr) {
+      Py_CLEAR(out);
+    } else {
+      PyList_SET_ITEM(out, i, g);
+    }
+  }
+  return out;
+  END_HANDLE_TH_ERRORS
+}
+
 PyMethodDef kHelperDefs[] = {
     {"_flatten_lists", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(&FlattenLists)), METH_O, nullptr},
     {"_split_flat", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(&SplitFlat)), METH_FASTCALL, nullptr},
+    {"_grads_if_same", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(&GradsIfSame)), METH_FASTCALL,
+     nullptr},
     {nullptr, nullptr, 0, nullptr}};
 
 }  // namespace

@@ -175,17 +175,51 @@ def test_a_parameter_replaced_in_its_group(name):
         torch.testing.assert_close(ours[key], ref[key], rtol=1e-12, atol=1e-14)
 
 
-def test_the_per_group_pass_reads_gradients_only_of_the_kept_parameters():
-    # The reuse's pass over a group (fused_optim._C._grads_if_same): the gradients, where the group
-    # holds exactly the kept parameters (identity, in order), else None.
-    a, b = (torch.randn(3, requires_grad=True) for _ in range(2))
-    a.grad = torch.ones(3)
-    kept = [a, b]
-    grads = _C._grads_if_same([a, b], kept)
-    assert len(grads) == 2 and grads[0] is a.grad and grads[1] is None
-    for other in ([b, a], [a], [a, b, a], [a, torch.randn(3)], (a, b)):
-        assert _C._grads_if_same(other, kept) is None, other
-    assert _C._grads_if_same([], []) == []
+GROUP_PASSES = {"_C": _C._grads_if_same, "fast path": _native.grads_if_same}
+
+
+@pytest.mark.parametrize("which", GROUP_PASSES)
+def test_the_per_group_pass_reads_gradients_only_of_the_kept_parameters(which):
+    # The reuse's pass over a group (_C's, through Python's .grad getter; the fast path's reads each
+    # gradient from the tensor): the gradients, where the group holds exactly the kept parameters
+    # (identity, in order), else None.
+    grads_if_same = GROUP_PASSES[which]
+    a, b = torch.randn(3, requires_grad=True), torch.nn.Parameter(torch.randn(2))
+    a.grad, b.grad = torch.ones(3), torch.full((2,), 2.0)
+    c = torch.randn(4, requires_grad=True)  # no gradient
+    kept = [a, b, c]
+    grads = grads_if_same([a, b, c], kept)
+    assert len(grads) == 3 and grads[0] is a.grad and grads[1] is b.grad and grads[2] is None
+    for other in ([b, a, c], [a, b], [a, b, c, a], [a, b, torch.randn(4)], (a, b, c)):
+        assert grads_if_same(other, kept) is None, other
+    assert grads_if_same([], []) == []
+
+
+class _Tagged(torch.Tensor):
+    pass
+
+
+@pytest.mark.parametrize("which", GROUP_PASSES)
+def test_the_per_group_pass_asks_the_getter_where_python_could_answer(which):
+    # A torch function mode sees every .grad a step reads, and a subclass's gradient comes back as
+    # the getter gives it, on either pass.
+    grads_if_same = GROUP_PASSES[which]
+    seen = []
+
+    class Watch(torch.overrides.TorchFunctionMode):
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            seen.append(getattr(func, "__name__", str(func)))
+            return func(*args, **(kwargs or {}))
+
+    p = torch.randn(3, requires_grad=True)
+    p.grad = torch.ones(3)
+    with Watch():
+        grads = grads_if_same([p], [p])
+    assert grads[0] is p.grad and seen == ["__get__"]
+    q = torch.randn(2).as_subclass(_Tagged).requires_grad_()
+    q.grad = torch.zeros(2).as_subclass(_Tagged)
+    grads = grads_if_same([q], [q])
+    assert type(grads[0]) is _Tagged and grads[0] is q.grad
 
 
 @pytest.mark.parametrize("name", NAMES)

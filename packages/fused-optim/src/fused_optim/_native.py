@@ -69,15 +69,19 @@ def _split_flat(flat: tuple[Any, ...], sizes: Sequence[int]) -> tuple[list[Any],
 
 # op name -> unboxed call (or a stand-in that declines); the helpers of the eager runner
 # (fused_optim.ops._make_runner): flatten_lists returns None where the runner takes its general
-# path, which the stand-in always does.
+# path, which the stand-in always does; and the step reuse's pass over a group (_C's, which reads
+# each gradient through Python's getter, where the fast path reads it from the tensor).
 EAGER: dict[str, Callable[..., Any]]
 flatten_lists: Callable[[Any], Any]
 split_flat: Callable[[tuple[Any, ...], Sequence[int]], tuple[list[Any], ...]]
+grads_if_same: Callable[[Any, list[Any]], list[Any] | None]
 if _module is not None:
     EAGER, flatten_lists, split_flat = _module._eager, _module._flatten_lists, _module._split_flat
+    grads_if_same = _module._grads_if_same
 else:
     EAGER = dict.fromkeys(_C.OPS, _decline)
     flatten_lists, split_flat = (lambda lists: None), _split_flat
+    grads_if_same = _C._grads_if_same
 
 BUILD_INFO: dict[str, Any] = {**_C.BUILD_INFO, "eager": _module is not None}
 

@@ -378,7 +378,7 @@ class _Gathered:
         # here first: such a call is not known to refuse them before it writes.
         screen = not declines and kept is None
         for i, (group, (params, options, no_grad, call, kwargs)) in enumerate(zip(self.groups, self.entries)):
-            grads = _C._grads_if_same(group["params"], params)  # (one C pass: identity, then .grad)
+            grads = _native.grads_if_same(group["params"], params)  # (one C pass: identity, then .grad)
             if grads is None or not _same_options(group, options):
                 return False
             if no_grad is not None and [*map(is_, grads, repeat(None))] != no_grad:
