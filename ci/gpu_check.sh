@@ -3,7 +3,8 @@
 # 8 minutes of it): builds fused-optim's CUDA kernels for this GPU's architecture alone, runs the
 # CUDA tests of fused-optim and diffopt (pytest-xdist, 8 workers), then the optimizer benchmark on
 # the GPU under a time cap (first short probes: a step's host time, bench_host.py, on 200 x 1k and
-# on Adafactor's 200 x 32x32, and Muon, bench_muon.py), and writes ONE report, OUT_DIR/gpu_report.md (device, versions, build
+# on Adafactor's 200 x 32x32, also with a fast path built here for this torch where the carried
+# wheel's does not load, and Muon, bench_muon.py), and writes ONE report, OUT_DIR/gpu_report.md (device, versions, build
 # time, pass/fail counts per suite, the benchmark table) and OUT_DIR/logs.tar.gz (the full logs).
 # CI has no GPU: this is run by hand where one is lent. The GPU machine has no network and no
 # abseil, so optree-core (which diffopt needs) cannot be built there: build its wheel for that
@@ -143,6 +144,22 @@ elif [ "$mode" = run ]; then
   echo "   $build"
 fi
 
+# The fast path (fused_optim._eager, on torch's C++ API) loads only into the torch it was compiled
+# against, and the release wheel's is CI's. Built here from source for this torch and GPU, in the
+# background while the suites run, it lets the host-time probe time both paths: the wheel's on this
+# torch (torch.ops) and what a source build gives a user of this torch.
+fast_target="" fast_build=""
+if [ "$mode" = run ] && [ "${GPU_CHECK_BENCH:-1}" != 0 ] && [ -n "$fo_wheel" ] &&
+    [ "$(PYTHONPATH=$target "$python" -c 'import fused_optim; print(fused_optim.BUILD_INFO["eager"])' 2>&1)" = False ]; then
+  fast_target=$target/fast-path  # (not on PYTHONPATH: only the probe that times it puts it there)
+  echo "== building fused-optim's fast path for this torch, sm_$FUSED_OPTIM_CUDA_ARCHS (background)"
+  FUSED_OPTIM_CUDA=ON CMAKE_BUILD_PARALLEL_LEVEL=6 timeout 300 "$python" -m pip install -q --no-build-isolation \
+    --no-deps --no-compile --target "$fast_target" packages/fused-optim >"$logs/build-fast-path.log" 2>&1 &
+  fast_build=$!
+elif [ "$mode" = dry ]; then
+  say "dry run: a run with a carried wheel whose fast path does not load builds one for the probe"
+fi
+
 # optree-core: the carried wheel (see --wheels) where there is one for this Python, else a build.
 tag=$("$python" -c "import sys; print('cp%d%d' % sys.version_info[:2])")
 wheel=$(find "$wheels" -maxdepth 1 -name "optree_core-*-$tag-*.whl" 2>/dev/null | sort | tail -1)
@@ -229,6 +246,16 @@ if [ "$mode" = run ] && [ "${GPU_CHECK_BENCH:-1}" != 0 ] && command -v nvcc >/de
   done
 elif [ "$mode" = run ]; then
   say "no nvcc on PATH: no kernel bandwidth probe"
+fi
+# The fast path's host time on this torch (built above), beside the wheel's below.
+if [ -n "$fast_build" ]; then
+  if wait "$fast_build" && PYTHONPATH=$fast_target:$PYTHONPATH "$python" -c \
+      'import sys, fused_optim; sys.exit(0 if fused_optim.BUILD_INFO["eager"] else 1)' >>"$logs/build-fast-path.log" 2>&1; then
+    PYTHONPATH=$fast_target:$PYTHONPATH probe bench_host_fast_path "$(left 210)" "$python" benchmarks/optim/bench_host.py \
+      --device cuda --steps 200 --rounds 5 --optimizers Adam SGD
+  else
+    say "the fast path did not build or load for this torch (logs/build-fast-path.log): no fast-path probe"
+  fi
 fi
 # (Not ASGD: torch's foreach ASGD reads each step count on the host, seconds a burst.)
 probe bench_host "$(left 200)" "$python" benchmarks/optim/bench_host.py --device cuda --steps 200 --rounds 5 \

@@ -42,6 +42,7 @@ def test_a_dry_run_collects_the_cuda_tests_and_writes_the_report(tmp_path):
     selected = re.search(r"dry run: (\d+)/\d+ tests collected", row)
     assert selected and int(selected.group(1)) > 0, row  # the -m cuda selection found tests
     assert "no cp3" in report  # the missing optree-core wheel is reported
+    assert "builds one for the probe" in report  # the fast path built on the GPU machine for its torch
     # The device tool brings back at most 8 files: the report and one archive of every log.
     assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["gpu_report.md", "logs.tar.gz"]
     with tarfile.open(tmp_path / "out" / "logs.tar.gz") as logs:
