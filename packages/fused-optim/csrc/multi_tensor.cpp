@@ -166,25 +166,33 @@ void PushReadOnly(std::vector<std::vector<const void*>>& src_columns, std::vecto
   src_columns.push_back(std::move(src));
 }
 
-// Pointers to consecutive places in a flat buffer at `base` (null for an empty buffer), place t
-// holding counts[t] elements of `element_size` bytes (P: void* or const void*).
-template <typename P, typename Counts>
-std::vector<P> PlacesIn(P base, int64_t element_size, const Counts& counts) {
-  using Byte = std::conditional_t<std::is_const_v<std::remove_pointer_t<P>>, const char, char>;
-  std::vector<P> places;
-  Byte* at = static_cast<Byte*>(base);
+// Consecutive places in a flat buffer: place t holds counts[t] elements and starts at a multiple of
+// `align` elements (1: packed). Each place's element offset, and the buffer's length in elements.
+struct Places {
+  std::vector<int64_t> offsets;
+  int64_t total = 0;
+};
+template <typename Counts>
+Places PlacesOf(const Counts& counts, int64_t align = 1) {
+  Places places;
   for (const int64_t count : counts) {
-    places.push_back(at);
-    if (at != nullptr) at += count * element_size;
+    places.offsets.push_back(places.total);
+    places.total += (count + align - 1) / align * align;
   }
   return places;
 }
 
-template <typename Counts>
-int64_t TotalOf(const Counts& counts) {
-  int64_t total = 0;
-  for (const int64_t count : counts) total += count;
-  return total;
+// Pointers to `places` in a buffer at `base` of `element_size`-byte elements (P: void* or const
+// void*; all null for an empty buffer). An empty place's pointer is where the next would start.
+template <typename P>
+std::vector<P> PointersTo(P base, int64_t element_size, const Places& places) {
+  using Byte = std::conditional_t<std::is_const_v<std::remove_pointer_t<P>>, const char, char>;
+  std::vector<P> pointers;
+  pointers.reserve(places.offsets.size());
+  for (const int64_t offset : places.offsets) {
+    pointers.push_back(base == nullptr ? nullptr : static_cast<Byte*>(base) + offset * element_size);
+  }
+  return pointers;
 }
 
 // Each tensor's element count.
@@ -257,23 +265,23 @@ void MultiTensorCall::AddAbsent() {
 
 void MultiTensorCall::AddHostValues(std::span<const double> values) {
   FUSED_OPTIM_CHECK(on_cpu_loops(), op_, ": host values for a call the CPU loops do not run (a fused-optim bug)");
-  const int64_t total = TotalOf(NumelsOf(reference_));
-  FUSED_OPTIM_CHECK(static_cast<int64_t>(values.size()) == total, op_, ": ", values.size(), " host values for ", total,
-                    " elements (a fused-optim bug)");
+  const Places places = PlacesOf(NumelsOf(reference_));
+  FUSED_OPTIM_CHECK(static_cast<int64_t>(values.size()) == places.total, op_, ": ", values.size(), " host values for ",
+                    places.total, " elements (a fused-optim bug)");
   std::vector<double>& buffer = host_values_.emplace_back(values.size());  // 8 bytes a value: room for any dtype
   const int64_t size = num_tensors_ > 0 ? reference_[0].element_size() : 0;
   char* out = reinterpret_cast<char*>(buffer.data());
   for (size_t i = 0; i < values.size(); ++i) WriteHostScalarAt(dtype_, out + i * size, values[i]);
-  PushReadOnly(src_, dst_, PlacesIn<const void*>(buffer.data(), size, NumelsOf(reference_)));
+  PushReadOnly(src_, dst_, PointersTo<const void*>(buffer.data(), size, places));
 }
 
 void MultiTensorCall::AddDeviceValues(const Tensor& values) {
-  const int64_t total = TotalOf(NumelsOf(reference_));
-  FUSED_OPTIM_CHECK(
-      values.is_contiguous() && values.numel() == total && values.device() == device_ && api::Dtype(values) == dtype_,
-      op_, ": device values are not ", total, " contiguous values of the call's dtype on ", device_,
-      " (a fused-optim bug)");
-  PushReadOnly(src_, dst_, PlacesIn(values.const_data_ptr(), values.element_size(), NumelsOf(reference_)));
+  const Places places = PlacesOf(NumelsOf(reference_));
+  FUSED_OPTIM_CHECK(values.is_contiguous() && values.numel() == places.total && values.device() == device_ &&
+                        api::Dtype(values) == dtype_,
+                    op_, ": device values are not ", places.total, " contiguous values of the call's dtype on ",
+                    device_, " (a fused-optim bug)");
+  PushReadOnly(src_, dst_, PointersTo(values.const_data_ptr(), values.element_size(), places));
 }
 
 namespace {
@@ -310,17 +318,24 @@ Matrices MatricesOf(const char* what, TensorList list) {
 }
 }  // namespace
 
+std::vector<int64_t> MatrixDimsOf(TensorList list) {
+  std::vector<int64_t> dims;
+  for (const Tensor& x : list) AppendMatrixDims("MatrixDimsOf", x, list[0], dims, /*contiguous=*/false);
+  return dims;
+}
+
 RowAndColumnSums SquaresAlongRowsAndColumns(TensorList list) {
   RowAndColumnSums sums;
   if (list.empty()) return sums;
   FUSED_OPTIM_CHECK(MultiTensorCall::RunsOnCpuLoops(list[0].device()),
                     "SquaresAlongRowsAndColumns reads matrices the CPU loops read (a fused-optim bug)");
-  const Matrices m = MatricesOf("SquaresAlongRowsAndColumns", list);
-  sums.rows.resize(TotalOf(m.rows));
-  sums.cols.resize(TotalOf(m.cols));
+  Matrices m = MatricesOf("SquaresAlongRowsAndColumns", list);
+  sums.rows.resize(PlacesOf(m.rows).total);
+  sums.cols.resize(PlacesOf(m.cols).total);
   WidestCpuBuild(&cpu::SquaresAlongRowsAndColumns, FUSED_OPTIM_CPU_WIDE_KERNELS(SquaresAlongRowsAndColumns))(
       ToDType(api::Dtype(list[0])), static_cast<int64_t>(list.size()), m.data.data(), m.dims.data(), sums.rows.data(),
       sums.cols.data());
+  sums.dims = std::move(m.dims);
   return sums;
 }
 
@@ -328,13 +343,13 @@ RowAndColumnNorms NormsAlongRowsAndColumns(TensorList list) {
   FUSED_OPTIM_CHECK(!list.empty() && !MultiTensorCall::RunsOnCpuLoops(list[0].device()),
                     "NormsAlongRowsAndColumns reads matrices the CUDA kernels read (a fused-optim bug)");
   const Device device = list[0].device();
-  const Matrices m = MatricesOf("NormsAlongRowsAndColumns", list);
+  Matrices m = MatricesOf("NormsAlongRowsAndColumns", list);
   const ScalarType dtype = api::Dtype(list[0]);
-  RowAndColumnNorms norms{api::EmptyVector(TotalOf(m.rows), dtype, device),
-                          api::EmptyVector(TotalOf(m.cols), dtype, device)};
+  const Places rows = PlacesOf(m.rows), cols = PlacesOf(m.cols);
+  RowAndColumnNorms norms{api::EmptyVector(rows.total, dtype, device), api::EmptyVector(cols.total, dtype, device), {}};
   const int64_t size = norms.rows.element_size();
-  const std::vector<void*> row_out = PlacesIn(norms.rows.mutable_data_ptr(), size, m.rows);
-  const std::vector<void*> col_out = PlacesIn(norms.cols.mutable_data_ptr(), size, m.cols);
+  const std::vector<void*> row_out = PointersTo(norms.rows.mutable_data_ptr(), size, rows);
+  const std::vector<void*> col_out = PointersTo(norms.cols.mutable_data_ptr(), size, cols);
   const int64_t n = static_cast<int64_t>(list.size());
   const Tensor partials =
       api::EmptyDoubles(std::max<int64_t>(cuda_emulation::ColumnPartials(n, m.dims.data()), 1), device);
@@ -345,19 +360,20 @@ RowAndColumnNorms NormsAlongRowsAndColumns(TensorList list) {
   RunOnDevice(
       device, [&](void* stream) { run(&cuda::NormsAlongRowsAndColumns, stream); },
       [&] { run(&cuda_emulation::NormsAlongRowsAndColumns, nullptr); });
+  norms.dims = std::move(m.dims);
   return norms;  // (partials freed on the host now; the caching allocator reuses them in stream order)
 }
 
-void ProductsOfRowsAndColumns(TensorList rows, TensorList cols, TensorList like, std::span<void* const> out) {
+void ProductsOfRowsAndColumns(TensorList rows, TensorList cols, TensorList like, std::span<const int64_t> dims,
+                              std::span<void* const> out) {
   if (like.empty()) return;
-  FUSED_OPTIM_CHECK(rows.size() == like.size() && cols.size() == like.size() && out.size() == like.size(),
-                    "ProductsOfRowsAndColumns takes one row and column average and output per matrix (a fused-optim "
-                    "bug)");
+  FUSED_OPTIM_CHECK(rows.size() == like.size() && cols.size() == like.size() && out.size() == like.size() &&
+                        dims.size() == 3 * like.size(),
+                    "ProductsOfRowsAndColumns takes one row and column average, output and (batch, rows, columns) "
+                    "per matrix (a fused-optim bug)");
   std::vector<const void*> row_data, col_data;
-  std::vector<int64_t> dims;
   const Device device = like[0].device();
   for (size_t t = 0; t < like.size(); ++t) {
-    AppendMatrixDims("ProductsOfRowsAndColumns", like[t], like[0], dims, /*contiguous=*/false);  // (its shape)
     FUSED_OPTIM_CHECK(rows[t].is_contiguous() && cols[t].is_contiguous() && rows[t].device() == device &&
                           cols[t].device() == device && rows[t].numel() == dims[3 * t] * dims[3 * t + 1] &&
                           cols[t].numel() == dims[3 * t] * dims[3 * t + 2],
@@ -384,20 +400,11 @@ void ProductsOfRowsAndColumns(TensorList rows, TensorList cols, TensorList like,
 Scratch MultiTensorCall::AddScratch() {
   constexpr int64_t kAlignBytes = 64;
   const int64_t size = num_tensors_ > 0 ? reference_[0].element_size() : 1;
-  const int64_t align = kAlignBytes / size;  // elements
+  Places places = PlacesOf(NumelsOf(reference_), kAlignBytes / size);
   Scratch scratch;
-  int64_t total = 0;
-  std::vector<int64_t> numels;
-  for (const int64_t numel : NumelsOf(reference_)) {
-    scratch.offsets.push_back(total);
-    numels.push_back(numel);
-    total += (numel + align - 1) / align * align;
-  }
-  scratch.buffer = api::EmptyVector(std::max<int64_t>(total, 1), dtype_, device_);
-  char* base = static_cast<char*>(scratch.buffer.mutable_data_ptr());
-  for (int64_t t = 0; t < num_tensors_; ++t) {
-    scratch.data.push_back(numels[t] > 0 ? base + scratch.offsets[t] * size : nullptr);
-  }
+  scratch.buffer = api::EmptyVector(std::max<int64_t>(places.total, 1), dtype_, device_);
+  scratch.data = PointersTo(scratch.buffer.mutable_data_ptr(), size, places);
+  scratch.offsets = std::move(places.offsets);
   AddScratch(scratch);
   return scratch;
 }

@@ -151,11 +151,16 @@ bool SkipsStep(const Tensor* found_inf, bool host_needs_answer);
 const Tensor* CheckAmpArgument(const char* op, const char* name, const std::optional<Tensor>& x, const Device& device,
                                int64_t num_tensors);
 
+// Each tensor of `list` (2+ dimensions, one dtype, on one device) as a batch of matrices: its
+// (batch, rows, columns), tensor after tensor (the matrix passes' layout, csrc/kernels.h).
+std::vector<int64_t> MatrixDimsOf(TensorList list);
+
 // Where the CPU loops run, each tensor of `list` (contiguous, 2+ dimensions, one floating dtype)
 // taken as a batch of matrices: the sums of the squares along every row of every matrix, then
 // along every column, in double (SquaresAlongRowsAndColumns in csrc/kernels.h, one pass over each).
 struct RowAndColumnSums {
   std::vector<double> rows, cols;
+  std::vector<int64_t> dims;  // the list's MatrixDimsOf, read on the way
 };
 RowAndColumnSums SquaresAlongRowsAndColumns(TensorList list);
 
@@ -166,15 +171,17 @@ RowAndColumnSums SquaresAlongRowsAndColumns(TensorList list);
 // column averages (MultiTensorCall::AddDeviceValues).
 struct RowAndColumnNorms {
   Tensor rows, cols;
+  std::vector<int64_t> dims;  // the list's MatrixDimsOf, read on the way
 };
 RowAndColumnNorms NormsAlongRowsAndColumns(TensorList list);
 
 // Adafactor's estimates on any device: out[t] = rows[t] cols[t] for the row averages rows[t]
 // (..., m, 1) and column averages cols[t] (..., 1, n) into the contiguous (..., m, n) values at
-// out[t], `like[t]`'s shape (the gradients'), all of one floating dtype and on one device, each
-// product rounded once as ATen's matmul rounds it (ProductsOfRowsAndColumns in csrc/kernels.h: no
-// dispatcher call per matrix; on CUDA, one pass).
-void ProductsOfRowsAndColumns(TensorList rows, TensorList cols, TensorList like, std::span<void* const> out);
+// out[t], `like[t]`'s shape (the gradients', whose MatrixDimsOf `dims` are), all of one floating
+// dtype and on one device, each product rounded once as ATen's matmul rounds it
+// (ProductsOfRowsAndColumns in csrc/kernels.h: no dispatcher call per matrix; on CUDA, one pass).
+void ProductsOfRowsAndColumns(TensorList rows, TensorList cols, TensorList like, std::span<const int64_t> dims,
+                              std::span<void* const> out);
 
 // Per-tensor values that one pass of an op writes and a later pass of the same op reads, never
 // returned to the caller (Adafactor's updates): one flat buffer of the call's dtype on its device,
@@ -184,7 +191,7 @@ void ProductsOfRowsAndColumns(TensorList rows, TensorList cols, TensorList like,
 // call and a tensor object, through the C shim on the stable ABI).
 struct Scratch {
   Tensor buffer;
-  std::vector<void*> data;       // tensor t's first value (null where it has none)
+  std::vector<void*> data;       // tensor t's first value (an empty tensor's: where the next starts)
   std::vector<int64_t> offsets;  // ... as an element offset into `buffer`
   // Tensor t's values as a tensor of `sizes` (a view, for the ATen ops that need one).
   Tensor View(size_t t, IntArrayRef sizes) const { return api::ContiguousViewOf(buffer, sizes, offsets[t]); }

@@ -193,6 +193,7 @@ struct FactorNorms {
   std::vector<double> row_values, col_values;  // kHost: not yet rounded to the dtype
   RowAndColumnNorms flat;                      // kDevice
   TensorVector rows, cols;                     // kAten
+  std::vector<int64_t> dims;                   // the gradients' MatrixDimsOf (the products read them too)
 };
 
 FactorNorms FactorNormsOf(TensorListArg grads) {
@@ -203,6 +204,7 @@ FactorNorms FactorNormsOf(TensorListArg grads) {
       norms.rows.push_back(aten::Norm(g, -1));
       norms.cols.push_back(aten::Norm(g, -2));
     }
+    norms.dims = MatrixDimsOf(grads);
   } else if (MultiTensorCall::RunsOnCpuLoops(grads[0].device())) {
     norms.from = FactorNorms::From::kHost;
     RowAndColumnSums sums = SquaresAlongRowsAndColumns(grads);
@@ -210,9 +212,11 @@ FactorNorms FactorNormsOf(TensorListArg grads) {
     for (double& x : sums.cols) x = std::sqrt(x);
     norms.row_values = std::move(sums.rows);
     norms.col_values = std::move(sums.cols);
+    norms.dims = std::move(sums.dims);
   } else {
     norms.from = FactorNorms::From::kDevice;
     norms.flat = NormsAlongRowsAndColumns(grads);
+    norms.dims = std::move(norms.flat.dims);
   }
   return norms;
 }
@@ -312,10 +316,12 @@ Direction RunDirection(const char* op, TensorListArg grads, TensorListArg row_va
                        const math::AdafactorHyper<double>& hyper, bool factored, bool in_place, bool keep_estimates,
                        const OnDevice& device = {}) {
   Direction out;
+  std::vector<int64_t> dims;  // the gradients' matrices (batch, rows, columns), factored
   if (factored) {
-    const FactorNorms norms = FactorNormsOf(grads);
+    FactorNorms norms = FactorNormsOf(grads);
     out.row_vars = UpdateFactors(op, "row_vars", row_vars, grads, -1, norms, steps, hyper, in_place, device);
     out.col_vars = UpdateFactors(op, "col_vars", col_vars, grads, -2, norms, steps, hyper, in_place, device);
+    dims = std::move(norms.dims);
   }
   MultiTensorCall direction(op, grads, in_place, MultiTensorCall::Checks::kDone);
   UseOnDevice(direction, device, /*last=*/false);
@@ -341,7 +347,7 @@ Direction RunDirection(const char* op, TensorListArg grads, TensorListArg row_va
       for (size_t t = 0; t < n; ++t) {
         places[t] = keep_estimates ? out.estimates[t].mutable_data_ptr() : out.updates.data[t];
       }
-      ProductsOfRowsAndColumns(rows, cols, grads, places);
+      ProductsOfRowsAndColumns(rows, cols, grads, dims, places);
     } else {
       for (size_t t = 0; t < n; ++t) {
         Tensor product = aten::Matmul(rows[t], cols[t]);
