@@ -264,6 +264,10 @@ probe bench_host "$(left 200)" "$python" benchmarks/optim/bench_host.py --device
 # rows against torch's fused step, without bench_optim's synchronization per step).
 probe bench_host_bf16 "$(left 190)" "$python" benchmarks/optim/bench_host.py --device cuda --steps 50 --rounds 3 \
   --tensors 4 --numel 4194304 --dtype bfloat16 --optimizers Adam AdamW SGD
+# And on bench_optim's MLP (8 tensors), whose SGD row trailed torch's fused step (0.64x, a
+# synchronization per step): host or device?
+probe bench_host_mlp "$(left 180)" "$python" benchmarks/optim/bench_host.py --device cuda --steps 100 --rounds 3 \
+  --mlp --optimizers SGD Adam
 probe bench_host_adafactor "$(left 170)" "$python" benchmarks/optim/bench_host.py --device cuda --steps 50 \
   --rounds 3 --shape 32 32 --optimizers Adafactor
 probe bench_muon "$(left 160)" "$python" benchmarks/optim/bench_muon.py --device cuda --repeats 10 \

@@ -13,6 +13,7 @@ torch 2.11) its foreach one is the reference.
     python benchmarks/optim/bench_host.py [--device cuda] [--steps 200] [--numel 1000] [--optimizers Adam AdamW SGD]
     python benchmarks/optim/bench_host.py --shape 32 32 --optimizers Adafactor   # 200 matrices: factored
     python benchmarks/optim/bench_host.py --device cuda --tensors 4 --numel 4194304 --dtype bfloat16
+    python benchmarks/optim/bench_host.py --device cuda --mlp --optimizers SGD Adam   # bench_optim.py's MLP
 
 ``--numel 1`` leaves the element work out on the CPU too, where a step is synchronous; ``--shape``
 gives each tensor a shape instead (Adafactor factors the second moment of 2-D ones).
@@ -34,7 +35,7 @@ import sys
 import time
 
 import torch
-from bench_optim import torch_has_fused
+from bench_optim import shapes_mlp, torch_has_fused
 
 import fused_optim
 from fused_optim import _native
@@ -45,10 +46,10 @@ KWARGS = {"Adam": dict(lr=1e-3), "AdamW": dict(lr=1e-3), "SGD": dict(lr=1e-3, mo
 CAPTURABLE = {"Adam", "AdamW", "NAdam", "ASGD", "Adafactor"}  # (torch.optim's SGD and Adagrad have no capturable option; its Adafactor neither, ours has)
 
 
-def build(name: str, variant: str, device: str, shape: tuple[int, ...], tensors: int,
+def build(name: str, variant: str, device: str, shapes: list[tuple[int, ...]],
           dtype: torch.dtype) -> torch.optim.Optimizer:
     gen = torch.Generator().manual_seed(0)
-    params = [torch.randn(shape, generator=gen).to(device, dtype) for _ in range(tensors)]
+    params = [torch.randn(shape, generator=gen).to(device, dtype) for shape in shapes]
     for p in params:
         p.grad = torch.randn(p.shape, generator=gen).to(device, dtype)
     kwargs = dict(KWARGS[name])
@@ -91,6 +92,8 @@ def main() -> None:
     parser.add_argument("--numel", type=int, default=1000, help="elements per tensor")
     parser.add_argument("--dtype", default="float32", choices=["float32", "bfloat16", "float16", "float64"])
     parser.add_argument("--shape", type=int, nargs="+", help="each tensor's shape (instead of --numel)")
+    parser.add_argument("--mlp", action="store_true",
+                        help="bench_optim.py's MLP (8 tensors, 2.9M elements) instead of --tensors and --shape")
     parser.add_argument("--optimizers", nargs="*", default=list(KWARGS))
     args = parser.parse_args()
     plan = args.device == "plan"
@@ -98,6 +101,8 @@ def main() -> None:
         os.execve(sys.executable, [sys.executable, *sys.argv], {**os.environ, "FUSED_OPTIM_EMULATE_CUDA": "plan"})
     on = "cpu" if plan else args.device  # where the tensors live
     shape = tuple(args.shape) if args.shape else (args.numel,)
+    shapes = shapes_mlp() if args.mlp else [shape] * args.tensors
+    what = "MLP 2.9M" if args.mlp else f"{args.tensors} x {'x'.join(map(str, shape))}"
     cuda = on == "cuda"
     where = torch.cuda.get_device_name() if cuda else f"{torch.get_num_threads()} threads"
     if plan:
@@ -109,7 +114,7 @@ def main() -> None:
     dtype = getattr(torch, args.dtype)
     dtype_name = "" if dtype == torch.float32 else f" {args.dtype}"
     unit = "fused_optim" if plan else "torch fused (else foreach)"
-    print(f"| optimizer, {args.tensors} x {'x'.join(map(str, shape))}{dtype_name} | variant | host us / step | "
+    print(f"| optimizer, {what}{dtype_name} | variant | host us / step | "
           f"device us / step | {unit} host / this host |")
     print("|---|---|---|---|---|")
     variants = ["fused_optim", "fused_optim capturable", "torch fused=True", "torch foreach"]
@@ -118,7 +123,7 @@ def main() -> None:
         names = [v for v in variants if (name in CAPTURABLE or not v.endswith("capturable"))
                  and (fused or v != "torch fused=True") and not (plan and v.startswith("torch"))]
         reference = "fused_optim" if plan else "torch fused=True" if fused else "torch foreach"
-        opts = {v: build(name, v, on, shape, args.tensors, dtype) for v in names}
+        opts = {v: build(name, v, on, shapes, dtype) for v in names}
         for opt in opts.values():  # warm-up: state, plans, lazy inits
             for _ in range(5):
                 opt.step()
