@@ -272,6 +272,10 @@ probe bench_host_adafactor "$(left 170)" "$python" benchmarks/optim/bench_host.p
   --rounds 3 --shape 32 32 --optimizers Adafactor
 probe bench_muon "$(left 160)" "$python" benchmarks/optim/bench_muon.py --device cuda --repeats 10 \
   --cases "64 x 256x256" "24 x 1024x1024" "transformer 4 x d512"
+# Where the differentiable update's ~1 ms per call goes on the GPU (1 x 1e3 and 1 x 1e7 alike, a
+# fifth of that on this project's CPU): torch.profiler's host events, CUDA runtime calls included.
+probe profile_differentiable "$(left 130)" "$python" benchmarks/optim/profile_differentiable.py --device cuda \
+  --torch-profile --calls 50 --top 25
 # MAML outer steps against TorchOpt's same configurations (issue 23), where its wheels were carried:
 # installed apart, on the path of this probe only (the real optree beside optree-core).
 peer_wheels=$(find "$wheels/peers" -maxdepth 1 -name "*.whl" 2>/dev/null)

@@ -19,6 +19,7 @@ op-by-op ratios.
 
     python benchmarks/optim/profile_differentiable.py [--size 1000] [--tensors 1]
     python benchmarks/optim/profile_differentiable.py --cprofile
+    python benchmarks/optim/profile_differentiable.py --device cuda --torch-profile --calls 50   # a GPU's host costs
     python benchmarks/optim/profile_differentiable.py --interleaved --rounds 400 [--torchopt] [--shuffle]
                                                       [--first "leanest Function"]
                                                       [--after "torchopt scale_by_adam"]
@@ -48,12 +49,12 @@ import bench_optim as workloads  # this folder's workloads (TorchOpt's contender
 B1, B2, EPS, STEP = workloads.B1, workloads.B2, workloads.EPS, 3
 
 
-def _problem(size: int, tensors: int) -> dict[str, object]:
+def _problem(size: int, tensors: int, device: str = "cpu") -> dict[str, object]:
     gen = torch.Generator().manual_seed(0)
-    grads = [torch.randn(size, generator=gen).requires_grad_() for _ in range(tensors)]
-    mus = [torch.randn(size, generator=gen).mul_(0.01).requires_grad_() for _ in range(tensors)]
-    nus = [torch.rand(size, generator=gen).mul_(1e-4).requires_grad_() for _ in range(tensors)]
-    weights = [torch.randn(size, generator=gen) for _ in range(tensors)]
+    grads = [torch.randn(size, generator=gen).to(device).requires_grad_() for _ in range(tensors)]
+    mus = [torch.randn(size, generator=gen).mul_(0.01).to(device).requires_grad_() for _ in range(tensors)]
+    nus = [torch.rand(size, generator=gen).mul_(1e-4).to(device).requires_grad_() for _ in range(tensors)]
+    weights = [torch.randn(size, generator=gen).to(device) for _ in range(tensors)]
     return {"grads": grads, "mus": mus, "nus": nus, "weights": weights, "leaves": grads + mus + nus}
 
 
@@ -214,6 +215,26 @@ def _cprofile(fn: Callable[[], object], calls: int, top: int) -> None:
     pstats.Stats(profiler).sort_stats("tottime").print_stats(top)
 
 
+def _torch_profile(fns: dict[str, Callable[[], object]], calls: int, top: int, cuda: bool) -> None:
+    """torch.profiler's host events over `calls` calls of each contender, by self CPU time: on a
+    GPU, with the CUDA runtime's calls (launches, allocations, copies, synchronizations) among them."""
+    activities = [torch.profiler.ProfilerActivity.CPU]
+    if cuda:
+        activities.append(torch.profiler.ProfilerActivity.CUDA)
+    for name, fn in fns.items():
+        for _ in range(20):
+            fn()
+        if cuda:
+            torch.cuda.synchronize()
+        with torch.profiler.profile(activities=activities) as prof:
+            for _ in range(calls):
+                fn()
+            if cuda:
+                torch.cuda.synchronize()
+        print(f"\n{name}: {calls} calls, host events by self CPU time\n")
+        print(prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=top))
+
+
 def _load() -> str:
     return f"{os.getloadavg()[0]:.1f}"
 
@@ -234,13 +255,20 @@ def main() -> None:
     parser.add_argument("--first", default="fused_optim", help="the contender that the rotation starts from "
                         "(fused_optim, as in the suite: it then follows TorchOpt's last contender)")
     parser.add_argument("--cprofile", action="store_true")
+    parser.add_argument("--torch-profile", action="store_true",
+                        help="torch.profiler's host events of fused_optim and op-by-op (--calls calls each)")
+    parser.add_argument("--device", default="cpu", help="where the tensors live (cuda: a GPU's host costs)")
     parser.add_argument("--top", type=int, default=20)
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
-    p = _problem(args.size, args.tensors)
+    p = _problem(args.size, args.tensors, args.device)
     print(f"adam_direction forward + backward, {args.tensors} x {args.size}, {args.threads} thread(s), "
           f"fused_optim at {Path(ops.__file__).parent}")
-    if args.cprofile:
+    if args.torch_profile:
+        fns = _contenders(p, False)
+        _torch_profile({k: fns[k] for k in ("fused_optim", "op-by-op")}, args.calls, args.top,
+                       args.device.startswith("cuda"))
+    elif args.cprofile:
         _cprofile(_contenders(p, False)["fused_optim"], 3000, args.top)
     elif args.interleaved:
         fns = _contenders(p, args.torchopt or args.after is not None)
