@@ -616,9 +616,16 @@ def _make_node(spec: FunctionalOpSpec, node_name: str) -> type[torch.autograd.Fu
             results = NotImplemented if torch.compiler.is_compiling() else eager_backward_op(
                 *grad_lists, *saved, **hyper)
         if results is NotImplemented:
-            with torch.no_grad():
-                results = (backward_op if torch.compiler.is_compiling() else boxed_backward_op)(
-                    *grad_lists, *saved, **hyper)
+            if torch.compiler.is_compiling() or transforms_active():
+                with torch.no_grad():  # (the op itself for Dynamo; the transforms' layers see the call)
+                    results = (backward_op if torch.compiler.is_compiling() else boxed_backward_op)(
+                        *grad_lists, *saved, **hyper)
+            else:
+                # Below autograd, as the forward's torch.ops call: the backward op has no autograd
+                # kernel, and torch's fallback for it would only look at its inputs and redispatch
+                # (~2 of a one-tensor call's ~15 us; its results are guarded below either way).
+                with below_autograd():
+                    results = boxed_backward_op(*grad_lists, *saved, **hyper)
         if is_grad_enabled():
             results = _guard_second_order(node_name, results, [*saved_flat, *grads])
         if tuple(map(len, results)) != sizes:  # an absent state's gradient: nothing to return
