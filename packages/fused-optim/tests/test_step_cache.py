@@ -24,21 +24,23 @@ def path(request, monkeypatch):
     return request.param
 
 KWARGS = {"Adam": dict(lr=0.01, amsgrad=True), "SGD": dict(lr=0.05, momentum=0.9), "Adagrad": dict(lr=0.1),
-          "RMSprop": dict(lr=0.01, centered=True, momentum=0.5), "NAdam": dict(lr=0.01)}
+          "RMSprop": dict(lr=0.01, centered=True, momentum=0.5), "NAdam": dict(lr=0.01),
+          "Adafactor": dict(lr=0.01)}
 NAMES = list(KWARGS)
 
 
-def _params(seed=0, n=4):
+def _params(seed=0, n=4, matrices=False):
     gen = torch.Generator().manual_seed(seed)
-    return [torch.randn(3 + i, generator=gen, dtype=torch.float64).requires_grad_() for i in range(n)]
+    shapes = [(3 + i, 2 + i) if matrices else (3 + i,) for i in range(n)]
+    return [torch.randn(shape, generator=gen, dtype=torch.float64).requires_grad_() for shape in shapes]
 
 
 class _Pair:
     """torch.optim and ours on equal parameters, given the same gradients and the same edits."""
 
-    def __init__(self, name, n=4):
+    def __init__(self, name, n=4, matrices=False):
         self.name = name
-        self.ref_params = _params(n=n)
+        self.ref_params = _params(n=n, matrices=matrices)
         self.our_params = [p.detach().clone().requires_grad_() for p in self.ref_params]
         self.ref = getattr(torch.optim, name)(self.ref_params, **KWARGS[name])
         self.ours = getattr(fused_optim, name)(self.our_params, **KWARGS[name])
@@ -84,8 +86,8 @@ class _Pair:
         return "_gathered" in self.ours.__dict__
 
 
-def _warm(name, n=4):
-    pair = _Pair(name, n)
+def _warm(name, n=4, matrices=False):
+    pair = _Pair(name, n, matrices)
     for _ in range(3):
         pair.step()
     assert pair.reused()  # what the edits below must invalidate is in place
@@ -253,7 +255,7 @@ def test_a_scheduler_changes_lr_every_step():
 def test_state_entries_replaced_deleted_or_cleared(name):
     pair = _warm(name)
     key = {"Adam": "exp_avg", "SGD": "momentum_buffer", "Adagrad": "sum", "RMSprop": "square_avg",
-           "NAdam": "exp_avg_sq"}[name]
+           "NAdam": "exp_avg_sq", "Adafactor": "variance"}[name]
 
     def replace(opt, params):
         opt.state[params[2]][key] = opt.state[params[2]][key].clone().fill_(0.25)
@@ -296,6 +298,39 @@ def _adam_reusing(*groups):
         opt.step()
     assert "_gathered" in opt.__dict__
     return opt, list(itertools.chain(*params))
+
+
+def test_adafactors_kept_steps_on_matrices_and_what_ends_them():
+    # Adafactor's kept step skips its checks call where its kept tensors (params, averages, counters)
+    # are unchanged and the gradients fit: steps still equal torch.optim's, and a replaced average,
+    # a moved parameter or a gradient sharing a parameter's memory takes the full path.
+    pair = _warm("Adafactor", matrices=True)
+    kept = fused_optim._C._kept_table_steps()
+    for _ in range(3):
+        pair.step()
+    assert fused_optim._C._kept_table_steps() - kept >= 2  # the table was kept and used
+
+    def replace(opt, params):
+        opt.state[params[1]]["row_var"] = opt.state[params[1]]["row_var"].clone()
+
+    pair.both(replace)
+    pair.step()
+    pair.step()
+
+    def move(opt, params):
+        with torch.no_grad():
+            params[2].data = params[2].data.clone()
+
+    pair.both(move)
+    pair.step(state=False)  # (the moved parameter's state is keyed by the same object: compared below)
+    pair.step()
+    pair.ours.step()  # (kept again)
+    pair.our_params[0].grad = pair.our_params[0].detach()  # the parameter's own memory, which the step writes
+    written = [p.detach().clone() for p in pair.our_params]
+    with pytest.raises(ValueError, match="memory"):
+        pair.ours.step()
+    for p, w in zip(pair.our_params, written):
+        assert torch.equal(p, w)  # refused before any write
 
 
 def test_a_sparse_gradient_after_reuse_is_still_rejected():

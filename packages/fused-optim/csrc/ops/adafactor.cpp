@@ -29,7 +29,10 @@
 // runs them in reverse: the apply pass's backward kernel, then the direction's (through the
 // floor of the estimate), then for matrices the row/column sums of the estimate's gradient.
 #include <algorithm>
+#include <array>
 #include <cmath>
+#include <optional>
+#include <span>
 
 #include "multi_tensor.h"
 
@@ -418,35 +421,62 @@ void AdafactorStepInPlace(TensorListArg params, TensorListArg grads, TensorListA
   constexpr const char* op = "fused_optim::adafactor_step_";
   const AdafactorArgs args{lr, beta2_decay, eps1, eps2, d};
   CheckArgs(op, args, weight_decay);
-  // 1. Every check, before the first write.
-  MultiTensorCall checks(op, params, kInPlace);
-  checks.SetAmp({grad_scale, found_inf});
-  checks.AddStep(params, grads, {{"variances", variances, !factored, "when factored=True"}});
-  CheckLists(op, params, row_vars, col_vars, factored, kInPlace);
-  checks.CheckOverlapOf("row_vars", row_vars, /*writes=*/true);  // (shaped unlike the params)
-  checks.CheckOverlapOf("col_vars", col_vars, /*writes=*/true);
-  CheckStepTensors(op, state_steps, checks.size());
-  if (capturable) checks.UseDeviceSteps(state_steps, adafactor_cols::kNumScalars);  // on the params' device
-  // The gradients are unscaled by one pass of their own, since ATen ops as well as the kernels
-  // read them. Without capturable, found_inf is read on the host (a wait for the device under AMP
-  // alone): the step counters are the host's. A capturable step reads nothing on the host: each
-  // pass skips itself where found_inf is set (the gradients are unscaled all the same, as
-  // GradScaler.unscale_ leaves them), and the last advances the counters where it is not.
-  if (checks.ChecksOnly() || checks.size() == 0 || (!capturable && checks.SkipStep(/*host_needs_answer=*/true))) {
-    return;
+  // 1. Every check, before the first write. Replayed by a kept step (kept_step.h) whose tensors
+  // are unchanged and whose gradients fit, the step's kept table stands for them, as for
+  // StepInPlace's: the lists were checked when it was kept (every one of them written, so the
+  // gradients are checked against them all), and the counters are read through it. Its kernel
+  // table is not run: Adafactor's passes build their own.
+  kept::KeptTable* kept = kept::Current();
+  const std::array<TensorList, 5> lists{params, variances, row_vars, col_vars, state_steps};
+  const bool unchanged = kept != nullptr && kept->Unchanged(lists, capturable);
+  bool fits = false;
+  const Tensor* inf = nullptr;
+  if (unchanged) {
+    const int64_t n = static_cast<int64_t>(params.size());
+    const Tensor* scale = CheckAmpArgument(op, "grad_scale", grad_scale, kept->device(), n);
+    inf = CheckAmpArgument(op, "found_inf", found_inf, kept->device(), n);
+    fits = kept->Fits(params, grads, scale, inf);
+  }
+  std::optional<MultiTensorCall> checks;
+  if (fits) {
+    if (ValidateOnly() || (!capturable && SkipsStep(inf, /*host_needs_answer=*/true))) return;
+  } else {
+    checks.emplace(op, params, kInPlace);
+    checks->SetAmp({grad_scale, found_inf});
+    checks->AddStep(params, grads, {{"variances", variances, !factored, "when factored=True"}});
+    CheckLists(op, params, row_vars, col_vars, factored, kInPlace);
+    checks->CheckOverlapOf("row_vars", row_vars, /*writes=*/true);  // (shaped unlike the params)
+    checks->CheckOverlapOf("col_vars", col_vars, /*writes=*/true);
+    CheckStepTensors(op, state_steps, checks->size());
+    if (capturable) checks->UseDeviceSteps(state_steps, adafactor_cols::kNumScalars);  // on the params' device
+    // The gradients are unscaled by one pass of their own, since ATen ops as well as the kernels
+    // read them. Without capturable, found_inf is read on the host (a wait for the device under AMP
+    // alone): the step counters are the host's. A capturable step reads nothing on the host: each
+    // pass skips itself where found_inf is set (the gradients are unscaled all the same, as
+    // GradScaler.unscale_ leaves them), and the last advances the counters where it is not.
+    if (checks->ChecksOnly() || checks->size() == 0 || (!capturable && checks->SkipStep(/*host_needs_answer=*/true))) {
+      return;
+    }
   }
   if (grad_scale.has_value() && grad_scale->defined()) {  // first modification, as the kernels unscale
     aten::ForeachMul_(grads, aten::Reciprocal(*grad_scale));
   }
   const auto hyper = MakeAdafactorHyper(args, weight_decay, maximize);
   if (capturable) {
-    const std::vector<double> unknown(checks.size(), 1.0);  // the kernels' rows replace their step entries
+    const std::vector<double> unknown(params.size(), 1.0);  // the kernels' rows replace their step entries
     RunStep(op, params, grads, row_vars, col_vars, variances, unknown, args, hyper, factored, kInPlace,
             OnDevice{&state_steps, &found_inf});
-    return;
+  } else {
+    RunStep(op, params, grads, row_vars, col_vars, variances,
+            fits ? kept->IncrementSteps() : IncrementSteps(state_steps), args, hyper, factored, kInPlace);
   }
-  RunStep(op, params, grads, row_vars, col_vars, variances, IncrementSteps(state_steps), args, hyper, factored,
-          kInPlace);
+  if (fits) {
+    CountKeptTableStep();  // (the passes bumped what they wrote, as on the full path)
+  } else if (kept != nullptr && !unchanged) {
+    const kept::KeptTable::Checked device_counters{state_steps, true};  // read on every kept step
+    kept->Keep(checks->Table(), lists, capturable ? TensorList() : state_steps,
+               std::span<const kept::KeptTable::Checked>(&device_counters, capturable ? 1 : 0), {}, capturable);
+  }
 }
 
 // The functional ops' checks: the hyper-parameters, the step and the lists (only read).
