@@ -16,7 +16,8 @@
 // elements are, how many, their dtype, dense or not: four C-shim calls instead of the ~30 of the
 // full checks) and the new gradients, and run the kept table with the gradients' pointers put in.
 // Anything else than an unchanged call with well-formed gradients takes the full path, which
-// raises what it raises, or builds and keeps the table afresh.
+// raises what it raises, or builds and keeps the table afresh. Adafactor's step (ops/adafactor.cpp),
+// whose passes build their own tables, keeps one too and takes its checks in place of its own.
 #pragma once
 
 #include <cstddef>
