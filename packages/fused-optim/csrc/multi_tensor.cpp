@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <numeric>
 #include <optional>
 #include <ranges>
 #include <string>
@@ -330,8 +331,8 @@ RowAndColumnSums SquaresAlongRowsAndColumns(TensorList list) {
   FUSED_OPTIM_CHECK(MultiTensorCall::RunsOnCpuLoops(list[0].device()),
                     "SquaresAlongRowsAndColumns reads matrices the CPU loops read (a fused-optim bug)");
   Matrices m = MatricesOf("SquaresAlongRowsAndColumns", list);
-  sums.rows.resize(PlacesOf(m.rows).total);
-  sums.cols.resize(PlacesOf(m.cols).total);
+  sums.rows.resize(std::reduce(m.rows.begin(), m.rows.end(), int64_t{0}));  // (packed: no offsets needed)
+  sums.cols.resize(std::reduce(m.cols.begin(), m.cols.end(), int64_t{0}));
   WidestCpuBuild(&cpu::SquaresAlongRowsAndColumns, FUSED_OPTIM_CPU_WIDE_KERNELS(SquaresAlongRowsAndColumns))(
       ToDType(api::Dtype(list[0])), static_cast<int64_t>(list.size()), m.data.data(), m.dims.data(), sums.rows.data(),
       sums.cols.data());
@@ -508,6 +509,18 @@ const Tensor* CheckAmpArgument(const char* op, const char* name, const std::opti
   FUSED_OPTIM_CHECK_VALUE(num_tensors == 0 || x->device() == device, op, ": ", name, " is on ", x->device(),
                           " but params are on ", device, " (move it with .to(params[0].device))");
   return &*x;
+}
+
+KeptFit FitKept(const char* op, std::span<const TensorList> lists, TensorList params, TensorList grads, const Amp& amp,
+                bool capturable) {
+  KeptFit fit{kept::Current()};
+  fit.unchanged = fit.table != nullptr && fit.table->Unchanged(lists, capturable);
+  if (!fit.unchanged) return fit;
+  const int64_t n = static_cast<int64_t>(params.size());
+  fit.grad_scale = CheckAmpArgument(op, "grad_scale", amp.grad_scale, fit.table->device(), n);
+  fit.found_inf = CheckAmpArgument(op, "found_inf", amp.found_inf, fit.table->device(), n);
+  fit.fits = fit.table->Fits(params, grads, fit.grad_scale, fit.found_inf);
+  return fit;
 }
 
 void MultiTensorCall::SetAmp(const Amp& amp) {

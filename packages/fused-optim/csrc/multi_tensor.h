@@ -151,6 +151,21 @@ bool SkipsStep(const Tensor* found_inf, bool host_needs_answer);
 const Tensor* CheckAmpArgument(const char* op, const char* name, const std::optional<Tensor>& x, const Device& device,
                                int64_t num_tensors);
 
+// An in-place step replayed by a kept step (kept_step.h): the kept table of this thread's replay
+// (null outside one), whether the kept tensors `lists` are unchanged (KeptTable::Unchanged), and
+// whether this step's gradients and AMP arguments then fit it (KeptTable::Fits, with the AMP
+// arguments checked as the full path checks them, and kept here for the step). Where `fits` is
+// false the step takes its full path; where it is also `unchanged` the table stays kept.
+struct KeptFit {
+  kept::KeptTable* table = nullptr;
+  bool unchanged = false;
+  bool fits = false;
+  const Tensor* grad_scale = nullptr;
+  const Tensor* found_inf = nullptr;
+};
+KeptFit FitKept(const char* op, std::span<const TensorList> lists, TensorList params, TensorList grads, const Amp& amp,
+                bool capturable);
+
 // Each tensor of `list` (2+ dimensions, one dtype, on one device) as a batch of matrices: its
 // (batch, rows, columns), tensor after tensor (the matrix passes' layout, csrc/kernels.h).
 std::vector<int64_t> MatrixDimsOf(TensorList list);
@@ -551,29 +566,24 @@ void StepInPlaceWith(const char* op, const KernelBuilds<Hyper>& kernel, const Hy
   const bool host_needs_answer = host_counts || (!scalars.lists.empty() && !capturable);
   const bool rows_every_call = counters == nullptr && rows.num > 0;
   FUSED_OPTIM_CHECK(scalars.lists.size() <= kMaxStateScalarLists, op, ": too many state scalar lists");
-  kept::KeptTable* kept = kept::Current();
   // What a kept table keeps: params, states, counters, state scalars
   std::array<TensorList, S + 2 + kMaxStateScalarLists> lists{params};
   for (size_t i = 0; i < S; ++i) lists[i + 1] = states[i].present ? states[i].list : TensorList();
   if (counters != nullptr) lists[S + 1] = *counters;
   for (size_t k = 0; k < scalars.lists.size(); ++k) lists[S + 2 + k] = scalars.lists[k].list;
-  // (Unchanged, but the gradients do not fit: the kept table stays valid for the next step's.)
-  const bool unchanged = kept != nullptr && kept->Unchanged(lists, capturable);
-  if (unchanged) {
-    const int64_t n = static_cast<int64_t>(params.size());
-    const Tensor* grad_scale = CheckAmpArgument(op, "grad_scale", amp.grad_scale, kept->device(), n);
-    const Tensor* found_inf = CheckAmpArgument(op, "found_inf", amp.found_inf, kept->device(), n);
-    if (kept->Fits(params, grads, grad_scale, found_inf)) {
-      if (ValidateOnly() || SkipsStep(found_inf, host_needs_answer)) return;
-      KernelTable& table = kept->Table();
-      if (host_counts) FillStepScalars(table, rows, kept->IncrementSteps());  // first modification
-      if (rows_every_call) FillStepScalars(table, rows, std::vector<double>(n, 0.0));
-      RunTable(kernel, hyper, table, kept->device());
-      if (scalars.finish_kept != nullptr) scalars.finish_kept(*kept);
-      kept->BumpVersions(grads, grad_scale != nullptr);
-      CountKeptTableStep();
-      return;
-    }
+  const KeptFit fit = FitKept(op, lists, params, grads, amp, capturable);
+  kept::KeptTable* kept = fit.table;
+  const bool unchanged = fit.unchanged;
+  if (fit.fits) {
+    if (ValidateOnly() || SkipsStep(fit.found_inf, host_needs_answer)) return;
+    KernelTable& table = kept->Table();
+    if (host_counts) FillStepScalars(table, rows, kept->IncrementSteps());  // first modification
+    if (rows_every_call) FillStepScalars(table, rows, std::vector<double>(params.size(), 0.0));
+    RunTable(kernel, hyper, table, kept->device());
+    if (scalars.finish_kept != nullptr) scalars.finish_kept(*kept);
+    kept->BumpVersions(grads, fit.grad_scale != nullptr);
+    CountKeptTableStep();
+    return;
   }
   MultiTensorCall call(op, params, kInPlace);
   call.SetAmp(amp);

@@ -426,20 +426,13 @@ void AdafactorStepInPlace(TensorListArg params, TensorListArg grads, TensorListA
   // StepInPlace's: the lists were checked when it was kept (every one of them written, so the
   // gradients are checked against them all), and the counters are read through it. Its kernel
   // table is not run: Adafactor's passes build their own.
-  kept::KeptTable* kept = kept::Current();
   const std::array<TensorList, 5> lists{params, variances, row_vars, col_vars, state_steps};
-  const bool unchanged = kept != nullptr && kept->Unchanged(lists, capturable);
-  bool fits = false;
-  const Tensor* inf = nullptr;
-  if (unchanged) {
-    const int64_t n = static_cast<int64_t>(params.size());
-    const Tensor* scale = CheckAmpArgument(op, "grad_scale", grad_scale, kept->device(), n);
-    inf = CheckAmpArgument(op, "found_inf", found_inf, kept->device(), n);
-    fits = kept->Fits(params, grads, scale, inf);
-  }
+  const KeptFit fit = FitKept(op, lists, params, grads, {grad_scale, found_inf}, capturable);
+  kept::KeptTable* kept = fit.table;
+  const bool fits = fit.fits;
   std::optional<MultiTensorCall> checks;
   if (fits) {
-    if (ValidateOnly() || (!capturable && SkipsStep(inf, /*host_needs_answer=*/true))) return;
+    if (ValidateOnly() || (!capturable && SkipsStep(fit.found_inf, /*host_needs_answer=*/true))) return;
   } else {
     checks.emplace(op, params, kInPlace);
     checks->SetAmp({grad_scale, found_inf});
@@ -472,7 +465,7 @@ void AdafactorStepInPlace(TensorListArg params, TensorListArg grads, TensorListA
   }
   if (fits) {
     CountKeptTableStep();  // (the passes bumped what they wrote, as on the full path)
-  } else if (kept != nullptr && !unchanged) {
+  } else if (kept != nullptr && !fit.unchanged) {
     const kept::KeptTable::Checked device_counters{state_steps, true};  // read on every kept step
     kept->Keep(checks->Table(), lists, capturable ? TensorList() : state_steps,
                std::span<const kept::KeptTable::Checked>(&device_counters, capturable ? 1 : 0), {}, capturable);
