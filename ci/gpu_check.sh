@@ -227,17 +227,22 @@ probe() {  # probe <name> <seconds> <command...>: its table goes into the report
 # (benchmarks/optim/kernel_bandwidth.cu), built here for this GPU with the wheel's chunk size and
 # two larger ones, so that one run compares them.
 if [ "$mode" = run ] && [ "${GPU_CHECK_BENCH:-1}" != 0 ] && command -v nvcc >/dev/null; then
-  for chunk in default 4096 8192; do
+  # "fmad": the wheel's chunk with fused multiply-adds allowed, which cuts the instructions per
+  # element: if that build is much faster, a kernel is bound by its instructions, not by memory.
+  for chunk in default 4096 8192 fmad; do
     define=()
-    [ "$chunk" = default ] || define=("-DFUSED_OPTIM_CUDA_CHUNK_SIZE=$chunk")
-    # --fmad=false: the wheel's device flag (packages/fused-optim/CMakeLists.txt), so that the probe
-    # times the code the wheel runs.
-    timeout 120 nvcc -std=c++20 -O3 --fmad=false -arch="sm_$FUSED_OPTIM_CUDA_ARCHS" -I packages/fused-optim/csrc \
+    fmad=false  # the wheel's device flag (packages/fused-optim/CMakeLists.txt): the code the wheel runs
+    case $chunk in
+      default) ;;
+      fmad) fmad=true ;;
+      *) define=("-DFUSED_OPTIM_CUDA_CHUNK_SIZE=$chunk") ;;
+    esac
+    timeout 120 nvcc -std=c++20 -O3 --fmad=$fmad -arch="sm_$FUSED_OPTIM_CUDA_ARCHS" -I packages/fused-optim/csrc \
       -I packages/fused-optim/include "${define[@]}" benchmarks/optim/kernel_bandwidth.cu \
       -o "$target/kernel_bandwidth_$chunk" >"$logs/build-kernel-bandwidth-$chunk.log" 2>&1 &
   done
   wait
-  for chunk in default 4096 8192; do
+  for chunk in default 4096 8192 fmad; do
     if [ -x "$target/kernel_bandwidth_$chunk" ]; then
       probe "kernel_bandwidth_$chunk" 60 "$target/kernel_bandwidth_$chunk"
     else
@@ -277,6 +282,10 @@ probe bench_muon "$(left 160)" "$python" benchmarks/optim/bench_muon.py --device
 # fifth of that on this project's CPU): torch.profiler's host events, CUDA runtime calls included.
 probe profile_differentiable "$(left 130)" "$python" benchmarks/optim/profile_differentiable.py --device cuda \
   --torch-profile --calls 50 --top 25
+# The same at 1 x 1e7, where the update's bytes take ~0.1 ms of device time and op-by-op is as fast:
+# the CUDA kernels' own times beside the host's.
+probe profile_differentiable_1e7 "$(left 115)" "$python" benchmarks/optim/profile_differentiable.py --device cuda \
+  --size 10000000 --torch-profile --calls 20 --top 25
 # MAML outer steps against TorchOpt's same configurations (issue 23), where its wheels were carried:
 # installed apart, on the path of this probe only (the real optree beside optree-core).
 peer_wheels=$(find "$wheels/peers" -maxdepth 1 -name "*.whl" 2>/dev/null)

@@ -221,18 +221,29 @@ def _torch_profile(fns: dict[str, Callable[[], object]], calls: int, top: int, c
     activities = [torch.profiler.ProfilerActivity.CPU]
     if cuda:
         activities.append(torch.profiler.ProfilerActivity.CUDA)
+    sync = torch.cuda.synchronize if cuda else (lambda: None)
     for name, fn in fns.items():
         for _ in range(20):
             fn()
-        if cuda:
-            torch.cuda.synchronize()
+        sync()
+        # Each call's wall time, the device waited for (as the suite's rows time it), unprofiled.
+        walls = []
+        for _ in range(calls):
+            start = time.perf_counter()
+            fn()
+            sync()
+            walls.append(time.perf_counter() - start)
         with torch.profiler.profile(activities=activities) as prof:
             for _ in range(calls):
                 fn()
-            if cuda:
-                torch.cuda.synchronize()
-        print(f"\n{name}: {calls} calls, host events by self CPU time\n")
-        print(prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=top))
+            sync()
+        print(f"\n{name}: {calls} calls, median wall time {statistics.median(walls) * 1e6:.1f} us a call "
+              f"(device waited for); host events by self CPU time\n")
+        averages = prof.key_averages()
+        print(averages.table(sort_by="self_cpu_time_total", row_limit=top))
+        if cuda:  # and where the device's time goes: the kernels' own
+            print(f"\n{name}: the same calls' events by self device time\n")
+            print(averages.table(sort_by="self_device_time_total", row_limit=top))
 
 
 def _load() -> str:
