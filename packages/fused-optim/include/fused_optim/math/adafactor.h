@@ -192,7 +192,8 @@ struct Adafactor {
   // form torch's lerp takes for it) and the relative step size rho = min(lr, 1/sqrt(t)). Every
   // pass's row holds them (each reads its own), filled by the host from the count it incremented
   // or, with device step counters (capturable), by the kernel over the host's row, which holds
-  // the tensor's other scalars.
+  // the tensor's other scalars. kStepEntries lists the entries it writes.
+  static constexpr int kStepEntries[] = {adafactor_cols::kWeight, adafactor_cols::kSmall, adafactor_cols::kRho};
   FUSED_OPTIM_HOST_DEVICE static void StepEntries(const Hyper<double>& h, double step, double* row) {
     using namespace adafactor_cols;
     const double weight = pow(step, h.beta2_decay);
