@@ -255,29 +255,8 @@ bool AddFunctions(PyObject* module) {
   return PyModule_AddObject(module, "_eager", ns) == 0 || (Py_DECREF(ns), false);
 }
 
-namespace {
-
-// A step of many small tensors reads each tensor's metadata (its TensorImpl, then the StorageImpl
-// behind its data pointer), scattered heap objects, one tensor at a time in the checks; when the
-// step starts with cold caches (after a forward and backward pass) each is a chain of cache misses
-// that the processor serves one after the other. Asking for them while the arguments are
-// unpacked, and for the storages once the TensorImpls are in, lets memory serve them together.
-void PrefetchImpl(const at::Tensor& t) {
-#if defined(__GNUC__)
-  const char* impl = reinterpret_cast<const char*>(t.unsafeGetTensorImpl());
-  for (size_t b = 0; b < sizeof(c10::TensorImpl); b += 64) __builtin_prefetch(impl + b);
-#else
-  (void)t;
-#endif
-}
-
-}  // namespace
-
 void Borrowed::PrefetchStorages() const {
-#if defined(__GNUC__)
-  for (const at::Tensor* t : tensors_)
-    __builtin_prefetch(t->unsafeGetTensorImpl()->unsafe_storage().unsafeGetStorageImpl());
-#endif
+  for (const at::Tensor* t : tensors_) api::PrefetchStorage(*t);
 }
 
 Borrowed::~Borrowed() {
@@ -295,7 +274,7 @@ bool Borrowed::AddList(PyObject* obj, std::vector<at::Tensor>& out) {
   borrowed_.push_back(&out);
   for (Py_ssize_t i = 0; i < n; ++i) {
     out.push_back(c10::MaybeOwnedTraits<at::Tensor>::createBorrow(THPVariable_Unpack(items[i])));
-    PrefetchImpl(out.back());
+    api::PrefetchImpl(out.back());
   }
   for (const at::Tensor& t : out) tensors_.push_back(&t);
   return true;
@@ -311,7 +290,7 @@ bool Borrowed::AddOptionalList(PyObject* obj, std::vector<std::optional<at::Tens
       out.push_back(std::nullopt);
     } else if (THPVariable_CheckExact(items[i])) {
       const at::Tensor& t = THPVariable_Unpack(items[i]);  // owned by the Python object
-      PrefetchImpl(t);
+      api::PrefetchImpl(t);
       tensors_.push_back(&t);
       out.push_back(t);
     } else {

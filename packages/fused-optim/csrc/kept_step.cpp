@@ -104,6 +104,11 @@ bool KeptTable::Unchanged(std::span<const TensorList> lists, bool capturable) {
   if (!valid_ || capturable != capturable_ || api::InPlaceMode() != mode_) return false;
   // (State scalars are stored in torch's default dtype, which the table holds: ASGD's eta and mu.)
   if (table_.num_state > 0 && api::DefaultDtype() != default_dtype_) return valid_ = false;
+  // (the fingerprints read each TensorImpl and its storage: asked for together first)
+  for (const TensorList list : lists)
+    for (const Tensor& x : list) api::PrefetchImpl(x);
+  for (const TensorList list : lists)
+    for (const Tensor& x : list) api::PrefetchStorage(x);
   size_t i = 0;
   for (const TensorList list : lists) {
     for (const Tensor& x : list) {
