@@ -104,19 +104,24 @@ bool KeptTable::Unchanged(std::span<const TensorList> lists, bool capturable) {
   if (!valid_ || capturable != capturable_ || api::InPlaceMode() != mode_) return false;
   // (State scalars are stored in torch's default dtype, which the table holds: ASGD's eta and mu.)
   if (table_.num_state > 0 && api::DefaultDtype() != default_dtype_) return valid_ = false;
-  // (the fingerprints read each TensorImpl and its storage: asked for together first)
+  std::vector<const Tensor*>& order = unchanged_order_;
+  order.clear();
   for (const TensorList list : lists)
-    for (const Tensor& x : list) api::PrefetchImpl(x);
-  for (const TensorList list : lists)
-    for (const Tensor& x : list) api::PrefetchStorage(x);
-  size_t i = 0;
-  for (const TensorList list : lists) {
-    for (const Tensor& x : list) {
-      if (i == kept_.size() || !(Fingerprint::Of(x) == kept_[i])) return valid_ = false;
-      ++i;
-    }
+    for (const Tensor& x : list) order.push_back(&x);
+  if (order.size() != kept_.size()) return valid_ = false;
+  // Each fingerprint reads a TensorImpl, then the storage it points to; after a forward and
+  // backward pass both are out of cache. So the TensorImpl kAhead tensors on and the storage of
+  // the next one within reach are asked for as the loop goes: the misses overlap.
+  constexpr size_t kAhead = 8;
+  const size_t n = order.size();
+  for (size_t j = 0; j < std::min(n, 2 * kAhead); ++j) api::PrefetchImpl(*order[j]);
+  for (size_t j = 0; j < std::min(n, kAhead); ++j) api::PrefetchStorage(*order[j]);
+  for (size_t i = 0; i < n; ++i) {
+    if (i + 2 * kAhead < n) api::PrefetchImpl(*order[i + 2 * kAhead]);
+    if (i + kAhead < n) api::PrefetchStorage(*order[i + kAhead]);
+    if (!(Fingerprint::Of(*order[i]) == kept_[i])) return valid_ = false;
   }
-  return valid_ = i == kept_.size();
+  return valid_ = true;
 }
 
 bool KeptTable::Fits(TensorList params, TensorList grads, const Tensor* grad_scale, const Tensor* found_inf) {

@@ -147,7 +147,8 @@ class KeptTable {
   int mode_ = 0;                                  // api::InPlaceMode() at Keep
   ScalarType default_dtype_ = ScalarType::Float;  // torch's, at Keep
   std::vector<Fingerprint> kept_;
-  std::vector<Tensor> written_tensors_;                             // (the ATen build bumps their versions)
+  std::vector<const Tensor*> unchanged_order_;  // Unchanged's scratch: the tensors it compares, in order
+  std::vector<Tensor> written_tensors_;         // (the ATen build bumps their versions)
   std::vector<std::pair<std::uintptr_t, std::uintptr_t>> written_;  // byte ranges, sorted
   std::vector<std::pair<std::uintptr_t, std::uintptr_t>> grads_;    // this step's (written ones)
   std::vector<Counter> counters_;
