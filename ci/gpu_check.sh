@@ -266,6 +266,10 @@ fi
 # (Not ASGD: torch's foreach ASGD reads each step count on the host, seconds a burst.)
 probe bench_host "$(left 200)" "$python" benchmarks/optim/bench_host.py --device cuda --steps 200 --rounds 5 \
   --optimizers Adam AdamW SGD Adagrad NAdam
+# The same steps with the host's caches flushed before each (128 MB written), as a step starts after
+# a forward and backward pass: on this project's CPU a step's host time is then 3-4x its warm one.
+probe bench_host_cold "$(left 195)" "$python" benchmarks/optim/bench_host.py --device cuda --steps 50 --rounds 3 \
+  --cold 128 --optimizers Adam SGD
 # The same clock on 4 x 4M in bfloat16, where the device's time is the step's (issue 23's bandwidth
 # rows against torch's fused step, without bench_optim's synchronization per step).
 probe bench_host_bf16 "$(left 190)" "$python" benchmarks/optim/bench_host.py --device cuda --steps 50 --rounds 3 \

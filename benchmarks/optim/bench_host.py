@@ -20,6 +20,11 @@ gives each tensor a shape instead (Adafactor factors the second moment of 2-D on
 
 Figures are medians over interleaved bursts; on the CPU "device time" is the same as host time.
 
+``--cold MB`` writes a host buffer of that many megabytes before each timed step (outside its
+clock), so that each step starts with its Python objects and tensor metadata out of the caches, as
+it does after a forward and backward pass; the device column is then left out (the device waits
+for the host's writes between steps).
+
 ``--device plan`` times the CUDA path's host work on a machine with no GPU: fused_optim's CUDA
 launches emulated with ``FUSED_OPTIM_EMULATE_CUDA=plan`` (planned, their arguments filled, no block
 run: the numbers are garbage), the tensors on the CPU. A step then costs what it costs the host on a
@@ -62,8 +67,10 @@ def build(name: str, variant: str, device: str, shapes: list[tuple[int, ...]],
     return getattr(torch.optim, name)(params, **kwargs, foreach=True)
 
 
-def host_and_device(opt: torch.optim.Optimizer, steps: int, cuda: bool) -> tuple[float, float]:
-    """(median host seconds of one step() call, device seconds per step over the burst)."""
+def host_and_device(opt: torch.optim.Optimizer, steps: int, cuda: bool,
+                    flush: torch.Tensor | None = None) -> tuple[float, float]:
+    """(median host seconds of one step() call, device seconds per step over the burst; NaN with
+    ``flush``, a host buffer written before each step to push the step's data out of the caches)."""
     host = []
     if cuda:
         torch.cuda.synchronize()
@@ -71,6 +78,8 @@ def host_and_device(opt: torch.optim.Optimizer, steps: int, cuda: bool) -> tuple
         start.record()
     t_burst = time.perf_counter()
     for _ in range(steps):
+        if flush is not None:
+            flush.add_(1.0)
         t0 = time.perf_counter()
         opt.step()
         host.append(time.perf_counter() - t0)
@@ -80,7 +89,7 @@ def host_and_device(opt: torch.optim.Optimizer, steps: int, cuda: bool) -> tuple
         device = start.elapsed_time(end) / 1e3 / steps
     else:
         device = (time.perf_counter() - t_burst) / steps
-    return statistics.median(host), device
+    return statistics.median(host), float("nan") if flush is not None else device
 
 
 def main() -> None:
@@ -95,6 +104,8 @@ def main() -> None:
     parser.add_argument("--mlp", action="store_true",
                         help="bench_optim.py's MLP (8 tensors, 2.9M elements) instead of --tensors and --shape")
     parser.add_argument("--optimizers", nargs="*", default=list(KWARGS))
+    parser.add_argument("--cold", type=int, default=0, metavar="MB",
+                        help="write a host buffer of MB megabytes before each timed step (cold caches)")
     args = parser.parse_args()
     plan = args.device == "plan"
     if plan and os.environ.get("FUSED_OPTIM_EMULATE_CUDA") != "plan":  # read when the library loads
@@ -110,6 +121,9 @@ def main() -> None:
     fast = _native.BUILD_INFO["eager"]
     print(f"torch {torch.__version__}, fused_optim {fused_optim.__version__} (fast path: {fast}"
           f"{'' if fast else '; ' + str(_native.EAGER_REASON)}), {args.device} ({where})")
+    flush = torch.zeros(args.cold << 18) if args.cold > 0 else None  # (float32: 4 bytes each)
+    if flush is not None:
+        print(f"cold caches: {args.cold} MB written on the host before each timed step")
     print()
     dtype = getattr(torch, args.dtype)
     dtype_name = "" if dtype == torch.float32 else f" {args.dtype}"
@@ -131,11 +145,12 @@ def main() -> None:
         for r in range(args.rounds):  # interleaved, the order rotating each round
             order = names[r % len(names):] + names[:r % len(names)]
             for v in order:
-                samples[v].append(host_and_device(opts[v], args.steps, cuda))
+                samples[v].append(host_and_device(opts[v], args.steps, cuda, flush))
         med = {v: (statistics.median(h for h, _ in s), statistics.median(d for _, d in s)) for v, s in samples.items()}
         for v in names:
             host, device = med[v]
-            print(f"| {name} | {v} | {host * 1e6:.1f} | {device * 1e6:.1f} | "
+            device_us = "-" if flush is not None else f"{device * 1e6:.1f}"
+            print(f"| {name} | {v} | {host * 1e6:.1f} | {device_us} | "
                   f"{med[reference][0] / host:.2f}x |", flush=True)
 
 

@@ -115,6 +115,20 @@ def test_the_host_time_probe_times_the_cuda_path_without_a_gpu():
     assert all(float(r[2]) > 0 for r in rows) and rows[0][4].strip() == "1.00x"
 
 
+def test_the_host_time_probe_times_cold_steps():
+    # --cold MB: a host buffer written before each timed step, so the step starts with its data out
+    # of the caches; the device column is left out (the device waits on the host's writes).
+    pytest.importorskip("fused_optim")
+    result = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "optim" / "bench_host.py"), "--device", "plan",
+                             "--steps", "3", "--rounds", "1", "--cold", "1", "--optimizers", "SGD"], cwd=ROOT,
+                            capture_output=True, text=True, check=False, timeout=300)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "cold caches: 1 MB written on the host before each timed step" in result.stdout
+    rows = [line.split("|")[1:-1] for line in result.stdout.splitlines() if line.startswith("| SGD")]
+    assert [(r[0].strip(), r[1].strip(), r[3].strip()) for r in rows] == [("SGD", "fused_optim", "-")]
+    assert float(rows[0][2]) > 0
+
+
 def test_the_wrapper_probe_runs_on_the_cpu():
     # benchmarks/optim/bench_wrappers.py (RESULTS.md's wrapper table) for one short round: a row
     # per optimizer, every figure positive.
