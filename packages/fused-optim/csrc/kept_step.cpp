@@ -110,8 +110,9 @@ bool KeptTable::Unchanged(std::span<const TensorList> lists, bool capturable) {
     for (const Tensor& x : list) order.push_back(&x);
   if (order.size() != kept_.size()) return valid_ = false;
   // Each fingerprint reads a TensorImpl, then the storage it points to; after a forward and
-  // backward pass both are out of cache. So the TensorImpl kAhead tensors on and the storage of
-  // the next one within reach are asked for as the loop goes: the misses overlap.
+  // backward pass both are out of cache. So as the loop goes it asks for the TensorImpl 2 kAhead
+  // tensors on and the storage kAhead on (whose TensorImpl has arrived): the misses overlap. (The
+  // stable build's prefetches are no-ops: its handles are opaque.)
   constexpr size_t kAhead = 8;
   const size_t n = order.size();
   for (size_t j = 0; j < std::min(n, 2 * kAhead); ++j) api::PrefetchImpl(*order[j]);
