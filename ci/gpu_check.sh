@@ -225,28 +225,29 @@ probe() {  # probe <name> <seconds> <command...>: its table goes into the report
 }
 # The element-wise kernels' device time against a copy, torch and the host apart
 # (benchmarks/optim/kernel_bandwidth.cu), built here for this GPU with the wheel's chunk size and
-# two larger ones, so that one run compares them.
+# two larger ones, so that one run compares them, and once more with fused multiply-adds allowed
+# ("fmad", the wheel's chunk), which cuts the instructions per element: if that build is much
+# faster, a kernel is bound by its instructions, not by memory.
 if [ "$mode" = run ] && [ "${GPU_CHECK_BENCH:-1}" != 0 ] && command -v nvcc >/dev/null; then
-  # "fmad": the wheel's chunk with fused multiply-adds allowed, which cuts the instructions per
-  # element: if that build is much faster, a kernel is bound by its instructions, not by memory.
-  for chunk in default 4096 8192 fmad; do
+  builds=(default 4096 8192 fmad)
+  for build in "${builds[@]}"; do
     define=()
     fmad=false  # the wheel's device flag (packages/fused-optim/CMakeLists.txt): the code the wheel runs
-    case $chunk in
+    case $build in
       default) ;;
       fmad) fmad=true ;;
-      *) define=("-DFUSED_OPTIM_CUDA_CHUNK_SIZE=$chunk") ;;
+      *) define=("-DFUSED_OPTIM_CUDA_CHUNK_SIZE=$build") ;;
     esac
     timeout 120 nvcc -std=c++20 -O3 --fmad=$fmad -arch="sm_$FUSED_OPTIM_CUDA_ARCHS" -I packages/fused-optim/csrc \
       -I packages/fused-optim/include "${define[@]}" benchmarks/optim/kernel_bandwidth.cu \
-      -o "$target/kernel_bandwidth_$chunk" >"$logs/build-kernel-bandwidth-$chunk.log" 2>&1 &
+      -o "$target/kernel_bandwidth_$build" >"$logs/build-kernel-bandwidth-$build.log" 2>&1 &
   done
   wait
-  for chunk in default 4096 8192 fmad; do
-    if [ -x "$target/kernel_bandwidth_$chunk" ]; then
-      probe "kernel_bandwidth_$chunk" 60 "$target/kernel_bandwidth_$chunk"
+  for build in "${builds[@]}"; do
+    if [ -x "$target/kernel_bandwidth_$build" ]; then
+      probe "kernel_bandwidth_$build" 60 "$target/kernel_bandwidth_$build"
     else
-      say "kernel_bandwidth.cu did not build with chunk $chunk (logs/build-kernel-bandwidth-$chunk.log)"
+      say "kernel_bandwidth.cu did not build as $build (logs/build-kernel-bandwidth-$build.log)"
       status=1
     fi
   done

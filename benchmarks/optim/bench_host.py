@@ -34,6 +34,7 @@ GPU, less the driver's launches and the CUDA allocator's share; torch's variants
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import statistics
 import sys
@@ -149,7 +150,7 @@ def main() -> None:
         med = {v: (statistics.median(h for h, _ in s), statistics.median(d for _, d in s)) for v, s in samples.items()}
         for v in names:
             host, device = med[v]
-            device_us = "-" if flush is not None else f"{device * 1e6:.1f}"
+            device_us = "-" if math.isnan(device) else f"{device * 1e6:.1f}"
             print(f"| {name} | {v} | {host * 1e6:.1f} | {device_us} | "
                   f"{med[reference][0] / host:.2f}x |", flush=True)
 
