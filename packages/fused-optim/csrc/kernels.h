@@ -304,6 +304,12 @@ FUSED_OPTIM_HOST_DEVICE inline void AdvanceState(const double* row, const StateS
 // torch.linalg.vector_norm of that dtype rounds it); or the sum of a column's values, rounded to
 // the dtype (as ATen's sum of that dtype rounds it).
 enum class DeviceSum : int { kProducts, kNorm, kValues };
+// One such sum for every tensor of a table: of its columns a and b (b unread for kValues).
+struct DeviceSumOf {
+  int a;
+  int b;
+  DeviceSum kind;
+};
 
 // Calls f.template operator()<storage type, math type>() for the table's dtype; each device names
 // its own 16-bit storage types (their math runs in float).
@@ -356,9 +362,10 @@ FUSED_OPTIM_FOR_EACH_KERNEL(FUSED_OPTIM_DECLARE_KERNEL)
 FUSED_OPTIM_DECLARE_CPU_REDUCTIONS
 }  // namespace cpu_avx512
 // The CUDA builds' reductions, each in passes on the device with nothing read on the host:
-// SumsOfProducts(table, a, b, kind, partials, out) writes to out[t], a double on the table's device,
-// tensor t's sum of columns a and b as `kind` says (csrc/cuda/launch_plan.h's ForEachSumsLaunch);
-// `partials` is scratch of cuda_emulation::NumPartials(table) doubles on that device.
+// SumsOfProducts(table, sums, num_sums, partials, out) writes to out[k n + t], a double on the
+// table's device, tensor t's sum k (of the n tensors; DeviceSumOf sums[k] says which), all of them
+// in the same two passes (csrc/cuda/launch_plan.h's ForEachSumsLaunch); `partials` is scratch of
+// cuda_emulation::NumPartials(table, num_sums) doubles on that device.
 // NormsAlongRowsAndColumns(dtype, n, data, dims, row_norms, col_norms, partials, stream) takes what
 // the CPU builds' SquaresAlongRowsAndColumns takes (contiguous batches of matrices on the device)
 // and writes the L2 norm of each matrix's every row to row_norms[t] and of its every column to
@@ -366,11 +373,11 @@ FUSED_OPTIM_DECLARE_CPU_REDUCTIONS
 // (as torch.linalg.vector_norm of that dtype rounds it); `partials` is scratch of
 // cuda_emulation::ColumnPartials(n, dims) doubles. ProductsOfRowsAndColumns(dtype, n, rows, cols,
 // out, dims, stream) is the CPU builds' on the device (csrc/cuda/matrix_passes.h has the plans).
-#define FUSED_OPTIM_DECLARE_CUDA_REDUCTIONS                                                                         \
-  void SumsOfProducts(const KernelTable& table, int a, int b, DeviceSum kind, double* partials, double* out);       \
-  void NormsAlongRowsAndColumns(DType dtype, int64_t num_tensors, const void* const* data, const int64_t* dims,     \
-                                void* const* row_norms, void* const* col_norms, double* partials, void* stream);    \
-  void ProductsOfRowsAndColumns(DType dtype, int64_t num_tensors, const void* const* rows, const void* const* cols, \
+#define FUSED_OPTIM_DECLARE_CUDA_REDUCTIONS                                                                            \
+  void SumsOfProducts(const KernelTable& table, const DeviceSumOf* sums, int num_sums, double* partials, double* out); \
+  void NormsAlongRowsAndColumns(DType dtype, int64_t num_tensors, const void* const* data, const int64_t* dims,        \
+                                void* const* row_norms, void* const* col_norms, double* partials, void* stream);       \
+  void ProductsOfRowsAndColumns(DType dtype, int64_t num_tensors, const void* const* rows, const void* const* cols,    \
                                 void* const* out, const int64_t* dims, void* stream);
 namespace cuda {
 FUSED_OPTIM_FOR_EACH_KERNEL(FUSED_OPTIM_DECLARE_KERNEL)
@@ -379,7 +386,7 @@ FUSED_OPTIM_DECLARE_CUDA_REDUCTIONS
 namespace cuda_emulation {
 FUSED_OPTIM_FOR_EACH_KERNEL(FUSED_OPTIM_DECLARE_KERNEL)
 FUSED_OPTIM_DECLARE_CUDA_REDUCTIONS
-int64_t NumPartials(const KernelTable& table);                     // SumsOfProducts's scratch, in doubles
+int64_t NumPartials(const KernelTable& table, int num_sums);       // SumsOfProducts's scratch, in doubles
 int64_t ColumnPartials(int64_t num_tensors, const int64_t* dims);  // NormsAlongRowsAndColumns's, in doubles
 int64_t Launches();      // emulated launches so far (tests check that the mode took effect)
 int64_t VectorGroups();  // groups that took the vector path so far (tests check which path ran)

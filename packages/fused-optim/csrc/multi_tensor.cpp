@@ -347,10 +347,11 @@ RowAndColumnNorms NormsAlongRowsAndColumns(TensorList list) {
   Matrices m = MatricesOf("NormsAlongRowsAndColumns", list);
   const ScalarType dtype = api::Dtype(list[0]);
   const Places rows = PlacesOf(m.rows), cols = PlacesOf(m.cols);
-  RowAndColumnNorms norms{api::EmptyVector(rows.total, dtype, device), api::EmptyVector(cols.total, dtype, device), {}};
-  const int64_t size = norms.rows.element_size();
-  const std::vector<void*> row_out = PointersTo(norms.rows.mutable_data_ptr(), size, rows);
-  const std::vector<void*> col_out = PointersTo(norms.cols.mutable_data_ptr(), size, cols);
+  RowAndColumnNorms norms{api::EmptyVector(rows.total + cols.total, dtype, device), {}};
+  const int64_t size = norms.norms.element_size();
+  char* first_row = static_cast<char*>(norms.norms.mutable_data_ptr());
+  const std::vector<void*> row_out = PointersTo<void*>(first_row, size, rows);
+  const std::vector<void*> col_out = PointersTo<void*>(first_row + rows.total * size, size, cols);
   const int64_t n = static_cast<int64_t>(list.size());
   const Tensor partials =
       api::EmptyDoubles(std::max<int64_t>(cuda_emulation::ColumnPartials(n, m.dims.data()), 1), device);
@@ -682,10 +683,10 @@ void MultiTensorCall::SetStateInputs(std::initializer_list<StateInput> columns) 
   for (const StateInput& column : columns) {
     if (column.sums != nullptr) {  // DeviceSums' doubles, read where they are
       const Tensor& sums = *column.sums;
-      FUSED_OPTIM_CHECK(sums.numel() == num_tensors_ && sums.device() == device_ && api::Dtype(sums) == api::kDouble &&
-                            sums.is_contiguous(),
+      FUSED_OPTIM_CHECK(column.index >= 0 && sums.numel() >= (column.index + 1) * num_tensors_ &&
+                            sums.device() == device_ && api::Dtype(sums) == api::kDouble && sums.is_contiguous(),
                         op_, ": a state input column of sums is not one double per tensor on ", device_);
-      double* data = static_cast<double*>(sums.mutable_data_ptr());
+      double* data = static_cast<double*>(sums.mutable_data_ptr()) + column.index * num_tensors_;
       for (int64_t t = 0; t < num_tensors_; ++t) table.state[t * table.num_state + k].ptr = data + t;
       ++k;
       continue;
@@ -714,21 +715,23 @@ std::vector<double> MultiTensorCall::Norms(int column) {
   return norms;
 }
 
-Tensor MultiTensorCall::DeviceSums(int a, int b, DeviceSum kind) {
+Tensor MultiTensorCall::DeviceSums(std::span<const DeviceSumOf> of) {
   FUSED_OPTIM_CHECK(!on_cpu_loops(), op_, ": a device reduction of a call the CPU loops run (a fused-optim bug)");
   KernelTable& table = Table();
-  Tensor sums = api::EmptyDoubles(num_tensors_, device_);
-  if (num_tensors_ == 0) return sums;
-  const Tensor partials = api::EmptyDoubles(std::max<int64_t>(cuda_emulation::NumPartials(table), 1), device_);
+  const int num_sums = static_cast<int>(of.size());
+  Tensor sums = api::EmptyDoubles(num_tensors_ * num_sums, device_);
+  if (num_tensors_ == 0 || num_sums == 0) return sums;
+  const Tensor partials =
+      api::EmptyDoubles(std::max<int64_t>(cuda_emulation::NumPartials(table, num_sums), 1), device_);
   double* partial_data = static_cast<double*>(partials.mutable_data_ptr());
   double* sum_data = static_cast<double*>(sums.mutable_data_ptr());
   RunOnDevice(
       device_,
       [&](void* stream) {
         table.stream = stream;
-        cuda::SumsOfProducts(table, a, b, kind, partial_data, sum_data);
+        cuda::SumsOfProducts(table, of.data(), num_sums, partial_data, sum_data);
       },
-      [&] { cuda_emulation::SumsOfProducts(table, a, b, kind, partial_data, sum_data); });
+      [&] { cuda_emulation::SumsOfProducts(table, of.data(), num_sums, partial_data, sum_data); });
   return sums;  // (partials freed on the host now; the caching allocator reuses them in stream order)
 }
 

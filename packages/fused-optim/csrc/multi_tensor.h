@@ -180,12 +180,12 @@ struct RowAndColumnSums {
 RowAndColumnSums SquaresAlongRowsAndColumns(TensorList list);
 
 // Where the CUDA kernels (or their emulation) run, the same list's L2 norms along every row, then
-// every column, rounded to its dtype, in two flat tensors of that dtype on its device (laid out as
-// SquaresAlongRowsAndColumns's sums), made in passes there with nothing read on the host
-// (NormsAlongRowsAndColumns in csrc/kernels.h). Each is a column of a call over the row or
-// column averages (MultiTensorCall::AddDeviceValues).
+// every column, rounded to its dtype, in one flat tensor of that dtype on its device (the rows'
+// norms laid out as SquaresAlongRowsAndColumns's row sums, then the columns' as its column sums),
+// made in passes there with nothing read on the host (NormsAlongRowsAndColumns in csrc/kernels.h):
+// a column of a call over the row averages, then the column averages (MultiTensorCall::AddDeviceValues).
 struct RowAndColumnNorms {
-  Tensor rows, cols;
+  Tensor norms;
   std::vector<int64_t> dims;  // the list's MatrixDimsOf, read on the way
 };
 RowAndColumnNorms NormsAlongRowsAndColumns(TensorList list);
@@ -357,11 +357,13 @@ class MultiTensorCall {
   void SetStateScalars(std::span<const TensorList> lists);
   // Per-tensor values the kernel reads and never advances (a binding without Advance), a column
   // per state scalar: numbers the host has, one per tensor (read at launch), or, where `sums` is
-  // given, one tensor of num_tensors doubles on the call's device (DeviceSums) whose element t is
-  // tensor t's value, read there so that none crosses to the host. Adafactor's norms and sums.
+  // given, sum `index` of a tensor of DeviceSums on the call's device (its element
+  // index num_tensors + t is tensor t's value), read there so that none crosses to the host.
+  // Adafactor's norms and sums.
   struct StateInput {
     std::span<const double> values;
     const Tensor* sums = nullptr;
+    int64_t index = 0;
   };
   void SetStateInputs(std::initializer_list<StateInput> columns);
   // For a call the CPU loops run (on_cpu_loops), from the values its launch will start from
@@ -371,11 +373,12 @@ class MultiTensorCall {
   std::vector<double> SumsOfProducts(int a, int b);
   std::vector<double> Norms(int column);
   // For a call the CUDA kernels (or their emulation) run, the same on the call's device in two
-  // passes of multi-tensor kernels (cuda::SumsOfProducts), nothing read on the host: each tensor's
-  // sum of lists a and b as `kind` says (kNorm, a == b: its L2 norm rounded as Norms rounds it;
-  // kValues: the sum of list a rounded to the dtype), in a float64 tensor of one value per tensor,
-  // a state input (StateInput::sums).
-  Tensor DeviceSums(int a, int b, DeviceSum kind);
+  // passes of multi-tensor kernels (cuda::SumsOfProducts) for all of `sums`, nothing read on the
+  // host: for each DeviceSumOf k, each tensor's sum of lists a and b as its kind says (kNorm,
+  // a == b: its L2 norm rounded as Norms rounds it; kValues: the sum of list a rounded to the
+  // dtype), at k num_tensors + t of one float64 tensor, whose sum k is a state input
+  // (StateInput::sums, index k).
+  Tensor DeviceSums(std::span<const DeviceSumOf> sums);
   // A functional op's state scalars, given as numbers: column k of every tensor holds values[k].
   void SetStateValues(const std::vector<double>& values);
   // After Launch of an in-place step with SetStateScalars: binding K's new values of the state

@@ -84,14 +84,14 @@ __global__ void __launch_bounds__(kBlockSize) ChunkSumsKernel(const __grid_const
 __global__ void __launch_bounds__(kBlockSize)
     TotalsKernel(const __grid_constant__ TotalsMeta meta, const double* partials, double* out) {
   const double sum = GroupSum(PartialsShare(meta, partials, blockIdx.x, threadIdx.x, blockDim.x));
-  if (threadIdx.x == 0) out[meta.first_tensor + blockIdx.x] = Total<__half, __nv_bfloat16>(meta, sum);
+  if (threadIdx.x == 0) out[meta.first_tensor + blockIdx.x] = Total<__half, __nv_bfloat16>(meta, blockIdx.x, sum);
 }
 
-void SumsOfProducts(const KernelTable& table, int a, int b, DeviceSum kind, double* partials, double* out) {
+void SumsOfProducts(const KernelTable& table, const DeviceSumOf* sums, int num_sums, double* partials, double* out) {
   cudaStream_t stream = static_cast<cudaStream_t>(table.stream);
   DispatchFloating<__half, __nv_bfloat16>(table.dtype, [&]<typename S, typename T>() {
     ForEachSumsLaunch(
-        table, a, b, kind,
+        table, std::span<const DeviceSumOf>(sums, num_sums),
         [&](const SumsMeta& meta, int64_t blocks) {
           ChunkSumsKernel<S, T><<<static_cast<unsigned>(blocks), kBlockSize, 0, stream>>>(meta, partials);
           CheckLaunch("SumsOfProducts");

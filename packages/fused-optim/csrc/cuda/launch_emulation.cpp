@@ -170,10 +170,10 @@ void RunReductionLaunch(int64_t blocks, ThreadValue&& thread_value, GroupOf&& gr
 constexpr auto kWholeBlock = [](int64_t /*block*/) { return cuda::kBlockSize; };
 }  // namespace
 
-void SumsOfProducts(const KernelTable& table, int a, int b, DeviceSum kind, double* partials, double* out) {
+void SumsOfProducts(const KernelTable& table, const DeviceSumOf* sums, int num_sums, double* partials, double* out) {
   DispatchFloating<c10::Half, c10::BFloat16>(table.dtype, [&]<typename S, typename T>() {
     cuda::ForEachSumsLaunch(
-        table, a, b, kind,
+        table, std::span<const DeviceSumOf>(sums, num_sums),
         [&](const cuda::SumsMeta& meta, int64_t blocks) {
           RunReductionLaunch(
               blocks,
@@ -191,14 +191,14 @@ void SumsOfProducts(const KernelTable& table, int a, int b, DeviceSum kind, doub
               },
               kWholeBlock,
               [&](int64_t block, int /*first*/, double sum) {
-                out[meta.first_tensor + block] = cuda::Total<c10::Half, c10::BFloat16>(meta, sum);
+                out[meta.first_tensor + block] = cuda::Total<c10::Half, c10::BFloat16>(meta, block, sum);
               });
         },
         grid_limit.load());
   });
 }
 
-int64_t NumPartials(const KernelTable& table) { return cuda::NumPartials(table); }
+int64_t NumPartials(const KernelTable& table, int num_sums) { return cuda::NumPartials(table, num_sums); }
 
 namespace {
 // Runs each planned launch of a matrix pass block by block, thread by thread (storage type S, math

@@ -14,6 +14,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <span>
 #include <stdexcept>
 #include <string>
 #include <type_traits>
@@ -531,13 +532,16 @@ void ForEachLaunch(const KernelTable& table, const char* what, Launch&& launch, 
       max_blocks, AdvancesAfterUpdate(table));
 }
 
-// Per-tensor sums of a table's columns (Adafactor's norms of its parameters and updates, the sums
-// of its row averages), computed on the device in two passes with no atomics, so that every run
-// adds in the same order. The first pass plans its blocks as a kernel's (PlanLaunches: one block
-// per chunk); each thread sums its strided share of the chunk's terms (products, or one column's
-// values, as DeviceSum says) in double, the block adds its threads' sums by GroupTree, and writes
-// one partial per chunk. The second pass gives each tensor one block, which adds its chunks'
-// partials the same way and writes the tensor's total as DeviceSum says.
+// Per-tensor sums of a table's columns (Adafactor's norms of its parameters and updates, its
+// backward's sums, the sums of its row averages), computed on the device in two passes with no
+// atomics, so that every run adds in the same order. Several sums of the same table share the two
+// passes (each a launch where the table fits one): sum k of tensor t is the pass's entry k n + t
+// of n tensors, planned as a tensor of its own. The first pass plans its blocks as a kernel's
+// (PlanLaunches: one block per chunk of each entry); each thread sums its strided share of the
+// chunk's terms (products, or one column's values, as the entry's DeviceSum says) in double, the
+// block adds its threads' sums by GroupTree, and writes one partial per chunk. The second pass
+// gives each entry one block, which adds its chunks' partials the same way and writes the entry's
+// total as its DeviceSum says.
 struct SumsMeta {
   static constexpr int kSlots = kMaxSlotsPerLaunch;
   const void* x[kSlots];  // the two columns, where a launch reads them (null: absent, zeros)
@@ -545,16 +549,16 @@ struct SumsMeta {
   int64_t numel[kSlots];
   int64_t first_block[kSlots + 1];  // as LaunchMetaN's (SlotOf)
   int64_t first_partial[kSlots];    // the index of the slot's first chunk among the call's partials
+  DeviceSum kind[kSlots];
   int num_slots;
-  DeviceSum kind;
 };
 struct TotalsMeta {
   static constexpr int kTensors = kMaxSlotsPerLaunch;
-  int64_t first_partial[kTensors + 1];  // tensor first_tensor + b's partials: [first_partial[b], first_partial[b + 1])
+  int64_t first_partial[kTensors + 1];  // entry first_tensor + b's partials: [first_partial[b], first_partial[b + 1])
+  DeviceSum kind[kTensors];
   int64_t first_tensor;
   int num_tensors;
   DType dtype;
-  DeviceSum kind;
 };
 static_assert(sizeof(SumsMeta) <= kMaxKernelParamBytes && sizeof(TotalsMeta) <= kMaxKernelParamBytes,
               "a sums pass's argument exceeds the CUDA kernel parameter limit");
@@ -586,7 +590,7 @@ FUSED_OPTIM_ELEMENT double ChunkProducts(const SumsMeta& meta, int64_t block, in
   const S* y = static_cast<const S*>(meta.y[s]);
   double sum = 0.0;
   if (x == nullptr) return sum;
-  if (meta.kind == DeviceSum::kValues) {
+  if (meta.kind[s] == DeviceSum::kValues) {
     for (int64_t i = begin + thread; i < end; i += threads) sum += static_cast<double>(static_cast<T>(x[i]));
     return sum;
   }
@@ -602,8 +606,8 @@ FUSED_OPTIM_ELEMENT int64_t PartialOf(const Meta& meta, int64_t block) {
   return meta.first_partial[s] + (block - meta.first_block[s]);
 }
 
-// Second pass: thread `thread`'s sum of its strided share of the partials of the launch's tensor
-// `b`; then Total turns the block's sum into what the tensor's entry of `out` holds.
+// Second pass: thread `thread`'s sum of its strided share of the partials of the launch's entry
+// `b`; then Total turns the block's sum into what that entry of `out` holds.
 FUSED_OPTIM_ELEMENT double PartialsShare(const TotalsMeta& meta, const double* partials, int64_t b, int64_t thread,
                                          int64_t threads) {
   double sum = 0.0;
@@ -611,8 +615,8 @@ FUSED_OPTIM_ELEMENT double PartialsShare(const TotalsMeta& meta, const double* p
   return sum;
 }
 template <typename Half, typename BFloat16>
-FUSED_OPTIM_ELEMENT double Total(const TotalsMeta& meta, double sum) {
-  switch (meta.kind) {
+FUSED_OPTIM_ELEMENT double Total(const TotalsMeta& meta, int64_t b, double sum) {
+  switch (meta.kind[b]) {
     case DeviceSum::kNorm:
       return RoundTo<Half, BFloat16>(meta.dtype, sqrt(sum));
     case DeviceSum::kValues:
@@ -622,41 +626,50 @@ FUSED_OPTIM_ELEMENT double Total(const TotalsMeta& meta, double sum) {
   }
 }
 
-// The first pass's partials: one per chunk of the table's tensors, tensors in order.
-inline int64_t NumPartials(const KernelTable& table) {
+// The first pass's partials for `num_sums` sums of the table: one per chunk of each entry.
+inline int64_t NumPartials(const KernelTable& table, int num_sums) {
   int64_t chunks = 0;
   for (int64_t t = 0; t < table.num_tensors; ++t) chunks += ChunksOf(table.numel[t]);
-  return chunks;
+  return chunks * num_sums;
 }
 
-// Plans both passes of the sums of columns a and b of `table` (`kind`: which sums): calls
-// chunks(const SumsMeta&, int64_t blocks) for each launch of the first, then
-// totals(const TotalsMeta&, int64_t blocks) for each of the second (one block per tensor, an
-// empty tensor's total 0). `max_blocks`: as PlanLaunches's.
+// Plans both passes of `sums` of `table` (see SumsMeta): calls chunks(const SumsMeta&, int64_t
+// blocks) for each launch of the first, then totals(const TotalsMeta&, int64_t blocks) for each of
+// the second (one block per entry, an empty tensor's total 0). `max_blocks`: as PlanLaunches's.
 template <typename Chunks, typename Totals>
-void ForEachSumsLaunch(const KernelTable& table, int a, int b, DeviceSum kind, Chunks&& chunks, Totals&& totals,
+void ForEachSumsLaunch(const KernelTable& table, std::span<const DeviceSumOf> sums, Chunks&& chunks, Totals&& totals,
                        int64_t max_blocks = kMaxGridBlocks) {
-  if (a < 0 || b < 0 || a >= table.num_lists || b >= table.num_lists) {
-    throw std::logic_error("fused_optim: a sums pass over a column the table does not have");
+  for (const DeviceSumOf& of : sums) {
+    if (of.a < 0 || of.b < 0 || of.a >= table.num_lists || of.b >= table.num_lists) {
+      throw std::logic_error("fused_optim: a sums pass over a column the table does not have");
+    }
   }
-  std::vector<int64_t> first_partial(static_cast<size_t>(table.num_tensors) + 1, 0);
-  for (int64_t t = 0; t < table.num_tensors; ++t) first_partial[t + 1] = first_partial[t] + ChunksOf(table.numel[t]);
+  const int64_t n = table.num_tensors;
+  const int64_t entries = n * static_cast<int64_t>(sums.size());  // entry e: sum e / n of tensor e % n
+  std::vector<int64_t> numel(static_cast<size_t>(entries));
+  std::vector<int64_t> first_partial(static_cast<size_t>(entries) + 1, 0);
+  for (int64_t e = 0; e < entries; ++e) {
+    numel[e] = table.numel[e % n];
+    first_partial[e + 1] = first_partial[e] + ChunksOf(numel[e]);
+  }
   const auto column = [&](int64_t t, int col, int64_t skipped) {  // where a launch reads it, from chunk `skipped`
     const int64_t at = t * table.num_lists + col;
     const void* p = table.src[at] != nullptr ? table.src[at] : table.dst[at];
     return Advance(p, skipped * kChunkSize * ElementSize(table.dtype));
   };
   SumsMeta meta{};
-  meta.kind = kind;
   PlanLaunches(
-      table.numel.data(), table.num_tensors, SumsMeta::kSlots,
+      numel.data(), entries, SumsMeta::kSlots,
       [&](const PlannedLaunch& launch) {
         FillSlotBlocks(launch, meta);
         for (int s = 0; s < launch.num_slots; ++s) {
           const PlanSlot& slot = launch.slots[s];
-          meta.x[s] = column(slot.tensor, a, slot.first_chunk);
-          meta.y[s] = column(slot.tensor, b, slot.first_chunk);
-          meta.numel[s] = table.numel[slot.tensor] - slot.first_chunk * kChunkSize;
+          const DeviceSumOf& of = sums[slot.tensor / n];
+          const int64_t t = slot.tensor % n;
+          meta.x[s] = column(t, of.a, slot.first_chunk);
+          meta.y[s] = column(t, of.b, slot.first_chunk);
+          meta.kind[s] = of.kind;
+          meta.numel[s] = numel[slot.tensor] - slot.first_chunk * kChunkSize;
           meta.first_partial[s] = first_partial[slot.tensor] + slot.first_chunk;
         }
         chunks(static_cast<const SumsMeta&>(meta), launch.blocks);
@@ -664,11 +677,11 @@ void ForEachSumsLaunch(const KernelTable& table, int a, int b, DeviceSum kind, C
       max_blocks);
   TotalsMeta total{};
   total.dtype = table.dtype;
-  total.kind = kind;
-  for (int64_t first = 0; first < table.num_tensors; first += TotalsMeta::kTensors) {
+  for (int64_t first = 0; first < entries; first += TotalsMeta::kTensors) {
     total.first_tensor = first;
-    total.num_tensors = static_cast<int>(std::min<int64_t>(TotalsMeta::kTensors, table.num_tensors - first));
+    total.num_tensors = static_cast<int>(std::min<int64_t>(TotalsMeta::kTensors, entries - first));
     for (int b = 0; b <= total.num_tensors; ++b) total.first_partial[b] = first_partial[first + b];
+    for (int b = 0; b < total.num_tensors; ++b) total.kind[b] = sums[(first + b) / n].kind;
     totals(static_cast<const TotalsMeta&>(total), static_cast<int64_t>(total.num_tensors));
   }
 }

@@ -18,12 +18,13 @@
 //      last, OnDevice);
 //   2. the direction pass: vectors update their second moment and write the update; matrices
 //      update their row/column averages (from the norms of g's rows and columns, one factors
-//      kernel for every matrix's rows and one for their columns), then the product of the new
-//      averages, which the direction kernel divides by their floored mean and turns into the
-//      update;
-//   3. the norms of the parameters (before the weight decay) and of the updates, then the apply
-//      pass (weight decay and the scaled update), which reads both norms where they are and
-//      computes the step size itself: nothing waits for the device.
+//      kernel over every matrix's row averages and then their column averages), then the product
+//      of the new averages, which the direction kernel divides by their floored mean and turns
+//      into the update;
+//   3. the norms of the parameters (before the weight decay) and of the updates (on the device,
+//      both from one pair of sums passes), then the apply pass (weight decay and the scaled
+//      update), which reads both norms where they are and computes the step size itself: nothing
+//      waits for the device.
 // The in-place step and the functional update share these passes (in place they write the
 // caller's tensors, functional they return new ones). The functional backward recomputes 2-3 and
 // runs them in reverse: the apply pass's backward kernel, then the direction's (through the
@@ -82,21 +83,35 @@ void ForeachMul_(TensorListArg xs, const Tensor& v) { CallAten<void>("aten::_for
 
 // Per-tensor values an apply pass reads as a state input column (its norms, its backward's dcoef):
 // where the CPU loops run the pass, numbers the host reduced from the pass's own table (no tensor
-// made, no dispatcher call); where the CUDA kernels (or their emulation) run it, one tensor of them
-// that two multi-tensor passes reduced on the call's device (DeviceSums), read there.
+// made, no dispatcher call); where the CUDA kernels (or their emulation) run it, sum `index` of a
+// tensor of them that two multi-tensor passes reduced on the call's device (DeviceSums), read there.
 struct PerTensor {
   std::vector<double> values;
   std::optional<Tensor> sums;
-  MultiTensorCall::StateInput Column() const { return {values, sums ? &*sums : nullptr}; }
+  int64_t index = 0;
+  MultiTensorCall::StateInput Column() const { return {values, sums ? &*sums : nullptr, index}; }
 };
 
-// Each tensor's sum of the products of lists a and b of `pass` (as the pass reads them; an absent
-// list reads as zeros), or with `norms` (a == b) its L2 norm.
-PerTensor SumsOf(MultiTensorCall& pass, int a, int b, bool norms = false) {
-  if (pass.on_cpu_loops()) return {norms ? pass.Norms(a) : pass.SumsOfProducts(a, b), std::nullopt};
-  return {{}, pass.DeviceSums(a, b, norms ? DeviceSum::kNorm : DeviceSum::kProducts)};
+DeviceSumOf NormOf(int column) { return {column, column, DeviceSum::kNorm}; }
+DeviceSumOf ProductsOf(int a, int b) { return {a, b, DeviceSum::kProducts}; }
+
+// Each tensor's sums of lists of `pass` (as the pass reads them; an absent list reads as zeros) that
+// `of` names, in its order: sums of products, or (NormOf) L2 norms. On the device all of them come
+// from the same two passes (one launch each for a few hundred tensors, not two per sum).
+template <size_t N>
+std::array<PerTensor, N> SumsOf(MultiTensorCall& pass, const std::array<DeviceSumOf, N>& of) {
+  std::array<PerTensor, N> out;
+  if (pass.on_cpu_loops()) {
+    for (size_t k = 0; k < N; ++k) {
+      FUSED_OPTIM_CHECK(of[k].kind != DeviceSum::kValues, "SumsOf: no host sum of values (a fused-optim bug)");
+      out[k].values = of[k].kind == DeviceSum::kNorm ? pass.Norms(of[k].a) : pass.SumsOfProducts(of[k].a, of[k].b);
+    }
+    return out;
+  }
+  const Tensor sums = pass.DeviceSums(of);
+  for (size_t k = 0; k < N; ++k) out[k] = {{}, sums, static_cast<int64_t>(k)};
+  return out;
 }
-PerTensor NormsOf(MultiTensorCall& pass, int column) { return SumsOf(pass, column, column, /*norms=*/true); }
 
 struct AdafactorArgs {
   double lr, beta2_decay, eps1, eps2, d;
@@ -187,40 +202,40 @@ double SumOnHost(const Tensor& x) {
   return *WriteHostScalarAt(dtype, &stored, sum);
 }
 
-// The norms of every g along its rows (dim -1) and along its columns (dim -2), which the factors
-// passes read. Where every g is contiguous: where the CPU loops run, numbers from one host pass
-// over each g (no tensor made, no dispatcher call); elsewhere two flat vectors made by the device
-// passes for the whole list. Otherwise one ATen norm per matrix and dim, on the call's device.
+// The norms of every g along its rows (dim -1), then of every g along its columns (dim -2): the
+// values the factors pass reads for its row averages, then its column averages. Where every g is
+// contiguous: where the CPU loops run, numbers from one host pass over each g (no tensor made, no
+// dispatcher call); elsewhere one flat vector made by the device passes for the whole list.
+// Otherwise one ATen norm per matrix and dim, on the call's device.
 struct FactorNorms {
   enum class From { kHost, kDevice, kAten };
   From from = From::kAten;
-  std::vector<double> row_values, col_values;  // kHost: not yet rounded to the dtype
-  RowAndColumnNorms flat;                      // kDevice
-  TensorVector rows, cols;                     // kAten
-  std::vector<int64_t> dims;                   // the gradients' MatrixDimsOf (the products read them too)
+  std::vector<double> values;  // kHost: not yet rounded to the dtype
+  Tensor flat;                 // kDevice
+  TensorVector tensors;        // kAten
+  std::vector<int64_t> dims;   // the gradients' MatrixDimsOf (the products read them too)
 };
 
 FactorNorms FactorNormsOf(TensorListArg grads) {
   FactorNorms norms;
   if (grads.empty()) return norms;
   if (!std::all_of(grads.begin(), grads.end(), [](const Tensor& g) { return g.is_contiguous(); })) {
-    for (const Tensor& g : grads) {
-      norms.rows.push_back(aten::Norm(g, -1));
-      norms.cols.push_back(aten::Norm(g, -2));
+    for (const int64_t dim : {-1, -2}) {
+      for (const Tensor& g : grads) norms.tensors.push_back(aten::Norm(g, dim));
     }
     norms.dims = MatrixDimsOf(grads);
   } else if (MultiTensorCall::RunsOnCpuLoops(grads[0].device())) {
     norms.from = FactorNorms::From::kHost;
     RowAndColumnSums sums = SquaresAlongRowsAndColumns(grads);
-    for (double& x : sums.rows) x = std::sqrt(x);
-    for (double& x : sums.cols) x = std::sqrt(x);
-    norms.row_values = std::move(sums.rows);
-    norms.col_values = std::move(sums.cols);
+    norms.values = std::move(sums.rows);
+    norms.values.insert(norms.values.end(), sums.cols.begin(), sums.cols.end());
+    for (double& x : norms.values) x = std::sqrt(x);
     norms.dims = std::move(sums.dims);
   } else {
     norms.from = FactorNorms::From::kDevice;
-    norms.flat = NormsAlongRowsAndColumns(grads);
-    norms.dims = std::move(norms.flat.dims);
+    RowAndColumnNorms device = NormsAlongRowsAndColumns(grads);
+    norms.flat = std::move(device.norms);
+    norms.dims = std::move(device.dims);
   }
   return norms;
 }
@@ -245,34 +260,52 @@ class StepEntriesMemo {
   double entries_[adafactor_cols::kNumScalars] = {};
 };
 
-// The factors pass over one kind of factor of every matrix (rows: dim -1 reduced; columns: -2):
-// each average lerps toward its norm of g squared over the reduced length. In place, `factors`
-// are updated; functional, the new averages are returned.
-TensorVector UpdateFactors(const char* op, const char* name, TensorListArg factors, TensorListArg grads, int64_t dim,
-                           const FactorNorms& norms, const std::vector<double>& steps,
-                           const math::AdafactorHyper<double>& hyper, bool in_place, const OnDevice& device) {
+// The factors pass, over the row averages (dim -1 reduced) of every matrix, then its column
+// averages (-2), as one list: each average lerps toward its norm of g squared over the reduced
+// length. In place, the averages are updated; functional, the new ones are returned.
+struct Factors {
+  TensorVector rows, cols;
+};
+Factors UpdateFactors(const char* op, TensorListArg row_vars, TensorListArg col_vars, TensorListArg grads,
+                      const FactorNorms& norms, const std::vector<double>& steps,
+                      const math::AdafactorHyper<double>& hyper, bool in_place, const OnDevice& device) {
   // (every list here: the op's checks, or made by the op)
+  const size_t n = grads.size();
+  const auto twice = [](TensorListArg a, TensorListArg b) {
+    TensorVector both(a.begin(), a.end());
+    both.insert(both.end(), b.begin(), b.end());
+    return both;
+  };
+  const TensorVector factors = twice(row_vars, col_vars);
+  TensorVector counters;  // capturable: each matrix's counter, read for its rows and for its columns
+  OnDevice on_device = device;
+  if (device.counters != nullptr) {
+    counters = twice(*device.counters, *device.counters);
+    on_device.counters = &counters;
+  }
   MultiTensorCall call(op, factors, in_place, MultiTensorCall::Checks::kDone);
-  UseOnDevice(call, device, /*last=*/false);
-  TensorVector out = call.AddState(name, factors);
-  const bool rows = dim == -1;
+  UseOnDevice(call, on_device, /*last=*/false);
+  TensorVector out = call.AddState("row_vars and col_vars", factors);
   switch (norms.from) {
     case FactorNorms::From::kHost:
-      call.AddHostValues(rows ? norms.row_values : norms.col_values);
+      call.AddHostValues(norms.values);
       break;
     case FactorNorms::From::kDevice:
-      call.AddDeviceValues(rows ? norms.flat.rows : norms.flat.cols);
+      call.AddDeviceValues(norms.flat);
       break;
     case FactorNorms::From::kAten:
-      call.AddInput("norms", rows ? norms.rows : norms.cols);
+      call.AddInput("norms", norms.tensors);
   }
   StepEntriesMemo entries(hyper);
-  call.SetTensorScalars(adafactor_cols::kNumScalars, [&](int64_t t, double* row) {
+  call.SetTensorScalars(adafactor_cols::kNumScalars, [&](int64_t f, double* row) {
+    const size_t t = static_cast<size_t>(f) % n;
     entries.Fill(steps[t], row);
-    row[adafactor_cols::kMeanOver] = static_cast<double>(grads[t].size(dim));
+    row[adafactor_cols::kMeanOver] = static_cast<double>(grads[t].size(static_cast<size_t>(f) < n ? -1 : -2));
   });
   call.Launch(FUSED_OPTIM_KERNEL(AdafactorFactors), hyper);
-  return out;
+  if (out.empty()) return {};
+  const auto half = out.begin() + static_cast<std::ptrdiff_t>(n);
+  return {TensorVector(out.begin(), half), TensorVector(half, out.end())};
 }
 
 // The apply passes': per tensor t, everything of its step size but the norms (the kernel
@@ -327,7 +360,7 @@ PerTensor RowSums(const char* op, TensorListArg rows, const std::vector<bool>& d
   }
   MultiTensorCall sums(op, rows, /*in_place=*/false, MultiTensorCall::Checks::kDone);
   sums.AddOptionalInput("row averages", summed);
-  return {{}, sums.DeviceSums(0, 0, DeviceSum::kValues)};
+  return {{}, sums.DeviceSums(std::array{DeviceSumOf{0, 0, DeviceSum::kValues}})};
 }
 
 // The direction pass (3.): the new second moments and the updates u, for every tensor.
@@ -345,8 +378,9 @@ Direction RunDirection(const char* op, TensorListArg grads, TensorListArg row_va
   std::vector<int64_t> dims;  // the gradients' matrices (batch, rows, columns), factored
   if (factored) {
     FactorNorms norms = FactorNormsOf(grads);
-    out.row_vars = UpdateFactors(op, "row_vars", row_vars, grads, -1, norms, steps, hyper, in_place, device);
-    out.col_vars = UpdateFactors(op, "col_vars", col_vars, grads, -2, norms, steps, hyper, in_place, device);
+    Factors factors = UpdateFactors(op, row_vars, col_vars, grads, norms, steps, hyper, in_place, device);
+    out.row_vars = std::move(factors.rows);
+    out.col_vars = std::move(factors.cols);
     dims = std::move(norms.dims);
   }
   MultiTensorCall direction(op, grads, in_place, MultiTensorCall::Checks::kDone);
@@ -430,8 +464,8 @@ Lists<4> RunStep(const char* op, TensorListArg params, TensorListArg grads, Tens
   TensorVector new_params = apply.AddState("params", params);
   apply.AddScratch(dir.updates);
   SetApplyRows(apply, params, steps, args, hyper);
-  const PerTensor param_norms = NormsOf(apply, adafactor_cols::kParam);
-  const PerTensor update_norms = NormsOf(apply, adafactor_cols::kApplyUpdate);
+  const auto [param_norms, update_norms] =
+      SumsOf(apply, std::array{NormOf(adafactor_cols::kParam), NormOf(adafactor_cols::kApplyUpdate)});
   apply.SetStateInputs({param_norms.Column(), update_norms.Column()});  // adafactor_cols' state order
   apply.Launch(FUSED_OPTIM_KERNEL(AdafactorApply), hyper);
   return {std::move(new_params), std::move(dir.row_vars), std::move(dir.col_vars), std::move(dir.variances)};
@@ -581,12 +615,12 @@ Lists<5> AdafactorUpdateBackward(const OptionalTensorList& grad_new_params, cons
   apply.AddScratch(dir.updates);
   auto [grad_params, grad_updates] = apply.AddOutputs<2>();
   SetApplyRows(apply, params, steps, args, hyper);
-  const PerTensor param_norms = NormsOf(apply, C::In(adafactor_cols::kParam));
-  const PerTensor update_norms = NormsOf(apply, C::In(adafactor_cols::kApplyUpdate));
   // coef = -alpha / denom is a function of p (through RMS(p), unless eps2 holds alpha) and of u
   // (through RMS(u), unless 1 holds denom): given dcoef = sum(gp' u), its gradient is
   // update_coef u + param_coef p, which the kernel computes from the norms and dcoef.
-  const PerTensor dcoefs = SumsOf(apply, C::GradNew(adafactor_cols::kParam), C::In(adafactor_cols::kApplyUpdate));
+  const auto [param_norms, update_norms, dcoefs] =
+      SumsOf(apply, std::array{NormOf(C::In(adafactor_cols::kParam)), NormOf(C::In(adafactor_cols::kApplyUpdate)),
+                               ProductsOf(C::GradNew(adafactor_cols::kParam), C::In(adafactor_cols::kApplyUpdate))});
   apply.SetStateInputs({param_norms.Column(), update_norms.Column(), dcoefs.Column()});  // adafactor_cols' order
   apply.Launch(FUSED_OPTIM_KERNEL(AdafactorApplyBackward), hyper);
   // The direction's backward, at every tensor's second-moment weight.
