@@ -227,8 +227,12 @@ probe() {  # probe <name> <seconds> <command...>: its table goes into the report
 # (benchmarks/optim/kernel_bandwidth.cu), built here for this GPU with the wheel's chunk size and
 # two larger ones, so that one run compares them, and once more with fused multiply-adds allowed
 # ("fmad", the wheel's chunk), which cuts the instructions per element: if that build is much
-# faster, a kernel is bound by its instructions, not by memory.
+# faster, a kernel is bound by its instructions, not by memory. Beside them, what one launch costs
+# the host and the device by the bytes of its parameter (benchmarks/optim/launch_cost.cu: every
+# fused-optim launch passes ~32 KB, torch's multi-tensor launches 4 KB).
 if [ "$mode" = run ] && [ "${GPU_CHECK_BENCH:-1}" != 0 ] && command -v nvcc >/dev/null; then
+  timeout 120 nvcc -std=c++20 -O3 -arch="sm_$FUSED_OPTIM_CUDA_ARCHS" benchmarks/optim/launch_cost.cu \
+    -o "$target/launch_cost" >"$logs/build-launch-cost.log" 2>&1 &
   builds=(default 4096 8192 fmad)
   for build in "${builds[@]}"; do
     define=()
@@ -251,6 +255,12 @@ if [ "$mode" = run ] && [ "${GPU_CHECK_BENCH:-1}" != 0 ] && command -v nvcc >/de
       status=1
     fi
   done
+  if [ -x "$target/launch_cost" ]; then
+    probe launch_cost 30 "$target/launch_cost"
+  else
+    say "launch_cost.cu did not build (logs/build-launch-cost.log)"
+    status=1
+  fi
 elif [ "$mode" = run ]; then
   say "no nvcc on PATH: no kernel bandwidth probe"
 fi

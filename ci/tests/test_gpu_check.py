@@ -50,14 +50,15 @@ def test_a_dry_run_collects_the_cuda_tests_and_writes_the_report(tmp_path):
 
 
 @pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc not found")
-def test_the_kernel_bandwidth_probe_compiles(tmp_path):
-    # benchmarks/optim/kernel_bandwidth.cu, which gpu_check builds on the GPU machine with the
-    # wheel's chunk size and larger ones: the kernels' headers as the wheel compiles them, and the
-    # chunk-size macro taken (PTX only, unoptimized: the front ends' checks in seconds).
+@pytest.mark.parametrize("probe", ["kernel_bandwidth", "launch_cost"])
+def test_the_cuda_probes_compile(tmp_path, probe):
+    # The CUDA programs gpu_check builds on the GPU machine: kernel_bandwidth.cu with the wheel's
+    # chunk size and larger ones (the kernels' headers as the wheel compiles them, the chunk-size
+    # macro taken) and launch_cost.cu (PTX only, unoptimized: the front ends' checks in seconds).
     package = ROOT / "packages" / "fused-optim"
     result = subprocess.run(
-        ["nvcc", "-std=c++20", "-c", str(ROOT / "benchmarks" / "optim" / "kernel_bandwidth.cu"), "-o",
-         str(tmp_path / "kernel_bandwidth.o"), "-I", str(package / "csrc"), "-I", str(package / "include"),
+        ["nvcc", "-std=c++20", "-c", str(ROOT / "benchmarks" / "optim" / f"{probe}.cu"), "-o",
+         str(tmp_path / f"{probe}.o"), "-I", str(package / "csrc"), "-I", str(package / "include"),
          "-arch=compute_80", "-code=compute_80", "-Xcicc", "-O0", "-DFUSED_OPTIM_CUDA_CHUNK_SIZE=4096",
          "-Xcompiler", "-Wall", "-Werror", "all-warnings"],
         capture_output=True, text=True, check=False, timeout=300)
