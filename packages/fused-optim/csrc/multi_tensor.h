@@ -12,6 +12,7 @@
 #include <array>
 #include <deque>
 #include <initializer_list>
+#include <limits>
 #include <optional>
 #include <span>
 #include <string>
@@ -87,20 +88,31 @@ void FillScalars(KernelTable& table, int num, const std::vector<double>& steps, 
   table.scalars.resize(num * steps.size());
   for (size_t t = 0; t < steps.size(); ++t) row(steps[t], table.scalars.data() + t * num);
 }
-// The same from ScalarRows (below), whose row depends on the step count alone: one row per run of
-// equal counts (usually one for the whole call; a row's std::pow calls cost more than a small
-// tensor's update), copied to the others.
+// A row of `num` scalars that depends on the step count alone, row(step, out), computed once per
+// run of equal counts (usually once for a whole call: a row's std::pow calls cost more than a small
+// tensor's update) and handed out again for the others.
+template <typename Row>
+class RowOfCount {
+ public:
+  RowOfCount(int num, Row row) : row_(std::move(row)), values_(static_cast<size_t>(num)) {}
+  const double* Of(double step) {
+    if (!(step == step_)) {  // (NaN at first: equal to no count)
+      row_(step, values_.data());
+      step_ = step;
+    }
+    return values_.data();
+  }
+
+ private:
+  Row row_;
+  std::vector<double> values_;
+  double step_ = std::numeric_limits<double>::quiet_NaN();
+};
+// The same as FillScalars from ScalarRows (below), through RowOfCount.
 template <typename Rows>
 void FillStepScalars(KernelTable& table, const Rows& rows, const std::vector<double>& steps) {
-  size_t t = 0;
-  FillScalars(table, rows.num, steps, [&](double step, double* out) {
-    if (t > 0 && step == steps[t - 1]) {
-      std::copy(out - rows.num, out, out);
-    } else {
-      rows.row(step, out);
-    }
-    ++t;
-  });
+  RowOfCount of_count(rows.num, rows.row);
+  FillScalars(table, rows.num, steps, [&](double step, double* out) { std::copy_n(of_count.Of(step), rows.num, out); });
 }
 
 // The widest of a CPU function's builds this machine runs (a null build is skipped).

@@ -32,7 +32,6 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
-#include <limits>
 #include <optional>
 #include <span>
 
@@ -241,23 +240,23 @@ FactorNorms FactorNormsOf(TensorListArg grads) {
 }
 
 // bind::Adafactor::StepEntries of each tensor's count, into a pass's row, computed once per run of
-// equal counts (a step's tensors share one): pow and sqrt for every tensor of every pass were ~5%
-// of a kept step's host time on 200 small matrices.
-class StepEntriesMemo {
+// equal counts (RowOfCount: a step's tensors share one): pow and sqrt for every tensor of every
+// pass were ~5% of a kept step's host time on 200 small matrices.
+class StepEntriesOfCount {
  public:
-  explicit StepEntriesMemo(const math::AdafactorHyper<double>& hyper) : hyper_(hyper) {}
+  explicit StepEntriesOfCount(const math::AdafactorHyper<double>& hyper)
+      : entries_(adafactor_cols::kNumScalars, Entries{hyper}) {}
   void Fill(double step, double* row) {
-    if (!(step == step_)) {  // (NaN at first: equal to no count)
-      bind::Adafactor::StepEntries(hyper_, step, entries_);
-      step_ = step;
-    }
-    for (int k : bind::Adafactor::kStepEntries) row[k] = entries_[k];
+    const double* entries = entries_.Of(step);
+    for (int k : bind::Adafactor::kStepEntries) row[k] = entries[k];
   }
 
  private:
-  const math::AdafactorHyper<double>& hyper_;
-  double step_ = std::numeric_limits<double>::quiet_NaN();
-  double entries_[adafactor_cols::kNumScalars] = {};
+  struct Entries {
+    const math::AdafactorHyper<double>& hyper;
+    void operator()(double step, double* row) const { bind::Adafactor::StepEntries(hyper, step, row); }
+  };
+  RowOfCount<Entries> entries_;
 };
 
 // The factors pass, over the row averages (dim -1 reduced) of every matrix, then its column
@@ -296,7 +295,7 @@ Factors UpdateFactors(const char* op, TensorListArg row_vars, TensorListArg col_
     case FactorNorms::From::kAten:
       call.AddInput("norms", norms.tensors);
   }
-  StepEntriesMemo entries(hyper);
+  StepEntriesOfCount entries(hyper);
   call.SetTensorScalars(adafactor_cols::kNumScalars, [&](int64_t f, double* row) {
     const size_t t = static_cast<size_t>(f) % n;
     entries.Fill(steps[t], row);
@@ -312,7 +311,7 @@ Factors UpdateFactors(const char* op, TensorListArg row_vars, TensorListArg col_
 // computes it from them where they are, AdafactorStepSizeOf). `steps`: each tensor's count.
 void SetApplyRows(MultiTensorCall& apply, TensorListArg params, const std::vector<double>& steps,
                   const AdafactorArgs& a, const math::AdafactorHyper<double>& hyper) {
-  StepEntriesMemo entries(hyper);
+  StepEntriesOfCount entries(hyper);
   apply.SetTensorScalars(adafactor_cols::kNumScalars, [&](int64_t t, double* row) {
     using namespace adafactor_cols;
     entries.Fill(steps[t], row);
@@ -439,7 +438,7 @@ Direction RunDirection(const char* op, TensorListArg grads, TensorListArg row_va
   } else {
     out.variances = direction.AddState("variances", variances);
     out.updates = direction.AddScratch();
-    StepEntriesMemo entries(hyper);
+    StepEntriesOfCount entries(hyper);
     direction.SetTensorScalars(adafactor_cols::kNumScalars,
                                [&](int64_t t, double* row) { entries.Fill(steps[t], row); });
     direction.Launch(FUSED_OPTIM_KERNEL(AdafactorVectorDirection), hyper);
