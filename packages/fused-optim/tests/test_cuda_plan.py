@@ -10,6 +10,7 @@ import random
 import subprocess
 import sys
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 import torch
@@ -492,38 +493,15 @@ def test_the_emulation_checks_the_vector_paths_invariants():
         _C._emulated_binding_check("Adam")
 
 
-def test_a_step_of_two_hundred_tensors_is_one_launch(emulated):
-    # Adam on 200 tensors (the host-time benchmark's shape): one kernel launch per step on a GPU,
-    # where each launch costs the host microseconds; the result still equals torch.optim's.
+def _launches_per_step_match_torch(name: str, shape: tuple[int, ...], tensors: int, kwargs: dict[str, Any],
+                                   launches: int) -> None:
+    """Three steps of torch.optim's ``name`` and fused_optim's on the same float64 parameters and
+    gradients: each of ours makes ``launches`` (emulated) CUDA launches, and the results agree."""
     gen = torch.Generator().manual_seed(3)
-    ref = [torch.randn(1000, generator=gen, dtype=torch.float64).requires_grad_() for _ in range(200)]
+    ref = [torch.randn(shape, generator=gen, dtype=torch.float64).requires_grad_() for _ in range(tensors)]
     ours = [p.detach().clone().requires_grad_() for p in ref]
-    ref_opt = torch.optim.Adam(ref, lr=0.01, weight_decay=0.1, foreach=False)
-    our_opt = fused_optim.Adam(ours, lr=0.01, weight_decay=0.1)
-    for _ in range(3):
-        for a, b in zip(ref, ours, strict=True):
-            a.grad = torch.randn(a.shape, generator=gen, dtype=torch.float64)
-            b.grad = a.grad.clone()
-        ref_opt.step()
-        before = _C._emulated_launches()
-        our_opt.step()
-        assert _C._emulated_launches() - before == 1
-    for a, b in zip(ref, ours, strict=True):
-        torch.testing.assert_close(b, a, rtol=1e-12, atol=1e-14)
-
-
-@pytest.mark.parametrize("shape, launches", [((50,), 4), ((6, 4), 11)], ids=["vectors", "matrices"])
-def test_an_adafactor_step_shares_its_launches_between_its_sums(emulated, shape, launches):
-    # Adafactor on a few tensors, each step equal to torch.optim's: vectors take the direction
-    # pass, the two passes that reduce the norms of p and of u together, and the apply pass (4
-    # launches, not 6); matrices take in addition the three passes of g's row and column norms,
-    # one factors pass over the row and column averages together, the products r c and the two
-    # passes of the row averages' sums (11, not 14). Each launch costs the host microseconds on a GPU.
-    gen = torch.Generator().manual_seed(4)
-    ref = [torch.randn(shape, generator=gen, dtype=torch.float64).requires_grad_() for _ in range(5)]
-    ours = [p.detach().clone().requires_grad_() for p in ref]
-    ref_opt = torch.optim.Adafactor(ref, lr=0.05, weight_decay=0.1, foreach=False)
-    our_opt = fused_optim.Adafactor(ours, lr=0.05, weight_decay=0.1)
+    ref_opt = getattr(torch.optim, name)(ref, foreach=False, **kwargs)
+    our_opt = getattr(fused_optim, name)(ours, **kwargs)
     for _ in range(3):
         for a, b in zip(ref, ours, strict=True):
             a.grad = torch.randn(a.shape, generator=gen, dtype=torch.float64)
@@ -534,6 +512,22 @@ def test_an_adafactor_step_shares_its_launches_between_its_sums(emulated, shape,
         assert _C._emulated_launches() - before == launches
     for a, b in zip(ref, ours, strict=True):
         torch.testing.assert_close(b, a, rtol=1e-12, atol=1e-14)
+
+
+def test_a_step_of_two_hundred_tensors_is_one_launch(emulated):
+    # Adam on 200 tensors (the host-time benchmark's shape): one kernel launch per step on a GPU,
+    # where each launch costs the host microseconds; the result still equals torch.optim's.
+    _launches_per_step_match_torch("Adam", (1000,), 200, dict(lr=0.01, weight_decay=0.1), 1)
+
+
+@pytest.mark.parametrize("shape, launches", [((50,), 4), ((6, 4), 11)], ids=["vectors", "matrices"])
+def test_an_adafactor_step_shares_its_launches_between_its_sums(emulated, shape, launches):
+    # Adafactor on a few tensors: vectors take the direction pass, the two passes that reduce the
+    # norms of p and of u together, and the apply pass (4 launches, not 6); matrices take in
+    # addition the three passes of g's row and column norms, one factors pass over the row and
+    # column averages together, the products r c and the two passes of the row averages' sums (11,
+    # not 14).
+    _launches_per_step_match_torch("Adafactor", shape, 5, dict(lr=0.05, weight_decay=0.1), launches)
 
 
 _PLAN_ONLY = """
