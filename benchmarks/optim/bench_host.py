@@ -29,6 +29,11 @@ for the host's writes between steps).
 launches emulated with ``FUSED_OPTIM_EMULATE_CUDA=plan`` (planned, their arguments filled, no block
 run: the numbers are garbage), the tensors on the CPU. A step then costs what it costs the host on a
 GPU, less the driver's launches and the CUDA allocator's share; torch's variants are left out.
+
+The last column counts one step's kernel launches: on a GPU the device's kernels (and copies) that
+torch.profiler records for a step of each candidate, so that device time can be read against them;
+in plan mode fused_optim's planned launches (an advance kernel after each launch of a capturable
+step is not counted there); "-" on the CPU.
 """
 
 from __future__ import annotations
@@ -93,6 +98,25 @@ def host_and_device(opt: torch.optim.Optimizer, steps: int, cuda: bool,
     return statistics.median(host), float("nan") if flush is not None else device
 
 
+def launches(opt: torch.optim.Optimizer, cuda: bool, plan: bool) -> str:
+    """One step's kernel launches (see the module's docstring), as the table prints them."""
+    if plan:
+        before = fused_optim._C._emulated_launches()
+        opt.step()
+        return str(fused_optim._C._emulated_launches() - before)
+    if not cuda:
+        return "-"
+    torch.cuda.synchronize()
+    try:
+        with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
+            opt.step()
+            torch.cuda.synchronize()
+    except RuntimeError as e:  # (no CUPTI in this torch)
+        print(f"no launch count: {e}", file=sys.stderr)
+        return "?"
+    return str(sum(1 for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--device", default="cpu")
@@ -130,8 +154,8 @@ def main() -> None:
     dtype_name = "" if dtype == torch.float32 else f" {args.dtype}"
     unit = "fused_optim" if plan else "torch fused (else foreach)"
     print(f"| optimizer, {what}{dtype_name} | variant | host us / step | "
-          f"device us / step | {unit} host / this host |")
-    print("|---|---|---|---|---|")
+          f"device us / step | {unit} host / this host | launches / step |")
+    print("|---|---|---|---|---|---|")
     variants = ["fused_optim", "fused_optim capturable", "torch fused=True", "torch foreach"]
     for name in args.optimizers:
         fused = torch_has_fused(getattr(torch.optim, name), on)
@@ -142,6 +166,7 @@ def main() -> None:
         for opt in opts.values():  # warm-up: state, plans, lazy inits
             for _ in range(5):
                 opt.step()
+        counts = {v: launches(opt, cuda, plan) for v, opt in opts.items()}
         samples: dict[str, list[tuple[float, float]]] = {v: [] for v in names}
         for r in range(args.rounds):  # interleaved, the order rotating each round
             order = names[r % len(names):] + names[:r % len(names)]
@@ -152,7 +177,7 @@ def main() -> None:
             host, device = med[v]
             device_us = "-" if math.isnan(device) else f"{device * 1e6:.1f}"
             print(f"| {name} | {v} | {host * 1e6:.1f} | {device_us} | "
-                  f"{med[reference][0] / host:.2f}x |", flush=True)
+                  f"{med[reference][0] / host:.2f}x | {counts[v]} |", flush=True)
 
 
 if __name__ == "__main__":

@@ -84,6 +84,7 @@ def test_the_host_time_probe_runs_on_the_cpu():
         ("Adam", "torch foreach"), ("SGD", "fused_optim"), ("SGD", "torch fused=True"), ("SGD", "torch foreach")]
     assert all(float(r[2]) > 0 and float(r[3]) > 0 for r in rows)
     assert all(r[4].strip() == "1.00x" for r in rows if r[1].strip() == "torch fused=True")
+    assert all(r[5].strip() == "-" for r in rows)  # (launches are counted on a GPU and in plan mode)
 
 
 def test_the_host_time_probe_finds_torchs_fused_steps_by_running_one():
@@ -114,6 +115,9 @@ def test_the_host_time_probe_times_the_cuda_path_without_a_gpu():
     assert [(r[0].strip(), r[1].strip()) for r in rows] == [
         ("SGD", "fused_optim"), ("NAdam", "fused_optim"), ("NAdam", "fused_optim capturable")]
     assert all(float(r[2]) > 0 for r in rows) and rows[0][4].strip() == "1.00x"
+    # The planned launches of a step on 200 tensors: SGD's in one, NAdam's argument holds fewer
+    # (fused_optim._C.CUDA_LAUNCH's slots_per_launch), so two.
+    assert [r[5].strip() for r in rows] == ["1", "2", "2"]
 
 
 def test_the_host_time_probe_times_cold_steps():
