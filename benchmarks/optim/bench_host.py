@@ -32,8 +32,8 @@ GPU, less the driver's launches and the CUDA allocator's share; torch's variants
 
 The last column counts one step's kernel launches: on a GPU the device's kernels (and copies) that
 torch.profiler records for a step of each candidate, so that device time can be read against them;
-in plan mode fused_optim's planned launches (an advance kernel after each launch of a capturable
-step is not counted there); "-" on the CPU.
+in plan mode fused_optim's planned launches (with the kernels that advance state scalars or device
+step counters after them); "-" on the CPU.
 """
 
 from __future__ import annotations

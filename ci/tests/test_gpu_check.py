@@ -115,9 +115,10 @@ def test_the_host_time_probe_times_the_cuda_path_without_a_gpu():
     assert [(r[0].strip(), r[1].strip()) for r in rows] == [
         ("SGD", "fused_optim"), ("NAdam", "fused_optim"), ("NAdam", "fused_optim capturable")]
     assert all(float(r[2]) > 0 for r in rows) and rows[0][4].strip() == "1.00x"
-    # The planned launches of a step on 200 tensors: SGD's in one, NAdam's argument holds fewer
-    # (fused_optim._C.CUDA_LAUNCH's slots_per_launch), so two.
-    assert [r[5].strip() for r in rows] == ["1", "2", "2"]
+    # The planned launches of a step on 200 tensors: SGD's in one; NAdam's argument holds fewer
+    # (fused_optim._C.CUDA_LAUNCH's slots_per_launch), so two, each followed by the kernel that
+    # advances its state scalars (mu_product) once its blocks are done.
+    assert [r[5].strip() for r in rows] == ["1", "4", "4"]
 
 
 def test_the_host_time_probe_times_cold_steps():

@@ -388,7 +388,7 @@ FUSED_OPTIM_FOR_EACH_KERNEL(FUSED_OPTIM_DECLARE_KERNEL)
 FUSED_OPTIM_DECLARE_CUDA_REDUCTIONS
 int64_t NumPartials(const KernelTable& table, int num_sums);       // SumsOfProducts's scratch, in doubles
 int64_t ColumnPartials(int64_t num_tensors, const int64_t* dims);  // NormsAlongRowsAndColumns's, in doubles
-int64_t Launches();      // emulated launches so far (tests check that the mode took effect)
+int64_t Launches();      // emulated launches so far, as a GPU makes them (tests, bench_host.py --device plan)
 int64_t VectorGroups();  // groups that took the vector path so far (tests check which path ran)
 // Lowers the emulated grid's block limit (tests: small tensors then span launches); returns the
 // previous one.

@@ -60,7 +60,9 @@ void RunKernel(const KernelTable& table, const typename K::template Hyper<double
     cuda::ForEachLaunch<K>(
         table, what,
         [&](const cuda::LaunchMeta<K>& meta, int64_t blocks) {
-          launches.fetch_add(1, std::memory_order_relaxed);
+          // Counted as kernels.cu launches: the blocks where there are any, then the advance kernel.
+          const bool advances = AdvancesAfterUpdate(table);
+          launches.fetch_add((blocks > 0 ? 1 : 0) + (advances ? 1 : 0), std::memory_order_relaxed);
           if (!CudaEmulationRunsBlocks()) return;
           try {
             for (int64_t block = 0; block < blocks; ++block) {
@@ -71,7 +73,7 @@ void RunKernel(const KernelTable& table, const typename K::template Hyper<double
           } catch (const std::logic_error& e) {
             throw std::logic_error(std::string("fused_optim: the CUDA kernel of ") + what + " " + e.what());
           }
-          if (AdvancesAfterUpdate(table)) {
+          if (advances) {
             for (int slot = 0; slot < meta.num_slots; ++slot) cuda::AdvanceSlot(meta, op, slot);
           }
         },
