@@ -494,14 +494,15 @@ def test_the_emulation_checks_the_vector_paths_invariants():
 
 
 def _launches_per_step_match_torch(name: str, shape: tuple[int, ...], tensors: int, kwargs: dict[str, Any],
-                                   launches: int) -> None:
-    """Three steps of torch.optim's ``name`` and fused_optim's on the same float64 parameters and
-    gradients: each of ours makes ``launches`` (emulated) CUDA launches, and the results agree."""
+                                   launches: int, ours_only: dict[str, Any] | None = None) -> None:
+    """Three steps of torch.optim's ``name`` and fused_optim's (with ``ours_only`` besides) on the
+    same float64 parameters and gradients: each of ours makes ``launches`` (emulated) CUDA
+    launches, counted as a GPU makes them, and the results agree."""
     gen = torch.Generator().manual_seed(3)
     ref = [torch.randn(shape, generator=gen, dtype=torch.float64).requires_grad_() for _ in range(tensors)]
     ours = [p.detach().clone().requires_grad_() for p in ref]
     ref_opt = getattr(torch.optim, name)(ref, foreach=False, **kwargs)
-    our_opt = getattr(fused_optim, name)(ours, **kwargs)
+    our_opt = getattr(fused_optim, name)(ours, **kwargs, **(ours_only or {}))
     for _ in range(3):
         for a, b in zip(ref, ours, strict=True):
             a.grad = torch.randn(a.shape, generator=gen, dtype=torch.float64)
@@ -528,6 +529,14 @@ def test_an_adafactor_step_shares_its_launches_between_its_sums(emulated, shape,
     # column averages together, the products r c and the two passes of the row averages' sums (11,
     # not 14).
     _launches_per_step_match_torch("Adafactor", shape, 5, dict(lr=0.05, weight_decay=0.1), launches)
+
+
+@pytest.mark.parametrize("name, ours_only", [("NAdam", {}), ("ASGD", {}), ("Adam", dict(capturable=True))])
+def test_a_step_that_advances_on_the_device_counts_its_advance_kernel(emulated, name, ours_only):
+    # State scalars kept on the device (NAdam's mu_product, ASGD's eta and mu) and capturable step
+    # counters advance in a kernel of their own after the step's launch, once no block reads them:
+    # two launches on a GPU, and two in the emulation's count.
+    _launches_per_step_match_torch(name, (1000,), 5, dict(lr=0.01), 2, ours_only)
 
 
 _PLAN_ONLY = """
