@@ -88,13 +88,20 @@ void FillScalars(KernelTable& table, int num, const std::vector<double>& steps, 
   table.scalars.resize(num * steps.size());
   for (size_t t = 0; t < steps.size(); ++t) row(steps[t], table.scalars.data() + t * num);
 }
+// The most per-tensor scalars of any binding (math/<algo>.h): the longest row RowOfCount keeps.
+#define FUSED_OPTIM_NUM_SCALARS(name) bind::name::kNumScalars,
+inline constexpr int kMaxScalarsPerTensor = std::max({FUSED_OPTIM_FOR_EACH_KERNEL(FUSED_OPTIM_NUM_SCALARS)});
+#undef FUSED_OPTIM_NUM_SCALARS
 // A row of `num` scalars that depends on the step count alone, row(step, out), computed once per
 // run of equal counts (usually once for a whole call: a row's std::pow calls cost more than a small
-// tensor's update) and handed out again for the others.
+// tensor's update) and handed out again for the others. (In place: no allocation on a step's path.)
 template <typename Row>
 class RowOfCount {
  public:
-  RowOfCount(int num, Row row) : row_(std::move(row)), values_(static_cast<size_t>(num)) {}
+  RowOfCount(int num, Row row) : row_(std::move(row)) {
+    FUSED_OPTIM_CHECK(num >= 0 && num <= kMaxScalarsPerTensor, "RowOfCount: a row of ", num,
+                      " scalars, longer than any binding's (a fused-optim bug)");
+  }
   const double* Of(double step) {
     if (!(step == step_)) {  // (NaN at first: equal to no count)
       row_(step, values_.data());
@@ -105,7 +112,7 @@ class RowOfCount {
 
  private:
   Row row_;
-  std::vector<double> values_;
+  std::array<double, kMaxScalarsPerTensor> values_ = {};
   double step_ = std::numeric_limits<double>::quiet_NaN();
 };
 // The same as FillScalars from ScalarRows (below), through RowOfCount.
